@@ -1,0 +1,149 @@
+# Orchard: one non-recursive Makefile.  `make help` lists the targets.
+BUILDDIR ?= build
+CC ?= cc
+PYTHON ?= /usr/bin/python3
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+
+PKGS := fuse3 sqlite3 inih libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wmissing-prototypes -Wshadow -Wformat=2 -Werror
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS := $(PKG_LIBS) -lpthread
+
+ifeq ($(SANITIZE),1)
+ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -DORCH_DEBUG_BUILD
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# Modules, in dependency order: each may use the ones before it.
+MODULES := common proto net meta store client
+lib_srcs = $(wildcard src/$(1)/*.c)
+lib_objs = $(patsubst src/%.c,$(BUILDDIR)/obj/%.o,$(call lib_srcs,$(1)))
+LIBS := $(foreach m,$(MODULES),$(BUILDDIR)/lib/liborch$(m).a)
+# Link order: dependants first.
+LINKLIBS := $(foreach m,$(shell echo $(MODULES) | tr ' ' '\n' | tac),$(BUILDDIR)/lib/liborch$(m).a)
+
+BINS := $(BUILDDIR)/bin/orchardd $(BUILDDIR)/bin/orchard
+ifneq ($(wildcard src/mount/*.c),)
+BINS += $(BUILDDIR)/bin/orchard-mount
+endif
+UNIT_SRCS := $(wildcard tests/unit/t_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILDDIR)/tests/%,$(UNIT_SRCS))
+
+.PHONY: all deps test test-unit test-py check check-asan fuzz fuzz-smoke fuzz-replay bench clean help
+.SECONDARY:
+all: $(BINS) $(UNIT_BINS)
+
+deps:
+	$(Q)bash scripts/deps.sh
+
+# Recorded flags: changing CFLAGS or SANITIZE rebuilds everything.
+FLAGS_FILE := $(BUILDDIR)/.flags
+$(shell mkdir -p $(BUILDDIR) && echo '$(CC) $(ALL_CFLAGS) $(LDFLAGS)' | cmp -s - $(FLAGS_FILE) || echo '$(CC) $(ALL_CFLAGS) $(LDFLAGS)' > $(FLAGS_FILE))
+
+$(BUILDDIR)/obj/%.o: src/%.c $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILDDIR)/obj/tests/%.o: tests/%.c $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -c $< -o $@
+
+define lib_rule
+$(BUILDDIR)/lib/liborch$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	$(Q)ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call lib_rule,$(m))))
+
+$(BUILDDIR)/bin/orchardd: $(call lib_objs,server) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,server) $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/bin/orchard: $(call lib_objs,cli) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,cli) $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/bin/orchard-mount: $(call lib_objs,mount) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,mount) $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/tests/t_%: $(BUILDDIR)/obj/tests/unit/t_%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
+
+# --- Tests ------------------------------------------------------------------
+# `make test`: unit tests, fuzz-corpus replay, then the integration suite
+# (real servers on 127.0.0.1).  TESTFLAGS goes to pytest (e.g. -k rename).
+test: all test-unit fuzz-replay test-py
+
+test-unit: $(UNIT_BINS)
+	$(Q)bash tests/lib/run_unit.sh $(UNIT_BINS)
+
+test-py: $(BINS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q tests/py $(TESTFLAGS)
+
+check-asan:
+	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" test
+
+# Everything CI runs: the tests, the same under ASan+UBSan, a short fuzz run.
+check: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory test
+	$(Q)$(MAKE) --no-print-directory check-asan
+	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
+
+# --- Fuzzing (clang + libFuzzer) --------------------------------------------
+FUZZDIR := $(BUILDDIR)-fuzz
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZDIR)/%,$(FUZZ_SRCS))
+FUZZ_TIME ?= 60
+FUZZ_SMOKE_TIME ?= 15
+FUZZ_LIBSRCS := $(foreach m,common proto meta store,$(call lib_srcs,$(m)))
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Itests $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+$(FUZZDIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIBSRCS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ-LD $@")
+	$(Q)clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIBSRCS) $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+	$(Q)for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p $(FUZZDIR)/corpus/$$n; \
+		$$f -max_total_time=$(FUZZ_TIME) -timeout=1 $(FUZZDIR)/corpus/$$n tests/fuzz/corpus/$$n || exit 1; done
+
+# Replays the seed corpus and every saved crash with the normal build.
+fuzz-replay: $(patsubst tests/fuzz/%.c,$(BUILDDIR)/tests/%,$(FUZZ_SRCS))
+	$(Q)for f in $^; do n=$$(basename $$f); $$f tests/fuzz/corpus/$$n tests/fuzz/regress/$$n || exit 1; done
+
+$(BUILDDIR)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests $(LDFLAGS) -o $@ $< tests/fuzz/replay_main.c $(LINKLIBS) $(LDLIBS)
+
+bench: $(BINS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
+
+clean:
+	rm -rf $(BUILDDIR) build-asan $(FUZZDIR)
+
+help:
+	@echo "make            build binaries and unit tests into $(BUILDDIR)/"
+	@echo "make deps       install the Debian packages the build and tests need"
+	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan tests, a short fuzz run"
+	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
+	@echo "make check-asan the same under ASan+UBSan in build-asan/"
+	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
+	@echo "make bench      CLI benchmark against a 2-server local cluster"
+
+-include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)

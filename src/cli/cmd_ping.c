@@ -1,0 +1,113 @@
+/*
+ * orchard ping: one AN2AN_PING to every server.  The first ping of a server
+ * also connects and authenticates, so the round trip is timed on a second
+ * ping over the established connection.
+ */
+#include "cli/cli.h"
+
+#include <string.h>
+#include <time.h>
+
+#define PING_DEFAULT_MS 2000
+
+static double ping_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One ping of server @i; *@vmin/@vmax from the reply. */
+static int ping_one(struct orch_client *cl, unsigned int i, uint8_t *vmin, uint8_t *vmax)
+{
+	struct orch_reply rep = { 0 };
+	struct orch_msg req;
+	int error;
+
+	orch_msg_init(&req, ORCH_AN2AN_PING);
+	error = orch_client_call(cl, i, &req, &rep);
+	if (error)
+		return error;
+	*vmin = rep.m.vmin;
+	*vmax = rep.m.vmax;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		ORCH_CLI_OPTS_END
+	};
+	uint32_t timeout_ms = PING_DEFAULT_MS;
+	const struct orch_cfg *cfg;
+	struct orch_cli_fs fs;
+	int opt, rc, namew = 4, addrw = 7, down = 0;
+	uint64_t v;
+
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:t:", opts)) != -1) {
+		switch (opt) {
+		case 't':
+			if (orch_cli_uint_parse(optarg, 1, 3600000, &v))
+				return orch_cli_usage_err(cli, "--timeout: bad milliseconds '%s'",
+							  optarg);
+			timeout_ms = (uint32_t)v;
+			break;
+		case ORCH_CLI_OPT_HELP:
+			return orch_cli_usage(cli, ORCH_CLI_OK);
+		default:
+			return orch_cli_usage(cli, ORCH_CLI_USAGE);
+		}
+	}
+	if (optind != argc)
+		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
+	rc = orch_cli_connect(cli, &fs);
+	if (rc)
+		return rc;
+	orch_client_set_timeout(fs.cl, timeout_ms);
+	cfg = orch_client_cfg(fs.cl);
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		char addr[300];
+		int len = snprintf(addr, sizeof(addr), "%s:%u", cfg->servers[i].host,
+				   cfg->servers[i].port);
+
+		addrw = len > addrw ? len : addrw;
+		len = (int)strlen(cfg->servers[i].name);
+		namew = len > namew ? len : namew;
+	}
+	printf("%-*s  %-*s  %-5s  %-8s  %s\n", namew, "NAME", addrw, "ADDRESS", "STATE",
+	       "PROTOCOL", "RTT");
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		const struct orch_server_cfg *s = &cfg->servers[i];
+		uint8_t vmin = 0, vmax = 0;
+		char addr[300], proto[16];
+		double t0, rtt;
+		int error;
+
+		snprintf(addr, sizeof(addr), "%s:%u", s->host, s->port);
+		error = ping_one(fs.cl, i, &vmin, &vmax);
+		if (!error) {
+			t0 = ping_now_ms();
+			error = ping_one(fs.cl, i, &vmin, &vmax);
+			rtt = ping_now_ms() - t0;
+		}
+		if (error) {
+			printf("%-*s  %-*s  %-5s  %-8s  %s\n", namew, s->name, addrw, addr, "down",
+			       "-", strerror(-error));
+			down++;
+			continue;
+		}
+		if (vmin == vmax)
+			snprintf(proto, sizeof(proto), "v%u", vmin);
+		else
+			snprintf(proto, sizeof(proto), "v%u-v%u", vmin, vmax);
+		printf("%-*s  %-*s  %-5s  %-8s  %.3f ms\n", namew, s->name, addrw, addr, "up",
+		       proto, rtt);
+	}
+	if (down)
+		orch_cli_msg("%d of %u servers down", down, cfg->nservers);
+	orch_cli_fs_close(&fs);
+	return down ? ORCH_CLI_FAIL : ORCH_CLI_OK;
+}

@@ -1,0 +1,316 @@
+/*
+ * orchard stats: AD2SV_STATS to every server.  Each server answers with the
+ * text of one flat JSON object; --json merges those into one document, the
+ * default prints a table with one row per key and one column per server.
+ *
+ * The server's JSON is not parsed into a tree: we only split an object's
+ * members (key text, value text), which is all both outputs need: --json
+ * passes every value through untouched, and the table flattens nested
+ * objects into "outer.inner" rows.
+ */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define STATS_KEYS_MAX 512
+
+struct stats_srv {
+	int error;              /* 0: up, reply valid */
+	struct orch_reply rep;  /* rep.m.json: the server's object */
+};
+
+/* One top-level member, borrowed from the reply text. */
+struct stats_kv {
+	const char *k;  /* without quotes, escapes kept */
+	size_t klen;
+	const char *v;  /* as written; strings keep their quotes */
+	size_t vlen;
+};
+
+static const char *stats_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* End of the string starting at the quote @p, past the closing quote. */
+static const char *stats_skip_str(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* End of the value at @p: a string, a balanced {...}/[...], or a scalar. */
+static const char *stats_skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	if (p < end && *p == '"')
+		return stats_skip_str(p, end);
+	if (p < end && (*p == '{' || *p == '[')) {
+		while (p < end) {
+			if (*p == '"') {
+				p = stats_skip_str(p, end);
+				if (!p)
+					return NULL;
+				continue;
+			}
+			if (*p == '{' || *p == '[')
+				depth++;
+			else if ((*p == '}' || *p == ']') && --depth == 0)
+				return p + 1;
+			p++;
+		}
+		return NULL;
+	}
+	while (p < end && !strchr(",} \t\r\n", *p))
+		p++;
+	return p;
+}
+
+/*
+ * Splits the object @s into members.  Returns the count, or -1 if @s is not
+ * an object; members past @max are dropped.
+ */
+static int stats_members(const char *s, size_t len, struct stats_kv *out, int max)
+{
+	const char *p = s, *end = s + len, *q;
+	int n = 0;
+
+	p = stats_ws(p, end);
+	if (p == end || *p++ != '{')
+		return -1;
+	for (;;) {
+		p = stats_ws(p, end);
+		if (p < end && *p == '}')
+			return n;
+		if (p == end || *p != '"')
+			return -1;
+		q = stats_skip_str(p, end);
+		if (!q)
+			return -1;
+		if (n < max) {
+			out[n].k = p + 1;
+			out[n].klen = (size_t)(q - p - 2);
+		}
+		p = stats_ws(q, end);
+		if (p == end || *p++ != ':')
+			return -1;
+		p = stats_ws(p, end);
+		q = stats_skip_value(p, end);
+		if (!q || q == p)
+			return -1;
+		if (n < max) {
+			out[n].v = p;
+			out[n].vlen = (size_t)(q - p);
+		}
+		n += n < max;
+		p = stats_ws(q, end);
+		if (p < end && *p == ',')
+			p++;
+		else if (p < end && *p == '}')
+			return n;
+		else
+			return -1;
+	}
+}
+
+static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv)
+{
+	char addr[300];
+
+	printf("{\"servers\": [");
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		const struct orch_str *j = &srv[i].rep.m.json;
+
+		snprintf(addr, sizeof(addr), "%s:%u", cfg->servers[i].host, cfg->servers[i].port);
+		printf("%s{\"name\": ", i ? ", " : "");
+		orch_cli_json_str(stdout, cfg->servers[i].name, strlen(cfg->servers[i].name));
+		printf(", \"address\": ");
+		orch_cli_json_str(stdout, addr, strlen(addr));
+		if (srv[i].error) {
+			const char *why = strerror(-srv[i].error);
+
+			printf(", \"up\": false, \"error\": ");
+			orch_cli_json_str(stdout, why, strlen(why));
+		} else if (stats_members(j->s, j->len, NULL, 0) < 0) {
+			printf(", \"up\": true, \"error\": \"server sent stats that are not a JSON object\"");
+		} else {
+			/* Merge: the object's text without its braces. */
+			const char *p = j->s, *end = j->s + j->len;
+
+			p = stats_ws(p, end) + 1;
+			while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\t' ||
+					   end[-1] == '\r'))
+				end--;
+			end--; /* the closing brace */
+			p = stats_ws(p, end);
+			printf(", \"up\": true");
+			if (end > p)
+				printf(", %.*s", (int)(end - p), p);
+		}
+		printf("}");
+	}
+	printf("]}\n");
+}
+
+/* One row of the table: a flattened key ("requests.CL2SV_READ"). */
+struct stats_row {
+	char key[128];
+	const char *v[ORCH_SERVERS_MAX]; /* per server, NULL: absent */
+	int vlen[ORCH_SERVERS_MAX];
+};
+
+struct stats_tab {
+	struct stats_row *rows;
+	int nrows;
+};
+
+/*
+ * Adds the members of object @s (server @srv) under @prefix, descending
+ * into nested objects so that every row holds one scalar.
+ */
+static void stats_flatten(struct stats_tab *t, unsigned int srv, const char *prefix,
+			  const char *s, size_t len, int depth)
+{
+	struct stats_kv *kv = calloc(STATS_KEYS_MAX, sizeof(*kv));
+	char key[128];
+	int n, r;
+
+	if (!kv)
+		return;
+	n = stats_members(s, len, kv, STATS_KEYS_MAX);
+	for (int m = 0; m < n; m++) {
+		snprintf(key, sizeof(key), "%s%.*s", prefix, (int)kv[m].klen, kv[m].k);
+		if (kv[m].v[0] == '{' && depth < 4) {
+			char sub[sizeof(key) + 1];
+
+			snprintf(sub, sizeof(sub), "%s.", key);
+			stats_flatten(t, srv, sub, kv[m].v, kv[m].vlen, depth + 1);
+			continue;
+		}
+		for (r = 0; r < t->nrows; r++)
+			if (!strcmp(t->rows[r].key, key))
+				break;
+		if (r == t->nrows) {
+			if (t->nrows == STATS_KEYS_MAX)
+				continue;
+			memset(&t->rows[r], 0, sizeof(t->rows[r]));
+			snprintf(t->rows[r].key, sizeof(t->rows[r].key), "%s", key);
+			t->nrows++;
+		}
+		t->rows[r].v[srv] = kv[m].v;
+		t->rows[r].vlen[srv] = (int)kv[m].vlen;
+		if (kv[m].v[0] == '"') {
+			t->rows[r].v[srv]++;
+			t->rows[r].vlen[srv] -= 2;
+		}
+	}
+	free(kv);
+}
+
+/* Keys down, servers across; "-" where a server lacks a key. */
+static void stats_table(const struct orch_cfg *cfg, const struct stats_srv *srv)
+{
+	struct stats_tab t = { 0 };
+	int colw[ORCH_SERVERS_MAX], keyw = 2;
+	unsigned int n = cfg->nservers;
+
+	t.rows = calloc(STATS_KEYS_MAX, sizeof(*t.rows));
+	if (!t.rows) {
+		orch_cli_err(-ENOMEM, "cannot print stats");
+		return;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		const struct orch_str *j = &srv[i].rep.m.json;
+
+		if (!srv[i].error)
+			stats_flatten(&t, i, "", j->s, j->len, 0);
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		colw[i] = ORCH_MAX((int)strlen(cfg->servers[i].name), 4);
+		for (int r = 0; r < t.nrows; r++)
+			colw[i] = ORCH_MAX(colw[i], t.rows[r].vlen[i]);
+	}
+	for (int r = 0; r < t.nrows; r++)
+		keyw = ORCH_MAX(keyw, (int)strlen(t.rows[r].key));
+	printf("%-*s", keyw, "");
+	for (unsigned int i = 0; i < n; i++)
+		printf("  %*s", colw[i], cfg->servers[i].name);
+	printf("\n%-*s", keyw, "up");
+	for (unsigned int i = 0; i < n; i++)
+		printf("  %*s", colw[i], srv[i].error ? "no" : "yes");
+	printf("\n");
+	for (int r = 0; r < t.nrows; r++) {
+		printf("%-*s", keyw, t.rows[r].key);
+		for (unsigned int i = 0; i < n; i++) {
+			if (t.rows[r].v[i])
+				printf("  %*.*s", colw[i], t.rows[r].vlen[i], t.rows[r].v[i]);
+			else
+				printf("  %*s", colw[i], "-");
+		}
+		printf("\n");
+	}
+	for (unsigned int i = 0; i < n; i++)
+		if (srv[i].error)
+			fprintf(stderr, "orchard: server '%s' is down: %s\n", cfg->servers[i].name,
+				strerror(-srv[i].error));
+	free(t.rows);
+}
+
+int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		ORCH_CLI_OPTS_END
+	};
+	struct stats_srv srv[ORCH_SERVERS_MAX];
+	const struct orch_cfg *cfg;
+	struct orch_cli_fs fs;
+	bool json = false;
+	int opt, rc;
+
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:j", opts)) != -1) {
+		switch (opt) {
+		case 'j':
+			json = true;
+			break;
+		case ORCH_CLI_OPT_HELP:
+			return orch_cli_usage(cli, ORCH_CLI_OK);
+		default:
+			return orch_cli_usage(cli, ORCH_CLI_USAGE);
+		}
+	}
+	if (optind != argc)
+		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
+	rc = orch_cli_connect(cli, &fs);
+	if (rc)
+		return rc;
+	cfg = orch_client_cfg(fs.cl);
+	memset(srv, 0, sizeof(srv));
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		struct orch_msg req;
+
+		orch_msg_init(&req, ORCH_AD2SV_STATS);
+		srv[i].error = orch_client_call(fs.cl, i, &req, &srv[i].rep);
+	}
+	if (json)
+		stats_json(cfg, srv);
+	else
+		stats_table(cfg, srv);
+	for (unsigned int i = 0; i < cfg->nservers; i++)
+		if (!srv[i].error)
+			orch_reply_release(&srv[i].rep);
+	orch_cli_fs_close(&fs);
+	return ORCH_CLI_OK;
+}

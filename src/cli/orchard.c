@@ -1,0 +1,238 @@
+/*
+ * orchard: the administration and user tool.
+ *
+ *   orchard [-c CONF] COMMAND [ARGS...]
+ *
+ * This file holds main(), the global options and the table of commands with
+ * their help texts; every command lives in cmd_<verb>.c.  Exit codes: 0 on
+ * success, 1 on failure, 2 on a usage error.
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define CONF_OPT "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF)\n"
+
+static const struct orch_cli_cmd cli_cmds[] = {
+	{ "genconfig", orch_cmd_genconfig, "write a new cluster configuration and key",
+	  "usage: orchard genconfig --servers N --dir DIR [OPTIONS]\n"
+	  "\n"
+	  "Writes DIR/orchard.conf and DIR/orchard.key (a new random cluster key,\n"
+	  "mode 0600) for N servers on 127.0.0.1.  Never overwrites either file.\n"
+	  "Prints the path of the configuration.\n"
+	  "\n"
+	  "  -n, --servers N        number of servers (1-64)\n"
+	  "  -d, --dir DIR          where to write (created if missing)\n"
+	  "  -p, --base-port P      ports P..P+N-1 (default: free ports, picked now)\n"
+	  "      --name NAME        cluster name (default: orchard)\n"
+	  "      --strip-size BYTES default strip size, a multiple of 4K (default: 64K)\n" },
+	{ "mkfs", orch_cmd_mkfs, "initialise one server's data directory",
+	  "usage: orchard [-c CONF] mkfs -n NAME [--force]\n"
+	  "\n"
+	  "Creates the data directory of server NAME (from its [server NAME] section)\n"
+	  "and initialises an empty namespace and extent store in it.\n"
+	  "\n" CONF_OPT
+	  "  -n, --name NAME    the server to initialise\n"
+	  "  -f, --force        wipe a data directory that already holds data\n" },
+	{ "local", orch_cmd_local, "start or stop a cluster on this host",
+	  "usage: orchard local up DIR [--servers N] [--mount MNT]\n"
+	  "       orchard local down DIR\n"
+	  "\n"
+	  "up: if DIR has no orchard.conf, writes one (genconfig, N servers, default 2)\n"
+	  "and runs mkfs for every server; then starts each server that is not running\n"
+	  "(logs in DIR/NAME.log, pids in DIR/NAME.pid), waits until all answer, and\n"
+	  "prints the configuration's path.  A stopped cluster restarts with its data.\n"
+	  "down: unmounts DIR's mount if any, stops every server of DIR (SIGTERM, then\n"
+	  "SIGKILL after 10 s) and removes the pid files.\n"
+	  "\n"
+	  "  -n, --servers N    servers of a new cluster (default 2)\n"
+	  "  -m, --mount MNT    also mount the file system on MNT\n" },
+	{ "ping", orch_cmd_ping, "check that every server answers",
+	  "usage: orchard [-c CONF] ping [-t MS]\n"
+	  "\n"
+	  "Pings every server: name, address, up or down, protocol versions and\n"
+	  "round-trip time.  Exits 1 if any server is down.\n"
+	  "\n" CONF_OPT
+	  "  -t, --timeout MS   give up on a server after MS milliseconds (default 2000)\n" },
+	{ "stats", orch_cmd_stats, "show every server's counters",
+	  "usage: orchard [-c CONF] stats [--json]\n"
+	  "\n"
+	  "Asks every server for its statistics.  --json prints one object:\n"
+	  "{\"servers\": [{\"name\": ..., \"address\": ..., \"up\": true, ...}, ...]}\n"
+	  "with each server's own fields merged in; a down server has \"up\": false.\n"
+	  "\n" CONF_OPT
+	  "  -j, --json         machine-readable output\n" },
+	{ "df", orch_cmd_df, "show space and inode usage",
+	  "usage: orchard [-c CONF] df [-h]\n"
+	  "\n"
+	  "Size, used and available space (in 1K blocks) and inodes, summed over\n"
+	  "every server.\n"
+	  "\n" CONF_OPT
+	  "  -h, --human-readable  sizes like 1.5K, 23M, 4.0G\n" },
+	{ "ls", orch_cmd_ls, "list directories",
+	  "usage: orchard [-c CONF] ls [-l] PATH...\n"
+	  "\n"
+	  "Lists each directory PATH (sorted by name); a PATH that is not a directory\n"
+	  "lists itself.\n"
+	  "\n" CONF_OPT
+	  "  -l                 long format: mode, links, uid, gid, size, mtime, name\n" },
+	{ "stat", orch_cmd_stat, "show every attribute of a file",
+	  "usage: orchard [-c CONF] stat [-L] PATH...\n"
+	  "\n"
+	  "Prints type, handle (and the server it lives on), mode, owner, size,\n"
+	  "layout and times of each PATH.\n"
+	  "\n" CONF_OPT
+	  "  -L, --dereference  follow a final symbolic link\n" },
+	{ "mkdir", orch_cmd_mkdir, "make directories",
+	  "usage: orchard [-c CONF] mkdir [-p] [-m MODE] PATH...\n"
+	  "\n" CONF_OPT
+	  "  -p, --parents      make parents as needed; no error if PATH exists\n"
+	  "  -m, --mode MODE    permissions (octal or symbolic; default 0777 & ~umask)\n" },
+	{ "put", orch_cmd_put, "copy a local file into Orchard",
+	  "usage: orchard [-c CONF] put LOCAL PATH\n"
+	  "\n"
+	  "Creates PATH, or truncates it if it exists, and writes LOCAL into it ('-'\n"
+	  "reads stdin).  If PATH is a directory, writes PATH/basename(LOCAL).\n"
+	  "\n" CONF_OPT },
+	{ "get", orch_cmd_get, "copy a file out of Orchard",
+	  "usage: orchard [-c CONF] get PATH LOCAL\n"
+	  "\n"
+	  "Writes file PATH to LOCAL ('-' writes stdout).  If LOCAL is a directory,\n"
+	  "writes LOCAL/basename(PATH).\n"
+	  "\n" CONF_OPT },
+	{ "cat", orch_cmd_cat, "write files to stdout",
+	  "usage: orchard [-c CONF] cat PATH...\n"
+	  "\n" CONF_OPT },
+	{ "rm", orch_cmd_rm, "remove files or directories",
+	  "usage: orchard [-c CONF] rm [-r] [-f] PATH...\n"
+	  "\n" CONF_OPT
+	  "  -r, --recursive    remove directories and their contents\n"
+	  "  -f, --force        ignore missing files\n" },
+	{ "mv", orch_cmd_mv, "rename or move",
+	  "usage: orchard [-c CONF] mv SRC DST\n"
+	  "\n"
+	  "Renames SRC to DST, replacing DST if it is a file; if DST is a directory,\n"
+	  "moves SRC into it.\n"
+	  "\n" CONF_OPT },
+	{ "ln", orch_cmd_ln, "make hard or symbolic links",
+	  "usage: orchard [-c CONF] ln [-s] TARGET LINKNAME\n"
+	  "\n"
+	  "Makes LINKNAME a hard link to TARGET, or with -s a symbolic link holding\n"
+	  "the text TARGET.  If LINKNAME is a directory, the link goes inside it.\n"
+	  "\n" CONF_OPT
+	  "  -s, --symbolic     make a symbolic link\n" },
+	{ "truncate", orch_cmd_truncate, "set the size of a file",
+	  "usage: orchard [-c CONF] truncate -s SIZE PATH\n"
+	  "\n"
+	  "Sets the size of PATH (created if missing); SIZE takes K, M, G, T.\n"
+	  "\n" CONF_OPT
+	  "  -s, --size SIZE    the new size\n" },
+	{ "chmod", orch_cmd_chmod, "change permissions",
+	  "usage: orchard [-c CONF] chmod MODE PATH...\n"
+	  "\n"
+	  "MODE is octal (755) or symbolic (u+x,go-w).\n"
+	  "\n" CONF_OPT },
+	{ "touch", orch_cmd_touch, "create a file or update its times",
+	  "usage: orchard [-c CONF] touch PATH...\n"
+	  "\n"
+	  "Sets access and modification times of PATH to now; creates an empty file\n"
+	  "if it does not exist.\n"
+	  "\n" CONF_OPT },
+	{ "xattr", orch_cmd_xattr, "get, set, list or remove extended attributes",
+	  "usage: orchard [-c CONF] xattr get PATH NAME\n"
+	  "       orchard [-c CONF] xattr set PATH NAME VALUE\n"
+	  "       orchard [-c CONF] xattr list PATH\n"
+	  "       orchard [-c CONF] xattr rm PATH NAME\n"
+	  "\n"
+	  "get prints the value followed by a newline; list prints one name a line.\n"
+	  "A VALUE that begins with '-' needs '--' before the operands.\n"
+	  "\n" CONF_OPT },
+};
+
+static void cli_help(FILE *f)
+{
+	fputs("usage: orchard [-c CONF] COMMAND [ARGS...]\n"
+	      "       orchard COMMAND --help\n"
+	      "\n"
+	      "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF)\n"
+	      "  -h, --help         this help\n"
+	      "  -V, --version      print the version\n"
+	      "\n"
+	      "Environment: ORCHARD_CONF (the default for -c), ORCHARD_LOG_LEVEL (err,\n"
+	      "warn, notice, info, debug: the client library's messages; default err).\n"
+	      "\n"
+	      "Commands:\n", f);
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(cli_cmds); i++)
+		fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
+}
+
+static const struct orch_cli_cmd *cli_cmd_lookup(const char *name)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(cli_cmds); i++)
+		if (strcmp(cli_cmds[i].name, name) == 0)
+			return &cli_cmds[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct orch_cli cli = { .conf = NULL };
+	const char *level = getenv("ORCHARD_LOG_LEVEL");
+	int opt;
+
+	/*
+	 * The CLI reports failures itself, in its own words; the library's
+	 * warnings (a refused connection while a server starts, say) would
+	 * only repeat them.  ORCHARD_LOG_LEVEL=debug shows everything.
+	 */
+	if (!level || orch_log_level_parse(level, &orch_log_level))
+		orch_log_level = ORCH_LOG_ERR;
+
+	/* '+': stop at the command; its options are its own. */
+	orch_cli_getopt_reset();
+	while ((opt = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			cli.conf = optarg;
+			break;
+		case 'h':
+			cli_help(stdout);
+			return ORCH_CLI_OK;
+		case 'V':
+			printf("orchard %s (protocol %d)\n", ORCH_VERSION, ORCH_PROTO_VERSION);
+			return ORCH_CLI_OK;
+		default:
+			fputs("Try 'orchard --help' for more information.\n", stderr);
+			return ORCH_CLI_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		cli_help(stderr);
+		return ORCH_CLI_USAGE;
+	}
+	if (strcmp(argv[optind], "help") == 0) {
+		if (optind + 1 < argc && (cli.cmd = cli_cmd_lookup(argv[optind + 1])))
+			return orch_cli_usage(&cli, ORCH_CLI_OK);
+		cli_help(stdout);
+		return ORCH_CLI_OK;
+	}
+	cli.cmd = cli_cmd_lookup(argv[optind]);
+	if (!cli.cmd) {
+		orch_cli_msg("'%s' is not a command; see 'orchard --help'", argv[optind]);
+		return ORCH_CLI_USAGE;
+	}
+	argc -= optind;
+	argv += optind;
+	orch_cli_getopt_reset();
+	return cli.cmd->fn(&cli, argc, argv);
+}

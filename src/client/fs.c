@@ -1,0 +1,981 @@
+/*
+ * liborchard's file-system calls.  See fs.h.
+ *
+ * Placement rules (docs/DESIGN.md, "Handles and placement"): a name is
+ * handled by the server of the directory that holds it, an inode by the
+ * server in its handle's top bits, and file data by the server the layout
+ * assigns to each strip.  Fan-out calls (striped I/O, readdirplus
+ * attributes, statfs, fsync) send every request before waiting for any, so
+ * the round trips overlap.
+ */
+#include "client/fs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "proto/layout.h"
+
+#define FS_SYMLOOP_MAX 40
+/* Pieces of striped I/O in flight at once: bounds memory for huge requests. */
+#define FS_IO_BATCH 64
+/* Parent-pointer walk bound for the rename check (a cycle means corruption). */
+#define FS_DEPTH_MAX 4096
+
+/* --- Helpers ----------------------------------------------------------------------- */
+
+static void fs_req_init(struct orch_msg *m, uint16_t type, const struct orch_cred *cred)
+{
+	orch_msg_init(m, type);
+	m->cred = *cred;
+	if (m->cred.ngroups > ORCH_GROUPS_MAX)
+		m->cred.ngroups = ORCH_GROUPS_MAX;
+}
+
+/* A path component: 1..255 bytes, no '/'.  Checked here for a POSIX errno. */
+static int fs_name_check(const char *name, struct orch_str *out)
+{
+	size_t n = strlen(name);
+
+	if (n == 0)
+		return -ENOENT;
+	if (n > ORCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', n))
+		return -EINVAL;
+	*out = orch_str_of(name, n);
+	return 0;
+}
+
+static int fs_xname_check(const char *name, struct orch_str *out)
+{
+	size_t n = strlen(name);
+
+	/* What Linux answers for an empty or too long attribute name. */
+	if (n == 0 || n > ORCH_XATTR_NAME_MAX)
+		return -ERANGE;
+	*out = orch_str_of(name, n);
+	return 0;
+}
+
+/* Attributes of an entry reply, fetched from the inode's server if absent. */
+static int fs_entry_attr(struct orch_client *cl, const struct orch_cred *cred,
+			 const struct orch_dirent *e, struct orch_attr *out)
+{
+	if (e->has_attr) {
+		if (out)
+			*out = e->attr;
+		return 0;
+	}
+	if (!out)
+		return 0;
+	return orch_fs_getattr(cl, cred, e->handle, out);
+}
+
+/* --- Credentials ------------------------------------------------------------------- */
+
+void orch_fs_cred_self(struct orch_cred *out)
+{
+	gid_t *all;
+	int n;
+
+	memset(out, 0, sizeof(*out));
+	out->uid = (uint32_t)getuid();
+	out->gid = (uint32_t)getgid();
+	n = getgroups(0, NULL);
+	if (n <= 0)
+		return;
+	all = calloc((size_t)n, sizeof(*all));
+	if (!all)
+		return;
+	n = getgroups(n, all);
+	/* More than ORCH_GROUPS_MAX groups: the first ones are sent. */
+	for (int i = 0; i < n && i < ORCH_GROUPS_MAX; i++)
+		out->groups[out->ngroups++] = (uint32_t)all[i];
+	free(all);
+}
+
+/* --- Namespace ------------------------------------------------------------------------ */
+
+int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    struct orch_attr *out)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_GETATTR, cred);
+	req.handle = h;
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	*out = rep.m.attr;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+int orch_fs_lookup(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, struct orch_attr *out)
+{
+	struct orch_dirent e;
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_LOOKUP, cred);
+	req.parent = parent;
+	error = fs_name_check(name, &req.name);
+	if (error)
+		return error;
+	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (error)
+		return error;
+	e = rep.m.entry;
+	orch_reply_release(&rep);
+	return fs_entry_attr(cl, cred, &e, out);
+}
+
+int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    uint32_t valid, const struct orch_attr *in, struct orch_attr *out)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_SETATTR, cred);
+	req.handle = h;
+	req.valid = valid;
+	req.attr = *in;
+	/* The server frees truncated data on every server before it answers. */
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	if (out)
+		*out = rep.m.attr;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+/* CREATE for files, nodes and symlinks: one round trip to the parent's server. */
+static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		     const char *name, uint32_t mode, uint64_t rdev, bool excl,
+		     const char *target, struct orch_attr *out, bool *existed)
+{
+	struct orch_dirent e;
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_CREATE, cred);
+	req.parent = parent;
+	error = fs_name_check(name, &req.name);
+	if (error)
+		return error;
+	req.mode = mode;
+	req.rdev = rdev;
+	req.flags32 = excl ? 1 : 0;
+	if (target) {
+		size_t n = strlen(target);
+
+		if (n == 0)
+			return -ENOENT;
+		if (n > ORCH_PATH_MAX)
+			return -ENAMETOOLONG;
+		req.target = orch_str_of(target, n);
+	}
+	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (error)
+		return error;
+	e = rep.m.entry;
+	if (existed)
+		*existed = rep.m.eof;
+	orch_reply_release(&rep);
+	return fs_entry_attr(cl, cred, &e, out);
+}
+
+int orch_fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, uint32_t mode, uint64_t rdev, bool excl,
+		   struct orch_attr *out, bool *existed)
+{
+	if (existed)
+		*existed = false;
+	return fs_create(cl, cred, parent, name, mode, rdev, excl, NULL, out, existed);
+}
+
+int orch_fs_symlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		    const char *name, const char *target, struct orch_attr *out)
+{
+	/* Like symlink(2): an existing name is always -EEXIST. */
+	return fs_create(cl, cred, parent, name, S_IFLNK | 0777, 0, true, target, out, NULL);
+}
+
+int orch_fs_mkdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		  const char *name, uint32_t mode, struct orch_attr *out)
+{
+	struct orch_dirent e;
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_MKDIR, cred);
+	req.parent = parent;
+	error = fs_name_check(name, &req.name);
+	if (error)
+		return error;
+	req.mode = mode;
+	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (error)
+		return error;
+	e = rep.m.entry;
+	orch_reply_release(&rep);
+	return fs_entry_attr(cl, cred, &e, out);
+}
+
+int orch_fs_readlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     char *buf, size_t buflen)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_READLINK, cred);
+	req.handle = h;
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	error = buflen ? orch_str_copy(&rep.m.target, buf, buflen) : -ENAMETOOLONG;
+	orch_reply_release(&rep);
+	return error;
+}
+
+int orch_fs_link(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		 uint64_t newparent, const char *newname, struct orch_attr *out)
+{
+	struct orch_dirent e;
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_LINK, cred);
+	req.handle = h;
+	req.newparent = newparent;
+	error = fs_name_check(newname, &req.name2);
+	if (error)
+		return error;
+	error = orch_client_call(cl, orch_handle_server(newparent), &req, &rep);
+	if (error)
+		return error;
+	e = rep.m.entry;
+	orch_reply_release(&rep);
+	return fs_entry_attr(cl, cred, &e, out);
+}
+
+static int fs_unlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		     const char *name, bool dir)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_UNLINK, cred);
+	req.parent = parent;
+	error = fs_name_check(name, &req.name);
+	if (error)
+		return error;
+	req.flags32 = dir ? 1 : 0;
+	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (error)
+		return error;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+int orch_fs_unlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name)
+{
+	return fs_unlink(cl, cred, parent, name, false);
+}
+
+int orch_fs_rmdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		  const char *name)
+{
+	return fs_unlink(cl, cred, parent, name, true);
+}
+
+/*
+ * -EINVAL if directory @dir is @start or one of its ancestors.  Walks parent
+ * pointers up to the root, whose parent is itself.  Racy against a
+ * concurrent rename elsewhere, as any client-side check is; the servers keep
+ * the namespace consistent.
+ */
+static int fs_check_not_ancestor(struct orch_client *cl, const struct orch_cred *cred,
+				 uint64_t dir, uint64_t start)
+{
+	uint64_t cur = start;
+
+	for (int depth = 0; depth < FS_DEPTH_MAX; depth++) {
+		struct orch_attr a;
+		int error;
+
+		if (cur == dir)
+			return -EINVAL;
+		if (cur == ORCH_ROOT_HANDLE)
+			return 0;
+		error = orch_fs_getattr(cl, cred, cur, &a);
+		if (error)
+			return error;
+		if (a.parent == cur || a.parent == 0)
+			return 0;
+		cur = a.parent;
+	}
+	return -ELOOP;
+}
+
+/* Refuses moving the directory @name of @parent under @newparent, its own subtree. */
+static int fs_rename_check(struct orch_client *cl, const struct orch_cred *cred,
+			   uint64_t parent, const char *name, uint64_t newparent)
+{
+	struct orch_attr src;
+	int error;
+
+	error = orch_fs_lookup(cl, cred, parent, name, &src);
+	if (error)
+		return error;
+	if (!S_ISDIR(src.mode))
+		return 0;
+	return fs_check_not_ancestor(cl, cred, src.handle, newparent);
+}
+
+int orch_fs_rename(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, uint64_t newparent, const char *newname,
+		   uint32_t flags)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_RENAME, cred);
+	req.parent = parent;
+	req.newparent = newparent;
+	req.flags32 = flags;
+	error = fs_name_check(name, &req.name);
+	if (!error)
+		error = fs_name_check(newname, &req.name2);
+	if (error)
+		return error;
+	if (parent != newparent) {
+		error = fs_rename_check(cl, cred, parent, name, newparent);
+		/* An exchange also moves the target, into the old parent. */
+		if (!error && (flags & RENAME_EXCHANGE))
+			error = fs_rename_check(cl, cred, newparent, newname, parent);
+		if (error)
+			return error;
+	}
+	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (error)
+		return error;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+/* --- Directories ---------------------------------------------------------------------- */
+
+/*
+ * Fills the attributes the directory's server could not give (children held
+ * elsewhere): all GETATTRs go out first, then all are awaited.  A child that
+ * vanished meanwhile is dropped from the batch, as if it had been removed
+ * before the readdir.
+ */
+static int fs_readdir_attrs(struct orch_client *cl, const struct orch_cred *cred,
+			    struct orch_dirent *ents, uint32_t *n)
+{
+	struct orch_call **calls;
+	uint32_t i, kept = 0;
+	int error = 0;
+
+	calls = calloc(*n ? *n : 1, sizeof(*calls));
+	if (!calls)
+		return -ENOMEM;
+	for (i = 0; i < *n && !error; i++) {
+		struct orch_msg req;
+
+		if (ents[i].has_attr)
+			continue;
+		fs_req_init(&req, ORCH_CL2SV_GETATTR, cred);
+		req.handle = ents[i].handle;
+		error = orch_client_send(cl, orch_handle_server(ents[i].handle), &req, &calls[i]);
+	}
+	/* Every sent call is awaited, even after an error: wait frees it. */
+	for (i = 0; i < *n; i++) {
+		struct orch_reply rep;
+		int rc;
+
+		if (!calls[i]) {
+			if (ents[i].has_attr)
+				ents[kept++] = ents[i];
+			continue;
+		}
+		rc = orch_client_wait(cl, calls[i], &rep);
+		if (rc == 0) {
+			ents[i].attr = rep.m.attr;
+			ents[i].has_attr = true;
+			orch_reply_release(&rep);
+			ents[kept++] = ents[i];
+		} else if (rc != -ENOENT && rc != -ESTALE && !error) {
+			error = rc;
+		}
+	}
+	free(calls);
+	if (!error)
+		*n = kept;
+	return error;
+}
+
+int orch_fs_readdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t dir,
+		    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
+		    uint32_t *n, bool *eof)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	*n = 0;
+	*eof = false;
+	if (max == 0 || max > ORCH_READDIR_MAX)
+		return -EINVAL;
+	fs_req_init(&req, ORCH_CL2SV_READDIR, cred);
+	req.handle = dir;
+	req.cookie = cookie;
+	req.length = max;
+	req.flags32 = plus ? 1 : 0;
+	error = orch_client_call(cl, orch_handle_server(dir), &req, &rep);
+	if (error)
+		return error;
+	if (rep.m.ndirents > max) {
+		orch_reply_release(&rep);
+		return -EIO;
+	}
+	if (rep.m.ndirents)
+		memcpy(out, rep.m.dirents, rep.m.ndirents * sizeof(*out));
+	*n = rep.m.ndirents;
+	*eof = rep.m.eof;
+	orch_reply_release(&rep);
+	if (plus) {
+		uint32_t got = *n;
+
+		error = fs_readdir_attrs(cl, cred, out, &got);
+		if (error) {
+			*n = 0;
+			return error;
+		}
+		*n = got;
+	}
+	return 0;
+}
+
+/* --- Whole-cluster calls ----------------------------------------------------------------- */
+
+int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
+		   struct orch_statfs *out)
+{
+	unsigned int nservers = orch_client_cfg(cl)->nservers;
+	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
+	struct orch_msg req;
+	int error = 0;
+
+	memset(out, 0, sizeof(*out));
+	fs_req_init(&req, ORCH_CL2SV_STATFS, cred);
+	for (unsigned int i = 0; i < nservers && !error; i++)
+		error = orch_client_send(cl, i, &req, &calls[i]);
+	for (unsigned int i = 0; i < nservers; i++) {
+		struct orch_reply rep;
+		int rc;
+
+		if (!calls[i])
+			continue;
+		rc = orch_client_wait(cl, calls[i], &rep);
+		if (rc) {
+			if (!error)
+				error = rc;
+			continue;
+		}
+		if (!out->bsize)
+			out->bsize = rep.m.statfs.bsize;
+		out->blocks += rep.m.statfs.blocks;
+		out->bfree += rep.m.statfs.bfree;
+		out->bavail += rep.m.statfs.bavail;
+		out->files += rep.m.statfs.files;
+		out->ffree += rep.m.statfs.ffree;
+		orch_reply_release(&rep);
+	}
+	out->namemax = ORCH_NAME_MAX;
+	return error;
+}
+
+/* --- Data ------------------------------------------------------------------------------- */
+
+/* One request of striped I/O: a run of the file held contiguously by one server. */
+struct fs_piece {
+	unsigned int server;
+	uint64_t local_off;
+	uint8_t *buf;        /* into the caller's buffer */
+	uint32_t len;
+	struct orch_call *call;
+};
+
+/*
+ * Cuts [@off, @off + @len) into at most FS_IO_BATCH pieces, strip by strip,
+ * merging neighbours that are contiguous in the same server's object
+ * (stripe_count 1), never over ORCH_IO_MAX.  Returns the pieces made; they
+ * cover *@done bytes.
+ */
+static size_t fs_io_split(const struct orch_layout *l, uint64_t off, uint8_t *buf,
+			  size_t len, struct fs_piece *pc, size_t *done)
+{
+	size_t np = 0, pos = 0;
+
+	while (pos < len) {
+		struct orch_layout_pos lp;
+		uint64_t n;
+
+		orch_layout_locate(l, off + pos, &lp);
+		n = ORCH_MIN(lp.run, (uint64_t)(len - pos));
+		n = ORCH_MIN(n, (uint64_t)ORCH_IO_MAX);
+		if (np && pc[np - 1].server == lp.server &&
+		    pc[np - 1].local_off + pc[np - 1].len == lp.local_off &&
+		    pc[np - 1].len < ORCH_IO_MAX) {
+			n = ORCH_MIN(n, (uint64_t)(ORCH_IO_MAX - pc[np - 1].len));
+			pc[np - 1].len += (uint32_t)n;
+		} else {
+			if (np == FS_IO_BATCH)
+				break;
+			pc[np++] = (struct fs_piece){
+				.server = lp.server,
+				.local_off = lp.local_off,
+				.buf = buf + pos,
+				.len = (uint32_t)n,
+			};
+		}
+		pos += n;
+	}
+	*done = pos;
+	return np;
+}
+
+/* One batch of READs or WRITEs: all sent, then all awaited (even after an error). */
+static int fs_io_batch(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		       bool write, struct fs_piece *pc, size_t np)
+{
+	int error = 0;
+
+	for (size_t i = 0; i < np && !error; i++) {
+		struct orch_msg req;
+
+		fs_req_init(&req, write ? ORCH_CL2SV_WRITE : ORCH_CL2SV_READ, cred);
+		req.handle = h;
+		req.offset = pc[i].local_off;
+		if (write)
+			req.data = orch_str_of((const char *)pc[i].buf, pc[i].len);
+		else
+			req.length = pc[i].len;
+		error = orch_client_send(cl, pc[i].server, &req, &pc[i].call);
+	}
+	for (size_t i = 0; i < np; i++) {
+		struct orch_reply rep;
+		int rc;
+
+		if (!pc[i].call)
+			continue;
+		rc = orch_client_wait(cl, pc[i].call, &rep);
+		pc[i].call = NULL;
+		if (!rc && !write) {
+			/* Short past the end of that server's object: the rest is a hole. */
+			if (rep.m.data.len > pc[i].len) {
+				rc = -EIO;
+			} else {
+				if (rep.m.data.len)
+					memcpy(pc[i].buf, rep.m.data.s, rep.m.data.len);
+				memset(pc[i].buf + rep.m.data.len, 0,
+				       pc[i].len - rep.m.data.len);
+			}
+		}
+		orch_reply_release(&rep); /* zeroed by wait when it failed */
+		if (rc && !error)
+			error = rc;
+	}
+	return error;
+}
+
+static int fs_io(struct orch_client *cl, const struct orch_cred *cred,
+		 const struct orch_attr *a, uint64_t off, uint8_t *buf, size_t len, bool write)
+{
+	struct fs_piece pc[FS_IO_BATCH];
+
+	if (!orch_layout_is_valid(&a->layout))
+		return -EINVAL;
+	if (off > UINT64_MAX - len)
+		return -EFBIG;
+	while (len) {
+		size_t done, np;
+		int error;
+
+		np = fs_io_split(&a->layout, off, buf, len, pc, &done);
+		error = fs_io_batch(cl, cred, a->handle, write, pc, np);
+		if (error)
+			return error;
+		off += done;
+		buf += done;
+		len -= done;
+	}
+	return 0;
+}
+
+int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
+		 const struct orch_attr *a, uint64_t off, void *buf, size_t len,
+		 size_t *got)
+{
+	int error;
+
+	*got = 0;
+	if (off >= a->size)
+		return 0;
+	len = (size_t)ORCH_MIN((uint64_t)len, a->size - off);
+	error = fs_io(cl, cred, a, off, buf, len, false);
+	if (error)
+		return error;
+	*got = len;
+	return 0;
+}
+
+int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, uint64_t off, const void *buf, size_t len)
+{
+	/* fs_io only reads from @buf when writing. */
+	return fs_io(cl, cred, a, off, (uint8_t *)(uintptr_t)buf, len, true);
+}
+
+int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_EXTEND, cred);
+	req.handle = h;
+	req.size = size;
+	req.time_ns = mtime_ns;
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	if (out)
+		*out = rep.m.attr;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+/*
+ * A file's data may sit on every server of its layout (servers 0 ..
+ * stripe_count-1, strip 0 on the inode's own server), so each is asked in
+ * parallel; anything else lives on its inode's server only.
+ */
+int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, bool datasync)
+{
+	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
+	bool want[ORCH_SERVERS_MAX] = { false };
+	unsigned int home = orch_handle_server(a->handle);
+	unsigned int nservers = orch_client_cfg(cl)->nservers;
+	struct orch_msg req;
+	int error = 0;
+
+	if (home >= ORCH_SERVERS_MAX)
+		return -EINVAL;
+	want[home] = true;
+	if (S_ISREG(a->mode) && orch_layout_is_valid(&a->layout)) {
+		for (unsigned int i = 0; i < a->layout.stripe_count; i++) {
+			if (i >= nservers)
+				return -EINVAL;
+			want[i] = true;
+		}
+	}
+	fs_req_init(&req, ORCH_CL2SV_FSYNC, cred);
+	req.handle = a->handle;
+	req.flags32 = datasync ? 1 : 0;
+	for (unsigned int i = 0; i < ORCH_SERVERS_MAX && !error; i++)
+		if (want[i])
+			error = orch_client_send(cl, i, &req, &calls[i]);
+	for (unsigned int i = 0; i < ORCH_SERVERS_MAX; i++) {
+		struct orch_reply rep;
+		int rc;
+
+		if (!calls[i])
+			continue;
+		rc = orch_client_wait(cl, calls[i], &rep);
+		if (!rc)
+			orch_reply_release(&rep);
+		else if (!error)
+			error = rc;
+	}
+	return error;
+}
+
+/* --- Extended attributes and access ------------------------------------------------------- */
+
+/* GETXATTR and LISTXATTR share their reply: the full size, and the value if it fits. */
+static int fs_xattr_get(struct orch_client *cl, struct orch_msg *req, void *buf,
+			size_t buflen, size_t *len)
+{
+	struct orch_reply rep;
+	int error;
+
+	*len = 0;
+	req->length = (uint32_t)ORCH_MIN(buflen, (size_t)ORCH_IO_MAX);
+	error = orch_client_call(cl, orch_handle_server(req->handle), req, &rep);
+	if (error)
+		return error;
+	if (buflen == 0) {
+		*len = rep.m.size;
+	} else if (rep.m.size > buflen || rep.m.data.len > buflen) {
+		error = -ERANGE;
+	} else {
+		if (rep.m.data.len)
+			memcpy(buf, rep.m.data.s, rep.m.data.len);
+		*len = rep.m.data.len;
+	}
+	orch_reply_release(&rep);
+	return error;
+}
+
+int orch_fs_getxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     const char *name, void *buf, size_t buflen, size_t *len)
+{
+	struct orch_msg req;
+	int error;
+
+	*len = 0;
+	fs_req_init(&req, ORCH_CL2SV_GETXATTR, cred);
+	req.handle = h;
+	error = fs_xname_check(name, &req.xname);
+	if (error)
+		return error;
+	return fs_xattr_get(cl, &req, buf, buflen, len);
+}
+
+int orch_fs_listxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		      char *buf, size_t buflen, size_t *len)
+{
+	struct orch_msg req;
+
+	fs_req_init(&req, ORCH_CL2SV_LISTXATTR, cred);
+	req.handle = h;
+	return fs_xattr_get(cl, &req, buf, buflen, len);
+}
+
+int orch_fs_setxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     const char *name, const void *val, size_t len, int flags)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_SETXATTR, cred);
+	req.handle = h;
+	error = fs_xname_check(name, &req.xname);
+	if (error)
+		return error;
+	if (len > ORCH_XATTR_SIZE_MAX)
+		return -E2BIG;
+	req.flags32 = (uint32_t)flags;
+	req.data = orch_str_of(val, len);
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+int orch_fs_removexattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			const char *name)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_REMOVEXATTR, cred);
+	req.handle = h;
+	error = fs_xname_check(name, &req.xname);
+	if (error)
+		return error;
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+int orch_fs_access(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		   uint32_t mask)
+{
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	fs_req_init(&req, ORCH_CL2SV_ACCESS, cred);
+	req.handle = h;
+	req.mode = mask;
+	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (error)
+		return error;
+	orch_reply_release(&rep);
+	return 0;
+}
+
+/* --- Path resolution ------------------------------------------------------------------------ */
+
+/*
+ * Walks @path (absolute) component by component from the root.  The part
+ * still to walk lives in @rest; a symlink met on the way is spliced in front
+ * of it (its target, then "/", then what followed), restarting at the root
+ * for an absolute target.  The last component's symlink is followed only if
+ * @follow, or if a trailing slash asks for a directory.
+ */
+int orch_fs_resolve(struct orch_client *cl, const struct orch_cred *cred,
+		    const char *path, bool follow, struct orch_attr *out)
+{
+	char rest[ORCH_PATH_MAX + 1], tmp[ORCH_PATH_MAX + 1], target[ORCH_PATH_MAX + 1];
+	char comp[ORCH_NAME_MAX + 1];
+	struct orch_attr cur;
+	size_t plen = strlen(path);
+	bool want_dir = false;
+	int links = 0, error;
+	char *p;
+
+	if (path[0] != '/')
+		return -EINVAL;
+	if (plen > ORCH_PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(rest, path, plen + 1);
+	error = orch_fs_getattr(cl, cred, ORCH_ROOT_HANDLE, &cur);
+	if (error)
+		return error;
+
+	p = rest;
+	for (;;) {
+		size_t n;
+		char *next;
+		bool last;
+		struct orch_attr child;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		n = strcspn(p, "/");
+		if (n > ORCH_NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		next = p + n;
+		while (*next == '/')
+			next++;
+		last = !*next;
+		if (last && p[n] == '/')
+			want_dir = true;
+
+		if (!S_ISDIR(cur.mode))
+			return -ENOTDIR;
+		if (strcmp(comp, ".") == 0) {
+			p = next;
+			continue;
+		}
+		if (strcmp(comp, "..") == 0) {
+			if (cur.handle != ORCH_ROOT_HANDLE && cur.parent != cur.handle) {
+				error = orch_fs_getattr(cl, cred, cur.parent, &cur);
+				if (error)
+					return error;
+			}
+			p = next;
+			continue;
+		}
+		error = orch_fs_lookup(cl, cred, cur.handle, comp, &child);
+		if (error)
+			return error;
+		if (S_ISLNK(child.mode) && (!last || follow || want_dir)) {
+			size_t tlen, nlen = strlen(next);
+			int w;
+
+			if (++links > FS_SYMLOOP_MAX)
+				return -ELOOP;
+			error = orch_fs_readlink(cl, cred, child.handle, target, sizeof(target));
+			if (error)
+				return error;
+			tlen = strlen(target);
+			if (tlen == 0)
+				return -ENOENT;
+			if (nlen)
+				w = snprintf(tmp, sizeof(tmp), "%s/%s", target, next);
+			else if (want_dir)
+				w = snprintf(tmp, sizeof(tmp), "%s/", target);
+			else
+				w = snprintf(tmp, sizeof(tmp), "%s", target);
+			if (w < 0 || (size_t)w >= sizeof(tmp))
+				return -ENAMETOOLONG;
+			memcpy(rest, tmp, (size_t)w + 1);
+			p = rest;
+			want_dir = false;
+			if (target[0] == '/') {
+				error = orch_fs_getattr(cl, cred, ORCH_ROOT_HANDLE, &cur);
+				if (error)
+					return error;
+			}
+			continue;
+		}
+		cur = child;
+		p = next;
+	}
+	if (want_dir && !S_ISDIR(cur.mode))
+		return -ENOTDIR;
+	*out = cur;
+	return 0;
+}
+
+int orch_fs_resolve_parent(struct orch_client *cl, const struct orch_cred *cred,
+			   const char *path, struct orch_attr *parent,
+			   char name[ORCH_NAME_MAX + 1])
+{
+	char dir[ORCH_PATH_MAX + 1];
+	size_t end = strlen(path), start;
+	int error;
+
+	if (path[0] != '/')
+		return -EINVAL;
+	if (end > ORCH_PATH_MAX)
+		return -ENAMETOOLONG;
+	while (end > 0 && path[end - 1] == '/')
+		end--;
+	if (end == 0)
+		return -EINVAL; /* "/" has no parent entry */
+	start = end;
+	while (start > 0 && path[start - 1] != '/')
+		start--;
+	if (end - start > ORCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	if ((end - start == 1 && path[start] == '.') ||
+	    (end - start == 2 && path[start] == '.' && path[start + 1] == '.'))
+		return -EINVAL;
+	memcpy(dir, path, start);
+	dir[start] = '\0';
+	error = orch_fs_resolve(cl, cred, dir, true, parent);
+	if (error)
+		return error;
+	if (!S_ISDIR(parent->mode))
+		return -ENOTDIR;
+	memcpy(name, path + start, end - start);
+	name[end - start] = '\0';
+	return 0;
+}

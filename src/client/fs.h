@@ -1,0 +1,139 @@
+/*
+ * liborchard's file-system calls, by handle (OrangeFS "sysint"): each sends
+ * the request to the server that holds the object and decodes the answer.
+ * Used by the CLI and the FUSE mount.  Returns 0 or -errno as a local file
+ * system would (ENOENT, EEXIST, EACCES, ...), or the transport errors of
+ * rpc.h (-ETIMEDOUT, -EIO, -EHOSTDOWN).  Any thread.
+ *
+ * Every call that returns attributes returns them with the size: there is no
+ * size-less attribute fetch.
+ */
+#ifndef ORCH_CLIENT_FS_H
+#define ORCH_CLIENT_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "client/rpc.h"
+#include "proto/msg.h"
+#include "proto/types.h"
+
+/* The calling process's credentials (uid, gid, supplementary groups). */
+void orch_fs_cred_self(struct orch_cred *out);
+
+/*
+ * Looks up @name in directory @parent.  *@out gets the child's attributes;
+ * if the child inode is on another server than the entry, they are fetched
+ * from there (a second request).
+ */
+int orch_fs_lookup(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, struct orch_attr *out);
+
+int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    struct orch_attr *out);
+
+/*
+ * setattr with ORCH_SET_* bits in @valid.  A smaller size frees the data
+ * beyond it on every server before this returns.
+ */
+int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    uint32_t valid, const struct orch_attr *in, struct orch_attr *out);
+
+/*
+ * Creates a regular file, FIFO, socket or device node (@mode has the type
+ * bits; @rdev for devices).  @excl: O_EXCL semantics; without it an existing
+ * regular file is returned with *@existed set (may be NULL).
+ */
+int orch_fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, uint32_t mode, uint64_t rdev, bool excl,
+		   struct orch_attr *out, bool *existed);
+int orch_fs_mkdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		  const char *name, uint32_t mode, struct orch_attr *out);
+int orch_fs_symlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		    const char *name, const char *target, struct orch_attr *out);
+/* Target into @buf (NUL-terminated); -ENAMETOOLONG if @buflen is too small. */
+int orch_fs_readlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     char *buf, size_t buflen);
+int orch_fs_link(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		 uint64_t newparent, const char *newname, struct orch_attr *out);
+int orch_fs_unlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name);
+int orch_fs_rmdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		  const char *name);
+/*
+ * @flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.  A directory moved into its
+ * own subtree is refused with -EINVAL (checked by walking parent pointers).
+ */
+int orch_fs_rename(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, uint64_t newparent, const char *newname,
+		   uint32_t flags);
+
+/*
+ * One batch of directory @dir from @cookie (0 = start), at most @max
+ * (<= ORCH_READDIR_MAX) entries into @out.  With @plus, entries carry
+ * attributes (fetched separately for children held on another server).
+ * *@eof is true when nothing follows.
+ */
+int orch_fs_readdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t dir,
+		    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
+		    uint32_t *n, bool *eof);
+
+/* Summed over every server. */
+int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
+		   struct orch_statfs *out);
+
+/*
+ * Reads up to @len bytes at @off of the file @a (its layout and size; the
+ * read stops at a->size).  Strips go to their servers in parallel.  Holes
+ * read as zeros.  *@got gets the bytes read.
+ */
+int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
+		 const struct orch_attr *a, uint64_t off, void *buf, size_t len,
+		 size_t *got);
+
+/*
+ * Writes @len bytes at @off of file @a, strips in parallel.  Does not change
+ * the size in the inode: call orch_fs_extend() afterwards (on close, fsync or
+ * flush), as the inode's size is authoritative.
+ */
+int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, uint64_t off, const void *buf, size_t len);
+
+/* Max-merges the size to @size and sets mtime (0 = now).  *@out may be NULL. */
+int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		   uint64_t size, int64_t mtime_ns, struct orch_attr *out);
+
+/* Makes the file's data and metadata durable on every server of its layout. */
+int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, bool datasync);
+
+int orch_fs_getxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     const char *name, void *buf, size_t buflen, size_t *len);
+int orch_fs_setxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		     const char *name, const void *val, size_t len, int flags);
+int orch_fs_listxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		      char *buf, size_t buflen, size_t *len);
+int orch_fs_removexattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			const char *name);
+int orch_fs_access(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		   uint32_t mask);
+
+/*
+ * Resolves an absolute path ("/a/b") from the root, component by component.
+ * Symlinks in the middle are followed (at most 40); the last component is
+ * followed only if @follow.  *@out gets its attributes.
+ */
+int orch_fs_resolve(struct orch_client *cl, const struct orch_cred *cred,
+		    const char *path, bool follow, struct orch_attr *out);
+
+/*
+ * Resolves the parent of @path and returns its attributes in *@parent and
+ * the last component in @name (-EINVAL for "/").
+ */
+int orch_fs_resolve_parent(struct orch_client *cl, const struct orch_cred *cred,
+			   const char *path, struct orch_attr *parent,
+			   char name[ORCH_NAME_MAX + 1]);
+
+#endif

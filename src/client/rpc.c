@@ -1,0 +1,937 @@
+/*
+ * liborchard's transport.  See rpc.h.
+ *
+ * Each server has one struct rpc_conn.  A call encodes its frame, makes
+ * sure the connection is up (connecting it if needed, bounded by the call's
+ * deadline), enters the in-flight table under c_lock, writes the frame under
+ * c_send_lock and sleeps on its own condvar.  The receiver thread reads
+ * frames, finds the call by reqid, hands it the payload and wakes it; the
+ * reply is decoded by the waiting thread, not by the receiver, so decoding
+ * large READ replies runs in parallel.
+ *
+ * Lock order: c_send_lock, then c_lock.  No lock is held across a wait for
+ * the peer except c_send_lock while a frame is being written, and that write
+ * is bounded by the call's deadline.
+ *
+ * Socket lifetime: the receiver never closes the socket.  On a read error it
+ * fails the calls in flight, marks the connection down and shutdown()s the
+ * socket, which also makes any writer fail at once.  The socket is closed
+ * only by the next connector (after joining the old receiver) or by destroy,
+ * both holding c_send_lock, so a writer can never write into a descriptor
+ * number that has been reused for another socket.
+ */
+#include "client/rpc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net/auth.h"
+
+#define RPC_BUCKETS 64            /* in-flight table size per connection */
+#define RPC_HANDSHAKE_MAXFRAME 4096 /* HELLO and AUTH replies are tiny */
+#define RPC_MAXTYPES 64           /* room for every type of msg.def */
+
+enum rpc_state {
+	RPC_DOWN,       /* no socket; the next call connects */
+	RPC_CONNECTING, /* one caller is connecting; the others wait */
+	RPC_UP,         /* handshake done, receiver running */
+};
+
+struct orch_call {
+	uint64_t ca_reqid;
+	uint16_t ca_type;            /* of the request, to check the reply */
+	struct rpc_conn *ca_conn;
+	uint64_t ca_deadline_ms;     /* CLOCK_MONOTONIC */
+	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
+	bool ca_done;                /* protected by conn->c_lock */
+	bool ca_queued;              /* in the table; protected by conn->c_lock */
+	int ca_error;                /* -EIO if the connection broke */
+	struct orch_frame_hdr ca_hdr; /* of the reply */
+	uint8_t *ca_payload;         /* owned until handed to the reply */
+	struct orch_call *ca_next;   /* bucket chain; protected by c_lock */
+};
+
+struct rpc_conn {
+	struct orch_client *c_client;
+	unsigned int c_index;        /* server index in the config */
+	pthread_mutex_t c_send_lock; /* one frame written at a time; guards c_fd use */
+	pthread_mutex_t c_lock;      /* protects everything below */
+	pthread_cond_t c_state_cond; /* broadcast when a connect attempt ends */
+	enum rpc_state c_state;
+	int c_fd;                    /* -1 when closed; closed under both locks */
+	uint64_t c_gen;              /* bumped on every successful connect */
+	bool c_thread_live;          /* c_thread exists and is not joined */
+	bool c_closing;              /* destroy is tearing it down: no notice */
+	pthread_t c_thread;
+	struct orch_call *c_calls[RPC_BUCKETS]; /* in flight, by reqid */
+};
+
+struct orch_client {
+	struct orch_cfg cl_cfg;
+	_Atomic uint32_t cl_timeout_ms;
+	_Atomic uint64_t cl_next_reqid;
+	size_t cl_ntypes;
+	uint16_t cl_types[RPC_MAXTYPES];           /* as orch_msg_types() */
+	_Atomic uint64_t cl_counts[RPC_MAXTYPES];  /* requests sent, per type */
+	struct rpc_conn *cl_conns;                 /* cl_cfg.nservers of them */
+};
+
+/* --- Time ---------------------------------------------------------------------- */
+
+/*
+ * Deadlines use CLOCK_MONOTONIC directly, not orch_time_now_ms(), because the
+ * condvars wait on that clock and the test offset of time.h must not shift
+ * real waits.
+ */
+static uint64_t rpc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int rpc_remaining_ms(uint64_t deadline_ms)
+{
+	uint64_t now = rpc_now_ms();
+
+	if (now >= deadline_ms)
+		return 0;
+	return (int)ORCH_MIN(deadline_ms - now, (uint64_t)INT32_MAX);
+}
+
+static void rpc_timespec(uint64_t ms, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ms / 1000);
+	ts->tv_nsec = (long)(ms % 1000) * 1000000;
+}
+
+static int rpc_cond_init(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	rc = pthread_condattr_init(&attr);
+	if (rc)
+		return -rc;
+	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+	return -rc;
+}
+
+/* --- Socket I/O with a deadline --------------------------------------------------- */
+
+/*
+ * Writes all of @p.  Returns 0, -ETIMEDOUT (*@sent tells whether part of it
+ * went out), or -EIO.  MSG_NOSIGNAL: a dead peer must not kill the process
+ * with SIGPIPE.
+ */
+static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
+			size_t *sent)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w > 0) {
+			done += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			int ms = rpc_remaining_ms(deadline_ms);
+			int rc;
+
+			if (ms == 0) {
+				*sent = done;
+				return -ETIMEDOUT;
+			}
+			rc = poll(&pfd, 1, ms);
+			if (rc < 0 && errno != EINTR) {
+				*sent = done;
+				return -EIO;
+			}
+			continue;
+		}
+		*sent = done;
+		return -EIO;
+	}
+	*sent = done;
+	return 0;
+}
+
+/* Reads exactly @n bytes before the deadline (handshake only).  0, -ETIMEDOUT, -EIO. */
+static int rpc_recv_deadline(int fd, uint8_t *p, size_t n, uint64_t deadline_ms)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int ms = rpc_remaining_ms(deadline_ms);
+		ssize_t r;
+		int rc;
+
+		if (ms == 0)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -EIO;
+		if (rc == 0)
+			continue;
+		r = recv(fd, p + done, n - done, MSG_DONTWAIT);
+		if (r > 0)
+			done += (size_t)r;
+		else if (r == 0)
+			return -EIO;
+		else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -EIO;
+	}
+	return 0;
+}
+
+/* Reads exactly @n bytes, blocking (receiver thread).  0, or -EIO on EOF/error. */
+static int rpc_recv_all(int fd, uint8_t *p, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = recv(fd, p + done, n - done, 0);
+
+		if (r > 0)
+			done += (size_t)r;
+		else if (r == 0)
+			return -EIO;
+		else if (errno != EINTR)
+			return -EIO;
+	}
+	return 0;
+}
+
+/*
+ * Connects to @host:@port before the deadline, trying every address.
+ * Returns a blocking TCP_NODELAY socket, or -EHOSTDOWN.
+ */
+static int rpc_dial(const struct orch_server_cfg *sv, uint64_t deadline_ms)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res, *ai;
+	char port[8];
+	int fd = -1;
+
+	snprintf(port, sizeof(port), "%u", sv->port);
+	/* getaddrinfo() cannot be bounded; configs use numeric addresses. */
+	if (getaddrinfo(sv->host, port, &hints, &res) != 0)
+		return -EHOSTDOWN;
+	for (ai = res; ai; ai = ai->ai_next) {
+		struct pollfd pfd;
+		int one = 1, soerr = 0, rc;
+		socklen_t slen = sizeof(soerr);
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		if (rc < 0 && errno == EINPROGRESS) {
+			pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+			do {
+				rc = poll(&pfd, 1, rpc_remaining_ms(deadline_ms));
+			} while (rc < 0 && errno == EINTR);
+			if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
+			    soerr == 0)
+				rc = 0;
+			else
+				rc = -1;
+		}
+		if (rc == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			break;
+		}
+		close(fd);
+		fd = -1;
+		if (rpc_remaining_ms(deadline_ms) == 0)
+			break;
+	}
+	freeaddrinfo(res);
+	return fd >= 0 ? fd : -EHOSTDOWN;
+}
+
+/* --- Handshake -------------------------------------------------------------------- */
+
+static int rpc_hs_send(int fd, const struct orch_msg *m, uint64_t deadline_ms)
+{
+	struct orch_buf b;
+	size_t sent;
+	int error;
+
+	orch_buf_init(&b, ORCH_FRAME_HDR + RPC_HANDSHAKE_MAXFRAME);
+	error = orch_msg_encode(&b, m);
+	if (!error)
+		error = rpc_send_all(fd, b.b_data, b.b_len, deadline_ms, &sent);
+	orch_buf_fini(&b);
+	return error;
+}
+
+/*
+ * Reads the reply to request @reqid of @type into @m (with @payload, which
+ * the caller frees).  Returns 0 with m->status possibly set, or -errno.
+ */
+static int rpc_hs_recv(int fd, uint16_t type, uint64_t reqid, uint64_t deadline_ms,
+		       struct orch_msg *m, uint8_t **payload)
+{
+	uint8_t hb[ORCH_FRAME_HDR];
+	struct orch_frame_hdr h;
+	int error;
+
+	*payload = NULL;
+	error = rpc_recv_deadline(fd, hb, sizeof(hb), deadline_ms);
+	if (error)
+		return error;
+	orch_frame_hdr_decode(hb, &h);
+	if (h.length > RPC_HANDSHAKE_MAXFRAME || h.type != type || h.reqid != reqid ||
+	    !(h.flags & ORCH_FRAME_REPLY))
+		return -EPROTO;
+	*payload = malloc(h.length ? h.length : 1);
+	if (!*payload)
+		return -ENOMEM;
+	error = rpc_recv_deadline(fd, *payload, h.length, deadline_ms);
+	if (error)
+		return error;
+	return orch_msg_decode(&h, *payload, m);
+}
+
+/*
+ * The connector's half of net/auth.h: HELLO with our nonce, check the
+ * server's MAC over it, AUTH with ours over the server's nonce.
+ */
+static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+{
+	struct orch_client *cl = c->c_client;
+	const char *name = cl->cl_cfg.servers[c->c_index].name;
+	uint8_t nc[ORCH_NONCE_LEN], ns[ORCH_NONCE_LEN], mac[ORCH_MAC_LEN];
+	struct orch_msg req, rep;
+	uint8_t *payload;
+	uint64_t reqid;
+	int error;
+
+	error = orch_auth_nonce(nc);
+	if (error)
+		return error;
+	reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
+	orch_msg_init(&req, ORCH_AN2AN_HELLO);
+	req.reqid = reqid;
+	req.vmin = ORCH_PROTO_VERSION;
+	req.vmax = ORCH_PROTO_VERSION;
+	req.features = 0;
+	memcpy(req.nonce, nc, sizeof(nc));
+	req.origin = ORCH_ORIGIN_CLIENT;
+	error = rpc_hs_send(fd, &req, deadline_ms);
+	if (error)
+		return error;
+	error = rpc_hs_recv(fd, ORCH_AN2AN_HELLO, reqid, deadline_ms, &rep, &payload);
+	if (error)
+		goto out_free;
+	if (rep.status) {
+		error = rep.status;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s' refused hello: %s",
+				   name, strerror(-error));
+		goto out_fini;
+	}
+	if (rep.vmin != ORCH_PROTO_VERSION) {
+		error = -EPROTONOSUPPORT;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "server '%s' chose an unsupported version: version=%u",
+				   name, rep.vmin);
+		goto out_fini;
+	}
+	memcpy(ns, rep.nonce, sizeof(ns));
+	orch_auth_mac(cl->cl_cfg.key, true, nc, ns, mac);
+	if (!orch_auth_mac_equal(mac, rep.mac)) {
+		error = -EACCES;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' failed authentication", name);
+		goto out_fini;
+	}
+	orch_msg_fini(&rep);
+	free(payload);
+
+	reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
+	orch_msg_init(&req, ORCH_AN2AN_AUTH);
+	req.reqid = reqid;
+	orch_auth_mac(cl->cl_cfg.key, false, ns, nc, req.mac);
+	error = rpc_hs_send(fd, &req, deadline_ms);
+	if (error)
+		return error;
+	error = rpc_hs_recv(fd, ORCH_AN2AN_AUTH, reqid, deadline_ms, &rep, &payload);
+	if (error)
+		goto out_free;
+	if (rep.status) {
+		error = -EACCES;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' rejected our authentication: %s",
+				   name, strerror(-rep.status));
+	}
+out_fini:
+	orch_msg_fini(&rep);
+out_free:
+	free(payload);
+	return error;
+}
+
+/* --- The in-flight table (all under c_lock) ----------------------------------------- */
+
+static struct orch_call **rpc_bucket(struct rpc_conn *c, uint64_t reqid)
+{
+	return &c->c_calls[reqid % RPC_BUCKETS];
+}
+
+static void rpc_table_insert(struct rpc_conn *c, struct orch_call *call)
+{
+	struct orch_call **b = rpc_bucket(c, call->ca_reqid);
+
+	call->ca_next = *b;
+	*b = call;
+	call->ca_queued = true;
+}
+
+/* Unlinks and returns the call with @reqid, or NULL (timed out, or never ours). */
+static struct orch_call *rpc_table_take(struct rpc_conn *c, uint64_t reqid)
+{
+	for (struct orch_call **p = rpc_bucket(c, reqid); *p; p = &(*p)->ca_next) {
+		struct orch_call *call = *p;
+
+		if (call->ca_reqid == reqid) {
+			*p = call->ca_next;
+			call->ca_next = NULL;
+			call->ca_queued = false;
+			return call;
+		}
+	}
+	return NULL;
+}
+
+static void rpc_table_fail_all(struct rpc_conn *c, int error)
+{
+	for (size_t i = 0; i < RPC_BUCKETS; i++) {
+		while (c->c_calls[i]) {
+			struct orch_call *call = c->c_calls[i];
+
+			c->c_calls[i] = call->ca_next;
+			call->ca_next = NULL;
+			call->ca_queued = false;
+			call->ca_error = error;
+			call->ca_done = true;
+			pthread_cond_signal(&call->ca_cond);
+		}
+	}
+}
+
+/* --- Receiver ------------------------------------------------------------------------ */
+
+/*
+ * Reads frames until the socket fails, then fails every call in flight and
+ * marks the connection down.  The header is checked against ORCH_MAXFRAME
+ * before the payload is allocated, so a peer cannot make us allocate more.
+ */
+static void *rpc_receiver_main(void *arg)
+{
+	struct rpc_conn *c = arg;
+	const char *name = c->c_client->cl_cfg.servers[c->c_index].name;
+	bool closing;
+	int fd;
+
+	pthread_mutex_lock(&c->c_lock);
+	fd = c->c_fd;
+	pthread_mutex_unlock(&c->c_lock);
+
+	for (;;) {
+		uint8_t hb[ORCH_FRAME_HDR];
+		struct orch_frame_hdr h;
+		struct orch_call *call;
+		uint8_t *payload;
+
+		if (rpc_recv_all(fd, hb, sizeof(hb)))
+			break;
+		orch_frame_hdr_decode(hb, &h);
+		if (h.length > ORCH_MAXFRAME) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "oversized frame from server '%s': type=0x%04x length=%u",
+					   name, h.type, h.length);
+			break;
+		}
+		payload = malloc(h.length ? h.length : 1);
+		if (!payload) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "cannot allocate reply from server '%s': length=%u",
+					   name, h.length);
+			break;
+		}
+		if (rpc_recv_all(fd, payload, h.length)) {
+			free(payload);
+			break;
+		}
+		/* Pushes are future cache invalidations; nothing uses them yet. */
+		if ((h.flags & ORCH_FRAME_PUSH) || !(h.flags & ORCH_FRAME_REPLY)) {
+			free(payload);
+			continue;
+		}
+		pthread_mutex_lock(&c->c_lock);
+		call = rpc_table_take(c, h.reqid);
+		if (call) {
+			call->ca_hdr = h;
+			call->ca_payload = payload;
+			call->ca_done = true;
+			pthread_cond_signal(&call->ca_cond);
+			payload = NULL;
+		}
+		pthread_mutex_unlock(&c->c_lock);
+		free(payload); /* a late reply to a call that timed out */
+	}
+
+	pthread_mutex_lock(&c->c_lock);
+	rpc_table_fail_all(c, -EIO);
+	c->c_state = RPC_DOWN;
+	closing = c->c_closing;
+	pthread_mutex_unlock(&c->c_lock);
+	/* Wakes a writer blocked on this socket; the connector closes it. */
+	shutdown(fd, SHUT_RDWR);
+	if (!closing)
+		ORCH_NOTICE("connection lost: server='%s'", name);
+	return NULL;
+}
+
+/* --- Connecting ---------------------------------------------------------------------- */
+
+/*
+ * Closes the previous socket, after its receiver has exited.  Called by the
+ * connector with no lock held, while c_state is RPC_CONNECTING (so nobody
+ * else starts a receiver or uses a new socket meanwhile).
+ */
+static void rpc_conn_reap(struct rpc_conn *c)
+{
+	pthread_t thread;
+	bool live;
+
+	pthread_mutex_lock(&c->c_lock);
+	live = c->c_thread_live;
+	thread = c->c_thread;
+	c->c_thread_live = false;
+	pthread_mutex_unlock(&c->c_lock);
+	if (live)
+		pthread_join(thread, NULL);
+
+	pthread_mutex_lock(&c->c_send_lock);
+	pthread_mutex_lock(&c->c_lock);
+	if (c->c_fd >= 0)
+		close(c->c_fd);
+	c->c_fd = -1;
+	pthread_mutex_unlock(&c->c_lock);
+	pthread_mutex_unlock(&c->c_send_lock);
+}
+
+/* Starts the receiver with every signal blocked: signals belong to the app. */
+static int rpc_receiver_start(struct rpc_conn *c)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->c_thread, NULL, rpc_receiver_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
+}
+
+/* Dials and authenticates; on success the connection is up.  Connector only. */
+static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
+{
+	const struct orch_server_cfg *sv = &c->c_client->cl_cfg.servers[c->c_index];
+	int fd, error;
+
+	rpc_conn_reap(c);
+	fd = rpc_dial(sv, deadline_ms);
+	if (fd < 0) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot connect to server '%s': address=%s:%u",
+				   sv->name, sv->host, sv->port);
+		return fd;
+	}
+	error = rpc_handshake(c, fd, deadline_ms);
+	if (error)
+		goto out_close;
+
+	/*
+	 * Up before the receiver runs: it may fail at once and must then find
+	 * a state to mark down, not have it overwritten with UP afterwards.
+	 */
+	pthread_mutex_lock(&c->c_lock);
+	c->c_fd = fd;
+	error = rpc_receiver_start(c);
+	if (error) {
+		c->c_fd = -1;
+		pthread_mutex_unlock(&c->c_lock);
+		goto out_close;
+	}
+	c->c_thread_live = true;
+	c->c_gen++;
+	c->c_state = RPC_UP;
+	pthread_mutex_unlock(&c->c_lock);
+	ORCH_INFO("connected: server='%s' address=%s:%u", sv->name, sv->host, sv->port);
+	return 0;
+out_close:
+	close(fd);
+	if (error == -EIO || error == -EPROTO)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "handshake with server '%s' failed: %s",
+				   sv->name, strerror(-error));
+	return error;
+}
+
+/*
+ * Returns with c_lock held and the connection up (its generation in *@gen),
+ * or with c_lock released and -errno.  One caller connects at a time; the
+ * others wait for its result until their own deadline.
+ */
+static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint64_t *gen)
+{
+	struct timespec ts;
+	int error;
+
+	rpc_timespec(deadline_ms, &ts);
+	pthread_mutex_lock(&c->c_lock);
+	for (;;) {
+		if (c->c_state == RPC_UP) {
+			*gen = c->c_gen;
+			return 0;
+		}
+		if (c->c_state == RPC_DOWN)
+			break;
+		if (pthread_cond_timedwait(&c->c_state_cond, &c->c_lock, &ts) == ETIMEDOUT &&
+		    c->c_state == RPC_CONNECTING) {
+			pthread_mutex_unlock(&c->c_lock);
+			return -ETIMEDOUT;
+		}
+	}
+	c->c_state = RPC_CONNECTING;
+	pthread_mutex_unlock(&c->c_lock);
+
+	error = rpc_conn_open(c, deadline_ms);
+
+	pthread_mutex_lock(&c->c_lock);
+	if (error)
+		c->c_state = RPC_DOWN;
+	pthread_cond_broadcast(&c->c_state_cond);
+	if (error) {
+		pthread_mutex_unlock(&c->c_lock);
+		return error;
+	}
+	*gen = c->c_gen;
+	return 0;
+}
+
+/* --- Calls ----------------------------------------------------------------------------- */
+
+static void rpc_call_free(struct orch_call *call)
+{
+	if (!call)
+		return;
+	free(call->ca_payload);
+	pthread_cond_destroy(&call->ca_cond);
+	free(call);
+}
+
+static void rpc_count(struct orch_client *cl, uint16_t type)
+{
+	for (size_t i = 0; i < cl->cl_ntypes; i++) {
+		if (cl->cl_types[i] == type) {
+			atomic_fetch_add_explicit(&cl->cl_counts[i], 1, memory_order_relaxed);
+			return;
+		}
+	}
+}
+
+/*
+ * Writes @frame on connection generation @gen.  Returns 0, -EIO if that
+ * connection is gone, or -ETIMEDOUT.  A frame cut in the middle would
+ * desynchronise the stream, so that case shuts the socket down (the receiver
+ * then fails every call on it).
+ */
+static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_buf *frame,
+			  uint64_t deadline_ms)
+{
+	size_t sent = 0;
+	int fd, error;
+
+	pthread_mutex_lock(&c->c_send_lock);
+	pthread_mutex_lock(&c->c_lock);
+	fd = (c->c_state == RPC_UP && c->c_gen == gen) ? c->c_fd : -1;
+	pthread_mutex_unlock(&c->c_lock);
+	if (fd < 0) {
+		pthread_mutex_unlock(&c->c_send_lock);
+		return -EIO;
+	}
+	error = rpc_send_all(fd, frame->b_data, frame->b_len, deadline_ms, &sent);
+	if (error && (error != -ETIMEDOUT || sent > 0))
+		shutdown(fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->c_send_lock);
+	return error;
+}
+
+int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		     struct orch_call **out)
+{
+	struct orch_msg m;
+	struct orch_call *call;
+	struct orch_buf frame;
+	struct rpc_conn *c;
+	uint64_t gen;
+	int error;
+
+	*out = NULL;
+	if (server >= cl->cl_cfg.nservers)
+		return -EINVAL;
+	c = &cl->cl_conns[server];
+
+	call = calloc(1, sizeof(*call));
+	if (!call)
+		return -ENOMEM;
+	error = rpc_cond_init(&call->ca_cond);
+	if (error) {
+		free(call);
+		return error;
+	}
+	call->ca_conn = c;
+	call->ca_type = req->type;
+	call->ca_reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
+	call->ca_deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+
+	m = *req;
+	m.reqid = call->ca_reqid;
+	m.flags = 0;
+	orch_buf_init(&frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	error = orch_msg_encode(&frame, &m);
+	if (error) {
+		error = error == -ENOMEM ? -ENOMEM : -EINVAL;
+		goto out_free_frame;
+	}
+
+	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, &gen);
+	if (error)
+		goto out_free_frame;
+	/* In the table before the frame leaves, so a fast reply finds it. */
+	rpc_table_insert(c, call);
+	pthread_mutex_unlock(&c->c_lock);
+
+	error = rpc_conn_write(c, gen, &frame, call->ca_deadline_ms);
+	if (error) {
+		pthread_mutex_lock(&c->c_lock);
+		if (call->ca_queued)
+			rpc_table_take(c, call->ca_reqid);
+		pthread_mutex_unlock(&c->c_lock);
+		goto out_free_frame;
+	}
+	orch_buf_fini(&frame);
+	rpc_count(cl, req->type);
+	*out = call;
+	return 0;
+out_free_frame:
+	orch_buf_fini(&frame);
+	rpc_call_free(call);
+	return error;
+}
+
+/* Decodes the reply a call received.  Consumes call->ca_payload. */
+static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
+			    struct orch_reply *rep)
+{
+	const char *name = cl->cl_cfg.servers[call->ca_conn->c_index].name;
+	int error;
+
+	if (call->ca_hdr.type != call->ca_type) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "reply of the wrong type from server '%s': type=0x%04x want=0x%04x",
+				   name, call->ca_hdr.type, call->ca_type);
+		return -EIO;
+	}
+	error = orch_msg_decode(&call->ca_hdr, call->ca_payload, &rep->m);
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "cannot decode reply from server '%s': %s: type=%s length=%u",
+				   name, strerror(-error), orch_msg_name(call->ca_type),
+				   call->ca_hdr.length);
+		memset(rep, 0, sizeof(*rep));
+		return -EIO;
+	}
+	if (rep->m.status) {
+		error = rep->m.status;
+		orch_msg_fini(&rep->m);
+		memset(rep, 0, sizeof(*rep));
+		return error;
+	}
+	rep->frame = call->ca_payload;
+	call->ca_payload = NULL;
+	return 0;
+}
+
+int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
+{
+	struct rpc_conn *c = call->ca_conn;
+	struct timespec ts;
+	int error = 0;
+
+	memset(rep, 0, sizeof(*rep));
+	rpc_timespec(call->ca_deadline_ms, &ts);
+	pthread_mutex_lock(&c->c_lock);
+	while (!call->ca_done) {
+		if (pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts) == ETIMEDOUT &&
+		    !call->ca_done) {
+			/* Out of the table: a late reply is dropped by the receiver. */
+			rpc_table_take(c, call->ca_reqid);
+			error = -ETIMEDOUT;
+			break;
+		}
+	}
+	if (!error)
+		error = call->ca_error;
+	pthread_mutex_unlock(&c->c_lock);
+
+	if (!error)
+		error = rpc_reply_decode(cl, call, rep);
+	else if (error == -ETIMEDOUT)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "request timed out: server='%s' type=%s",
+				   cl->cl_cfg.servers[c->c_index].name,
+				   orch_msg_name(call->ca_type));
+	rpc_call_free(call);
+	return error;
+}
+
+int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		     struct orch_reply *rep)
+{
+	struct orch_call *call;
+	int error;
+
+	memset(rep, 0, sizeof(*rep));
+	error = orch_client_send(cl, server, req, &call);
+	if (error)
+		return error;
+	return orch_client_wait(cl, call, rep);
+}
+
+void orch_reply_release(struct orch_reply *r)
+{
+	if (!r)
+		return;
+	orch_msg_fini(&r->m);
+	free(r->frame);
+	memset(r, 0, sizeof(*r));
+}
+
+/* --- Client ------------------------------------------------------------------------------ */
+
+int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
+{
+	struct orch_client *cl;
+	unsigned int i;
+	int error;
+
+	*out = NULL;
+	if (cfg->nservers > ORCH_SERVERS_MAX)
+		return -EINVAL;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return -ENOMEM;
+	cl->cl_cfg = *cfg;
+	atomic_init(&cl->cl_timeout_ms, cfg->op_timeout_ms ? cfg->op_timeout_ms : 10000);
+	atomic_init(&cl->cl_next_reqid, 1);
+	cl->cl_ntypes = orch_msg_types(cl->cl_types, RPC_MAXTYPES);
+	for (size_t t = 0; t < RPC_MAXTYPES; t++)
+		atomic_init(&cl->cl_counts[t], 0);
+	cl->cl_conns = calloc(cfg->nservers ? cfg->nservers : 1, sizeof(*cl->cl_conns));
+	if (!cl->cl_conns) {
+		error = -ENOMEM;
+		goto out_free_client;
+	}
+	for (i = 0; i < cfg->nservers; i++) {
+		struct rpc_conn *c = &cl->cl_conns[i];
+
+		c->c_client = cl;
+		c->c_index = i;
+		c->c_fd = -1;
+		c->c_state = RPC_DOWN;
+		error = rpc_cond_init(&c->c_state_cond);
+		if (error)
+			goto out_destroy_conns;
+		pthread_mutex_init(&c->c_lock, NULL);
+		pthread_mutex_init(&c->c_send_lock, NULL);
+	}
+	*out = cl;
+	return 0;
+out_destroy_conns:
+	while (i-- > 0) {
+		pthread_cond_destroy(&cl->cl_conns[i].c_state_cond);
+		pthread_mutex_destroy(&cl->cl_conns[i].c_lock);
+		pthread_mutex_destroy(&cl->cl_conns[i].c_send_lock);
+	}
+	free(cl->cl_conns);
+out_free_client:
+	free(cl);
+	return error;
+}
+
+void orch_client_destroy(struct orch_client *cl)
+{
+	if (!cl)
+		return;
+	for (unsigned int i = 0; i < cl->cl_cfg.nservers; i++) {
+		struct rpc_conn *c = &cl->cl_conns[i];
+
+		/* shutdown() ends the receiver's blocking recv(). */
+		pthread_mutex_lock(&c->c_lock);
+		c->c_closing = true;
+		if (c->c_fd >= 0)
+			shutdown(c->c_fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->c_lock);
+		rpc_conn_reap(c);
+		pthread_cond_destroy(&c->c_state_cond);
+		pthread_mutex_destroy(&c->c_lock);
+		pthread_mutex_destroy(&c->c_send_lock);
+	}
+	free(cl->cl_conns);
+	free(cl);
+}
+
+const struct orch_cfg *orch_client_cfg(const struct orch_client *cl)
+{
+	return &cl->cl_cfg;
+}
+
+void orch_client_set_timeout(struct orch_client *cl, uint32_t op_timeout_ms)
+{
+	if (op_timeout_ms)
+		atomic_store(&cl->cl_timeout_ms, op_timeout_ms);
+}
+
+void orch_client_request_counts(struct orch_client *cl, uint64_t *counts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		counts[i] = i < cl->cl_ntypes ? atomic_load(&cl->cl_counts[i]) : 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * liborchard's transport: one TCP connection per server, authenticated with
+ * the cluster key (net/auth.h), many requests in flight on each, replies
+ * matched by request id.  Every call has a deadline (cfg->op_timeout_ms): a
+ * dead or unreachable server gives -ETIMEDOUT or -EIO, never a hang.  A broken
+ * connection fails the calls in flight on it (-EIO) and is re-established by
+ * the next call, so the client recovers by itself when the server returns.
+ *
+ * Threads: every function may be called from any thread concurrently.  Each
+ * connection has one receiver thread.  No lock is held while waiting for a
+ * reply.
+ */
+#ifndef ORCH_CLIENT_RPC_H
+#define ORCH_CLIENT_RPC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "proto/msg.h"
+
+struct orch_client;
+struct orch_call;
+
+/*
+ * Creates a client for the cluster in @cfg (copied; cfg->key must already be
+ * loaded).  Connects lazily.  Returns 0 or -ENOMEM.
+ */
+int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out);
+
+/* Closes connections, joins threads.  Calls in flight must have finished. */
+void orch_client_destroy(struct orch_client *cl);
+
+/* The configuration the client was made with. */
+const struct orch_cfg *orch_client_cfg(const struct orch_client *cl);
+
+/* Changes the per-call deadline (milliseconds, > 0). */
+void orch_client_set_timeout(struct orch_client *cl, uint32_t op_timeout_ms);
+
+/*
+ * A decoded reply.  m's strings, data and dirents stay valid until
+ * orch_reply_release().
+ */
+struct orch_reply {
+	struct orch_msg m;
+	uint8_t *frame; /* owned */
+};
+
+/* Frees a reply.  Accepts a zeroed one; the reply is zeroed after. */
+void orch_reply_release(struct orch_reply *r);
+
+/*
+ * Sends @req (type and fields set; reqid and flags are filled in) to server
+ * @server and waits for its reply.  Returns 0 with *@rep filled (the caller
+ * releases it), or -errno: the reply's status if it is not OK (nothing to
+ * release), -ETIMEDOUT at the deadline, -EIO if the connection broke,
+ * -EHOSTDOWN if the server cannot be reached, -EINVAL for a bad server index
+ * or an unencodable request.
+ */
+int orch_client_call(struct orch_client *cl, unsigned int server,
+		     const struct orch_msg *req, struct orch_reply *rep);
+
+/*
+ * The same in two halves, to keep several requests in flight (striped I/O):
+ * send returns 0 and a call object that orch_client_wait() must be given
+ * exactly once (it frees it); or -errno, and then nothing to wait for.
+ * @req and what it points to may be reused as soon as send returns.
+ */
+int orch_client_send(struct orch_client *cl, unsigned int server,
+		     const struct orch_msg *req, struct orch_call **out);
+int orch_client_wait(struct orch_client *cl, struct orch_call *call,
+		     struct orch_reply *rep);
+
+/*
+ * Per-type request counts sent by this client since creation (for
+ * `orchard stats` on a mount).  Fills @counts indexed like orch_msg_types().
+ */
+void orch_client_request_counts(struct orch_client *cl, uint64_t *counts, size_t n);
+
+#endif

@@ -1,0 +1,275 @@
+/* Cluster configuration.  See cfg.h. */
+#include "common/cfg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct cfg_parse {
+	struct orch_cfg *cfg;
+	const char *dir;
+	char *err;
+	size_t errlen;
+	int error;
+};
+
+static void cfg_resolve(const char *dir, const char *val, char *out, size_t outlen)
+{
+	if (val[0] == '/' || !dir)
+		snprintf(out, outlen, "%s", val);
+	else
+		snprintf(out, outlen, "%s/%s", dir, val);
+}
+
+static int cfg_u32(const char *val, uint32_t min, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno || end == val || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port)
+{
+	const char *colon = strrchr(s, ':');
+	uint32_t p;
+	size_t n;
+
+	if (!colon || colon == s)
+		return -EINVAL;
+	n = (size_t)(colon - s);
+	if (n >= hostlen)
+		return -EINVAL;
+	if (cfg_u32(colon + 1, 1, 65535, &p))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* inih handler: nonzero means "go on"; our own errors are kept in @p. */
+static int cfg_handler(void *user, const char *section, const char *name,
+		       const char *value)
+{
+	struct cfg_parse *p = user;
+	struct orch_cfg *cfg = p->cfg;
+	int bad = 0;
+
+	if (p->error)
+		return 1;
+	if (strcmp(section, "cluster") == 0) {
+		if (strcmp(name, "name") == 0)
+			bad = snprintf(cfg->cluster_name, sizeof(cfg->cluster_name), "%s", value) >= (int)sizeof(cfg->cluster_name);
+		else if (strcmp(name, "id") == 0)
+			bad = snprintf(cfg->cluster_id, sizeof(cfg->cluster_id), "%s", value) >= (int)sizeof(cfg->cluster_id);
+		else if (strcmp(name, "key_file") == 0)
+			cfg_resolve(p->dir, value, cfg->key_file, sizeof(cfg->key_file));
+		else if (strcmp(name, "strip_size") == 0)
+			bad = cfg_u32(value, ORCH_STRIP_MIN, ORCH_STRIP_MAX, &cfg->strip_size) ||
+			      (cfg->strip_size & (ORCH_STRIP_MIN - 1));
+		else if (strcmp(name, "op_timeout_ms") == 0)
+			bad = cfg_u32(value, 10, 3600000, &cfg->op_timeout_ms);
+		else if (strcmp(name, "commit_interval_ms") == 0)
+			bad = cfg_u32(value, 1, 3600000, &cfg->commit_interval_ms);
+		else
+			bad = 2;
+	} else if (strncmp(section, "server ", 7) == 0) {
+		const char *sname = section + 7;
+		struct orch_server_cfg *s = NULL;
+
+		for (unsigned int i = 0; i < cfg->nservers; i++)
+			if (strcmp(cfg->servers[i].name, sname) == 0)
+				s = &cfg->servers[i];
+		if (!s) {
+			if (cfg->nservers == ORCH_SERVERS_MAX) {
+				snprintf(p->err, p->errlen, "too many servers (max %d)", ORCH_SERVERS_MAX);
+				p->error = -EINVAL;
+				return 1;
+			}
+			if (!*sname || strlen(sname) >= ORCH_CFG_NAME_MAX) {
+				snprintf(p->err, p->errlen, "bad server name '%s'", sname);
+				p->error = -EINVAL;
+				return 1;
+			}
+			s = &cfg->servers[cfg->nservers++];
+			snprintf(s->name, sizeof(s->name), "%s", sname);
+		}
+		if (strcmp(name, "address") == 0)
+			bad = orch_cfg_parse_address(value, s->host, sizeof(s->host), &s->port) != 0;
+		else if (strcmp(name, "data_dir") == 0)
+			cfg_resolve(p->dir, value, s->data_dir, sizeof(s->data_dir));
+		else
+			bad = 2;
+	} else {
+		snprintf(p->err, p->errlen, "unknown section '[%s]'", section);
+		p->error = -EINVAL;
+		return 1;
+	}
+	if (bad) {
+		snprintf(p->err, p->errlen, bad == 2 ? "unknown setting '%s' in [%s]" : "bad value for '%s' in [%s]",
+			 name, section);
+		p->error = -EINVAL;
+	}
+	return 1;
+}
+
+static void cfg_defaults(struct orch_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->cluster_name, sizeof(cfg->cluster_name), "orchard");
+	cfg->strip_size = 65536;
+	cfg->op_timeout_ms = 10000;
+	cfg->commit_interval_ms = 1000;
+}
+
+static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
+{
+	if (cfg->nservers == 0) {
+		snprintf(err, errlen, "no [server NAME] section");
+		return -EINVAL;
+	}
+	if (!cfg->key_file[0]) {
+		snprintf(err, errlen, "[cluster] has no key_file");
+		return -EINVAL;
+	}
+	if (!cfg->cluster_id[0]) {
+		snprintf(err, errlen, "[cluster] has no id");
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		if (!cfg->servers[i].port || !cfg->servers[i].data_dir[0]) {
+			snprintf(err, errlen, "[server %s] needs address and data_dir",
+				 cfg->servers[i].name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,
+		   char *err, size_t errlen)
+{
+	struct cfg_parse p = { .cfg = out, .dir = dir, .err = err, .errlen = errlen };
+	int line;
+
+	cfg_defaults(out);
+	line = ini_parse_string(text, cfg_handler, &p);
+	if (p.error)
+		return p.error;
+	if (line != 0) {
+		snprintf(err, errlen, "syntax error on line %d", line);
+		return -EINVAL;
+	}
+	return cfg_check(out, err, errlen);
+}
+
+int orch_cfg_load(const char *path, struct orch_cfg *out, char *err, size_t errlen)
+{
+	char abs[PATH_MAX], dir[PATH_MAX], *slash, *text;
+	FILE *f;
+	long len;
+	int error;
+
+	if (!realpath(path, abs)) {
+		error = -errno;
+		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return error;
+	}
+	snprintf(dir, sizeof(dir), "%s", abs);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = '\0';
+	f = fopen(abs, "r");
+	if (!f) {
+		error = -errno;
+		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return error;
+	}
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	if (len < 0 || len > (1 << 20)) {
+		fclose(f);
+		snprintf(err, errlen, "'%s' is not a config file", path);
+		return -EINVAL;
+	}
+	rewind(f);
+	text = malloc((size_t)len + 1);
+	if (!text) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	text[fread(text, 1, (size_t)len, f)] = '\0';
+	fclose(f);
+	error = orch_cfg_parse(text, dir, out, err, errlen);
+	free(text);
+	if (!error)
+		snprintf(out->path, sizeof(out->path), "%s", abs);
+	return error;
+}
+
+int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name)
+{
+	for (unsigned int i = 0; i < cfg->nservers; i++)
+		if (strcmp(cfg->servers[i].name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen)
+{
+	char text[2 * ORCH_KEY_LEN + 2];
+	struct stat st;
+	ssize_t n;
+	int fd, error;
+
+	fd = open(cfg->key_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		error = -errno;
+		snprintf(err, errlen, "cannot open key file '%s': %s", cfg->key_file, strerror(errno));
+		return error;
+	}
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077)) {
+		close(fd);
+		snprintf(err, errlen, "key file '%s' is readable by others (chmod 600 it)",
+			 cfg->key_file);
+		return -EPERM;
+	}
+	n = read(fd, text, sizeof(text));
+	close(fd);
+	if (n < 2 * ORCH_KEY_LEN) {
+		snprintf(err, errlen, "key file '%s' is too short", cfg->key_file);
+		return -EINVAL;
+	}
+	for (int i = 0; i < ORCH_KEY_LEN; i++) {
+		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			snprintf(err, errlen, "key file '%s' is not hex", cfg->key_file);
+			return -EINVAL;
+		}
+		cfg->key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}

@@ -1,0 +1,74 @@
+/*
+ * Cluster configuration: one INI file (libinih).
+ *
+ *   [cluster]
+ *   name = demo
+ *   id = 5f0c...            ; random, written by genconfig; mkfs stamps it
+ *   key_file = orchard.key  ; relative paths are relative to the config file
+ *   strip_size = 65536
+ *   op_timeout_ms = 10000
+ *   commit_interval_ms = 1000
+ *
+ *   [server s0]
+ *   address = 127.0.0.1:7400
+ *   data_dir = s0
+ *
+ * Servers are numbered in the order their sections appear; that number is the
+ * top 16 bits of every handle the server creates, so it must never change.
+ */
+#ifndef ORCH_COMMON_CFG_H
+#define ORCH_COMMON_CFG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORCH_SERVERS_MAX 64
+#define ORCH_KEY_LEN 32
+#define ORCH_CFG_NAME_MAX 64
+#define ORCH_STRIP_MIN 4096u
+#define ORCH_STRIP_MAX (16u << 20)
+
+struct orch_server_cfg {
+	char name[ORCH_CFG_NAME_MAX]; /* section name after "server " */
+	char host[256];               /* numeric or resolvable host */
+	uint16_t port;
+	char data_dir[PATH_MAX]; /* absolute */
+};
+
+struct orch_cfg {
+	char path[PATH_MAX]; /* the file it came from, absolute */
+	char cluster_name[ORCH_CFG_NAME_MAX];
+	char cluster_id[ORCH_CFG_NAME_MAX];
+	char key_file[PATH_MAX]; /* absolute */
+	uint32_t strip_size;
+	uint32_t op_timeout_ms;
+	uint32_t commit_interval_ms;
+	unsigned int nservers;
+	struct orch_server_cfg servers[ORCH_SERVERS_MAX];
+	uint8_t key[ORCH_KEY_LEN]; /* filled by orch_cfg_load_key() */
+};
+
+/*
+ * Parses @path into @out (defaults filled first).  On failure returns -errno
+ * (-EINVAL for a bad value) and writes a one-line reason into @err.
+ */
+int orch_cfg_load(const char *path, struct orch_cfg *out, char *err, size_t errlen);
+
+/* Same, from a string (for fuzzing); relative paths resolve against @dir. */
+int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,
+		   char *err, size_t errlen);
+
+/* Index of server @name, or -ENOENT. */
+int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name);
+
+/*
+ * Reads the key file (64 hex digits) into cfg->key.  Refuses a key file that
+ * others can read (-EPERM), like ssh does.  Returns 0 or -errno, reason in @err.
+ */
+int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen);
+
+/* Parses "HOST:PORT" into @host/@port.  Returns 0 or -EINVAL. */
+int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+#endif

@@ -1,0 +1,46 @@
+/* Small shared helpers: error aliases, assertions, array sizes. */
+#ifndef ORCH_COMMON_UTIL_H
+#define ORCH_COMMON_UTIL_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Persistent data failed verification (XFS EFSCORRUPTED). */
+#define ORCH_ECORRUPT EUCLEAN
+/* A checksum did not match (XFS EFSBADCRC). */
+#define ORCH_EBADCRC EBADMSG
+
+#define ORCH_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ORCH_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ORCH_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Names the check that failed, for corruption reports. */
+typedef const char *orch_failaddr_t;
+#define ORCH_STR_(x) #x
+#define ORCH_STR(x) ORCH_STR_(x)
+#define ORCH_THIS_ADDRESS (__FILE__ ":" ORCH_STR(__LINE__))
+
+/*
+ * Programmer invariants only, never disk or network input.  Aborts in debug
+ * and CI builds (ORCH_DEBUG_BUILD), warns in release builds.
+ */
+#ifdef ORCH_DEBUG_BUILD
+#define ORCH_ASSERT(e)                                                         \
+	do {                                                                   \
+		if (!(e)) {                                                    \
+			fprintf(stderr, "%s:%d: assertion failed: %s\n",       \
+				__FILE__, __LINE__, #e);                       \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+#else
+#define ORCH_ASSERT(e)                                                         \
+	do {                                                                   \
+		if (!(e))                                                      \
+			fprintf(stderr, "%s:%d: assertion failed: %s\n",       \
+				__FILE__, __LINE__, #e);                       \
+	} while (0)
+#endif
+
+#endif

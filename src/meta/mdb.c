@@ -1,0 +1,516 @@
+/*
+ * The SQLite wrapper of the namespace: schema, statement cache, error
+ * mapping, savepoints, and the inode and entry records with their verifiers.
+ * Everything read back from the database is checked here before use.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "meta/meta_i.h"
+
+/* --- Schema ---------------------------------------------------------------- */
+
+/* Format version 1.  Any change here changes docs/SPEC-ondisk.md. */
+static const char mdb_schema[] =
+	"CREATE TABLE super ("
+	" key TEXT NOT NULL PRIMARY KEY,"
+	" value NOT NULL"
+	") WITHOUT ROWID;"
+	"CREATE TABLE inode ("
+	" handle INTEGER NOT NULL PRIMARY KEY,"
+	" mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+	" nlink INTEGER NOT NULL, size INTEGER NOT NULL, rdev INTEGER NOT NULL,"
+	" atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,"
+	" parent INTEGER NOT NULL, strip_size INTEGER NOT NULL,"
+	" stripe_count INTEGER NOT NULL, first_server INTEGER NOT NULL,"
+	" next_seq INTEGER NOT NULL, target BLOB"
+	") WITHOUT ROWID;"
+	"CREATE TABLE dirent ("
+	" parent INTEGER NOT NULL, name BLOB NOT NULL,"
+	" child INTEGER NOT NULL, type INTEGER NOT NULL,"
+	" seq INTEGER NOT NULL, state INTEGER NOT NULL,"
+	" PRIMARY KEY (parent, name)"
+	") WITHOUT ROWID;"
+	"CREATE UNIQUE INDEX dirent_seq ON dirent (parent, seq);"
+	"CREATE TABLE xattr ("
+	" handle INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
+	" PRIMARY KEY (handle, name)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE intent ("
+	" id INTEGER NOT NULL PRIMARY KEY, kind INTEGER NOT NULL,"
+	" body BLOB NOT NULL, created INTEGER NOT NULL"
+	") WITHOUT ROWID;"
+	"CREATE TABLE applied ("
+	" origin INTEGER NOT NULL, id INTEGER NOT NULL, result INTEGER NOT NULL,"
+	" PRIMARY KEY (origin, id)"
+	") WITHOUT ROWID;";
+
+int orch_mdb_schema_create(sqlite3 *db)
+{
+	char *msg = NULL;
+	int rc;
+
+	rc = sqlite3_exec(db, mdb_schema, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		ORCH_ERR("cannot create the namespace tables: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return rc == SQLITE_FULL ? -ENOSPC : -EIO;
+	}
+	return 0;
+}
+
+/* --- Statement cache and errors -------------------------------------------- */
+
+static const char *const mdb_stmt_sql[MDB_NSTMT] = {
+#define ORCH_MDB_SQL_(name, sql) [MDB_##name] = sql,
+	ORCH_MDB_STMTS(ORCH_MDB_SQL_)
+#undef ORCH_MDB_SQL_
+};
+
+static const char *const mdb_stmt_name[MDB_NSTMT] = {
+#define ORCH_MDB_NAME_(name, sql) [MDB_##name] = #name,
+	ORCH_MDB_STMTS(ORCH_MDB_NAME_)
+#undef ORCH_MDB_NAME_
+};
+
+int orch_mdb_prepare_all(struct orch_meta *m)
+{
+	for (int i = 0; i < MDB_NSTMT; i++) {
+		int rc = sqlite3_prepare_v3(m->m_db, mdb_stmt_sql[i], -1,
+					    SQLITE_PREPARE_PERSISTENT, &m->m_stmt[i], NULL);
+
+		if (rc != SQLITE_OK) {
+			ORCH_ERR("cannot prepare statement: %s: stmt=%s db='%s'",
+				 sqlite3_errmsg(m->m_db), mdb_stmt_name[i], m->m_path);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+void orch_mdb_finalize_all(struct orch_meta *m)
+{
+	for (int i = 0; i < MDB_NSTMT; i++) {
+		sqlite3_finalize(m->m_stmt[i]);
+		m->m_stmt[i] = NULL;
+	}
+}
+
+/*
+ * The one place SQLite result codes become errno values.  Constraint
+ * violations of a key are "exists"; a full disk is ENOSPC; anything else is
+ * an operator's problem and is logged with SQLite's own message.
+ */
+int orch_mdb_error(struct orch_meta *m, int rc, enum orch_mdb_stmt id)
+{
+	switch (rc) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_CONSTRAINT_PRIMARYKEY:
+	case SQLITE_CONSTRAINT_UNIQUE:
+		return -EEXIST;
+	case SQLITE_FULL:
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace database full: stmt=%s db='%s'",
+				   mdb_stmt_name[id], m->m_path);
+		return -ENOSPC;
+	default:
+		ORCH_ERR("namespace database error: %s: stmt=%s rc=%d db='%s'",
+			 sqlite3_errmsg(m->m_db), mdb_stmt_name[id], rc, m->m_path);
+		return -EIO;
+	}
+}
+
+sqlite3_stmt *orch_mdb_stmt(struct orch_meta *m, enum orch_mdb_stmt id)
+{
+	sqlite3_stmt *st = m->m_stmt[id];
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return st;
+}
+
+void orch_mdb_reset(struct orch_meta *m, enum orch_mdb_stmt id)
+{
+	sqlite3_reset(m->m_stmt[id]);
+}
+
+int orch_mdb_step(struct orch_meta *m, enum orch_mdb_stmt id)
+{
+	int rc = sqlite3_step(m->m_stmt[id]);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	rc = orch_mdb_error(m, rc, id); /* before reset, while errmsg is ours */
+	sqlite3_reset(m->m_stmt[id]);
+	return rc;
+}
+
+int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id)
+{
+	int rc;
+
+	do
+		rc = orch_mdb_step(m, id);
+	while (rc == 1);
+	sqlite3_reset(m->m_stmt[id]);
+	return rc;
+}
+
+/* --- Savepoints ------------------------------------------------------------- */
+
+int orch_mdb_op_begin(struct orch_meta *m)
+{
+	if (m->m_txn_lost)
+		return -EIO;
+	orch_mdb_stmt(m, MDB_SAVEPOINT);
+	return orch_mdb_exec(m, MDB_SAVEPOINT);
+}
+
+/*
+ * SQLite may roll a whole transaction back by itself after some errors (a
+ * full disk, an I/O error).  Then the savepoint is gone: inside an explicit
+ * transaction we remember it so that commit fails instead of pretending.
+ */
+int orch_mdb_op_end(struct orch_meta *m, int error)
+{
+	int rc;
+
+	if (sqlite3_get_autocommit(m->m_db)) {
+		if (m->m_in_txn) {
+			ORCH_ERR("transaction rolled back by sqlite: db='%s'", m->m_path);
+			m->m_txn_lost = true;
+		}
+		return error ? error : -EIO;
+	}
+	if (error) {
+		orch_mdb_stmt(m, MDB_ROLLBACK_TO);
+		orch_mdb_exec(m, MDB_ROLLBACK_TO);
+		orch_mdb_stmt(m, MDB_RELEASE);
+		orch_mdb_exec(m, MDB_RELEASE);
+		return error;
+	}
+	orch_mdb_stmt(m, MDB_RELEASE);
+	rc = orch_mdb_exec(m, MDB_RELEASE);
+	if (rc) {
+		/* A failed standalone commit: leave nothing half done. */
+		if (!m->m_in_txn && !sqlite3_get_autocommit(m->m_db)) {
+			orch_mdb_stmt(m, MDB_ROLLBACK);
+			orch_mdb_exec(m, MDB_ROLLBACK);
+		}
+		return rc;
+	}
+	if (!m->m_in_txn)
+		m->m_commits++;
+	return 0;
+}
+
+/* --- Super table ----------------------------------------------------------- */
+
+int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_SUPER_GET);
+	int rc;
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = orch_mdb_step(m, MDB_SUPER_GET);
+	if (rc <= 0)
+		return rc ? rc : -ENOENT;
+	if (sqlite3_column_type(st, 0) != SQLITE_INTEGER ||
+	    sqlite3_column_int64(st, 0) < 0) {
+		orch_mdb_reset(m, MDB_SUPER_GET);
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=super key='%s'", key);
+		return -ORCH_ECORRUPT;
+	}
+	*out = (uint64_t)sqlite3_column_int64(st, 0);
+	orch_mdb_reset(m, MDB_SUPER_GET);
+	return 0;
+}
+
+/*
+ * Counters are taken in the caller's transaction, so a rolled-back create
+ * gives its number back only together with everything that used it: a
+ * committed handle or intent id is never handed out twice.
+ */
+int orch_mdb_counter_next(struct orch_meta *m, const char *key, uint64_t *out)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_COUNTER_NEXT);
+	sqlite3_int64 v;
+	int rc;
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = orch_mdb_step(m, MDB_COUNTER_NEXT);
+	if (rc <= 0) {
+		if (rc == 0)
+			goto out_corrupt;
+		return rc;
+	}
+	if (sqlite3_column_type(st, 0) != SQLITE_INTEGER)
+		goto out_corrupt;
+	v = sqlite3_column_int64(st, 0);
+	if (v < 1 || (uint64_t)v > ORCH_HANDLE_COUNTER_MASK)
+		goto out_corrupt;
+	*out = (uint64_t)v;
+	return orch_mdb_exec(m, MDB_COUNTER_NEXT);
+
+out_corrupt:
+	orch_mdb_reset(m, MDB_COUNTER_NEXT);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=super key='%s'", key);
+	return -ORCH_ECORRUPT;
+}
+
+/* --- Names ------------------------------------------------------------------ */
+
+int orch_mdb_name_check(const char *name, size_t namelen)
+{
+	if (namelen == 0)
+		return -EINVAL;
+	if (namelen > ORCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', namelen) || memchr(name, '\0', namelen))
+		return -EINVAL;
+	if (name[0] == '.' && (namelen == 1 || (namelen == 2 && name[1] == '.')))
+		return -EINVAL;
+	return 0;
+}
+
+/* --- Inode records ---------------------------------------------------------- */
+
+static bool mdb_col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64_t *out)
+{
+	int64_t v;
+
+	if (sqlite3_column_type(st, col) != SQLITE_INTEGER)
+		return false;
+	v = sqlite3_column_int64(st, col);
+	if (v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Decodes and verifies the row of INODE_GET.  NULL or the failing check. */
+static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
+					   struct orch_inode_irec *out)
+{
+	struct orch_attr *a = &out->i_attr;
+	/* Column ranges; rdev and parent are u64 bit patterns, times signed. */
+	static const int64_t lo[14] = {
+		0, 0, 0, 0, 0, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN,
+		0, 0, 0, 0,
+	};
+	static const int64_t hi[14] = {
+		UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, INT64_MAX, INT64_MAX,
+		INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, UINT32_MAX, UINT16_MAX,
+		UINT16_MAX, INT64_MAX,
+	};
+	int64_t v[14];
+
+	for (int i = 0; i < 14; i++)
+		if (!mdb_col_int(st, i, lo[i], hi[i], &v[i]))
+			return ORCH_THIS_ADDRESS;
+	memset(out, 0, sizeof(*out));
+	a->handle = h;
+	a->mode = (uint32_t)v[0];
+	a->uid = (uint32_t)v[1];
+	a->gid = (uint32_t)v[2];
+	a->nlink = (uint32_t)v[3];
+	a->size = (uint64_t)v[4];
+	a->rdev = (uint64_t)v[5];
+	a->atime_ns = v[6];
+	a->mtime_ns = v[7];
+	a->ctime_ns = v[8];
+	a->parent = (uint64_t)v[9];
+	a->layout.strip_size = (uint32_t)v[10];
+	a->layout.stripe_count = (uint16_t)v[11];
+	a->layout.first_server = (uint16_t)v[12];
+	out->i_next_seq = (uint64_t)v[13];
+
+	if (!orch_mdb_type_is_valid(a->mode & S_IFMT) || (a->mode & ~(S_IFMT | 07777)))
+		return ORCH_THIS_ADDRESS;
+	if (a->nlink == 0 || a->parent == 0)
+		return ORCH_THIS_ADDRESS;
+	if (S_ISDIR(a->mode) && (a->nlink < 2 || out->i_next_seq == 0))
+		return ORCH_THIS_ADDRESS;
+	if (S_ISREG(a->mode) && (a->layout.strip_size == 0 || a->layout.stripe_count == 0))
+		return ORCH_THIS_ADDRESS;
+	return NULL;
+}
+
+int orch_mdb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_GET);
+	orch_failaddr_t fa;
+	int rc;
+
+	orch_mdb_bind_u64(st, 1, h);
+	rc = orch_mdb_step(m, MDB_INODE_GET);
+	if (rc <= 0)
+		return rc ? rc : -ENOENT;
+	fa = mdb_inode_from_disk(st, h, out);
+	orch_mdb_reset(m, MDB_INODE_GET);
+	if (fa) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+				   "corrupt record: table=inode handle=%#" PRIx64 " check=%s",
+				   h, fa);
+		return -ORCH_ECORRUPT;
+	}
+	return 0;
+}
+
+static void mdb_inode_bind(sqlite3_stmt *st, const struct orch_inode_irec *in)
+{
+	const struct orch_attr *a = &in->i_attr;
+
+	orch_mdb_bind_u64(st, 1, a->handle);
+	sqlite3_bind_int64(st, 2, a->mode);
+	sqlite3_bind_int64(st, 3, a->uid);
+	sqlite3_bind_int64(st, 4, a->gid);
+	sqlite3_bind_int64(st, 5, a->nlink);
+	orch_mdb_bind_u64(st, 6, a->size);
+	orch_mdb_bind_u64(st, 7, a->rdev);
+	sqlite3_bind_int64(st, 8, a->atime_ns);
+	sqlite3_bind_int64(st, 9, a->mtime_ns);
+	sqlite3_bind_int64(st, 10, a->ctime_ns);
+	orch_mdb_bind_u64(st, 11, a->parent);
+	sqlite3_bind_int64(st, 12, a->layout.strip_size);
+	sqlite3_bind_int64(st, 13, a->layout.stripe_count);
+	sqlite3_bind_int64(st, 14, a->layout.first_server);
+	orch_mdb_bind_u64(st, 15, in->i_next_seq);
+}
+
+int orch_mdb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
+			  const char *target)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_INSERT);
+
+	mdb_inode_bind(st, in);
+	if (target)
+		sqlite3_bind_blob(st, 16, target, (int)strlen(target), SQLITE_STATIC);
+	return orch_mdb_exec(m, MDB_INODE_INSERT);
+}
+
+int orch_mdb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_UPDATE);
+	int rc;
+
+	mdb_inode_bind(st, in);
+	rc = orch_mdb_exec(m, MDB_INODE_UPDATE);
+	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
+		return -ENOENT;
+	return rc;
+}
+
+int orch_mdb_inode_delete(struct orch_meta *m, uint64_t h)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_DELETE);
+	int rc;
+
+	orch_mdb_bind_u64(st, 1, h);
+	rc = orch_mdb_exec(m, MDB_INODE_DELETE);
+	if (rc)
+		return rc;
+	st = orch_mdb_stmt(m, MDB_XATTR_DELETE_ALL);
+	orch_mdb_bind_u64(st, 1, h);
+	return orch_mdb_exec(m, MDB_XATTR_DELETE_ALL);
+}
+
+/* --- Entry records ---------------------------------------------------------- */
+
+int orch_mdb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, struct orch_dirent_irec *out)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_GET);
+	int64_t child, type, seq, state;
+	bool ok;
+	int rc;
+
+	orch_mdb_bind_u64(st, 1, parent);
+	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
+	rc = orch_mdb_step(m, MDB_DIRENT_GET);
+	if (rc <= 0)
+		return rc ? rc : -ENOENT;
+	ok = mdb_col_int(st, 0, INT64_MIN, INT64_MAX, &child) &&
+	     mdb_col_int(st, 1, 0, UINT32_MAX, &type) &&
+	     mdb_col_int(st, 2, 1, INT64_MAX, &seq) &&
+	     mdb_col_int(st, 3, ORCH_DIRENT_LIVE, ORCH_DIRENT_BUSY, &state);
+	orch_mdb_reset(m, MDB_DIRENT_GET);
+	if (ok) {
+		out->d_child = (uint64_t)child;
+		out->d_type = (uint32_t)type;
+		out->d_seq = (uint64_t)seq;
+		out->d_state = (uint32_t)state;
+		ok = orch_mdb_type_is_valid(out->d_type) &&
+		     (out->d_child != 0 || state == ORCH_DIRENT_PENDING);
+	}
+	if (!ok) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+				   "corrupt record: table=dirent parent=%#" PRIx64 " name='%.*s'",
+				   parent, (int)namelen, name);
+		return -ORCH_ECORRUPT;
+	}
+	return 0;
+}
+
+static void mdb_dirent_bind(sqlite3_stmt *st, uint64_t parent, const char *name,
+			    size_t namelen, const struct orch_dirent_irec *in)
+{
+	orch_mdb_bind_u64(st, 1, parent);
+	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
+	orch_mdb_bind_u64(st, 3, in->d_child);
+	sqlite3_bind_int64(st, 4, in->d_type);
+	orch_mdb_bind_u64(st, 5, in->d_seq);
+	sqlite3_bind_int64(st, 6, in->d_state);
+}
+
+int orch_mdb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, const struct orch_dirent_irec *in)
+{
+	mdb_dirent_bind(orch_mdb_stmt(m, MDB_DIRENT_INSERT), parent, name, namelen, in);
+	return orch_mdb_exec(m, MDB_DIRENT_INSERT);
+}
+
+int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, const struct orch_dirent_irec *in)
+{
+	int rc;
+
+	mdb_dirent_bind(orch_mdb_stmt(m, MDB_DIRENT_UPDATE), parent, name, namelen, in);
+	rc = orch_mdb_exec(m, MDB_DIRENT_UPDATE);
+	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
+		return -ENOENT;
+	return rc;
+}
+
+int orch_mdb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_DELETE);
+	int rc;
+
+	orch_mdb_bind_u64(st, 1, parent);
+	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
+	rc = orch_mdb_exec(m, MDB_DIRENT_DELETE);
+	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
+		return -ENOENT;
+	return rc;
+}
+
+int orch_mdb_dir_check_empty(struct orch_meta *m, uint64_t dir)
+{
+	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_ANY);
+	int rc;
+
+	orch_mdb_bind_u64(st, 1, dir);
+	rc = orch_mdb_step(m, MDB_DIRENT_ANY);
+	orch_mdb_reset(m, MDB_DIRENT_ANY);
+	if (rc < 0)
+		return rc;
+	return rc ? -ENOTEMPTY : 0;
+}

@@ -1,0 +1,294 @@
+/*
+ * Private to src/meta: the handle struct, the statement cache, the record
+ * codecs (mdb.c) and the permission rules shared by meta.c, dirent.c and
+ * xattr.c.  The on-disk format is described in docs/SPEC-ondisk.md.
+ *
+ * Naming: mdb.c exports orch_mdb_*; an internal twin of a public function
+ * (no savepoint of its own, for use inside another operation) carries a
+ * trailing underscore.
+ */
+#ifndef ORCH_META_META_I_H
+#define ORCH_META_META_I_H
+
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "meta/meta.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define ORCH_META_DB_NAME "meta.db"
+#define ORCH_META_INTENT_MAX 8192         /* bytes in one intent body */
+#define ORCH_META_APPLICATION_ID 0x4f524348 /* "ORCH", PRAGMA application_id */
+
+/* --- Statement cache ------------------------------------------------------- */
+
+/*
+ * Every statement, prepared once at open.  X(name, sql).  Unsigned 64-bit
+ * values (handles, ids, cookies) are stored as the int64 with the same bits.
+ */
+#define ORCH_MDB_STMTS(X)                                                      \
+	X(BEGIN, "BEGIN IMMEDIATE")                                            \
+	X(COMMIT, "COMMIT")                                                    \
+	X(ROLLBACK, "ROLLBACK")                                                \
+	X(SAVEPOINT, "SAVEPOINT orch_op")                                      \
+	X(RELEASE, "RELEASE orch_op")                                          \
+	X(ROLLBACK_TO, "ROLLBACK TO orch_op")                                  \
+	X(SUPER_GET, "SELECT value FROM super WHERE key = ?1")                 \
+	X(COUNTER_NEXT, "UPDATE super SET value = value + 1 WHERE key = ?1 "   \
+			"RETURNING value - 1")                                 \
+	X(INODE_GET, "SELECT mode, uid, gid, nlink, size, rdev, atime, "       \
+		     "mtime, ctime, parent, strip_size, stripe_count, "        \
+		     "first_server, next_seq FROM inode WHERE handle = ?1")   \
+	X(INODE_TARGET, "SELECT target FROM inode WHERE handle = ?1")          \
+	X(INODE_INSERT, "INSERT INTO inode (handle, mode, uid, gid, nlink, "   \
+			"size, rdev, atime, mtime, ctime, parent, strip_size, " \
+			"stripe_count, first_server, next_seq, target) "       \
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
+			"?12, ?13, ?14, ?15, ?16)")                            \
+	X(INODE_UPDATE, "UPDATE inode SET mode = ?2, uid = ?3, gid = ?4, "     \
+			"nlink = ?5, size = ?6, rdev = ?7, atime = ?8, "       \
+			"mtime = ?9, ctime = ?10, parent = ?11, "              \
+			"strip_size = ?12, stripe_count = ?13, "               \
+			"first_server = ?14, next_seq = ?15 WHERE handle = ?1") \
+	X(INODE_DELETE, "DELETE FROM inode WHERE handle = ?1")                 \
+	X(INODE_COUNT, "SELECT count(*) FROM inode")                           \
+	X(DIRENT_GET, "SELECT child, type, seq, state FROM dirent "            \
+		      "WHERE parent = ?1 AND name = ?2")                       \
+	X(DIRENT_INSERT, "INSERT INTO dirent (parent, name, child, type, seq, " \
+			 "state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")             \
+	X(DIRENT_UPDATE, "UPDATE dirent SET child = ?3, type = ?4, seq = ?5, " \
+			 "state = ?6 WHERE parent = ?1 AND name = ?2")         \
+	X(DIRENT_DELETE, "DELETE FROM dirent WHERE parent = ?1 AND name = ?2") \
+	X(DIRENT_ANY, "SELECT 1 FROM dirent WHERE parent = ?1 LIMIT 1")        \
+	X(DIRENT_LIST, "SELECT name, child, type, seq, state FROM dirent "     \
+		       "INDEXED BY dirent_seq WHERE parent = ?1 AND seq > ?2 " \
+		       "AND state <> 1 ORDER BY seq LIMIT ?3")                 \
+	X(XATTR_GET, "SELECT value FROM xattr WHERE handle = ?1 AND name = ?2") \
+	X(XATTR_PUT, "INSERT OR REPLACE INTO xattr (handle, name, value) "     \
+		     "VALUES (?1, ?2, ?3)")                                    \
+	X(XATTR_DELETE, "DELETE FROM xattr WHERE handle = ?1 AND name = ?2")   \
+	X(XATTR_DELETE_ALL, "DELETE FROM xattr WHERE handle = ?1")             \
+	X(XATTR_LIST, "SELECT name, length(value) FROM xattr WHERE handle = ?1 " \
+		      "ORDER BY name")                                         \
+	X(INTENT_INSERT, "INSERT INTO intent (id, kind, body, created) "       \
+			 "VALUES (?1, ?2, ?3, ?4)")                            \
+	X(INTENT_DELETE, "DELETE FROM intent WHERE id = ?1")                   \
+	X(INTENT_NEXT, "SELECT id, kind, body FROM intent WHERE id > ?1 "      \
+		       "ORDER BY id LIMIT 1")                                  \
+	X(APPLIED_GET, "SELECT result FROM applied WHERE origin = ?1 AND id = ?2") \
+	X(APPLIED_PUT, "INSERT OR REPLACE INTO applied (origin, id, result) "  \
+		       "VALUES (?1, ?2, ?3)")                                  \
+	X(APPLIED_TRIM, "DELETE FROM applied WHERE origin = ?1 AND id < ?2")
+
+enum orch_mdb_stmt {
+#define ORCH_MDB_ENUM_(name, sql) MDB_##name,
+	ORCH_MDB_STMTS(ORCH_MDB_ENUM_)
+#undef ORCH_MDB_ENUM_
+	MDB_NSTMT
+};
+
+/* --- The handle ------------------------------------------------------------ */
+
+struct orch_meta {
+	sqlite3 *m_db;                        /* the one write connection */
+	sqlite3_stmt *m_stmt[MDB_NSTMT];      /* prepared at open, reset after use */
+	struct orch_meta_ident m_ident;       /* as read from the super table */
+	char m_path[PATH_MAX];                /* data_dir/meta.db */
+	bool m_in_txn;                        /* orch_meta_begin() is open */
+	bool m_txn_lost;                      /* SQLite rolled the open txn back */
+	uint64_t m_commits;                   /* commits since open */
+};
+
+/*
+ * An inode in host form: the attributes plus the directory's next readdir
+ * sequence number (0 for non-directories).
+ */
+struct orch_inode_irec {
+	struct orch_attr i_attr;
+	uint64_t i_next_seq;
+};
+
+/* Entry states (dirent.state). */
+enum orch_dirent_state {
+	ORCH_DIRENT_LIVE = 0,
+	ORCH_DIRENT_PENDING = 1, /* reserved for a create on another server */
+	ORCH_DIRENT_BUSY = 2,    /* in a cross-server unlink or rename */
+};
+
+/* An entry row in host form. */
+struct orch_dirent_irec {
+	uint64_t d_child;
+	uint32_t d_type;
+	uint64_t d_seq;
+	uint32_t d_state;
+};
+
+/* --- mdb.c: SQLite wrapper ------------------------------------------------- */
+
+/* Maps a SQLite result code to -errno, logging anything unexpected. */
+int orch_mdb_error(struct orch_meta *m, int rc, enum orch_mdb_stmt id);
+
+/* The cached statement @id, reset and with no bindings. */
+sqlite3_stmt *orch_mdb_stmt(struct orch_meta *m, enum orch_mdb_stmt id);
+
+/* Steps @id once: 1 row, 0 done, or -errno.  The caller resets on a row. */
+int orch_mdb_step(struct orch_meta *m, enum orch_mdb_stmt id);
+
+/* Steps @id to completion and resets it.  0 or -errno. */
+int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id);
+
+void orch_mdb_reset(struct orch_meta *m, enum orch_mdb_stmt id);
+
+static inline void orch_mdb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
+{
+	sqlite3_bind_int64(st, col, (sqlite3_int64)v);
+}
+
+/*
+ * Brackets one operation in SAVEPOINT orch_op: inside orch_meta_begin() it
+ * nests, outside it is the operation's own transaction.  op_end releases on
+ * @error 0 and rolls back otherwise; it returns @error, or the commit error.
+ */
+int orch_mdb_op_begin(struct orch_meta *m);
+int orch_mdb_op_end(struct orch_meta *m, int error);
+
+/* Creates every table in a new database. */
+int orch_mdb_schema_create(sqlite3 *db);
+
+int orch_mdb_prepare_all(struct orch_meta *m);
+void orch_mdb_finalize_all(struct orch_meta *m);
+
+/* Takes the next value of counter @key ("next_handle", "next_intent"). */
+int orch_mdb_counter_next(struct orch_meta *m, const char *key, uint64_t *out);
+
+/* Reads super integer @key into *@out (-ENOENT if absent). */
+int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out);
+
+/* Inode rows.  lookup verifies the record (-EUCLEAN). */
+int orch_mdb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
+int orch_mdb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
+			  const char *target);
+int orch_mdb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in);
+/* Deletes the inode row and its xattrs. */
+int orch_mdb_inode_delete(struct orch_meta *m, uint64_t h);
+
+/* Entry rows.  lookup verifies the record (-EUCLEAN). */
+int orch_mdb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, struct orch_dirent_irec *out);
+int orch_mdb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, const struct orch_dirent_irec *in);
+int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen, const struct orch_dirent_irec *in);
+int orch_mdb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
+			   size_t namelen);
+/* 0 if @dir has no entries (pending ones count), -ENOTEMPTY otherwise. */
+int orch_mdb_dir_check_empty(struct orch_meta *m, uint64_t dir);
+
+/* Checks a name from a caller: -EINVAL, -ENAMETOOLONG or 0. */
+int orch_mdb_name_check(const char *name, size_t namelen);
+
+/* True for the S_IFMT values Orchard stores. */
+static inline bool orch_mdb_type_is_valid(uint32_t type)
+{
+	switch (type) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* True if inode @h is numbered by this server. */
+static inline bool orch_mdb_is_local(const struct orch_meta *m, uint64_t h)
+{
+	return orch_handle_server(h) == m->m_ident.server_index;
+}
+
+/* --- meta.c: internal twins used by dirent.c ------------------------------- */
+
+int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
+				  int64_t now, struct orch_attr *out, bool *freed);
+
+/* Reads directory @h for an entry operation: -ENOENT, -ENOTDIR. */
+int orch_meta_dir_get_(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
+
+/* --- Permissions (Linux generic_permission) -------------------------------- */
+
+#define ORCH_MAY_EXEC 1u
+#define ORCH_MAY_WRITE 2u
+#define ORCH_MAY_READ 4u
+
+static inline bool orch_meta_cred_in_group(const struct orch_cred *cred, uint32_t gid)
+{
+	uint32_t n = ORCH_MIN(cred->ngroups, (uint32_t)ORCH_GROUPS_MAX);
+
+	if (cred->gid == gid)
+		return true;
+	for (uint32_t i = 0; i < n; i++)
+		if (cred->groups[i] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * 0 or -EACCES.  The owner class alone decides for the owner, the group
+ * class for a member, as Linux does (a group can be denied what others may).
+ * Root bypasses read and write; it may execute a non-directory only if
+ * some x bit is set, and may always search a directory.
+ */
+static inline int orch_meta_perm(const struct orch_cred *cred, const struct orch_attr *a,
+				 uint32_t mask)
+{
+	uint32_t bits;
+
+	if (cred->uid == 0) {
+		if ((mask & ORCH_MAY_EXEC) && !S_ISDIR(a->mode) && !(a->mode & 0111))
+			return -EACCES;
+		return 0;
+	}
+	if (cred->uid == a->uid)
+		bits = (a->mode >> 6) & 7;
+	else if (orch_meta_cred_in_group(cred, a->gid))
+		bits = (a->mode >> 3) & 7;
+	else
+		bits = a->mode & 7;
+	return (mask & ~bits) ? -EACCES : 0;
+}
+
+/*
+ * The sticky rule: in a sticky directory only the owner of the entry's
+ * inode, the owner of the directory, or root may remove or rename it.
+ */
+static inline bool orch_meta_sticky_ok(const struct orch_cred *cred,
+				       const struct orch_attr *dir,
+				       const struct orch_attr *child)
+{
+	if (!(dir->mode & S_ISVTX) || cred->uid == 0 || cred->uid == dir->uid)
+		return true;
+	return child && child->uid == cred->uid;
+}
+
+/* True if the sticky rule can be decided without the child's owner. */
+static inline bool orch_meta_sticky_needs_child(const struct orch_cred *cred,
+						const struct orch_attr *dir)
+{
+	return (dir->mode & S_ISVTX) && cred->uid != 0 && cred->uid != dir->uid;
+}
+
+#endif

@@ -1,0 +1,470 @@
+/* Framed, authenticated connections.  See conn.h. */
+#include "net/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "net/auth.h"
+
+#define CONN_READ_CHUNK (256u * 1024)
+/* One whole frame plus a read chunk of the next. */
+#define CONN_IN_MAX (ORCH_FRAME_HDR + ORCH_MAXFRAME + CONN_READ_CHUNK)
+
+static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg);
+
+static void conn_update_events(struct orch_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->c_closed)
+		return;
+	if (c->c_state == ORCH_CONN_CONNECTING) {
+		ev = EPOLLOUT;
+	} else {
+		if (c->c_reading)
+			ev |= EPOLLIN;
+		if (c->c_out.b_len > c->c_out_off)
+			ev |= EPOLLOUT;
+	}
+	orch_ev_mod(c->c_ev, c->c_fd, ev);
+}
+
+static struct orch_conn *conn_alloc(struct orch_ev *ev, int fd, const uint8_t *key,
+				    const struct orch_conn_ops *ops, void *arg)
+{
+	struct orch_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->c_fd = fd;
+	c->c_refs = 1;
+	c->c_ev = ev;
+	c->c_ops = ops;
+	c->c_arg = arg;
+	c->c_key = key;
+	c->c_reading = true;
+	c->c_origin = ORCH_ORIGIN_CLIENT;
+	orch_buf_init(&c->c_in, CONN_IN_MAX);
+	orch_buf_init(&c->c_out, SIZE_MAX);
+	orch_buf_init(&c->c_held, SIZE_MAX);
+	return c;
+}
+
+static void conn_peer_name(struct orch_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (getpeername(c->c_fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+			port = ntohs(sin->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+			port = ntohs(sin6->sin6_port);
+		}
+	}
+	snprintf(c->c_peer, sizeof(c->c_peer), "%s:%d", host, port);
+}
+
+static void conn_sock_setup(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
+		     const struct orch_conn_ops *ops, void *arg, struct orch_conn **out)
+{
+	struct orch_conn *c;
+	int error;
+
+	conn_sock_setup(fd);
+	c = conn_alloc(ev, fd, key, ops, arg);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->c_state = ORCH_CONN_ACCEPT_HELLO;
+	conn_peer_name(c);
+	error = orch_ev_add(ev, fd, EPOLLIN, conn_io, c);
+	if (error) {
+		close(fd);
+		orch_buf_fini(&c->c_in);
+		free(c);
+		return error;
+	}
+	*out = c;
+	return 0;
+}
+
+int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
+		      const uint8_t *key, uint32_t self,
+		      const struct orch_conn_ops *ops, void *arg, struct orch_conn **out)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	struct orch_conn *c;
+	char portstr[8];
+	int fd, error;
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	if (getaddrinfo(host, portstr, &hints, &ai) != 0)
+		return -EHOSTUNREACH;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		error = -errno;
+		freeaddrinfo(ai);
+		return error;
+	}
+	conn_sock_setup(fd);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		error = -errno;
+		freeaddrinfo(ai);
+		close(fd);
+		return error;
+	}
+	freeaddrinfo(ai);
+	c = conn_alloc(ev, fd, key, ops, arg);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->c_state = ORCH_CONN_CONNECTING;
+	c->c_self = self;
+	snprintf(c->c_peer, sizeof(c->c_peer), "%s:%u", host, port);
+	error = orch_ev_add(ev, fd, EPOLLOUT, conn_io, c);
+	if (error) {
+		close(fd);
+		free(c);
+		return error;
+	}
+	*out = c;
+	return 0;
+}
+
+void orch_conn_get(struct orch_conn *c)
+{
+	c->c_refs++;
+}
+
+void orch_conn_put(struct orch_conn *c)
+{
+	if (!c || --c->c_refs > 0)
+		return;
+	orch_buf_fini(&c->c_in);
+	orch_buf_fini(&c->c_out);
+	orch_buf_fini(&c->c_held);
+	free(c);
+}
+
+void orch_conn_close(struct orch_conn *c, int reason)
+{
+	if (c->c_closed)
+		return;
+	c->c_closed = true;
+	orch_ev_del(c->c_ev, c->c_fd);
+	close(c->c_fd);
+	c->c_fd = -1;
+	if (c->c_ops->on_close)
+		c->c_ops->on_close(c, reason);
+	orch_conn_put(c);
+}
+
+/* --- Output ----------------------------------------------------------------------- */
+
+static void conn_flush(struct orch_conn *c)
+{
+	while (c->c_out.b_len > c->c_out_off) {
+		ssize_t n = send(c->c_fd, c->c_out.b_data + c->c_out_off,
+				 c->c_out.b_len - c->c_out_off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			orch_conn_close(c, -errno);
+			return;
+		}
+		c->c_out_off += (size_t)n;
+		c->c_bytes_out += (uint64_t)n;
+	}
+	if (c->c_out_off == c->c_out.b_len) {
+		orch_buf_reset(&c->c_out);
+		c->c_out_off = 0;
+	} else if (c->c_out_off > c->c_out.b_len / 2) {
+		orch_buf_consume(&c->c_out, c->c_out_off);
+		c->c_out_off = 0;
+	}
+	/* Backpressure: stop reading requests from a peer that is not reading replies. */
+	size_t queued = c->c_out.b_len - c->c_out_off;
+
+	if (c->c_reading && queued > ORCH_CONN_OUT_HIGH)
+		c->c_reading = false;
+	else if (!c->c_reading && queued < ORCH_CONN_OUT_HIGH / 2)
+		c->c_reading = true;
+	conn_update_events(c);
+}
+
+int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
+{
+	struct orch_buf *b;
+	int error;
+
+	if (c->c_closed)
+		return -EPIPE;
+	b = c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH ? &c->c_out
+										 : &c->c_held;
+	error = orch_msg_encode(b, m);
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot encode message: type=%s peer=%s: %s",
+				   orch_msg_name(m->type), c->c_peer, strerror(-error));
+		orch_buf_reset(b);
+		return error;
+	}
+	if (b == &c->c_out)
+		conn_flush(c);
+	return 0;
+}
+
+/* --- Handshake ---------------------------------------------------------------------- */
+
+static void conn_reply_status(struct orch_conn *c, const struct orch_frame_hdr *h, int status)
+{
+	struct orch_msg r;
+
+	orch_msg_init(&r, h->type);
+	r.flags = ORCH_FRAME_REPLY;
+	r.reqid = h->reqid;
+	r.status = status;
+	orch_conn_send(c, &r);
+}
+
+static void conn_send_hello(struct orch_conn *c)
+{
+	struct orch_msg m;
+
+	orch_msg_init(&m, ORCH_AN2AN_HELLO);
+	m.vmin = m.vmax = ORCH_PROTO_VERSION;
+	m.origin = c->c_self;
+	if (orch_auth_nonce(c->c_nonce)) {
+		orch_conn_close(c, -EIO);
+		return;
+	}
+	memcpy(m.nonce, c->c_nonce, ORCH_NONCE_LEN);
+	c->c_state = ORCH_CONN_WAIT_HELLO;
+	orch_msg_encode(&c->c_out, &m);
+	conn_flush(c);
+}
+
+/*
+ * Runs one handshake step.  Anything but the expected message closes the
+ * connection: an unauthenticated peer gets no service at all.
+ */
+static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
+			   const uint8_t *payload)
+{
+	bool reply = h->flags & ORCH_FRAME_REPLY;
+	struct orch_msg m, r;
+	uint8_t mac[ORCH_MAC_LEN];
+	int error;
+
+	error = orch_msg_decode(h, payload, &m);
+	if (error)
+		goto out_refuse;
+	switch (c->c_state) {
+	case ORCH_CONN_ACCEPT_HELLO:
+		if (h->type != ORCH_AN2AN_HELLO || reply)
+			goto out_refuse;
+		if (m.vmin > ORCH_PROTO_VERSION || m.vmax < ORCH_PROTO_VERSION) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "peer speaks another protocol: peer=%s versions=%u..%u ours=%u",
+					   c->c_peer, m.vmin, m.vmax, ORCH_PROTO_VERSION);
+			conn_reply_status(c, h, -EPROTONOSUPPORT);
+			orch_conn_close(c, -EPROTONOSUPPORT);
+			return;
+		}
+		c->c_origin = m.origin;
+		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
+		if (orch_auth_nonce(c->c_nonce)) {
+			orch_conn_close(c, -EIO);
+			return;
+		}
+		orch_msg_init(&r, ORCH_AN2AN_HELLO);
+		r.flags = ORCH_FRAME_REPLY;
+		r.reqid = h->reqid;
+		r.vmin = r.vmax = ORCH_PROTO_VERSION;
+		memcpy(r.nonce, c->c_nonce, ORCH_NONCE_LEN);
+		orch_auth_mac(c->c_key, true, c->c_peer_nonce, c->c_nonce, r.mac);
+		c->c_state = ORCH_CONN_ACCEPT_AUTH;
+		orch_conn_send(c, &r);
+		return;
+	case ORCH_CONN_ACCEPT_AUTH:
+		if (h->type != ORCH_AN2AN_AUTH || reply)
+			goto out_refuse;
+		orch_auth_mac(c->c_key, false, c->c_nonce, c->c_peer_nonce, mac);
+		if (!orch_auth_mac_equal(mac, m.mac)) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "peer failed authentication (wrong cluster key?): peer=%s",
+					   c->c_peer);
+			conn_reply_status(c, h, -EACCES);
+			orch_conn_close(c, -EACCES);
+			return;
+		}
+		c->c_state = ORCH_CONN_READY;
+		conn_reply_status(c, h, 0);
+		return;
+	case ORCH_CONN_WAIT_HELLO:
+		if (h->type != ORCH_AN2AN_HELLO || !reply || m.status)
+			goto out_refuse;
+		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
+		orch_auth_mac(c->c_key, true, c->c_nonce, c->c_peer_nonce, mac);
+		if (!orch_auth_mac_equal(mac, m.mac)) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "server failed authentication (wrong cluster key?): peer=%s",
+					   c->c_peer);
+			orch_conn_close(c, -EACCES);
+			return;
+		}
+		orch_msg_init(&r, ORCH_AN2AN_AUTH);
+		orch_auth_mac(c->c_key, false, c->c_peer_nonce, c->c_nonce, r.mac);
+		c->c_state = ORCH_CONN_WAIT_AUTH;
+		orch_msg_encode(&c->c_out, &r);
+		conn_flush(c);
+		return;
+	case ORCH_CONN_WAIT_AUTH:
+		if (h->type != ORCH_AN2AN_AUTH || !reply)
+			goto out_refuse;
+		if (m.status) {
+			orch_conn_close(c, m.status);
+			return;
+		}
+		c->c_state = ORCH_CONN_READY;
+		if (c->c_held.b_len) {
+			orch_buf_append(&c->c_out, c->c_held.b_data, c->c_held.b_len);
+			orch_buf_reset(&c->c_held);
+		}
+		conn_flush(c);
+		if (!c->c_closed && c->c_ops->on_ready)
+			c->c_ops->on_ready(c);
+		return;
+	default:
+		break;
+	}
+out_refuse:
+	orch_msg_fini(&m);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+			   "unexpected message before authentication: peer=%s type=0x%04x len=%u",
+			   c->c_peer, h->type, h->length);
+	orch_conn_close(c, -EACCES);
+}
+
+/* --- Input --------------------------------------------------------------------------- */
+
+/* Hands every complete frame in c_in to its consumer. */
+static void conn_parse(struct orch_conn *c)
+{
+	while (!c->c_closed && c->c_in.b_len - c->c_in_off >= ORCH_FRAME_HDR) {
+		const uint8_t *p = c->c_in.b_data + c->c_in_off;
+		struct orch_frame_hdr h;
+
+		orch_frame_hdr_decode(p, &h);
+		if (h.length > ORCH_MAXFRAME) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "frame too large, closing: peer=%s type=0x%04x len=%u max=%u",
+					   c->c_peer, h.type, h.length, ORCH_MAXFRAME);
+			orch_conn_close(c, -EPROTO);
+			return;
+		}
+		if (c->c_in.b_len - c->c_in_off < ORCH_FRAME_HDR + (size_t)h.length)
+			break;
+		c->c_in_off += ORCH_FRAME_HDR + h.length;
+		if (c->c_state == ORCH_CONN_READY)
+			c->c_ops->on_frame(c, &h, p + ORCH_FRAME_HDR);
+		else
+			conn_handshake(c, &h, p + ORCH_FRAME_HDR);
+	}
+	if (c->c_closed)
+		return;
+	orch_buf_consume(&c->c_in, c->c_in_off);
+	c->c_in_off = 0;
+}
+
+static void conn_read(struct orch_conn *c)
+{
+	for (;;) {
+		size_t room;
+		ssize_t n;
+
+		if (orch_buf_reserve(&c->c_in, CONN_READ_CHUNK)) {
+			orch_buf_reset(&c->c_in);
+			orch_conn_close(c, -ENOMEM);
+			return;
+		}
+		room = c->c_in.b_cap - c->c_in.b_len;
+		n = recv(c->c_fd, c->c_in.b_data + c->c_in.b_len, room, 0);
+		if (n == 0) {
+			orch_conn_close(c, 0);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				orch_conn_close(c, -errno);
+			return;
+		}
+		c->c_in.b_len += (size_t)n;
+		c->c_bytes_in += (uint64_t)n;
+		conn_parse(c);
+		if (c->c_closed || !c->c_reading || (size_t)n < room)
+			return;
+	}
+}
+
+static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg)
+{
+	struct orch_conn *c = arg;
+
+	(void)ev;
+	(void)fd;
+	orch_conn_get(c);
+	if (c->c_state == ORCH_CONN_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(c->c_fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			orch_conn_close(c, -err);
+			goto out_put;
+		}
+		conn_send_hello(c);
+		goto out_put;
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		conn_read(c);
+	if (!c->c_closed && (events & EPOLLOUT))
+		conn_flush(c);
+out_put:
+	orch_conn_put(c);
+}

@@ -1,0 +1,105 @@
+/*
+ * A framed, authenticated connection on the event loop, in either role:
+ * accepted (the server side of a client or peer) or connected (a server
+ * reaching a peer).  The connection runs the HELLO/AUTH exchange of
+ * net/auth.h itself and hands frames to its owner only once the peer is
+ * authenticated, so no request is served before that.
+ *
+ * Input is bounded: a frame longer than ORCH_MAXFRAME is refused from its
+ * header, before anything is allocated.  Output is queued; past
+ * ORCH_CONN_OUT_HIGH queued bytes the connection stops reading (backpressure)
+ * until the queue drains.
+ *
+ * Lifetime: refcounted.  orch_conn_close() closes the socket, calls
+ * ops->on_close once and drops the loop's reference; holders of other
+ * references (pending replies) see c_closed and must not send.
+ * Threads: loop thread only.
+ */
+#ifndef ORCH_NET_CONN_H
+#define ORCH_NET_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/cfg.h"
+#include "net/ev.h"
+#include "proto/msg.h"
+#include "proto/wire.h"
+
+#define ORCH_CONN_OUT_HIGH (64u << 20)
+
+enum orch_conn_state {
+	ORCH_CONN_ACCEPT_HELLO,  /* acceptor: waiting for HELLO */
+	ORCH_CONN_ACCEPT_AUTH,   /* acceptor: waiting for AUTH */
+	ORCH_CONN_CONNECTING,    /* connector: TCP connect in progress */
+	ORCH_CONN_WAIT_HELLO,    /* connector: HELLO sent */
+	ORCH_CONN_WAIT_AUTH,     /* connector: AUTH sent */
+	ORCH_CONN_READY,
+};
+
+struct orch_conn;
+
+struct orch_conn_ops {
+	/*
+	 * A complete frame from an authenticated peer.  @payload is valid only
+	 * during the call.  The callback may close the connection.
+	 */
+	void (*on_frame)(struct orch_conn *c, const struct orch_frame_hdr *h,
+			 const uint8_t *payload);
+	/* Connector role: the handshake finished; queued frames were sent. */
+	void (*on_ready)(struct orch_conn *c);
+	/* Called once when the connection closes, for any reason. */
+	void (*on_close)(struct orch_conn *c, int reason);
+};
+
+struct orch_conn {
+	int c_fd;
+	int c_refs;
+	bool c_closed;
+	bool c_reading;                 /* EPOLLIN armed (off under backpressure) */
+	enum orch_conn_state c_state;
+	struct orch_ev *c_ev;
+	const struct orch_conn_ops *c_ops;
+	void *c_arg;                    /* owner's context */
+	const uint8_t *c_key;           /* cluster key, borrowed for the conn's life */
+	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
+	uint32_t c_self;                /* our origin, sent in HELLO as connector */
+	uint8_t c_nonce[ORCH_NONCE_LEN];      /* our nonce */
+	uint8_t c_peer_nonce[ORCH_NONCE_LEN]; /* theirs */
+	struct orch_buf c_in;
+	size_t c_in_off;                /* parsed bytes at the head of c_in */
+	struct orch_buf c_out;
+	size_t c_out_off;               /* sent bytes at the head of c_out */
+	struct orch_buf c_held;         /* connector: frames queued before READY */
+	uint64_t c_bytes_in;
+	uint64_t c_bytes_out;
+	char c_peer[64];                /* "host:port" for logs */
+};
+
+/* Wraps accepted socket @fd (acceptor role).  Takes ownership of @fd. */
+int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
+		     const struct orch_conn_ops *ops, void *arg, struct orch_conn **out);
+
+/*
+ * Starts connecting to @host:@port (connector role), announcing @self as
+ * our origin.  Frames sent before the handshake completes are held and
+ * flushed at READY.  Failure to connect arrives as on_close.
+ */
+int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
+		      const uint8_t *key, uint32_t self,
+		      const struct orch_conn_ops *ops, void *arg, struct orch_conn **out);
+
+/*
+ * Encodes @m and queues it.  0, or -EPIPE if closed, -EMSGSIZE/-EINVAL if
+ * unencodable (nothing queued).
+ */
+int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
+
+/* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
+void orch_conn_close(struct orch_conn *c, int reason);
+
+void orch_conn_get(struct orch_conn *c);
+void orch_conn_put(struct orch_conn *c);
+
+#endif

@@ -1,0 +1,33 @@
+/* Striping math.  See layout.h. */
+#include "proto/layout.h"
+
+bool orch_layout_is_valid(const struct orch_layout *l)
+{
+	return l->strip_size >= 4096 && (l->strip_size % 4096) == 0 &&
+	       l->stripe_count >= 1 && l->first_server < l->stripe_count;
+}
+
+void orch_layout_locate(const struct orch_layout *l, uint64_t off,
+			struct orch_layout_pos *out)
+{
+	uint64_t strip = off / l->strip_size;
+	uint64_t within = off % l->strip_size;
+
+	out->server = (unsigned int)((l->first_server + strip) % l->stripe_count);
+	out->local_off = strip / l->stripe_count * l->strip_size + within;
+	out->run = l->strip_size - within;
+}
+
+uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
+				unsigned int server)
+{
+	uint64_t row = (uint64_t)l->strip_size * l->stripe_count;
+	uint64_t slot = (server + l->stripe_count - l->first_server) % l->stripe_count;
+	uint64_t rem = file_size % row;
+	uint64_t local = file_size / row * l->strip_size;
+	uint64_t start = slot * l->strip_size;
+
+	if (rem > start)
+		local += rem - start < l->strip_size ? rem - start : l->strip_size;
+	return local;
+}

@@ -1,0 +1,32 @@
+/*
+ * Striping math: where a byte of a file lives.  Strip i of a file (bytes
+ * [i*strip, (i+1)*strip)) sits on server (first_server + i) % stripe_count,
+ * at offset (i / stripe_count) * strip + (offset within the strip) of that
+ * server's data object for the file.  Pure functions; any thread.
+ */
+#ifndef ORCH_PROTO_LAYOUT_H
+#define ORCH_PROTO_LAYOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/types.h"
+
+struct orch_layout_pos {
+	unsigned int server; /* server index holding the byte */
+	uint64_t local_off;  /* offset in that server's object */
+	uint64_t run;        /* bytes from here to the end of the strip */
+};
+
+/* True if @l can be used: strip a multiple of 4096, 1..65535 servers. */
+bool orch_layout_is_valid(const struct orch_layout *l);
+
+/* Locates file offset @off.  @l must be valid. */
+void orch_layout_locate(const struct orch_layout *l, uint64_t off,
+			struct orch_layout_pos *out);
+
+/* Size of @server's object when the file is @file_size bytes long. */
+uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
+				unsigned int server);
+
+#endif

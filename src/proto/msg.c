@@ -1,0 +1,440 @@
+/*
+ * The generic message codec.  Each message lists its fields as a string of
+ * codes (msg.def); encode and decode walk that string, so the table is the
+ * single description of the protocol and there is no per-message code to
+ * drift from it.
+ */
+#include "proto/msg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+struct msg_desc {
+	uint16_t type;
+	const char *name;
+	const char *req;
+	const char *rep;
+};
+
+static const struct msg_desc msg_table[] = {
+#define ORCH_MSG(name_, num, req_, rep_) { num, #name_, req_, rep_ },
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+static const struct msg_desc *msg_find(uint16_t type)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(msg_table); i++)
+		if (msg_table[i].type == type)
+			return &msg_table[i];
+	return NULL;
+}
+
+const char *orch_msg_name(uint16_t type)
+{
+	const struct msg_desc *d = msg_find(type);
+
+	return d ? d->name : NULL;
+}
+
+const char *orch_msg_fields(uint16_t type, bool reply)
+{
+	const struct msg_desc *d = msg_find(type);
+
+	return d ? (reply ? d->rep : d->req) : NULL;
+}
+
+size_t orch_msg_types(uint16_t *out, size_t max)
+{
+	size_t n = ORCH_MIN(max, ORCH_ARRAY_SIZE(msg_table));
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = msg_table[i].type;
+	return n;
+}
+
+/* --- Status codes ------------------------------------------------------------- */
+
+static const struct {
+	uint32_t st;
+	int error;
+} status_table[] = {
+#define ORCH_STATUS(name, num, err) { num, err },
+#include "proto/status.def"
+#undef ORCH_STATUS
+};
+
+int orch_status_to_errno(uint32_t st)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(status_table); i++)
+		if (status_table[i].st == st)
+			return -status_table[i].error;
+	return -EIO;
+}
+
+uint32_t orch_errno_to_status(int error)
+{
+	if (error < 0)
+		error = -error;
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(status_table); i++)
+		if (status_table[i].error == error)
+			return status_table[i].st;
+	return ORCH_ST_IO;
+}
+
+/* --- Compound fields ------------------------------------------------------------ */
+
+
+static void attr_encode(struct orch_buf *b, const struct orch_attr *a)
+{
+	orch_wr_u64(b, a->handle);
+	orch_wr_u32(b, a->mode);
+	orch_wr_u32(b, a->uid);
+	orch_wr_u32(b, a->gid);
+	orch_wr_u32(b, a->nlink);
+	orch_wr_u64(b, a->size);
+	orch_wr_u64(b, a->rdev);
+	orch_wr_u64(b, (uint64_t)a->atime_ns);
+	orch_wr_u64(b, (uint64_t)a->mtime_ns);
+	orch_wr_u64(b, (uint64_t)a->ctime_ns);
+	orch_wr_u64(b, a->parent);
+	orch_wr_u32(b, a->layout.strip_size);
+	orch_wr_u16(b, a->layout.stripe_count);
+	orch_wr_u16(b, a->layout.first_server);
+	orch_wr_u64(b, 0); /* reserved: allocated bytes */
+}
+
+static void attr_decode(struct orch_rd *rd, struct orch_attr *a)
+{
+	a->handle = orch_rd_u64(rd);
+	a->mode = orch_rd_u32(rd);
+	a->uid = orch_rd_u32(rd);
+	a->gid = orch_rd_u32(rd);
+	a->nlink = orch_rd_u32(rd);
+	a->size = orch_rd_u64(rd);
+	a->rdev = orch_rd_u64(rd);
+	a->atime_ns = (int64_t)orch_rd_u64(rd);
+	a->mtime_ns = (int64_t)orch_rd_u64(rd);
+	a->ctime_ns = (int64_t)orch_rd_u64(rd);
+	a->parent = orch_rd_u64(rd);
+	a->layout.strip_size = orch_rd_u32(rd);
+	a->layout.stripe_count = orch_rd_u16(rd);
+	a->layout.first_server = orch_rd_u16(rd);
+	(void)orch_rd_u64(rd);
+}
+
+static bool name_ok(const struct orch_str *s)
+{
+	return s->len >= 1 && s->len <= ORCH_NAME_MAX;
+}
+
+/* --- Encode ---------------------------------------------------------------------- */
+
+static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
+{
+	switch (code) {
+	case 'c':
+		if (m->cred.ngroups > ORCH_GROUPS_MAX)
+			return -EINVAL;
+		orch_wr_u32(b, m->cred.uid);
+		orch_wr_u32(b, m->cred.gid);
+		orch_wr_u16(b, (uint16_t)m->cred.ngroups);
+		for (uint32_t i = 0; i < m->cred.ngroups; i++)
+			orch_wr_u32(b, m->cred.groups[i]);
+		break;
+	case 'h': orch_wr_u64(b, m->handle); break;
+	case 'p': orch_wr_u64(b, m->parent); break;
+	case 'P': orch_wr_u64(b, m->newparent); break;
+	case 'o': orch_wr_u64(b, m->offset); break;
+	case 's': orch_wr_u64(b, m->size); break;
+	case 'r': orch_wr_u64(b, m->rdev); break;
+	case 'k': orch_wr_u64(b, m->cookie); break;
+	case 'i': orch_wr_u64(b, m->id); break;
+	case 'T': orch_wr_u64(b, (uint64_t)m->time_ns); break;
+	case 'm': orch_wr_u32(b, m->mode); break;
+	case 'f': orch_wr_u32(b, m->flags32); break;
+	case 'v': orch_wr_u32(b, m->valid); break;
+	case 'l': orch_wr_u32(b, m->length); break;
+	case 'O': orch_wr_u32(b, m->origin); break;
+	case 'n':
+	case 'N':
+	case 'x': {
+		const struct orch_str *s = code == 'n' ? &m->name : code == 'N' ? &m->name2 : &m->xname;
+
+		if (!name_ok(s))
+			return -EINVAL;
+		orch_wr_str8(b, s->s, s->len);
+		break;
+	}
+	case 't':
+		if (m->target.len > ORCH_PATH_MAX)
+			return -EINVAL;
+		orch_wr_str16(b, m->target.s, m->target.len);
+		break;
+	case 'D':
+		if (m->data.len > ORCH_IO_MAX)
+			return -EINVAL;
+		orch_wr_str32(b, m->data.s, m->data.len);
+		break;
+	case 'J':
+		if (m->json.len > ORCH_JSON_MAX)
+			return -EINVAL;
+		orch_wr_str32(b, m->json.s, m->json.len);
+		break;
+	case 'a': attr_encode(b, &m->attr); break;
+	case 'e':
+		orch_wr_u64(b, m->entry.handle);
+		orch_wr_u8(b, m->entry.has_attr);
+		if (m->entry.has_attr)
+			attr_encode(b, &m->entry.attr);
+		break;
+	case 'E':
+		if (m->ndirents > ORCH_READDIR_MAX)
+			return -EINVAL;
+		orch_wr_u16(b, (uint16_t)m->ndirents);
+		for (uint32_t i = 0; i < m->ndirents; i++) {
+			const struct orch_dirent *d = &m->dirents[i];
+
+			if (d->namelen < 1)
+				return -EINVAL;
+			orch_wr_u64(b, d->handle);
+			orch_wr_u64(b, d->cookie);
+			orch_wr_u32(b, d->type);
+			orch_wr_str8(b, d->name, d->namelen);
+			orch_wr_u8(b, d->has_attr);
+			if (d->has_attr)
+				attr_encode(b, &d->attr);
+		}
+		break;
+	case 'b': orch_wr_u8(b, m->eof); break;
+	case 'S':
+		orch_wr_u32(b, m->statfs.bsize);
+		orch_wr_u64(b, m->statfs.blocks);
+		orch_wr_u64(b, m->statfs.bfree);
+		orch_wr_u64(b, m->statfs.bavail);
+		orch_wr_u64(b, m->statfs.files);
+		orch_wr_u64(b, m->statfs.ffree);
+		orch_wr_u32(b, m->statfs.namemax);
+		break;
+	case 'V':
+		orch_wr_u8(b, m->vmin);
+		orch_wr_u8(b, m->vmax);
+		orch_wr_u64(b, m->features);
+		break;
+	case 'Z': orch_wr_bytes(b, m->nonce, ORCH_NONCE_LEN); break;
+	case 'M': orch_wr_bytes(b, m->mac, ORCH_MAC_LEN); break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m)
+{
+	const struct msg_desc *d = msg_find(m->type);
+	bool reply = m->flags & ORCH_FRAME_REPLY;
+	struct orch_frame_hdr h;
+	size_t start = b->b_len;
+	int error;
+
+	if (!d)
+		return -EINVAL;
+	error = orch_buf_reserve(b, ORCH_FRAME_HDR);
+	if (error)
+		return error;
+	b->b_len += ORCH_FRAME_HDR;
+	if (reply)
+		orch_wr_u32(b, orch_errno_to_status(m->status));
+	if (!reply || m->status == 0) {
+		for (const char *f = reply ? d->rep : d->req; *f; f++) {
+			error = field_encode(b, *f, m);
+			if (error)
+				goto out_truncate;
+		}
+	}
+	if (b->b_err) {
+		error = b->b_err;
+		goto out_truncate;
+	}
+	if (b->b_len - start - ORCH_FRAME_HDR > ORCH_MAXFRAME) {
+		error = -EMSGSIZE;
+		goto out_truncate;
+	}
+	h = (struct orch_frame_hdr){
+		.length = (uint32_t)(b->b_len - start - ORCH_FRAME_HDR),
+		.type = m->type,
+		.version = ORCH_PROTO_VERSION,
+		.flags = m->flags,
+		.reqid = m->reqid,
+	};
+	orch_frame_hdr_encode(b->b_data + start, &h);
+	return 0;
+out_truncate:
+	if (!b->b_err)
+		b->b_len = start;
+	return error;
+}
+
+/* --- Decode ------------------------------------------------------------------------ */
+
+static void dirents_decode(struct orch_rd *rd, struct orch_msg *m)
+{
+	/* Smallest encoded entry: 8+8+4+1+1 name byte+1. */
+	const size_t min_entry = 23;
+	uint32_t n = orch_rd_u16(rd);
+
+	if (rd->err)
+		return;
+	if (n > ORCH_READDIR_MAX || (size_t)n * min_entry > orch_rd_left(rd)) {
+		rd->err = -EPROTO;
+		return;
+	}
+	if (n == 0)
+		return;
+	m->dirents = calloc(n, sizeof(*m->dirents));
+	if (!m->dirents) {
+		rd->err = -ENOMEM;
+		return;
+	}
+	m->ndirents = n;
+	for (uint32_t i = 0; i < n && !rd->err; i++) {
+		struct orch_dirent *de = &m->dirents[i];
+		struct orch_str s;
+
+		de->handle = orch_rd_u64(rd);
+		de->cookie = orch_rd_u64(rd);
+		de->type = orch_rd_u32(rd);
+		orch_rd_str8(rd, &s, ORCH_NAME_MAX);
+		if (!rd->err && !name_ok(&s))
+			rd->err = -EPROTO;
+		if (!rd->err) {
+			memcpy(de->name, s.s, s.len);
+			de->namelen = (uint8_t)s.len;
+		}
+		de->has_attr = orch_rd_u8(rd) != 0;
+		if (de->has_attr)
+			attr_decode(rd, &de->attr);
+	}
+}
+
+static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
+{
+	switch (code) {
+	case 'c':
+		m->cred.uid = orch_rd_u32(rd);
+		m->cred.gid = orch_rd_u32(rd);
+		m->cred.ngroups = orch_rd_u16(rd);
+		if (m->cred.ngroups > ORCH_GROUPS_MAX) {
+			m->cred.ngroups = 0;
+			rd->err = -EPROTO;
+			break;
+		}
+		for (uint32_t i = 0; i < m->cred.ngroups; i++)
+			m->cred.groups[i] = orch_rd_u32(rd);
+		break;
+	case 'h': m->handle = orch_rd_u64(rd); break;
+	case 'p': m->parent = orch_rd_u64(rd); break;
+	case 'P': m->newparent = orch_rd_u64(rd); break;
+	case 'o': m->offset = orch_rd_u64(rd); break;
+	case 's': m->size = orch_rd_u64(rd); break;
+	case 'r': m->rdev = orch_rd_u64(rd); break;
+	case 'k': m->cookie = orch_rd_u64(rd); break;
+	case 'i': m->id = orch_rd_u64(rd); break;
+	case 'T': m->time_ns = (int64_t)orch_rd_u64(rd); break;
+	case 'm': m->mode = orch_rd_u32(rd); break;
+	case 'f': m->flags32 = orch_rd_u32(rd); break;
+	case 'v': m->valid = orch_rd_u32(rd); break;
+	case 'l': m->length = orch_rd_u32(rd); break;
+	case 'O': m->origin = orch_rd_u32(rd); break;
+	case 'n':
+	case 'N':
+	case 'x': {
+		struct orch_str *s = code == 'n' ? &m->name : code == 'N' ? &m->name2 : &m->xname;
+
+		orch_rd_str8(rd, s, ORCH_NAME_MAX);
+		if (!rd->err && !name_ok(s))
+			rd->err = -EPROTO;
+		break;
+	}
+	case 't': orch_rd_str16(rd, &m->target, ORCH_PATH_MAX); break;
+	case 'D': orch_rd_str32(rd, &m->data, ORCH_IO_MAX); break;
+	case 'J': orch_rd_str32(rd, &m->json, ORCH_JSON_MAX); break;
+	case 'a': attr_decode(rd, &m->attr); break;
+	case 'e':
+		m->entry.handle = orch_rd_u64(rd);
+		m->entry.has_attr = orch_rd_u8(rd) != 0;
+		if (m->entry.has_attr)
+			attr_decode(rd, &m->entry.attr);
+		break;
+	case 'E': dirents_decode(rd, m); break;
+	case 'b': m->eof = orch_rd_u8(rd) != 0; break;
+	case 'S':
+		m->statfs.bsize = orch_rd_u32(rd);
+		m->statfs.blocks = orch_rd_u64(rd);
+		m->statfs.bfree = orch_rd_u64(rd);
+		m->statfs.bavail = orch_rd_u64(rd);
+		m->statfs.files = orch_rd_u64(rd);
+		m->statfs.ffree = orch_rd_u64(rd);
+		m->statfs.namemax = orch_rd_u32(rd);
+		break;
+	case 'V':
+		m->vmin = orch_rd_u8(rd);
+		m->vmax = orch_rd_u8(rd);
+		m->features = orch_rd_u64(rd);
+		break;
+	case 'Z': orch_rd_bytes(rd, m->nonce, ORCH_NONCE_LEN); break;
+	case 'M': orch_rd_bytes(rd, m->mac, ORCH_MAC_LEN); break;
+	default: rd->err = -EPROTO; break;
+	}
+}
+
+int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
+		    struct orch_msg *m)
+{
+	const struct msg_desc *d = msg_find(h->type);
+	bool reply = h->flags & ORCH_FRAME_REPLY;
+	struct orch_rd rd;
+	int error;
+
+	memset(m, 0, sizeof(*m));
+	m->type = h->type;
+	m->flags = h->flags;
+	m->version = h->version;
+	m->reqid = h->reqid;
+	if (!d)
+		return -ENOSYS;
+	if (h->length > ORCH_MAXFRAME)
+		return -EPROTO;
+	orch_rd_init(&rd, payload, h->length);
+	if (reply)
+		m->status = orch_status_to_errno(orch_rd_u32(&rd));
+	if (!reply || m->status == 0)
+		for (const char *f = reply ? d->rep : d->req; *f && !rd.err; f++)
+			field_decode(&rd, *f, m);
+	error = orch_rd_done(&rd, h->version);
+	if (error) {
+		orch_msg_fini(m);
+		return error;
+	}
+	return 0;
+}
+
+void orch_msg_fini(struct orch_msg *m)
+{
+	free(m->dirents);
+	m->dirents = NULL;
+	m->ndirents = 0;
+}
+
+int orch_str_copy(const struct orch_str *s, char *out, size_t outlen)
+{
+	if (s->len >= outlen)
+		return -ENAMETOOLONG;
+	if (s->len)
+		memcpy(out, s->s, s->len);
+	out[s->len] = '\0';
+	return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * Messages: the table in msg.def, and one generic codec that encodes and
+ * decodes any message from its field list.  A decoded message borrows its
+ * strings and data from the frame it came from (valid until that frame is
+ * released) and owns only its dirent array (free with orch_msg_fini).
+ * No I/O; any thread.
+ */
+#ifndef ORCH_PROTO_MSG_H
+#define ORCH_PROTO_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "proto/types.h"
+#include "proto/wire.h"
+
+enum orch_msg_type {
+#define ORCH_MSG(name, num, req, rep) ORCH_##name = num,
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+enum orch_status {
+#define ORCH_STATUS(name, num, err) ORCH_ST_##name = num,
+#include "proto/status.def"
+#undef ORCH_STATUS
+};
+
+/* Wire status <-> -errno (unknown values map to -EIO / ORCH_ST_IO). */
+int orch_status_to_errno(uint32_t st);
+uint32_t orch_errno_to_status(int error);
+
+/* Name for logs ("CL2SV_LOOKUP"), or NULL for an unknown type. */
+const char *orch_msg_name(uint16_t type);
+/* Field lists of a type (NULL if unknown). */
+const char *orch_msg_fields(uint16_t type, bool reply);
+/* Every known type, for tests and fuzzers: fills up to @max, returns count. */
+size_t orch_msg_types(uint16_t *out, size_t max);
+
+struct orch_statfs {
+	uint32_t bsize;
+	uint64_t blocks;
+	uint64_t bfree;
+	uint64_t bavail;
+	uint64_t files;
+	uint64_t ffree;
+	uint32_t namemax;
+};
+
+#define ORCH_NONCE_LEN 32
+#define ORCH_MAC_LEN 32
+#define ORCH_ORIGIN_CLIENT 0xffffffffu
+#define ORCH_JSON_MAX (1u << 20)
+
+/*
+ * Any message, request or reply.  Only the fields its type lists are
+ * encoded or decoded; the rest are ignored.
+ */
+struct orch_msg {
+	uint16_t type;
+	uint8_t flags;        /* ORCH_FRAME_* */
+	uint8_t version;      /* of the frame, when decoded */
+	uint64_t reqid;
+	int status;           /* replies: 0 or -errno */
+
+	struct orch_cred cred;   /* c */
+	uint64_t handle;         /* h */
+	uint64_t parent;         /* p */
+	uint64_t newparent;      /* P */
+	uint64_t offset;         /* o */
+	uint64_t size;           /* s */
+	uint64_t rdev;           /* r */
+	uint64_t cookie;         /* k */
+	uint64_t id;             /* i */
+	int64_t time_ns;         /* T */
+	uint32_t mode;           /* m */
+	uint32_t flags32;        /* f */
+	uint32_t valid;          /* v */
+	uint32_t length;         /* l */
+	uint32_t origin;         /* O */
+	struct orch_str name;    /* n */
+	struct orch_str name2;   /* N */
+	struct orch_str target;  /* t */
+	struct orch_str xname;   /* x */
+	struct orch_str data;    /* D */
+	struct orch_str json;    /* J */
+	struct orch_attr attr;   /* a */
+	struct orch_dirent entry; /* e: handle, has_attr, attr */
+	struct orch_dirent *dirents; /* E: owned after decode, borrowed for encode */
+	uint32_t ndirents;
+	bool eof;                /* b */
+	struct orch_statfs statfs; /* S */
+	uint8_t vmin, vmax;      /* V */
+	uint64_t features;       /* V */
+	uint8_t nonce[ORCH_NONCE_LEN]; /* Z */
+	uint8_t mac[ORCH_MAC_LEN];     /* M */
+};
+
+/*
+ * Appends the frame for @m (header and payload) to @b.  A reply with a
+ * non-zero status carries the status only.  Returns 0, -EINVAL for an
+ * unknown type or a field over its limit, or the buffer's error.
+ */
+int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m);
+
+/*
+ * Decodes the payload of a frame whose header is @h.  Returns 0, -ENOSYS
+ * for an unknown type (the caller answers AN2AN_UNKNOWN), -EPROTO for a
+ * malformed payload, -ENOMEM.  On error *@m holds nothing to free.
+ */
+int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
+		    struct orch_msg *m);
+
+/* Frees what decode allocated.  Accepts a zeroed message. */
+void orch_msg_fini(struct orch_msg *m);
+
+/* Fills a request header: type, a zero status, the caller's reqid. */
+static inline void orch_msg_init(struct orch_msg *m, uint16_t type)
+{
+	*m = (struct orch_msg){ .type = type, .version = ORCH_PROTO_VERSION };
+}
+
+/* Copies a borrowed string into a NUL-terminated buffer; -ENAMETOOLONG. */
+int orch_str_copy(const struct orch_str *s, char *out, size_t outlen);
+
+static inline struct orch_str orch_str_of(const char *s, size_t len)
+{
+	return (struct orch_str){ .s = s, .len = (uint32_t)len };
+}
+
+#endif

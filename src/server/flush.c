@@ -1,0 +1,212 @@
+/*
+ * Durability: the flusher thread.
+ *
+ * fsync, fdatasync and syncfs requests are parked here; the thread makes the
+ * store and the namespace WAL durable (orch_store_sync covers everything under
+ * data_dir) and answers every request that was parked before the flush
+ * started, so concurrent fsyncs share one flush (group commit).  Requests
+ * that arrive during a flush wait for the next one: the running flush may
+ * have missed their data.
+ *
+ * Without requests, anything committed is flushed within commit_interval_ms
+ * (DESIGN.md, "Durability contract"), and the WAL is checkpointed into the
+ * database from here, so no request ever pays for a checkpoint's fsyncs.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "server/sv.h"
+
+struct flush_batch {
+	struct sv_server *sv;
+	struct sv_req **reqs;
+	size_t n;
+	int error;
+};
+
+struct sv_flusher {
+	pthread_t f_thread;
+	pthread_mutex_t f_lock;
+	pthread_cond_t f_cv;
+	bool f_stop;               /* protected by f_lock */
+	struct sv_req **f_reqs;    /* protected by f_lock: parked fsyncs */
+	size_t f_n, f_cap;         /* protected by f_lock */
+	atomic_bool f_dirty;       /* something committed since the last flush */
+	sqlite3 *f_ckpt;           /* the thread's own connection, for checkpoints */
+};
+
+static void flush_done(void *arg)
+{
+	struct flush_batch *b = arg;
+
+	for (size_t i = 0; i < b->n; i++)
+		sv_reply_status(b->reqs[i], b->error);
+	b->sv->s_syncs++;
+	b->sv->s_sync_waiters += b->n;
+	free(b->reqs);
+	free(b);
+}
+
+static void flush_checkpoint(struct sv_flusher *f)
+{
+	int busy = 0, log = 0, done = 0;
+
+	if (!f->f_ckpt)
+		return;
+	if (sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+				      &done) != SQLITE_OK)
+		busy = 1;
+	if (busy)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "wal checkpoint incomplete: %s",
+				   sqlite3_errmsg(f->f_ckpt));
+}
+
+static void *flush_main(void *arg)
+{
+	struct sv_server *sv = arg;
+	struct sv_flusher *f = sv->s_flusher;
+	uint32_t interval = sv->s_cfg.commit_interval_ms;
+
+	pthread_mutex_lock(&f->f_lock);
+	while (!f->f_stop) {
+		struct flush_batch *b;
+		struct timespec ts;
+		int error;
+
+		if (f->f_n == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += interval / 1000;
+			ts.tv_nsec += (long)(interval % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&f->f_cv, &f->f_lock, &ts);
+			if (f->f_stop)
+				break;
+			if (f->f_n == 0 && !atomic_load(&f->f_dirty))
+				continue;
+		}
+		b = calloc(1, sizeof(*b));
+		if (!b) {
+			pthread_mutex_unlock(&f->f_lock);
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "flusher: out of memory, retrying");
+			struct timespec pause = { 0, 10000000 };
+			nanosleep(&pause, NULL);
+			pthread_mutex_lock(&f->f_lock);
+			continue;
+		}
+		b->sv = sv;
+		b->reqs = f->f_reqs;
+		b->n = f->f_n;
+		f->f_reqs = NULL;
+		f->f_n = f->f_cap = 0;
+		atomic_store(&f->f_dirty, false);
+		pthread_mutex_unlock(&f->f_lock);
+
+		error = orch_store_sync(sv->s_store);
+		if (error)
+			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "cannot flush data dir: %s", strerror(-error));
+		b->error = error;
+		if (b->n == 0)
+			flush_checkpoint(f);
+		if (orch_ev_post(sv->s_ev, flush_done, b)) {
+			/* Cannot reach the loop: the waiters' clients will time out. */
+			free(b->reqs);
+			free(b);
+		}
+		pthread_mutex_lock(&f->f_lock);
+	}
+	pthread_mutex_unlock(&f->f_lock);
+	return NULL;
+}
+
+int sv_flusher_start(struct sv_server *sv)
+{
+	struct sv_flusher *f = calloc(1, sizeof(*f));
+	pthread_condattr_t ca;
+	int error;
+
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_init(&f->f_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->f_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (sqlite3_open_v2(orch_meta_db_path(sv->s_meta), &f->f_ckpt,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		ORCH_WARN("cannot open checkpoint connection: %s", sqlite3_errmsg(f->f_ckpt));
+		sqlite3_close(f->f_ckpt);
+		f->f_ckpt = NULL;
+	} else {
+		sqlite3_busy_timeout(f->f_ckpt, 100);
+		sqlite3_exec(f->f_ckpt, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	}
+	sv->s_flusher = f;
+	error = -pthread_create(&f->f_thread, NULL, flush_main, sv);
+	if (error) {
+		sqlite3_close(f->f_ckpt);
+		free(f);
+		sv->s_flusher = NULL;
+	}
+	return error;
+}
+
+void sv_flusher_stop(struct sv_server *sv)
+{
+	struct sv_flusher *f = sv->s_flusher;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->f_lock);
+	f->f_stop = true;
+	pthread_cond_signal(&f->f_cv);
+	pthread_mutex_unlock(&f->f_lock);
+	pthread_join(f->f_thread, NULL);
+	/* A clean stop leaves everything durable. */
+	orch_store_sync(sv->s_store);
+	flush_checkpoint(f);
+	for (size_t i = 0; i < f->f_n; i++)
+		sv_reply_status(f->f_reqs[i], 0);
+	free(f->f_reqs);
+	sqlite3_close(f->f_ckpt);
+	pthread_mutex_destroy(&f->f_lock);
+	pthread_cond_destroy(&f->f_cv);
+	free(f);
+	sv->s_flusher = NULL;
+}
+
+void sv_flusher_wait(struct sv_server *sv, struct sv_req *r)
+{
+	struct sv_flusher *f = sv->s_flusher;
+
+	pthread_mutex_lock(&f->f_lock);
+	if (f->f_n == f->f_cap) {
+		size_t cap = f->f_cap ? f->f_cap * 2 : 16;
+		struct sv_req **p = realloc(f->f_reqs, cap * sizeof(*p));
+
+		if (!p) {
+			pthread_mutex_unlock(&f->f_lock);
+			sv_reply_status(r, -ENOMEM);
+			return;
+		}
+		f->f_reqs = p;
+		f->f_cap = cap;
+	}
+	f->f_reqs[f->f_n++] = r;
+	pthread_cond_signal(&f->f_cv);
+	pthread_mutex_unlock(&f->f_lock);
+}
+
+void sv_flusher_dirty(struct sv_server *sv)
+{
+	atomic_store(&sv->s_flusher->f_dirty, true);
+}

@@ -1,0 +1,487 @@
+/*
+ * Cross-server operations as intents (XFS intent/done items, one record per
+ * operation).  The coordinator writes the intent in the same transaction as
+ * its local change, then asks the peer(s); when they answer, one more
+ * transaction applies the rest of the local change and deletes the intent.
+ * A crash in between leaves the intent, which sv_intent_replay_all() drives
+ * again at start; the peers' side is idempotent (sv_sv.c).  An unreachable
+ * peer leaves the intent running: it is retried every second until done,
+ * while a waiting client is answered -ETIMEDOUT at its deadline.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "proto/layout.h"
+#include "proto/wire.h"
+#include "server/sv.h"
+
+#define INTENT_BODY_VERSION 1
+#define INTENT_RETRY_MS 1000
+
+struct intent_run {
+	struct sv_intent *ir_in;
+	struct sv_req *ir_waiter;   /* NULL once answered or for background work */
+	unsigned int ir_outstanding; /* peer calls in flight */
+	bool ir_retry;               /* a peer was unreachable: drive again later */
+	struct intent_run *ir_next;  /* all active runs */
+};
+
+static struct intent_run *intent_runs;
+static bool intent_timer_armed;
+
+static const char *const intent_names[] = {
+	[SV_INTENT_MKDIR] = "mkdir",   [SV_INTENT_RMDIR] = "rmdir",
+	[SV_INTENT_NLINK] = "nlink",   [SV_INTENT_FREE_DATA] = "free-data",
+	[SV_INTENT_TRUNCATE] = "truncate", [SV_INTENT_SET_PARENT] = "set-parent",
+	[SV_INTENT_LINK] = "link",
+};
+
+/* --- Encoding ------------------------------------------------------------------------------- */
+
+static void intent_encode(const struct sv_intent *in, struct orch_buf *b)
+{
+	size_t namelen = strlen(in->i_name);
+
+	orch_wr_u8(b, INTENT_BODY_VERSION);
+	orch_wr_u32(b, in->i_peer);
+	orch_wr_u64(b, in->i_handle);
+	orch_wr_u64(b, in->i_parent);
+	orch_wr_u64(b, in->i_size);
+	orch_wr_u8(b, (uint8_t)namelen);
+	orch_wr_bytes(b, in->i_name, namelen);
+	orch_wr_u32(b, in->i_attr.mode);
+	orch_wr_u32(b, in->i_attr.uid);
+	orch_wr_u32(b, in->i_attr.gid);
+	orch_wr_u64(b, in->i_attr.parent);
+	orch_wr_u64(b, (uint64_t)in->i_attr.mtime_ns);
+	orch_wr_u32(b, in->i_attr.layout.strip_size);
+	orch_wr_u16(b, in->i_attr.layout.stripe_count);
+	orch_wr_u16(b, in->i_attr.layout.first_server);
+}
+
+/* Decodes and verifies an intent body read back from the database. */
+static int intent_decode(const void *body, size_t len, struct sv_intent *in)
+{
+	struct orch_rd rd;
+	struct orch_str name;
+
+	orch_rd_init(&rd, body, len);
+	if (orch_rd_u8(&rd) != INTENT_BODY_VERSION)
+		return -EUCLEAN;
+	in->i_peer = orch_rd_u32(&rd);
+	in->i_handle = orch_rd_u64(&rd);
+	in->i_parent = orch_rd_u64(&rd);
+	in->i_size = orch_rd_u64(&rd);
+	orch_rd_str8(&rd, &name, ORCH_NAME_MAX);
+	if (!rd.err) {
+		memcpy(in->i_name, name.s, name.len);
+		in->i_name[name.len] = '\0';
+	}
+	in->i_attr.mode = orch_rd_u32(&rd);
+	in->i_attr.uid = orch_rd_u32(&rd);
+	in->i_attr.gid = orch_rd_u32(&rd);
+	in->i_attr.parent = orch_rd_u64(&rd);
+	in->i_attr.mtime_ns = (int64_t)orch_rd_u64(&rd);
+	in->i_attr.atime_ns = in->i_attr.ctime_ns = in->i_attr.mtime_ns;
+	in->i_attr.nlink = 2;
+	in->i_attr.layout.strip_size = orch_rd_u32(&rd);
+	in->i_attr.layout.stripe_count = orch_rd_u16(&rd);
+	in->i_attr.layout.first_server = orch_rd_u16(&rd);
+	return orch_rd_done(&rd, INTENT_BODY_VERSION) ? -EUCLEAN : 0;
+}
+
+int sv_intent_insert(struct sv_server *sv, struct sv_intent *in)
+{
+	struct orch_buf b;
+	int error;
+
+	orch_buf_init(&b, 4096);
+	intent_encode(in, &b);
+	error = b.b_err;
+	if (!error)
+		error = orch_meta_intent_insert(sv->s_meta, in->i_kind, b.b_data, b.b_len,
+						&in->i_id);
+	orch_buf_fini(&b);
+	return error;
+}
+
+/* --- Running ---------------------------------------------------------------------------------- */
+
+static void intent_drive(struct sv_server *sv, struct intent_run *run);
+
+static void intent_answer(struct intent_run *run, struct orch_msg *m)
+{
+	if (!run->ir_waiter)
+		return;
+	sv_reply(run->ir_waiter, m);
+	run->ir_waiter = NULL;
+}
+
+static void intent_answer_status(struct intent_run *run, int status)
+{
+	struct orch_msg m;
+
+	orch_msg_init(&m, 0);
+	m.status = status;
+	intent_answer(run, &m);
+}
+
+static void intent_unlink_run(struct intent_run *run)
+{
+	for (struct intent_run **pp = &intent_runs; *pp; pp = &(*pp)->ir_next) {
+		if (*pp == run) {
+			*pp = run->ir_next;
+			return;
+		}
+	}
+}
+
+/*
+ * The last local step: @apply (may be NULL) runs in the transaction that
+ * deletes the intent.  Answers the waiter with @status unless @reply is given.
+ */
+static void intent_finish(struct sv_server *sv, struct intent_run *run,
+			  int (*apply)(struct sv_server *, struct sv_intent *, void *), void *arg,
+			  struct orch_msg *reply, int status)
+{
+	struct sv_intent *in = run->ir_in;
+	int error;
+
+	error = orch_meta_begin(sv->s_meta);
+	if (!error && apply)
+		error = apply(sv, in, arg);
+	if (!error)
+		error = orch_meta_intent_delete(sv->s_meta, in->i_id);
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+	} else {
+		error = orch_meta_commit(sv->s_meta);
+	}
+	if (error) {
+		/* Leave the intent for the next retry; nothing was half-applied. */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot finish intent: id=%llu kind=%s: %s",
+				   (unsigned long long)in->i_id, intent_names[in->i_kind],
+				   strerror(-error));
+		run->ir_retry = true;
+		intent_answer_status(run, error);
+		return;
+	}
+	sv_flusher_dirty(sv);
+	sv->s_intents_done++;
+	if (reply)
+		intent_answer(run, reply);
+	else
+		intent_answer_status(run, status);
+	intent_unlink_run(run);
+	free(run->ir_in);
+	free(run);
+}
+
+/* A peer could not be reached: keep the intent and try again later. */
+static void intent_defer(struct sv_server *sv, struct intent_run *run, int error)
+{
+	(void)sv;
+	run->ir_retry = true;
+	if (run->ir_waiter && orch_time_now_ms() >= run->ir_waiter->r_deadline_ms)
+		intent_answer_status(run, error == -EHOSTDOWN ? -EIO : error);
+}
+
+/* -- mkdir: the peer made the inode; the reserved name now points to it. */
+
+static int intent_apply_mkdir(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	const struct orch_attr *a = arg;
+
+	return orch_meta_dirent_commit(sv->s_meta, in->i_parent, in->i_name, strlen(in->i_name),
+				       a ? a->handle : 0);
+}
+
+static int intent_apply_rmdir(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	size_t len = strlen(in->i_name);
+	bool removed = arg != NULL, remote, freed;
+	int error;
+
+	error = orch_meta_dirent_set_busy(sv->s_meta, in->i_parent, in->i_name, len, false);
+	if (error || !removed)
+		return error == -ENOENT ? 0 : error;
+	error = orch_meta_unlink(sv->s_meta, in->i_parent, in->i_name, len, &remote, &freed);
+	return error == -ENOENT ? 0 : error;
+}
+
+static int intent_apply_link(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	const struct orch_attr *a = arg;
+	size_t len = strlen(in->i_name);
+	int error;
+
+	error = orch_meta_dirent_commit(sv->s_meta, in->i_parent, in->i_name, len, 0);
+	if (error || !a)
+		return error;
+	return orch_meta_dirent_insert(sv->s_meta, NULL, in->i_parent, in->i_name, len,
+				       in->i_handle, a->mode & S_IFMT);
+}
+
+static void intent_peer_done(struct sv_server *sv, void *arg, int error,
+			     const struct orch_msg *rep)
+{
+	struct intent_run *run = arg;
+	struct sv_intent *in = run->ir_in;
+	struct orch_msg m;
+
+	run->ir_outstanding--;
+	if (!rep) {
+		intent_defer(sv, run, error);
+		return;
+	}
+	orch_msg_init(&m, 0);
+	switch (in->i_kind) {
+	case SV_INTENT_MKDIR:
+		if (error) {
+			intent_finish(sv, run, intent_apply_mkdir, NULL, NULL, error);
+			return;
+		}
+		m.entry.handle = rep->attr.handle;
+		m.entry.has_attr = true;
+		m.entry.attr = rep->attr;
+		intent_finish(sv, run, intent_apply_mkdir, &m.entry.attr, &m, 0);
+		return;
+	case SV_INTENT_RMDIR:
+		intent_finish(sv, run, intent_apply_rmdir, error ? NULL : run, NULL, error);
+		return;
+	case SV_INTENT_LINK:
+		if (error) {
+			intent_finish(sv, run, intent_apply_link, NULL, NULL, error);
+			return;
+		}
+		m.entry.handle = in->i_handle;
+		m.entry.has_attr = true;
+		m.entry.attr = rep->attr;
+		intent_finish(sv, run, intent_apply_link, &m.entry.attr, &m, 0);
+		return;
+	case SV_INTENT_NLINK:
+	case SV_INTENT_SET_PARENT:
+		/* Already gone is done. */
+		intent_finish(sv, run, NULL, NULL, NULL, error == -ENOENT ? 0 : error);
+		return;
+	default:
+		/* FREE_DATA and TRUNCATE complete through intent_data_done(). */
+		break;
+	}
+}
+
+/* Per-server completion of FREE_DATA / TRUNCATE calls. */
+struct data_call {
+	struct intent_run *dc_run;
+	unsigned int dc_server;
+};
+
+static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *run)
+{
+	struct sv_intent *in = run->ir_in;
+	unsigned int n = in->i_kind == SV_INTENT_TRUNCATE ? in->i_attr.layout.stripe_count
+							  : sv->s_cfg.nservers;
+	struct orch_msg m;
+
+	if (run->ir_outstanding)
+		return;
+	for (unsigned int s = 0; s < n; s++) {
+		if (!(in->i_done_mask[s / 32] & (1u << (s % 32)))) {
+			run->ir_retry = true;
+			if (run->ir_waiter && orch_time_now_ms() >= run->ir_waiter->r_deadline_ms)
+				intent_answer_status(run, -ETIMEDOUT);
+			return;
+		}
+	}
+	if (in->i_kind == SV_INTENT_TRUNCATE) {
+		orch_msg_init(&m, 0);
+		m.status = orch_meta_inode_get(sv->s_meta, in->i_handle, &m.attr);
+		intent_finish(sv, run, NULL, NULL, &m, 0);
+	} else {
+		intent_finish(sv, run, NULL, NULL, NULL, 0);
+	}
+}
+
+static void intent_data_done(struct sv_server *sv, void *arg, int error,
+			     const struct orch_msg *rep)
+{
+	struct data_call *dc = arg;
+	struct intent_run *run = dc->dc_run;
+
+	run->ir_outstanding--;
+	if (rep && !error)
+		run->ir_in->i_done_mask[dc->dc_server / 32] |= 1u << (dc->dc_server % 32);
+	else if (rep)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "peer failed to %s data: server=%u handle=%llx: %s",
+				   intent_names[run->ir_in->i_kind], dc->dc_server,
+				   (unsigned long long)run->ir_in->i_handle, strerror(-error));
+	free(dc);
+	intent_data_finish_if_done(sv, run);
+}
+
+/* FREE_DATA and TRUNCATE: every server still to do, in parallel. */
+static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
+{
+	struct sv_intent *in = run->ir_in;
+	bool truncate = in->i_kind == SV_INTENT_TRUNCATE;
+	unsigned int n = truncate ? in->i_attr.layout.stripe_count : sv->s_cfg.nservers;
+
+	if (truncate && !orch_layout_is_valid(&in->i_attr.layout))
+		n = 0;
+	run->ir_outstanding++; /* hold the run while sending */
+	for (unsigned int s = 0; s < n && s < sv->s_cfg.nservers; s++) {
+		uint64_t local = truncate ? orch_layout_local_size(&in->i_attr.layout, in->i_size, s)
+					  : 0;
+		struct data_call *dc;
+		struct orch_msg m;
+		int error;
+
+		if (in->i_done_mask[s / 32] & (1u << (s % 32)))
+			continue;
+		if (s == sv->s_index) {
+			error = truncate ? orch_store_truncate(sv->s_store, in->i_handle, local)
+					 : orch_store_delete(sv->s_store, in->i_handle);
+			if (!error)
+				in->i_done_mask[s / 32] |= 1u << (s % 32);
+			continue;
+		}
+		dc = malloc(sizeof(*dc));
+		if (!dc)
+			continue;
+		dc->dc_run = run;
+		dc->dc_server = s;
+		orch_msg_init(&m, truncate ? ORCH_SV2SV_DATA_TRUNCATE : ORCH_SV2SV_DATA_DELETE);
+		m.origin = sv->s_index;
+		m.id = in->i_id;
+		m.handle = in->i_handle;
+		m.size = local;
+		run->ir_outstanding++;
+		sv_peer_call(sv, s, &m, intent_data_done, dc);
+	}
+	run->ir_outstanding--;
+	intent_data_finish_if_done(sv, run);
+}
+
+static void intent_drive(struct sv_server *sv, struct intent_run *run)
+{
+	struct sv_intent *in = run->ir_in;
+	struct orch_msg m;
+
+	run->ir_retry = false;
+	switch (in->i_kind) {
+	case SV_INTENT_FREE_DATA:
+	case SV_INTENT_TRUNCATE:
+		intent_drive_data(sv, run);
+		return;
+	case SV_INTENT_MKDIR:
+		orch_msg_init(&m, ORCH_SV2SV_MKDIR_INODE);
+		m.attr = in->i_attr;
+		break;
+	case SV_INTENT_RMDIR:
+		orch_msg_init(&m, ORCH_SV2SV_RMDIR_INODE);
+		break;
+	case SV_INTENT_NLINK:
+	case SV_INTENT_LINK:
+		orch_msg_init(&m, ORCH_SV2SV_NLINK_ADJ);
+		m.flags32 = (uint32_t)in->i_size;
+		break;
+	case SV_INTENT_SET_PARENT:
+		orch_msg_init(&m, ORCH_SV2SV_SET_PARENT);
+		m.parent = in->i_parent;
+		break;
+	default:
+		ORCH_LOG_ONCE(ORCH_LOG_ERR, "unknown intent kind %u: id=%llu", in->i_kind,
+			      (unsigned long long)in->i_id);
+		return;
+	}
+	m.origin = sv->s_index;
+	m.id = in->i_id;
+	m.handle = in->i_handle;
+	run->ir_outstanding++;
+	sv_peer_call(sv, in->i_peer, &m, intent_peer_done, run);
+}
+
+static void intent_tick(void *arg)
+{
+	struct sv_server *sv = arg;
+	struct intent_run *run, *next;
+
+	intent_timer_armed = false;
+	for (run = intent_runs; run; run = next) {
+		next = run->ir_next;
+		if (run->ir_retry && !run->ir_outstanding)
+			intent_drive(sv, run);
+	}
+	if (intent_runs) {
+		orch_ev_timer_arm(sv->s_ev, &sv->s_intent_timer, INTENT_RETRY_MS, intent_tick, sv);
+		intent_timer_armed = true;
+	}
+}
+
+void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter)
+{
+	struct intent_run *run = calloc(1, sizeof(*run));
+
+	if (!run) {
+		/* Stays in the database; replayed at the next start. */
+		if (waiter)
+			sv_reply_status(waiter, -ENOMEM);
+		free(in);
+		return;
+	}
+	run->ir_in = in;
+	run->ir_waiter = waiter;
+	run->ir_next = intent_runs;
+	intent_runs = run;
+	if (!intent_timer_armed) {
+		orch_ev_timer_arm(sv->s_ev, &sv->s_intent_timer, INTENT_RETRY_MS, intent_tick, sv);
+		intent_timer_armed = true;
+	}
+	intent_drive(sv, run);
+}
+
+static int intent_replay_one(void *arg, uint64_t id, uint32_t kind, const void *body,
+			     size_t len)
+{
+	struct sv_server *sv = arg;
+	struct sv_intent *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return -ENOMEM;
+	if (kind < SV_INTENT_MKDIR || kind > SV_INTENT_LINK || intent_decode(body, len, in) ||
+	    (kind != SV_INTENT_FREE_DATA && kind != SV_INTENT_TRUNCATE &&
+	     in->i_peer >= sv->s_cfg.nservers)) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt intent record, skipped: id=%llu kind=%u",
+				   (unsigned long long)id, kind);
+		free(in);
+		return 0;
+	}
+	in->i_id = id;
+	in->i_kind = kind;
+	sv_intent_start(sv, in, NULL);
+	return 0;
+}
+
+void sv_intent_replay_all(struct sv_server *sv)
+{
+	int error = orch_meta_intent_foreach(sv->s_meta, intent_replay_one, sv);
+
+	if (error)
+		ORCH_ERR("cannot replay intents: %s", strerror(-error));
+}
+
+void sv_intent_fini_all(void);
+void sv_intent_fini_all(void)
+{
+	while (intent_runs) {
+		struct intent_run *run = intent_runs;
+
+		intent_runs = run->ir_next;
+		free(run->ir_in);
+		free(run);
+	}
+}

@@ -1,0 +1,256 @@
+/*
+ * orchardd: one Orchard server.  Loads the config, opens this server's
+ * namespace and store, listens, and runs the event loop until SIGTERM or
+ * SIGINT, then closes everything cleanly (a clean stop leaves all data
+ * durable).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "server/sv.h"
+
+void sv_intent_fini_all(void);
+
+/* Live client connections, for shutdown and stats.  Loop thread only. */
+static struct orch_conn **live;
+static size_t nlive, caplive;
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: orchardd -c CONF -n NAME [--log FILE] [--log-level LEVEL]\n"
+		   "Serves server NAME of the cluster described by CONF.\n"
+		   "  -c, --config CONF     cluster config file\n"
+		   "  -n, --name NAME       which [server NAME] this is\n"
+		   "  --log FILE            append log lines to FILE instead of stderr\n"
+		   "  --log-level LEVEL     err, warn, notice (default), info, debug\n");
+}
+
+static void live_remove(struct orch_conn *c)
+{
+	for (size_t i = 0; i < nlive; i++) {
+		if (live[i] == c) {
+			live[i] = live[--nlive];
+			return;
+		}
+	}
+}
+
+static void client_on_close(struct orch_conn *c, int reason)
+{
+	struct sv_server *sv = c->c_arg;
+
+	(void)reason;
+	sv->s_bytes_in += c->c_bytes_in;
+	sv->s_bytes_out += c->c_bytes_out;
+	live_remove(c);
+}
+
+static const struct orch_conn_ops client_ops = {
+	.on_frame = sv_cl_frame,
+	.on_close = client_on_close,
+};
+
+static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
+{
+	struct sv_server *sv = arg;
+
+	(void)events;
+	for (;;) {
+		struct orch_conn *c;
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (cfd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept: %s", strerror(errno));
+			return;
+		}
+		if (nlive == caplive) {
+			size_t cap = caplive ? caplive * 2 : 64;
+			struct orch_conn **p = realloc(live, cap * sizeof(*p));
+
+			if (!p) {
+				close(cfd);
+				continue;
+			}
+			live = p;
+			caplive = cap;
+		}
+		if (orch_conn_accept(ev, cfd, sv->s_cfg.key, &client_ops, sv, &c))
+			continue;
+		live[nlive++] = c;
+		sv->s_conns++;
+	}
+}
+
+static void on_signal(struct orch_ev *ev, int fd, uint32_t events, void *arg)
+{
+	struct signalfd_siginfo si;
+
+	(void)events;
+	(void)arg;
+	if (read(fd, &si, sizeof(si)) == sizeof(si)) {
+		ORCH_NOTICE("stopping: signal=%u", si.ssi_signo);
+		orch_ev_stop(ev);
+	}
+}
+
+static int sv_listen(const struct orch_server_cfg *scfg, int *out)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *ai;
+	char port[8];
+	int fd, one = 1, error;
+
+	snprintf(port, sizeof(port), "%u", scfg->port);
+	if (getaddrinfo(scfg->host, port, &hints, &ai) != 0)
+		return -EADDRNOTAVAIL;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		error = -errno;
+		goto out_free;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 512) < 0) {
+		error = -errno;
+		close(fd);
+		goto out_free;
+	}
+	*out = fd;
+	error = 0;
+out_free:
+	freeaddrinfo(ai);
+	return error;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "log", required_argument, NULL, 'L' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conf = NULL, *name = NULL, *logfile = NULL;
+	struct sv_server sv = { .s_listen_fd = -1 };
+	struct orch_meta_ident ident = { 0 };
+	char err[512], ident_str[96];
+	sigset_t mask;
+	int opt, idx, sigfd = -1, error, status = 1;
+
+	while ((opt = getopt_long(argc, argv, "c:n:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': conf = optarg; break;
+		case 'n': name = optarg; break;
+		case 'L': logfile = optarg; break;
+		case 'l':
+			if (orch_log_level_parse(optarg, &orch_log_level)) {
+				fprintf(stderr, "orchardd: bad log level '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!conf || !name || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (logfile && (error = orch_log_open_file(logfile))) {
+		fprintf(stderr, "orchardd: cannot open log '%s': %s\n", logfile, strerror(-error));
+		return 1;
+	}
+	snprintf(ident_str, sizeof(ident_str), "orchardd %s", name);
+	orch_log_set_ident(ident_str);
+	if (orch_cfg_load(conf, &sv.s_cfg, err, sizeof(err)) ||
+	    orch_cfg_load_key(&sv.s_cfg, err, sizeof(err))) {
+		ORCH_ERR("cannot load config: %s", err);
+		return 1;
+	}
+	idx = orch_cfg_server_index(&sv.s_cfg, name);
+	if (idx < 0) {
+		ORCH_ERR("no server '%s' in '%s'", name, conf);
+		return 1;
+	}
+	sv.s_index = (unsigned int)idx;
+	sv.s_started_ms = orch_time_now_ms();
+	snprintf(ident.cluster_id, sizeof(ident.cluster_id), "%s", sv.s_cfg.cluster_id);
+	ident.server_index = sv.s_index;
+	ident.nservers = sv.s_cfg.nservers;
+	ident.strip_size = sv.s_cfg.strip_size;
+	error = orch_meta_open(sv.s_cfg.servers[idx].data_dir, &ident, &sv.s_meta, err, sizeof(err));
+	if (error) {
+		ORCH_ERR("cannot open namespace: %s", err);
+		return 1;
+	}
+	error = orch_store_open(sv.s_cfg.servers[idx].data_dir, &sv.s_store);
+	if (error) {
+		ORCH_ERR("cannot open store in '%s': %s", sv.s_cfg.servers[idx].data_dir,
+			 strerror(-error));
+		goto out_meta;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* threads inherit it */
+	error = orch_ev_create(&sv.s_ev);
+	if (error)
+		goto out_store;
+	error = sv_flusher_start(&sv);
+	if (error)
+		goto out_ev;
+	error = sv_listen(&sv.s_cfg.servers[idx], &sv.s_listen_fd);
+	if (error) {
+		ORCH_ERR("cannot listen on %s:%u: %s", sv.s_cfg.servers[idx].host,
+			 sv.s_cfg.servers[idx].port, strerror(-error));
+		goto out_flusher;
+	}
+	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sigfd < 0 || orch_ev_add(sv.s_ev, sigfd, EPOLLIN, on_signal, NULL) ||
+	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv)) {
+		ORCH_ERR("cannot set up event loop");
+		goto out_listen;
+	}
+	ORCH_NOTICE("serving: server=%s index=%u address=%s:%u data_dir=%s", name, sv.s_index,
+		    sv.s_cfg.servers[idx].host, sv.s_cfg.servers[idx].port,
+		    sv.s_cfg.servers[idx].data_dir);
+	sv_intent_replay_all(&sv);
+	error = orch_ev_run(sv.s_ev);
+	status = error ? 1 : 0;
+	while (nlive)
+		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
+	sv_peers_fini(&sv);
+	sv_intent_fini_all();
+out_listen:
+	if (sigfd >= 0)
+		close(sigfd);
+	close(sv.s_listen_fd);
+out_flusher:
+	sv_flusher_stop(&sv);
+out_ev:
+	orch_ev_destroy(sv.s_ev);
+out_store:
+	orch_store_close(sv.s_store);
+out_meta:
+	orch_meta_close(sv.s_meta);
+	free(live);
+	if (status == 0)
+		ORCH_NOTICE("stopped cleanly");
+	return status;
+}

@@ -1,0 +1,160 @@
+/*
+ * orchardd internals shared by the server's files (private header).
+ *
+ * One event-loop thread owns every connection, the namespace database and
+ * the store; requests are handled to completion on it, except:
+ *  - fsync requests, which wait for the flusher thread (flush.c) to make the
+ *    store and the WAL durable, sharing one flush among all waiters;
+ *  - cross-server operations (intent.c), which write an intent record with
+ *    their local change, ask the peer server, and finish when it answers.
+ * No lock is held across network I/O and no transaction stays open across a
+ * loop iteration.
+ */
+#ifndef ORCH_SERVER_SV_H
+#define ORCH_SERVER_SV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "meta/meta.h"
+#include "net/conn.h"
+#include "net/ev.h"
+#include "proto/msg.h"
+#include "store/store.h"
+
+#define SV_MSG_TYPES_MAX 64
+
+struct sv_peer;
+struct sv_flusher;
+
+struct sv_server {
+	struct orch_cfg s_cfg;
+	unsigned int s_index;         /* our position in the config */
+	struct orch_ev *s_ev;
+	struct orch_meta *s_meta;
+	struct orch_store *s_store;
+	int s_listen_fd;
+	struct sv_peer *s_peers;      /* [nservers]; s_peers[s_index] unused */
+	struct sv_flusher *s_flusher;
+	struct orch_ev_timer s_intent_timer;
+	uint64_t s_started_ms;
+	/* Stats, loop thread only. */
+	uint16_t s_types[SV_MSG_TYPES_MAX];
+	uint64_t s_requests[SV_MSG_TYPES_MAX];
+	uint64_t s_bytes_in;
+	uint64_t s_bytes_out;
+	uint64_t s_errors_proto;
+	uint64_t s_conns;
+	uint64_t s_syncs;             /* flushes done (group commits) */
+	uint64_t s_sync_waiters;      /* fsync requests served by them */
+	uint64_t s_intents_done;
+};
+
+/*
+ * A request being answered.  Handlers that finish at once reply through
+ * sv_reply(); those that wait (fsync, cross-server) keep the sv_req and reply
+ * later; sv_reply() frees it.  The connection is referenced so it outlives
+ * the wait; if it closed meanwhile the reply is dropped.
+ */
+struct sv_req {
+	struct sv_server *r_sv;
+	struct orch_conn *r_conn;
+	uint16_t r_type;
+	uint64_t r_reqid;
+	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
+};
+
+/* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
+struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
+			     const struct orch_frame_hdr *h);
+/* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
+void sv_reply(struct sv_req *r, struct orch_msg *m);
+/* Sends a status-only reply and frees @r. */
+void sv_reply_status(struct sv_req *r, int status);
+
+/* --- Client and admin requests (sv_cl.c) ------------------------------------------- */
+
+/* Handles one authenticated frame: a request or, from a peer, a reply. */
+void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
+		 const uint8_t *payload);
+/* Builds the stats JSON text into @b. */
+void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
+
+/* --- Other servers (sv_sv.c, intent.c) ------------------------------------------------ */
+
+int sv_peers_init(struct sv_server *sv);
+void sv_peers_fini(struct sv_server *sv);
+
+/* Completion of a request to a peer: @rep is NULL with @error on failure. */
+typedef void (*sv_peer_cb)(struct sv_server *sv, void *arg, int error,
+			   const struct orch_msg *rep);
+
+/*
+ * Sends @m to server @peer; @cb runs exactly once on the loop thread, with
+ * the reply or an error (-EHOSTDOWN if the peer cannot be reached, -EIO if
+ * the connection breaks, -ETIMEDOUT after op_timeout_ms).
+ */
+void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
+		  sv_peer_cb cb, void *arg);
+/* A reply frame from a peer connection we opened. */
+void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
+		   const struct orch_frame_hdr *h, const uint8_t *payload);
+
+/* Handles a SV2SV_* request from another server. */
+void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+
+/* Intent kinds. */
+enum sv_intent_kind {
+	SV_INTENT_MKDIR = 1,      /* create a directory inode on a peer, then the entry */
+	SV_INTENT_RMDIR = 2,      /* remove a directory inode on a peer, then the entry */
+	SV_INTENT_NLINK = 3,      /* adjust a peer's inode link count */
+	SV_INTENT_FREE_DATA = 4,  /* delete a file's data objects on every server */
+	SV_INTENT_TRUNCATE = 5,   /* cut a file's data objects on every server */
+	SV_INTENT_SET_PARENT = 6, /* update a moved directory's parent pointer */
+	SV_INTENT_LINK = 7,       /* add a link on a peer's inode, then the entry */
+};
+
+/*
+ * The body of every intent (encoded with the wire codec into the intent
+ * record).  Which fields matter depends on the kind.
+ */
+struct sv_intent {
+	uint64_t i_id;
+	uint32_t i_kind;
+	uint32_t i_peer;       /* server that must act */
+	uint64_t i_handle;     /* object acted on */
+	uint64_t i_parent;     /* directory holding the entry (here) */
+	uint64_t i_size;       /* TRUNCATE: file size; NLINK: delta (int) */
+	char i_name[ORCH_NAME_MAX + 1];
+	struct orch_attr i_attr; /* MKDIR: template; TRUNCATE/FREE: layout */
+	uint32_t i_done_mask[(ORCH_SERVERS_MAX + 31) / 32]; /* per-server progress */
+};
+
+/*
+ * Writes intent @in (in the caller's open transaction; fills in->i_id).
+ * Returns 0 or -errno.
+ */
+int sv_intent_insert(struct sv_server *sv, struct sv_intent *in);
+
+/*
+ * Drives a committed intent to completion; if @waiter is not NULL it is
+ * answered when the intent finishes (or fails for good, or its deadline
+ * passes, in which case the intent still completes later).  Consumes @in.
+ */
+void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter);
+
+/* Loads and restarts every intent left in the database (after a restart). */
+void sv_intent_replay_all(struct sv_server *sv);
+
+/* --- Durability (flush.c) -------------------------------------------------------------- */
+
+int sv_flusher_start(struct sv_server *sv);
+void sv_flusher_stop(struct sv_server *sv);
+/* Answers @r once everything acknowledged so far is durable. */
+void sv_flusher_wait(struct sv_server *sv, struct sv_req *r);
+/* Notes that a commit or a data write happened (the interval flush is due). */
+void sv_flusher_dirty(struct sv_server *sv);
+
+#endif

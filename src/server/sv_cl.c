@@ -1,0 +1,873 @@
+/*
+ * Requests from clients (and the admin CLI), served on the loop thread.
+ * Each handler decodes nothing itself: sv_cl_frame() decodes the frame with
+ * the generic codec, then the handler applies the request to the namespace
+ * or the store and replies once.  Handlers whose work spans other servers
+ * hand the reply over to intent.c; fsync hands it to the flusher.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "server/sv.h"
+
+/* --- Requests and replies ---------------------------------------------------------------- */
+
+struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
+			     const struct orch_frame_hdr *h)
+{
+	struct sv_req *r = malloc(sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->r_sv = sv;
+	r->r_conn = c;
+	r->r_type = h->type;
+	r->r_reqid = h->reqid;
+	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	orch_conn_get(c);
+	return r;
+}
+
+void sv_reply(struct sv_req *r, struct orch_msg *m)
+{
+	m->type = r->r_type;
+	m->reqid = r->r_reqid;
+	m->flags = ORCH_FRAME_REPLY;
+	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
+		/* A reply that cannot be encoded still answers the request. */
+		struct orch_msg e;
+
+		orch_msg_init(&e, r->r_type);
+		e.flags = ORCH_FRAME_REPLY;
+		e.reqid = r->r_reqid;
+		e.status = -EIO;
+		orch_conn_send(r->r_conn, &e);
+	}
+	orch_conn_put(r->r_conn);
+	free(r);
+}
+
+void sv_reply_status(struct sv_req *r, int status)
+{
+	struct orch_msg m;
+
+	orch_msg_init(&m, r->r_type);
+	m.status = status;
+	sv_reply(r, &m);
+}
+
+static bool sv_is_local(const struct sv_server *sv, uint64_t h)
+{
+	return orch_handle_server(h) == sv->s_index;
+}
+
+/* --- Namespace --------------------------------------------------------------------------------- */
+
+static void sv_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	error = orch_meta_lookup(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+				 &rep.entry);
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+static void sv_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	rep.status = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
+	sv_reply(r, &rep);
+}
+
+/*
+ * A smaller size must cut the data on every server of the layout before the
+ * caller hears back, or a later extension would resurrect old bytes.  The
+ * size changes first, with a TRUNCATE intent in the same transaction.
+ */
+static void sv_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+	struct sv_intent *in = NULL;
+	uint64_t old_size = 0;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	error = orch_meta_inode_setattr(sv->s_meta, &m->cred, m->handle, m->valid, &m->attr,
+					&rep.attr, &old_size);
+	if (error)
+		goto out_abort;
+	if ((m->valid & ORCH_SET_SIZE) && rep.attr.size < old_size && S_ISREG(rep.attr.mode)) {
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			error = -ENOMEM;
+			goto out_abort;
+		}
+		in->i_kind = SV_INTENT_TRUNCATE;
+		in->i_handle = m->handle;
+		in->i_size = rep.attr.size;
+		in->i_attr = rep.attr;
+		error = sv_intent_insert(sv, in);
+		if (error)
+			goto out_abort;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	if (in) {
+		sv_intent_start(sv, in, r);
+		return;
+	}
+	goto out_reply;
+out_abort:
+	orch_meta_abort(sv->s_meta);
+out_free:
+	free(in);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+static struct orch_layout sv_new_layout(const struct sv_server *sv)
+{
+	return (struct orch_layout){
+		.strip_size = sv->s_cfg.strip_size,
+		.stripe_count = (uint16_t)sv->s_cfg.nservers,
+		.first_server = (uint16_t)sv->s_index,
+	};
+}
+
+static void sv_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_layout layout = sv_new_layout(sv);
+	char target[ORCH_PATH_MAX + 1];
+	struct orch_msg rep;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	error = orch_str_copy(&m->target, target, sizeof(target));
+	if (error)
+		goto out_reply;
+	if (S_ISDIR(m->mode) || (S_ISLNK(m->mode) && !target[0])) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	if (!S_ISLNK(m->mode) && target[0]) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	error = orch_meta_create(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+				 m->mode, m->rdev, S_ISLNK(m->mode) ? target : NULL, &layout,
+				 m->flags32 & 1, &rep.entry.attr, &rep.eof);
+	if (!error) {
+		rep.entry.handle = rep.entry.attr.handle;
+		rep.entry.has_attr = true;
+		sv_flusher_dirty(sv);
+	}
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+/* Spreads directories over the servers: FNV-1a of the parent and the name. */
+static unsigned int sv_dir_placement(const struct sv_server *sv, uint64_t parent,
+				     const struct orch_str *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (int i = 0; i < 8; i++) {
+		h ^= (parent >> (8 * i)) & 0xff;
+		h *= 1099511628211ULL;
+	}
+	for (uint32_t i = 0; i < name->len; i++) {
+		h ^= (uint8_t)name->s[i];
+		h *= 1099511628211ULL;
+	}
+	return (unsigned int)(h % sv->s_cfg.nservers);
+}
+
+static void sv_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	unsigned int where = sv_dir_placement(sv, m->parent, &m->name);
+	struct orch_attr parent;
+	struct sv_intent *in;
+	struct orch_msg rep;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	if (where == sv->s_index) {
+		struct orch_layout none = { 0 };
+		bool existed;
+
+		error = orch_meta_create(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+					 S_IFDIR | (m->mode & 07777), 0, NULL, &none, true,
+					 &rep.entry.attr, &existed);
+		if (!error) {
+			rep.entry.handle = rep.entry.attr.handle;
+			rep.entry.has_attr = true;
+			sv_flusher_dirty(sv);
+		}
+		goto out_reply;
+	}
+	/* The inode goes to another server: reserve the name, then ask it. */
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		error = -ENOMEM;
+		goto out_reply;
+	}
+	error = orch_meta_inode_get(sv->s_meta, m->parent, &parent);
+	if (error)
+		goto out_free;
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_free;
+	error = orch_meta_dirent_reserve(sv->s_meta, &m->cred, m->parent, m->name.s,
+					 m->name.len, S_IFDIR);
+	if (error)
+		goto out_abort;
+	in->i_kind = SV_INTENT_MKDIR;
+	in->i_peer = where;
+	in->i_parent = m->parent;
+	memcpy(in->i_name, m->name.s, m->name.len);
+	in->i_attr.mode = S_IFDIR | (m->mode & 07777);
+	in->i_attr.uid = m->cred.uid;
+	in->i_attr.gid = m->cred.gid;
+	if (parent.mode & S_ISGID) {
+		in->i_attr.gid = parent.gid;
+		in->i_attr.mode |= S_ISGID;
+	}
+	in->i_attr.nlink = 2;
+	in->i_attr.parent = m->parent;
+	in->i_attr.atime_ns = in->i_attr.mtime_ns = in->i_attr.ctime_ns = orch_time_real_ns();
+	error = sv_intent_insert(sv, in);
+	if (error)
+		goto out_abort;
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	sv_intent_start(sv, in, r);
+	return;
+out_abort:
+	orch_meta_abort(sv->s_meta);
+out_free:
+	free(in);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+static void sv_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	char target[ORCH_PATH_MAX + 1];
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	rep.status = orch_meta_readlink(sv->s_meta, m->handle, target, sizeof(target));
+	rep.target = orch_str_of(target, strlen(target));
+	sv_reply(r, &rep);
+}
+
+static void sv_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct sv_intent *in;
+	struct orch_attr a;
+	struct orch_msg rep;
+	bool freed;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	if (sv_is_local(sv, m->handle)) {
+		error = orch_meta_inode_get(sv->s_meta, m->handle, &a);
+		if (error)
+			goto out_reply;
+		if (S_ISDIR(a.mode)) {
+			error = -EPERM;
+			goto out_reply;
+		}
+		error = orch_meta_begin(sv->s_meta);
+		if (error)
+			goto out_reply;
+		error = orch_meta_dirent_insert(sv->s_meta, &m->cred, m->newparent, m->name2.s,
+						m->name2.len, m->handle, a.mode & S_IFMT);
+		if (!error)
+			error = orch_meta_inode_nlink_adjust(sv->s_meta, m->handle, 1,
+							     &rep.entry.attr, &freed);
+		if (error) {
+			orch_meta_abort(sv->s_meta);
+			goto out_reply;
+		}
+		error = orch_meta_commit(sv->s_meta);
+		if (error)
+			goto out_reply;
+		sv_flusher_dirty(sv);
+		rep.entry.handle = m->handle;
+		rep.entry.has_attr = true;
+		goto out_reply;
+	}
+	/* Inode elsewhere: reserve the name, add the link there, then commit the name. */
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		error = -ENOMEM;
+		goto out_reply;
+	}
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_free;
+	error = orch_meta_dirent_reserve(sv->s_meta, &m->cred, m->newparent, m->name2.s,
+					 m->name2.len, S_IFREG);
+	if (error)
+		goto out_abort;
+	in->i_kind = SV_INTENT_LINK;
+	in->i_peer = orch_handle_server(m->handle);
+	in->i_handle = m->handle;
+	in->i_parent = m->newparent;
+	memcpy(in->i_name, m->name2.s, m->name2.len);
+	in->i_size = 1;
+	error = sv_intent_insert(sv, in);
+	if (error)
+		goto out_abort;
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_intent_start(sv, in, r);
+	return;
+out_abort:
+	orch_meta_abort(sv->s_meta);
+out_free:
+	free(in);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+/* Frees a deleted file's data on every server, in the background. */
+static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_intent **out)
+{
+	struct sv_intent *in = calloc(1, sizeof(*in));
+	int error;
+
+	if (!in)
+		return -ENOMEM;
+	in->i_kind = SV_INTENT_FREE_DATA;
+	in->i_handle = h;
+	error = sv_intent_insert(sv, in);
+	if (error) {
+		free(in);
+		return error;
+	}
+	*out = in;
+	return 0;
+}
+
+static void sv_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	bool want_dir = m->flags32 & 1, remote = false, freed = false;
+	struct sv_intent *in = NULL;
+	struct orch_dirent de;
+	int error;
+
+	error = orch_meta_unlink_check(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+				       want_dir, &de);
+	if (error == -EREMOTE) {
+		/*
+		 * Sticky directory, child owned on another server: its owner could
+		 * remove it, but checking needs that server.  Refuse for now, as the
+		 * safe side of the rule.
+		 */
+		error = -EPERM;
+	}
+	if (error)
+		goto out_reply;
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	if (!sv_is_local(sv, de.handle) && S_ISDIR(de.type)) {
+		/* The directory must be found empty where it lives before the name goes. */
+		error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len,
+						  true);
+		if (error)
+			goto out_abort;
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			error = -ENOMEM;
+			goto out_abort;
+		}
+		in->i_kind = SV_INTENT_RMDIR;
+		in->i_peer = orch_handle_server(de.handle);
+		in->i_handle = de.handle;
+		in->i_parent = m->parent;
+		memcpy(in->i_name, m->name.s, m->name.len);
+		error = sv_intent_insert(sv, in);
+		if (error)
+			goto out_abort;
+	} else {
+		error = orch_meta_unlink(sv->s_meta, m->parent, m->name.s, m->name.len, &remote,
+					 &freed);
+		if (error)
+			goto out_abort;
+		if (remote) {
+			in = calloc(1, sizeof(*in));
+			if (!in) {
+				error = -ENOMEM;
+				goto out_abort;
+			}
+			in->i_kind = SV_INTENT_NLINK;
+			in->i_peer = orch_handle_server(de.handle);
+			in->i_handle = de.handle;
+			in->i_size = (uint64_t)-1;
+			error = sv_intent_insert(sv, in);
+			if (error)
+				goto out_abort;
+		} else if (freed && S_ISREG(de.type)) {
+			error = sv_free_data_intent(sv, de.handle, &in);
+			if (error)
+				goto out_abort;
+		}
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	if (in) {
+		/* Freeing data needs nobody to wait; the rest answers when done. */
+		bool wait = in->i_kind != SV_INTENT_FREE_DATA;
+
+		sv_intent_start(sv, in, wait ? r : NULL);
+		if (wait)
+			return;
+	}
+	goto out_reply;
+out_abort:
+	orch_meta_abort(sv->s_meta);
+out_free:
+	free(in);
+out_reply:
+	sv_reply_status(r, error);
+}
+
+/*
+ * Rename with both directories here.  What the namespace cannot finish
+ * locally (a replaced inode or a moved directory held elsewhere, data to
+ * free) becomes intents in the same transaction.
+ */
+static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint64_t freed = 0, victim = 0, moved_dir = 0;
+	struct sv_intent *ins[3] = { NULL, NULL, NULL };
+	struct orch_dirent target;
+	uint32_t victim_type = 0;
+	int nin = 0, error;
+
+	if (!sv_is_local(sv, m->newparent)) {
+		/* Cross-server rename is not implemented yet: mv falls back to copying. */
+		error = -EXDEV;
+		goto out_reply;
+	}
+	/* A directory held elsewhere cannot be checked for emptiness in this transaction. */
+	error = orch_meta_lookup(sv->s_meta, &m->cred, m->newparent, m->name2.s, m->name2.len,
+				 &target);
+	if (!error && S_ISDIR(target.type) && !sv_is_local(sv, target.handle) &&
+	    !(m->flags32 & RENAME_EXCHANGE)) {
+		error = -EXDEV;
+		goto out_reply;
+	}
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
+				 &victim_type, &moved_dir);
+	if (error == -EREMOTE)
+		error = -EPERM; /* sticky rule needs a remote owner; see sv_unlink() */
+	if (error)
+		goto out_abort;
+	if (freed && !S_ISDIR(victim_type)) {
+		error = sv_free_data_intent(sv, freed, &ins[nin]);
+		if (error)
+			goto out_abort;
+		nin++;
+	}
+	if (victim) {
+		ins[nin] = calloc(1, sizeof(*ins[nin]));
+		if (!ins[nin]) {
+			error = -ENOMEM;
+			goto out_abort;
+		}
+		ins[nin]->i_peer = orch_handle_server(victim);
+		ins[nin]->i_handle = victim;
+		if (m->flags32 & RENAME_EXCHANGE) {
+			/* Not a victim: the other directory moved, to the old parent. */
+			ins[nin]->i_kind = SV_INTENT_SET_PARENT;
+			ins[nin]->i_parent = m->parent;
+		} else {
+			ins[nin]->i_kind = SV_INTENT_NLINK;
+			ins[nin]->i_size = (uint64_t)-1;
+		}
+		error = sv_intent_insert(sv, ins[nin++]);
+		if (error)
+			goto out_abort;
+	}
+	if (moved_dir) {
+		ins[nin] = calloc(1, sizeof(*ins[nin]));
+		if (!ins[nin]) {
+			error = -ENOMEM;
+			goto out_abort;
+		}
+		ins[nin]->i_kind = SV_INTENT_SET_PARENT;
+		ins[nin]->i_peer = orch_handle_server(moved_dir);
+		ins[nin]->i_handle = moved_dir;
+		ins[nin]->i_parent = m->newparent;
+		error = sv_intent_insert(sv, ins[nin++]);
+		if (error)
+			goto out_abort;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	/* The last intent carries the reply, so the caller sees the moved parent. */
+	for (int i = 0; i < nin; i++)
+		sv_intent_start(sv, ins[i], i == nin - 1 && ins[i]->i_kind != SV_INTENT_FREE_DATA ? r : NULL);
+	if (nin && ins[nin - 1]->i_kind != SV_INTENT_FREE_DATA)
+		return;
+	goto out_reply;
+out_abort:
+	orch_meta_abort(sv->s_meta);
+out_free:
+	for (int i = 0; i < nin; i++)
+		free(ins[i]);
+	free(ins[nin]);
+out_reply:
+	sv_reply_status(r, error);
+}
+
+static void sv_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint32_t max = m->length ? ORCH_MIN(m->length, (uint32_t)ORCH_READDIR_MAX) : 1;
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	rep.dirents = malloc(max * sizeof(*rep.dirents));
+	if (!rep.dirents) {
+		rep.status = -ENOMEM;
+		sv_reply(r, &rep);
+		return;
+	}
+	rep.status = orch_meta_readdir(sv->s_meta, &m->cred, m->handle, m->cookie, max,
+				       m->flags32 & 1, rep.dirents, &rep.ndirents, &rep.eof);
+	sv_reply(r, &rep);
+	free(rep.dirents);
+}
+
+static void sv_statfs(struct sv_server *sv, struct sv_req *r)
+{
+	uint64_t total, bfree, avail, objects, inodes, next;
+	struct orch_msg rep;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	error = orch_store_statfs(sv->s_store, &total, &bfree, &avail, &objects);
+	if (!error)
+		error = orch_meta_counts(sv->s_meta, &inodes, &next);
+	if (!error) {
+		rep.statfs = (struct orch_statfs){
+			.bsize = 4096,
+			.blocks = total / 4096,
+			.bfree = bfree / 4096,
+			.bavail = avail / 4096,
+			.files = inodes + avail / 4096,
+			.ffree = avail / 4096,
+			.namemax = ORCH_NAME_MAX,
+		};
+	}
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+/* --- Extended attributes ---------------------------------------------------------------- */
+
+static void sv_getxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			bool list)
+{
+	size_t want = ORCH_MIN(m->length, (uint32_t)ORCH_XATTR_SIZE_MAX), len = 0;
+	char name[ORCH_XATTR_NAME_MAX + 1];
+	struct orch_msg rep;
+	void *buf = NULL;
+	int error = 0;
+
+	orch_msg_init(&rep, 0);
+	if (want) {
+		buf = malloc(want);
+		if (!buf) {
+			error = -ENOMEM;
+			goto out_reply;
+		}
+	}
+	if (list) {
+		error = orch_meta_xattr_list(sv->s_meta, &m->cred, m->handle, buf, want, &len);
+	} else {
+		error = orch_str_copy(&m->xname, name, sizeof(name));
+		if (!error)
+			error = orch_meta_xattr_get(sv->s_meta, &m->cred, m->handle, name, buf,
+						    want, &len);
+	}
+	rep.size = len;
+	rep.data = orch_str_of(buf, want ? len : 0);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+	free(buf);
+}
+
+static void sv_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			bool remove)
+{
+	char name[ORCH_XATTR_NAME_MAX + 1];
+	int error;
+
+	error = orch_str_copy(&m->xname, name, sizeof(name));
+	if (!error && !remove && m->data.len > ORCH_XATTR_SIZE_MAX)
+		error = -E2BIG;
+	if (!error)
+		error = remove ? orch_meta_xattr_remove(sv->s_meta, &m->cred, m->handle, name)
+			       : orch_meta_xattr_set(sv->s_meta, &m->cred, m->handle, name,
+						     m->data.s, m->data.len, (int)m->flags32);
+	if (!error)
+		sv_flusher_dirty(sv);
+	sv_reply_status(r, error);
+}
+
+/* --- Data ------------------------------------------------------------------------------------- */
+
+static void sv_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	rep.status = orch_meta_inode_extend(sv->s_meta, m->handle, m->size, m->time_ns,
+					    &rep.attr);
+	if (!rep.status)
+		sv_flusher_dirty(sv);
+	sv_reply(r, &rep);
+}
+
+static void sv_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	size_t len = ORCH_MIN(m->length, ORCH_IO_MAX), got = 0;
+	struct orch_msg rep;
+	void *buf = malloc(len ? len : 1);
+
+	orch_msg_init(&rep, 0);
+	rep.status = buf ? orch_store_read(sv->s_store, m->handle, m->offset, buf, len, &got)
+			 : -ENOMEM;
+	rep.data = orch_str_of(buf, got);
+	sv_reply(r, &rep);
+	free(buf);
+}
+
+static void sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	int error = orch_store_write(sv->s_store, m->handle, m->offset, m->data.s, m->data.len);
+
+	if (!error)
+		sv_flusher_dirty(sv);
+	sv_reply_status(r, error);
+}
+
+/* --- Admin -------------------------------------------------------------------------------------- */
+
+static void sv_ping(struct sv_server *sv, struct sv_req *r)
+{
+	struct orch_msg rep;
+
+	(void)sv;
+	orch_msg_init(&rep, 0);
+	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
+	sv_reply(r, &rep);
+}
+
+static void sv_stats(struct sv_server *sv, struct sv_req *r)
+{
+	struct orch_buf b;
+	struct orch_msg rep;
+
+	orch_buf_init(&b, ORCH_JSON_MAX);
+	sv_stats_json(sv, &b);
+	orch_msg_init(&rep, 0);
+	rep.status = b.b_err;
+	rep.json = orch_str_of((const char *)b.b_data, b.b_len);
+	sv_reply(r, &rep);
+	orch_buf_fini(&b);
+}
+
+static void sv_json_u64(struct orch_buf *b, const char *key, uint64_t v, bool comma)
+{
+	char tmp[96];
+	int n = snprintf(tmp, sizeof(tmp), "%s\"%s\": %" PRIu64, comma ? ", " : "", key, v);
+
+	orch_buf_append(b, tmp, (size_t)n);
+}
+
+void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
+{
+	struct orch_store_stats st;
+	uint64_t inodes = 0, next = 0, bytes_in = sv->s_bytes_in, bytes_out = sv->s_bytes_out;
+	bool first = true;
+	uint16_t types[SV_MSG_TYPES_MAX];
+	size_t ntypes = orch_msg_types(types, SV_MSG_TYPES_MAX);
+
+	orch_store_get_stats(sv->s_store, &st);
+	orch_meta_counts(sv->s_meta, &inodes, &next);
+	orch_buf_append(b, "{\"requests\": {", 14);
+	for (size_t i = 0; i < ntypes; i++) {
+		if (!sv->s_requests[i])
+			continue;
+		sv_json_u64(b, orch_msg_name(types[i]), sv->s_requests[i], !first);
+		first = false;
+	}
+	orch_buf_append(b, "}", 1);
+	sv_json_u64(b, "bytes_in", bytes_in, true);
+	sv_json_u64(b, "bytes_out", bytes_out, true);
+	sv_json_u64(b, "commits", orch_meta_commit_count(sv->s_meta), true);
+	sv_json_u64(b, "syncs", sv->s_syncs, true);
+	sv_json_u64(b, "fsync_requests", sv->s_sync_waiters, true);
+	sv_json_u64(b, "intents_done", sv->s_intents_done, true);
+	sv_json_u64(b, "inodes", inodes, true);
+	sv_json_u64(b, "data_bytes_written", st.bytes_written, true);
+	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
+	sv_json_u64(b, "data_objects_created", st.objects_created, true);
+	sv_json_u64(b, "data_objects_deleted", st.objects_deleted, true);
+	sv_json_u64(b, "protocol_errors", sv->s_errors_proto, true);
+	sv_json_u64(b, "connections", sv->s_conns, true);
+	sv_json_u64(b, "uptime_ms", orch_time_now_ms() - sv->s_started_ms, true);
+	orch_buf_append(b, "}", 1);
+}
+
+/* --- Dispatch ------------------------------------------------------------------------------------- */
+
+static void sv_count(struct sv_server *sv, uint16_t type)
+{
+	uint16_t types[SV_MSG_TYPES_MAX];
+	size_t n = orch_msg_types(types, SV_MSG_TYPES_MAX);
+
+	for (size_t i = 0; i < n; i++) {
+		if (types[i] == type) {
+			sv->s_requests[i]++;
+			return;
+		}
+	}
+}
+
+static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
+{
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, ORCH_AN2AN_UNKNOWN);
+	rep.flags = ORCH_FRAME_REPLY;
+	rep.reqid = h->reqid;
+	rep.status = -ENOSYS;
+	orch_conn_send(c, &rep);
+}
+
+static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	switch (m->type) {
+	case ORCH_AN2AN_PING: sv_ping(sv, r); break;
+	case ORCH_CL2SV_LOOKUP: sv_lookup(sv, r, m); break;
+	case ORCH_CL2SV_GETATTR: sv_getattr(sv, r, m); break;
+	case ORCH_CL2SV_SETATTR: sv_setattr(sv, r, m); break;
+	case ORCH_CL2SV_CREATE: sv_create(sv, r, m); break;
+	case ORCH_CL2SV_MKDIR: sv_mkdir(sv, r, m); break;
+	case ORCH_CL2SV_READLINK: sv_readlink(sv, r, m); break;
+	case ORCH_CL2SV_LINK: sv_link(sv, r, m); break;
+	case ORCH_CL2SV_UNLINK: sv_unlink(sv, r, m); break;
+	case ORCH_CL2SV_RENAME: sv_rename(sv, r, m); break;
+	case ORCH_CL2SV_READDIR: sv_readdir(sv, r, m); break;
+	case ORCH_CL2SV_STATFS: sv_statfs(sv, r); break;
+	case ORCH_CL2SV_GETXATTR: sv_getxattr(sv, r, m, false); break;
+	case ORCH_CL2SV_LISTXATTR: sv_getxattr(sv, r, m, true); break;
+	case ORCH_CL2SV_SETXATTR: sv_setxattr(sv, r, m, false); break;
+	case ORCH_CL2SV_REMOVEXATTR: sv_setxattr(sv, r, m, true); break;
+	case ORCH_CL2SV_ACCESS:
+		sv_reply_status(r, orch_meta_access(sv->s_meta, &m->cred, m->handle, m->mode));
+		break;
+	case ORCH_CL2SV_EXTEND: sv_extend(sv, r, m); break;
+	case ORCH_CL2SV_READ: sv_read(sv, r, m); break;
+	case ORCH_CL2SV_WRITE: sv_write(sv, r, m); break;
+	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
+	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
+	case ORCH_SV2SV_MKDIR_INODE:
+	case ORCH_SV2SV_RMDIR_INODE:
+	case ORCH_SV2SV_NLINK_ADJ:
+	case ORCH_SV2SV_DATA_DELETE:
+	case ORCH_SV2SV_DATA_TRUNCATE:
+	case ORCH_SV2SV_SET_PARENT:
+		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
+					   r->r_conn->c_peer, orch_msg_name(m->type));
+			sv_reply_status(r, -EPERM);
+			break;
+		}
+		sv_sv_request(sv, r, m);
+		break;
+	default:
+		sv_reply_status(r, -ENOSYS);
+		break;
+	}
+}
+
+void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint8_t *payload)
+{
+	struct sv_server *sv = c->c_arg;
+	struct orch_msg m;
+	struct sv_req *r;
+	int error;
+
+	if (h->flags & ORCH_FRAME_REPLY) {
+		sv_peer_reply(sv, c, h, payload);
+		return;
+	}
+	error = orch_msg_decode(h, payload, &m);
+	if (error == -ENOSYS || (!error && (m.type == ORCH_AN2AN_HELLO ||
+					    m.type == ORCH_AN2AN_AUTH ||
+					    m.type == ORCH_AN2AN_UNKNOWN))) {
+		orch_msg_fini(&m);
+		sv_unknown(c, h);
+		return;
+	}
+	if (error) {
+		sv->s_errors_proto++;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "malformed request, closing: peer=%s type=%s len=%u: %s",
+				   c->c_peer, orch_msg_name(h->type), h->length, strerror(-error));
+		orch_conn_close(c, -EPROTO);
+		return;
+	}
+	sv_count(sv, h->type);
+	r = sv_req_create(sv, c, h);
+	if (!r) {
+		orch_msg_fini(&m);
+		orch_conn_close(c, -ENOMEM);
+		return;
+	}
+	sv_dispatch(sv, r, &m);
+	orch_msg_fini(&m);
+}

@@ -1,0 +1,356 @@
+/*
+ * Other servers: the connections we open to peers (as a client of theirs),
+ * calls on them with completion callbacks, and the SV2SV requests peers send
+ * us.  Every SV2SV request is idempotent, because a coordinator replays its
+ * intents until they are done: creations are remembered in the "applied"
+ * table by (origin server, intent id); deletions and truncations are
+ * naturally idempotent.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "server/sv.h"
+
+struct peer_call {
+	uint64_t pc_reqid;
+	uint64_t pc_deadline_ms;
+	sv_peer_cb pc_cb;
+	void *pc_arg;
+	struct peer_call *pc_next;
+};
+
+struct sv_peer {
+	struct orch_conn *p_conn;   /* NULL when not connected */
+	struct peer_call *p_calls;  /* in flight, oldest first */
+	uint64_t p_next_reqid;
+	bool p_down_logged;
+};
+
+static struct orch_ev_timer peer_timer;
+
+static void peer_fail_all(struct sv_server *sv, struct sv_peer *p, int error)
+{
+	struct peer_call *list = p->p_calls;
+
+	p->p_calls = NULL;
+	while (list) {
+		struct peer_call *next = list->pc_next;
+
+		list->pc_cb(sv, list->pc_arg, error, NULL);
+		free(list);
+		list = next;
+	}
+}
+
+static struct sv_peer *peer_of_conn(struct sv_server *sv, struct orch_conn *c,
+				    unsigned int *index)
+{
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		if (sv->s_peers[i].p_conn == c) {
+			if (index)
+				*index = i;
+			return &sv->s_peers[i];
+		}
+	}
+	return NULL;
+}
+
+static void peer_on_close(struct orch_conn *c, int reason)
+{
+	struct sv_server *sv = c->c_arg;
+	unsigned int i;
+	struct sv_peer *p = peer_of_conn(sv, c, &i);
+
+	sv->s_bytes_in += c->c_bytes_in;
+	sv->s_bytes_out += c->c_bytes_out;
+	if (!p)
+		return;
+	p->p_conn = NULL;
+	if (!p->p_down_logged) {
+		ORCH_NOTICE("peer down: server=%s: %s", sv->s_cfg.servers[i].name,
+			    reason ? strerror(-reason) : "closed");
+		p->p_down_logged = true;
+	}
+	peer_fail_all(sv, p, reason == -ECONNREFUSED || !reason ? -EHOSTDOWN : -EIO);
+}
+
+static void peer_on_ready(struct orch_conn *c)
+{
+	struct sv_server *sv = c->c_arg;
+	unsigned int i;
+	struct sv_peer *p = peer_of_conn(sv, c, &i);
+
+	if (p && p->p_down_logged) {
+		ORCH_NOTICE("peer up: server=%s", sv->s_cfg.servers[i].name);
+		p->p_down_logged = false;
+	}
+}
+
+static const struct orch_conn_ops peer_ops = {
+	.on_frame = sv_cl_frame,
+	.on_ready = peer_on_ready,
+	.on_close = peer_on_close,
+};
+
+/* Fails calls whose deadline passed; the peer may be hung rather than gone. */
+static void peer_tick(void *arg)
+{
+	struct sv_server *sv = arg;
+	uint64_t now = orch_time_now_ms();
+
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		struct peer_call **pp = &sv->s_peers[i].p_calls;
+
+		while (*pp) {
+			struct peer_call *pc = *pp;
+
+			if (pc->pc_deadline_ms > now) {
+				pp = &pc->pc_next;
+				continue;
+			}
+			*pp = pc->pc_next;
+			pc->pc_cb(sv, pc->pc_arg, -ETIMEDOUT, NULL);
+			free(pc);
+		}
+	}
+	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
+}
+
+int sv_peers_init(struct sv_server *sv)
+{
+	sv->s_peers = calloc(sv->s_cfg.nservers, sizeof(*sv->s_peers));
+	if (!sv->s_peers)
+		return -ENOMEM;
+	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
+	return 0;
+}
+
+void sv_peers_fini(struct sv_server *sv)
+{
+	if (!sv->s_peers)
+		return;
+	orch_ev_timer_cancel(sv->s_ev, &peer_timer);
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		struct sv_peer *p = &sv->s_peers[i];
+
+		if (p->p_conn)
+			orch_conn_close(p->p_conn, -ESHUTDOWN);
+		peer_fail_all(sv, p, -ESHUTDOWN);
+	}
+	free(sv->s_peers);
+	sv->s_peers = NULL;
+}
+
+void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
+		  sv_peer_cb cb, void *arg)
+{
+	const struct orch_server_cfg *scfg;
+	struct peer_call *pc, **tail;
+	struct sv_peer *p;
+	int error;
+
+	if (peer >= sv->s_cfg.nservers || peer == sv->s_index) {
+		cb(sv, arg, -EINVAL, NULL);
+		return;
+	}
+	scfg = &sv->s_cfg.servers[peer];
+	p = &sv->s_peers[peer];
+	pc = calloc(1, sizeof(*pc));
+	if (!pc) {
+		cb(sv, arg, -ENOMEM, NULL);
+		return;
+	}
+	if (!p->p_conn) {
+		error = orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
+					  sv->s_index, &peer_ops, sv, &p->p_conn);
+		if (error) {
+			free(pc);
+			cb(sv, arg, -EHOSTDOWN, NULL);
+			return;
+		}
+	}
+	m->reqid = ++p->p_next_reqid;
+	m->flags = 0;
+	pc->pc_reqid = m->reqid;
+	pc->pc_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	pc->pc_cb = cb;
+	pc->pc_arg = arg;
+	error = orch_conn_send(p->p_conn, m);
+	if (error) {
+		free(pc);
+		cb(sv, arg, error == -EPIPE ? -EHOSTDOWN : error, NULL);
+		return;
+	}
+	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
+		;
+	*tail = pc;
+}
+
+void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
+		   const struct orch_frame_hdr *h, const uint8_t *payload)
+{
+	struct sv_peer *p = peer_of_conn(sv, c, NULL);
+	struct peer_call **pp, *pc = NULL;
+	struct orch_msg m;
+	int error;
+
+	if (!p) {
+		sv->s_errors_proto++;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "unexpected reply frame, closing: peer=%s type=0x%04x",
+				   c->c_peer, h->type);
+		orch_conn_close(c, -EPROTO);
+		return;
+	}
+	for (pp = &p->p_calls; *pp; pp = &(*pp)->pc_next) {
+		if ((*pp)->pc_reqid == h->reqid) {
+			pc = *pp;
+			*pp = pc->pc_next;
+			break;
+		}
+	}
+	if (!pc)
+		return; /* timed out already */
+	error = orch_msg_decode(h, payload, &m);
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "malformed reply from peer: peer=%s type=0x%04x: %s",
+				   c->c_peer, h->type, strerror(-error));
+		pc->pc_cb(sv, pc->pc_arg, -EIO, NULL);
+	} else {
+		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
+		orch_msg_fini(&m);
+	}
+	free(pc);
+}
+
+/* --- Requests from peers ---------------------------------------------------------------------- */
+
+static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+	uint64_t done;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	if (!S_ISDIR(m->attr.mode)) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	error = orch_meta_applied_get(sv->s_meta, m->origin, m->id, &done);
+	if (!error) {
+		error = orch_meta_inode_get(sv->s_meta, done, &rep.attr);
+		goto out_reply;
+	}
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	error = orch_meta_inode_create(sv->s_meta, &m->attr, &rep.attr);
+	if (!error)
+		error = orch_meta_applied_put(sv->s_meta, m->origin, m->id, rep.attr.handle);
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		goto out_reply;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (!error)
+		sv_flusher_dirty(sv);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	int delta = (int32_t)m->flags32;
+	struct sv_intent *in = NULL;
+	struct orch_attr a;
+	struct orch_msg rep;
+	uint64_t done;
+	bool freed = false;
+	int error;
+
+	orch_msg_init(&rep, 0);
+	if (delta != 1 && delta != -1) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	error = orch_meta_applied_get(sv->s_meta, m->origin, m->id, &done);
+	if (!error) {
+		error = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
+		goto out_reply;
+	}
+	error = orch_meta_inode_get(sv->s_meta, m->handle, &a);
+	if (error)
+		goto out_reply;
+	if (S_ISDIR(a.mode)) {
+		error = -EPERM;
+		goto out_reply;
+	}
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	error = orch_meta_inode_nlink_adjust(sv->s_meta, m->handle, delta, &rep.attr, &freed);
+	if (!error)
+		error = orch_meta_applied_put(sv->s_meta, m->origin, m->id, m->handle);
+	if (!error && freed && S_ISREG(a.mode)) {
+		in = calloc(1, sizeof(*in));
+		if (!in)
+			error = -ENOMEM;
+		else {
+			in->i_kind = SV_INTENT_FREE_DATA;
+			in->i_handle = m->handle;
+			error = sv_intent_insert(sv, in);
+		}
+	}
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		free(in);
+		goto out_reply;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error) {
+		free(in);
+		goto out_reply;
+	}
+	sv_flusher_dirty(sv);
+	if (in)
+		sv_intent_start(sv, in, NULL);
+out_reply:
+	rep.status = error;
+	sv_reply(r, &rep);
+}
+
+void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	int error;
+
+	switch (m->type) {
+	case ORCH_SV2SV_MKDIR_INODE:
+		sv_sv_mkdir_inode(sv, r, m);
+		return;
+	case ORCH_SV2SV_NLINK_ADJ:
+		sv_sv_nlink(sv, r, m);
+		return;
+	case ORCH_SV2SV_RMDIR_INODE:
+		error = orch_meta_dir_remove(sv->s_meta, m->handle);
+		break;
+	case ORCH_SV2SV_DATA_DELETE:
+		error = orch_store_delete(sv->s_store, m->handle);
+		break;
+	case ORCH_SV2SV_DATA_TRUNCATE:
+		error = orch_store_truncate(sv->s_store, m->handle, m->size);
+		break;
+	case ORCH_SV2SV_SET_PARENT:
+		error = orch_meta_inode_set_parent(sv->s_meta, m->handle, m->parent);
+		break;
+	default:
+		error = -ENOSYS;
+		break;
+	}
+	if (!error)
+		sv_flusher_dirty(sv);
+	sv_reply_status(r, error);
+}

@@ -1,0 +1,155 @@
+"""Local Orchard clusters for the integration tests.
+
+A Cluster lays out a config with `orchard genconfig`, formats every server
+with `orchard mkfs`, starts `orchardd` processes on 127.0.0.1 and tracks
+them by PID, so a test can stop, kill (SIGKILL) and restart servers.  Every
+process it starts is stopped in stop_all(), and the server logs are scanned
+for sanitizer reports there.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+BUILDDIR = os.environ.get(
+    "ORCH_BUILDDIR",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build"))
+BIN = os.path.join(BUILDDIR, "bin")
+ORCHARD = os.path.join(BIN, "orchard")
+ORCHARDD = os.path.join(BIN, "orchardd")
+
+BAD_LOG = re.compile(r"AddressSanitizer|LeakSanitizer|runtime error|assertion failed")
+
+
+def run(args, check=True, input=None, timeout=120):
+    """Runs a command; returns CompletedProcess with text stdout/stderr."""
+    p = subprocess.run(args, input=input, capture_output=True, timeout=timeout,
+                       text=isinstance(input, str) or input is None)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d): %s%s" % (" ".join(args), p.returncode,
+                                                      p.stdout, p.stderr))
+    return p
+
+
+def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
+    """Polls cond() until it is true; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+class Cluster:
+    def __init__(self, workdir, nservers=3, strip_size=None, extra=None):
+        self.dir = str(workdir)
+        self.n = nservers
+        args = [ORCHARD, "genconfig", "--servers", str(nservers), "--dir", self.dir]
+        if strip_size:
+            args += ["--strip-size", str(strip_size)]
+        run(args)
+        self.conf = os.path.join(self.dir, "orchard.conf")
+        if extra:
+            with open(self.conf, "a") as f:
+                f.write(extra)
+        self.names = ["s%d" % i for i in range(nservers)]
+        self.procs = {}
+        for name in self.names:
+            run([ORCHARD, "mkfs", "-c", self.conf, "-n", name])
+
+    # --- processes ------------------------------------------------------
+    def log_path(self, name):
+        return os.path.join(self.dir, name + ".log")
+
+    def start(self, name, wait=True):
+        assert name not in self.procs or self.procs[name].poll() is not None
+        log = open(self.log_path(name), "ab")
+        self.procs[name] = subprocess.Popen(
+            [ORCHARDD, "-c", self.conf, "-n", name], stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        if wait:
+            self.wait_up(name)
+
+    def start_all(self):
+        for name in self.names:
+            self.start(name, wait=False)
+        for name in self.names:
+            self.wait_up(name)
+
+    def wait_up(self, name, timeout=20.0):
+        idx = self.names.index(name)
+
+        def up():
+            p = self.procs[name]
+            if p.poll() is not None:
+                raise AssertionError("%s exited (%d): %s" % (name, p.returncode,
+                                                             self.log_tail(name)))
+            r = run([ORCHARD, "-c", self.conf, "ping"], check=False, timeout=30)
+            for line in r.stdout.splitlines():
+                f = line.split()
+                if f and f[0] == name and "up" in f:
+                    return True
+            return False
+        wait_until(up, timeout, 0.05, "server %s (#%d) to answer" % (name, idx))
+
+    def stop(self, name, sig=signal.SIGTERM, timeout=20.0):
+        p = self.procs.get(name)
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(sig)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise AssertionError("%s did not stop on %s" % (name, sig))
+
+    def kill(self, name):
+        self.stop(name, signal.SIGKILL)
+
+    def stop_all(self, check_logs=True):
+        for name in self.names:
+            self.stop(name)
+        if check_logs:
+            self.check_logs()
+
+    def log_tail(self, name, n=20):
+        try:
+            with open(self.log_path(name), errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def check_logs(self):
+        for name in self.names:
+            try:
+                with open(self.log_path(name), errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            m = BAD_LOG.search(text)
+            assert not m, "%s log reports a defect:\n%s" % (name, text[-4000:])
+
+    # --- the CLI ------------------------------------------------------------
+    def cli(self, *args, check=True, input=None, timeout=120):
+        return run([ORCHARD, "-c", self.conf] + [str(a) for a in args], check=check,
+                   input=input, timeout=timeout)
+
+    def stats(self):
+        return json.loads(self.cli("stats", "--json").stdout)
+
+    def requests(self, name=None):
+        """Request counts by type, per server or summed."""
+        total = {}
+        for s in self.stats()["servers"]:
+            if name and s["name"] != name:
+                continue
+            for k, v in s.get("requests", {}).items():
+                total[k] = total.get(k, 0) + v
+        return total

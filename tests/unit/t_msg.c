@@ -1,0 +1,879 @@
+/*
+ * The message codec: every message of msg.def round-trips, request and
+ * reply, with every listed field set to a distinct value; golden bytes pin
+ * the wire format; truncated, oversized and trailing input is refused the
+ * way wire.h promises, and oversized counts are refused before anything is
+ * allocated.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "proto/msg.h"
+#include "unit/test.h"
+
+/* --- Allocation counting --------------------------------------------------------- */
+
+/*
+ * To prove that a limit is checked before allocating, count the allocations
+ * made while a decode runs.  Under ASan its allocator hooks do it; otherwise
+ * malloc and calloc are interposed and forwarded to glibc.
+ */
+static volatile int alloc_watch;
+static volatile unsigned long alloc_count;
+
+#ifdef __SANITIZE_ADDRESS__
+int __sanitizer_install_malloc_and_free_hooks(void (*m)(const volatile void *, size_t),
+					      void (*f)(const volatile void *));
+
+static void count_malloc(const volatile void *p, size_t n)
+{
+	(void)p;
+	(void)n;
+	if (alloc_watch)
+		alloc_count++;
+}
+
+static void count_free(const volatile void *p)
+{
+	(void)p;
+}
+
+__attribute__((constructor)) static void alloc_hooks_install(void)
+{
+	__sanitizer_install_malloc_and_free_hooks(count_malloc, count_free);
+}
+#else
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+
+void *malloc(size_t n)
+{
+	if (alloc_watch)
+		alloc_count++;
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+	if (alloc_watch)
+		alloc_count++;
+	return __libc_calloc(n, size);
+}
+#endif
+
+/* Decodes with allocation counting; *@allocs gets how many were made. */
+static int decode_counted(const struct orch_frame_hdr *h, const uint8_t *p,
+			  struct orch_msg *m, unsigned long *allocs)
+{
+	int rc;
+
+	alloc_count = 0;
+	alloc_watch = 1;
+	rc = orch_msg_decode(h, p, m);
+	alloc_watch = 0;
+	*allocs = alloc_count;
+	return rc;
+}
+
+/* --- Filling and comparing messages ------------------------------------------------------ */
+
+/* splitmix64: distinct-looking values in every byte of every field. */
+static uint64_t mix(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Backing store for the strings and arrays a filled message borrows. */
+struct store {
+	char name[ORCH_NAME_MAX];
+	char name2[ORCH_NAME_MAX];
+	char xname[ORCH_NAME_MAX];
+	char target[ORCH_PATH_MAX];
+	char data[5000];
+	char json[3000];
+	struct orch_dirent ents[4];
+};
+
+static void fill_bytes(char *p, size_t n, uint64_t *st)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)(mix(st) | 1); /* never NUL, so names are C-safe too */
+}
+
+static void fill_attr(struct orch_attr *a, uint64_t *st)
+{
+	a->handle = mix(st);
+	a->mode = (uint32_t)mix(st);
+	a->uid = (uint32_t)mix(st);
+	a->gid = (uint32_t)mix(st);
+	a->nlink = (uint32_t)mix(st);
+	a->size = mix(st);
+	a->rdev = mix(st);
+	a->atime_ns = (int64_t)mix(st);
+	a->mtime_ns = (int64_t)mix(st);
+	a->ctime_ns = (int64_t)mix(st);
+	a->parent = mix(st);
+	a->layout.strip_size = (uint32_t)mix(st);
+	a->layout.stripe_count = (uint16_t)mix(st);
+	a->layout.first_server = (uint16_t)mix(st);
+}
+
+/*
+ * Sets every field @fields lists.  @variant changes the shapes: lengths at
+ * their limits or minimal, optional attributes present or absent.
+ */
+static void fill(struct orch_msg *m, const char *fields, int variant, struct store *s,
+		 uint64_t seed)
+{
+	uint64_t st = seed;
+	bool big = variant & 1;
+
+	for (const char *f = fields; *f; f++) {
+		switch (*f) {
+		case 'c':
+			m->cred.uid = (uint32_t)mix(&st);
+			m->cred.gid = (uint32_t)mix(&st);
+			m->cred.ngroups = big ? ORCH_GROUPS_MAX : 3;
+			for (uint32_t i = 0; i < m->cred.ngroups; i++)
+				m->cred.groups[i] = (uint32_t)mix(&st);
+			break;
+		case 'h': m->handle = mix(&st); break;
+		case 'p': m->parent = mix(&st); break;
+		case 'P': m->newparent = mix(&st); break;
+		case 'o': m->offset = mix(&st); break;
+		case 's': m->size = mix(&st); break;
+		case 'r': m->rdev = mix(&st); break;
+		case 'k': m->cookie = mix(&st); break;
+		case 'i': m->id = mix(&st); break;
+		case 'T': m->time_ns = (int64_t)mix(&st); break;
+		case 'm': m->mode = (uint32_t)mix(&st); break;
+		case 'f': m->flags32 = (uint32_t)mix(&st); break;
+		case 'v': m->valid = (uint32_t)mix(&st); break;
+		case 'l': m->length = (uint32_t)mix(&st); break;
+		case 'O': m->origin = (uint32_t)mix(&st); break;
+		case 'n':
+			fill_bytes(s->name, ORCH_NAME_MAX, &st);
+			m->name = orch_str_of(s->name, big ? ORCH_NAME_MAX : 1);
+			break;
+		case 'N':
+			fill_bytes(s->name2, ORCH_NAME_MAX, &st);
+			m->name2 = orch_str_of(s->name2, big ? ORCH_NAME_MAX : 7);
+			break;
+		case 'x':
+			fill_bytes(s->xname, ORCH_NAME_MAX, &st);
+			m->xname = orch_str_of(s->xname, big ? ORCH_NAME_MAX : 12);
+			break;
+		case 't':
+			fill_bytes(s->target, ORCH_PATH_MAX, &st);
+			m->target = orch_str_of(s->target, big ? ORCH_PATH_MAX : 0);
+			break;
+		case 'D':
+			fill_bytes(s->data, sizeof(s->data), &st);
+			m->data = orch_str_of(s->data, big ? sizeof(s->data) : 0);
+			break;
+		case 'J':
+			fill_bytes(s->json, sizeof(s->json), &st);
+			m->json = orch_str_of(s->json, big ? sizeof(s->json) : 2);
+			break;
+		case 'a': fill_attr(&m->attr, &st); break;
+		case 'e':
+			m->entry.handle = mix(&st);
+			m->entry.has_attr = big;
+			if (big)
+				fill_attr(&m->entry.attr, &st);
+			break;
+		case 'E':
+			m->ndirents = big ? 4 : 0;
+			m->dirents = big ? s->ents : NULL;
+			for (uint32_t i = 0; i < 4; i++) {
+				struct orch_dirent *d = &s->ents[i];
+
+				memset(d, 0, sizeof(*d));
+				d->handle = mix(&st);
+				d->cookie = mix(&st);
+				d->type = (uint32_t)mix(&st);
+				d->namelen = (uint8_t)(i == 3 ? ORCH_NAME_MAX : 1 + i * 5);
+				fill_bytes(d->name, d->namelen, &st);
+				d->has_attr = i % 2 == 1;
+				if (d->has_attr)
+					fill_attr(&d->attr, &st);
+			}
+			break;
+		case 'b': m->eof = true; break;
+		case 'S':
+			m->statfs.bsize = (uint32_t)mix(&st);
+			m->statfs.blocks = mix(&st);
+			m->statfs.bfree = mix(&st);
+			m->statfs.bavail = mix(&st);
+			m->statfs.files = mix(&st);
+			m->statfs.ffree = mix(&st);
+			m->statfs.namemax = (uint32_t)mix(&st);
+			break;
+		case 'V':
+			m->vmin = (uint8_t)mix(&st);
+			m->vmax = (uint8_t)mix(&st);
+			m->features = mix(&st);
+			break;
+		case 'Z':
+			fill_bytes((char *)m->nonce, ORCH_NONCE_LEN, &st);
+			break;
+		case 'M':
+			fill_bytes((char *)m->mac, ORCH_MAC_LEN, &st);
+			break;
+		default:
+			fprintf(stderr, "test does not know field code '%c'\n", *f);
+			abort();
+		}
+	}
+}
+
+static bool str_eq(const struct orch_str *a, const struct orch_str *b)
+{
+	return a->len == b->len && (a->len == 0 || memcmp(a->s, b->s, a->len) == 0);
+}
+
+static bool attr_eq(const struct orch_attr *a, const struct orch_attr *b)
+{
+	return a->handle == b->handle && a->mode == b->mode && a->uid == b->uid &&
+	       a->gid == b->gid && a->nlink == b->nlink && a->size == b->size &&
+	       a->rdev == b->rdev && a->atime_ns == b->atime_ns &&
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+	       a->parent == b->parent && a->layout.strip_size == b->layout.strip_size &&
+	       a->layout.stripe_count == b->layout.stripe_count &&
+	       a->layout.first_server == b->layout.first_server;
+}
+
+static bool dirent_eq(const struct orch_dirent *a, const struct orch_dirent *b)
+{
+	return a->handle == b->handle && a->cookie == b->cookie && a->type == b->type &&
+	       a->namelen == b->namelen && memcmp(a->name, b->name, a->namelen) == 0 &&
+	       a->has_attr == b->has_attr && (!a->has_attr || attr_eq(&a->attr, &b->attr));
+}
+
+/* Compares field @code of @a and @b; prints which one differs. */
+static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg *b)
+{
+	bool eq;
+
+	switch (code) {
+	case 'c':
+		eq = a->cred.uid == b->cred.uid && a->cred.gid == b->cred.gid &&
+		     a->cred.ngroups == b->cred.ngroups &&
+		     memcmp(a->cred.groups, b->cred.groups,
+			    a->cred.ngroups * sizeof(a->cred.groups[0])) == 0;
+		break;
+	case 'h': eq = a->handle == b->handle; break;
+	case 'p': eq = a->parent == b->parent; break;
+	case 'P': eq = a->newparent == b->newparent; break;
+	case 'o': eq = a->offset == b->offset; break;
+	case 's': eq = a->size == b->size; break;
+	case 'r': eq = a->rdev == b->rdev; break;
+	case 'k': eq = a->cookie == b->cookie; break;
+	case 'i': eq = a->id == b->id; break;
+	case 'T': eq = a->time_ns == b->time_ns; break;
+	case 'm': eq = a->mode == b->mode; break;
+	case 'f': eq = a->flags32 == b->flags32; break;
+	case 'v': eq = a->valid == b->valid; break;
+	case 'l': eq = a->length == b->length; break;
+	case 'O': eq = a->origin == b->origin; break;
+	case 'n': eq = str_eq(&a->name, &b->name); break;
+	case 'N': eq = str_eq(&a->name2, &b->name2); break;
+	case 'x': eq = str_eq(&a->xname, &b->xname); break;
+	case 't': eq = str_eq(&a->target, &b->target); break;
+	case 'D': eq = str_eq(&a->data, &b->data); break;
+	case 'J': eq = str_eq(&a->json, &b->json); break;
+	case 'a': eq = attr_eq(&a->attr, &b->attr); break;
+	case 'e':
+		eq = a->entry.handle == b->entry.handle &&
+		     a->entry.has_attr == b->entry.has_attr &&
+		     (!a->entry.has_attr || attr_eq(&a->entry.attr, &b->entry.attr));
+		break;
+	case 'E':
+		eq = a->ndirents == b->ndirents;
+		for (uint32_t i = 0; eq && i < a->ndirents; i++)
+			eq = dirent_eq(&a->dirents[i], &b->dirents[i]);
+		break;
+	case 'b': eq = a->eof == b->eof; break;
+	case 'S': eq = memcmp(&a->statfs, &b->statfs, sizeof(a->statfs)) == 0; break;
+	case 'V':
+		eq = a->vmin == b->vmin && a->vmax == b->vmax && a->features == b->features;
+		break;
+	case 'Z': eq = memcmp(a->nonce, b->nonce, ORCH_NONCE_LEN) == 0; break;
+	case 'M': eq = memcmp(a->mac, b->mac, ORCH_MAC_LEN) == 0; break;
+	default: eq = false; break;
+	}
+	if (!eq)
+		fprintf(stderr, "field '%c' of %s differs\n", code, orch_msg_name(a->type));
+	return eq;
+}
+
+/* --- Helpers ------------------------------------------------------------------------- */
+
+/* Encodes @m; the payload is copied to an exact-size heap block (ASan sees overreads). */
+static int encode(const struct orch_msg *m, struct orch_frame_hdr *h, uint8_t **payload)
+{
+	struct orch_buf b;
+	int rc;
+
+	*payload = NULL;
+	orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	rc = orch_msg_encode(&b, m);
+	if (rc == 0) {
+		orch_frame_hdr_decode(b.b_data, h);
+		if (h->length + ORCH_FRAME_HDR != b.b_len) {
+			rc = -EBADMSG;
+		} else {
+			*payload = malloc(h->length ? h->length : 1);
+			if (h->length)
+				memcpy(*payload, b.b_data + ORCH_FRAME_HDR, h->length);
+		}
+	}
+	orch_buf_fini(&b);
+	return rc;
+}
+
+/* Decodes the first @len bytes of @p as a frame like @h, from an exact-size copy. */
+static int decode_prefix(const struct orch_frame_hdr *h, const uint8_t *p, uint32_t len,
+			 struct orch_msg *m)
+{
+	struct orch_frame_hdr hh = *h;
+	uint8_t *copy = malloc(len ? len : 1);
+	int rc;
+
+	hh.length = len;
+	if (len)
+		memcpy(copy, p, len);
+	rc = orch_msg_decode(&hh, copy, m);
+	orch_msg_fini(m);
+	free(copy);
+	return rc;
+}
+
+static size_t all_types(uint16_t *types)
+{
+	return orch_msg_types(types, 256);
+}
+
+/* --- Round trips ------------------------------------------------------------------------ */
+
+static uint16_t types_buf[256];
+
+/* Every type, both directions, two shapes: encode, decode, compare each field. */
+ORCH_TEST(roundtrip_every_message)
+{
+	size_t n = all_types(types_buf);
+	int checked = 0;
+
+	ORCH_CHECK(n >= 20);
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			for (int variant = 0; variant < 2; variant++) {
+				const char *fields = orch_msg_fields(types_buf[t], reply);
+				struct store *s = calloc(1, sizeof(*s));
+				struct orch_msg in, out;
+				struct orch_frame_hdr h;
+				uint8_t *payload;
+
+				ORCH_CHECK(s && fields);
+				orch_msg_init(&in, types_buf[t]);
+				in.flags = reply ? ORCH_FRAME_REPLY : 0;
+				in.reqid = 0x1122334455667788ull + t;
+				fill(&in, fields, variant, s, t * 4 + (uint64_t)reply * 2 + (uint64_t)variant);
+				ORCH_CHECK_OK(encode(&in, &h, &payload));
+				ORCH_CHECK(h.type == in.type && h.reqid == in.reqid &&
+					   h.flags == in.flags && h.version == ORCH_PROTO_VERSION);
+				ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
+				ORCH_CHECK(out.type == in.type && out.reqid == in.reqid);
+				ORCH_CHECK(out.status == 0);
+				for (const char *f = fields; *f; f++)
+					ORCH_CHECK(field_eq(*f, &in, &out));
+				orch_msg_fini(&out);
+				free(payload);
+				free(s);
+				checked++;
+			}
+		}
+	}
+	ORCH_CHECK(checked == (int)n * 4);
+}
+
+/* A reply with a non-OK status carries only the status, for every type. */
+ORCH_TEST(roundtrip_error_replies)
+{
+	static const int errs[] = { -ENOENT, -EACCES, -EEXIST, -ENOTEMPTY, -EUCLEAN, -EIO };
+	size_t n = all_types(types_buf);
+
+	for (size_t t = 0; t < n; t++) {
+		struct orch_msg in, out;
+		struct orch_frame_hdr h;
+		uint8_t *payload;
+		struct store *s = calloc(1, sizeof(*s));
+
+		ORCH_CHECK(s);
+		orch_msg_init(&in, types_buf[t]);
+		in.flags = ORCH_FRAME_REPLY;
+		in.status = errs[t % 6];
+		fill(&in, orch_msg_fields(types_buf[t], true), 1, s, t);
+		ORCH_CHECK_OK(encode(&in, &h, &payload));
+		ORCH_CHECK(h.length == 4);
+		ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
+		ORCH_CHECK(out.status == in.status);
+		ORCH_CHECK(out.ndirents == 0 && out.dirents == NULL);
+		free(payload);
+		free(s);
+	}
+}
+
+/* Fields at their maxima: 1 MiB of data, 1024 dirents with attributes. */
+ORCH_TEST(roundtrip_limits)
+{
+	struct orch_msg in, out;
+	struct orch_frame_hdr h;
+	uint8_t *payload;
+	char *data = malloc(ORCH_IO_MAX);
+	struct orch_dirent *ents = calloc(ORCH_READDIR_MAX, sizeof(*ents));
+	uint64_t st = 99;
+
+	ORCH_CHECK(data && ents);
+	fill_bytes(data, ORCH_IO_MAX, &st);
+	orch_msg_init(&in, ORCH_CL2SV_WRITE);
+	in.handle = 5;
+	in.offset = 1ull << 40;
+	in.data = orch_str_of(data, ORCH_IO_MAX);
+	ORCH_CHECK_OK(encode(&in, &h, &payload));
+	ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
+	ORCH_CHECK(field_eq('D', &in, &out) && field_eq('o', &in, &out));
+	free(payload);
+
+	orch_msg_init(&in, ORCH_CL2SV_READDIR);
+	in.flags = ORCH_FRAME_REPLY;
+	in.ndirents = ORCH_READDIR_MAX;
+	in.dirents = ents;
+	for (uint32_t i = 0; i < ORCH_READDIR_MAX; i++) {
+		ents[i].handle = i + 1;
+		ents[i].cookie = mix(&st);
+		ents[i].namelen = ORCH_NAME_MAX;
+		fill_bytes(ents[i].name, ORCH_NAME_MAX, &st);
+		ents[i].has_attr = true;
+		fill_attr(&ents[i].attr, &st);
+	}
+	ORCH_CHECK_OK(encode(&in, &h, &payload));
+	ORCH_CHECK(h.length <= ORCH_MAXFRAME);
+	ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
+	ORCH_CHECK(field_eq('E', &in, &out));
+	orch_msg_fini(&out);
+	free(payload);
+	free(ents);
+	free(data);
+}
+
+/* --- Golden bytes ------------------------------------------------------------------------ */
+
+static int hex_decode(const char *hex, uint8_t *out, size_t max)
+{
+	size_t n = 0;
+
+	for (const char *p = hex; *p;) {
+		unsigned int v;
+
+		if (*p == ' ' || *p == '\n' || *p == '|') {
+			p++;
+			continue;
+		}
+		if (n == max || sscanf(p, "%2x", &v) != 1)
+			return -1;
+		out[n++] = (uint8_t)v;
+		p += 2;
+	}
+	return (int)n;
+}
+
+/* Encodes @m and checks it against @hex, then decodes @hex into @out. */
+static int golden_check(const struct orch_msg *m, const char *hex, struct orch_msg *out)
+{
+	uint8_t want[512];
+	struct orch_buf b;
+	struct orch_frame_hdr h;
+	int n = hex_decode(hex, want, sizeof(want)), rc;
+
+	if (n < ORCH_FRAME_HDR)
+		return -EINVAL;
+	orch_buf_init(&b, 4096);
+	rc = orch_msg_encode(&b, m);
+	if (rc == 0 && (b.b_len != (size_t)n || memcmp(b.b_data, want, (size_t)n) != 0)) {
+		fprintf(stderr, "encoded %s:", orch_msg_name(m->type));
+		for (size_t i = 0; i < b.b_len; i++)
+			fprintf(stderr, " %02x", b.b_data[i]);
+		fprintf(stderr, "\n");
+		rc = -EBADMSG;
+	}
+	orch_buf_fini(&b);
+	if (rc)
+		return rc;
+	orch_frame_hdr_decode(want, &h);
+	if (h.length != (uint32_t)n - ORCH_FRAME_HDR)
+		return -EBADMSG;
+	return orch_msg_decode(&h, want + ORCH_FRAME_HDR, out);
+}
+
+ORCH_TEST(golden_lookup_request)
+{
+	static const char hex[] =
+		"1e000000 0101 01 00 0807060504030201 |"   /* header */
+		"e8030000 64000000 0200 0a000000 14000000 |" /* cred */
+		"0100000000000000 |"                        /* parent */
+		"03 616263";                                /* name */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_CL2SV_LOOKUP);
+	m.reqid = 0x0102030405060708ull;
+	m.cred = (struct orch_cred){ .uid = 1000, .gid = 100, .ngroups = 2,
+				     .groups = { 10, 20 } };
+	m.parent = ORCH_ROOT_HANDLE;
+	m.name = orch_str_of("abc", 3);
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(out.type == ORCH_CL2SV_LOOKUP && out.flags == 0 &&
+		   out.reqid == m.reqid);
+	for (const char *f = "cpn"; *f; f++)
+		ORCH_CHECK(field_eq(*f, &m, &out));
+}
+
+ORCH_TEST(golden_getattr_reply)
+{
+	static const char hex[] =
+		"5c000000 0201 01 01 2a00000000000000 |" /* header: reply */
+		"00000000 |"                             /* status OK */
+		"0500000000000100 a4810000 e8030000 64000000 01000000 |"
+		"7011010000000000 0000000000000000 |"    /* size, rdev */
+		"0100000000000000 0200000000000000 0300000000000000 |" /* a/m/ctime */
+		"0100000000000000 |"                     /* parent */
+		"00000100 0200 0100 0000000000000000";   /* layout, reserved */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_CL2SV_GETATTR);
+	m.flags = ORCH_FRAME_REPLY;
+	m.reqid = 42;
+	m.attr = (struct orch_attr){
+		.handle = orch_handle_make(1, 5),
+		.mode = S_IFREG | 0644,
+		.uid = 1000,
+		.gid = 100,
+		.nlink = 1,
+		.size = 70000,
+		.atime_ns = 1,
+		.mtime_ns = 2,
+		.ctime_ns = 3,
+		.parent = ORCH_ROOT_HANDLE,
+		.layout = { .strip_size = 65536, .stripe_count = 2, .first_server = 1 },
+	};
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(out.status == 0 && (out.flags & ORCH_FRAME_REPLY));
+	ORCH_CHECK(field_eq('a', &m, &out));
+}
+
+ORCH_TEST(golden_error_reply)
+{
+	static const char hex[] = "04000000 0101 01 01 0700000000000000 | 02000000";
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_CL2SV_LOOKUP);
+	m.flags = ORCH_FRAME_REPLY;
+	m.reqid = 7;
+	m.status = -ENOENT;
+	m.entry.handle = 99; /* not encoded: an error carries the status only */
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(out.status == -ENOENT && out.entry.handle == 0);
+}
+
+/* --- Malformed input ---------------------------------------------------------------------- */
+
+/* Every strict prefix of every encoding (both shapes, both directions) is -EPROTO. */
+ORCH_TEST(truncated_every_length)
+{
+	size_t n = all_types(types_buf);
+
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			for (int variant = 0; variant < 2; variant++) {
+				struct store *s = calloc(1, sizeof(*s));
+				struct orch_msg in, out;
+				struct orch_frame_hdr h;
+				uint8_t *payload;
+
+				ORCH_CHECK(s);
+				orch_msg_init(&in, types_buf[t]);
+				in.flags = reply ? ORCH_FRAME_REPLY : 0;
+				fill(&in, orch_msg_fields(types_buf[t], reply), variant, s, t);
+				ORCH_CHECK_OK(encode(&in, &h, &payload));
+				for (uint32_t len = 0; len < h.length; len++) {
+					int rc = decode_prefix(&h, payload, len, &out);
+
+					if (rc != -EPROTO)
+						fprintf(stderr, "%s reply=%d len=%u/%u: rc=%d\n",
+							orch_msg_name(in.type), reply, len,
+							h.length, rc);
+					ORCH_CHECK_RC(rc, -EPROTO);
+				}
+				ORCH_CHECK_OK(decode_prefix(&h, payload, h.length, &out));
+				free(payload);
+				free(s);
+			}
+		}
+	}
+}
+
+/* Bytes after the last field: refused from version 1, kept for later fields from 2. */
+ORCH_TEST(trailing_bytes_by_version)
+{
+	struct orch_msg in, out;
+	struct orch_frame_hdr h;
+	uint8_t *payload, *longer;
+
+	orch_msg_init(&in, ORCH_CL2SV_LOOKUP);
+	in.cred.uid = 5;
+	in.parent = 77;
+	in.name = orch_str_of("name", 4);
+	ORCH_CHECK_OK(encode(&in, &h, &payload));
+	longer = malloc(h.length + 3);
+	ORCH_CHECK(longer);
+	memcpy(longer, payload, h.length);
+	memcpy(longer + h.length, "\x01\x02\x03", 3);
+	h.length += 3;
+	ORCH_CHECK_RC(orch_msg_decode(&h, longer, &out), -EPROTO);
+	h.version = ORCH_PROTO_VERSION + 1;
+	ORCH_CHECK_OK(orch_msg_decode(&h, longer, &out));
+	ORCH_CHECK(out.version == ORCH_PROTO_VERSION + 1);
+	for (const char *f = "cpn"; *f; f++)
+		ORCH_CHECK(field_eq(*f, &in, &out));
+	free(longer);
+	free(payload);
+}
+
+ORCH_TEST(unknown_type_enosys)
+{
+	static const uint16_t unknown[] = { 0x0000, 0x0100, 0x0112, 0x7777, 0xffff };
+	uint8_t payload[8] = { 0 };
+
+	for (size_t i = 0; i < 5; i++) {
+		struct orch_frame_hdr h = { .length = 8, .type = unknown[i], .version = 1 };
+		struct orch_msg m, in;
+		struct orch_buf b;
+
+		ORCH_CHECK(orch_msg_name(unknown[i]) == NULL);
+		ORCH_CHECK_RC(orch_msg_decode(&h, payload, &m), -ENOSYS);
+		h.flags = ORCH_FRAME_REPLY;
+		ORCH_CHECK_RC(orch_msg_decode(&h, payload, &m), -ENOSYS);
+		orch_msg_init(&in, unknown[i]);
+		orch_buf_init(&b, 1024);
+		ORCH_CHECK_RC(orch_msg_encode(&b, &in), -EINVAL);
+		orch_buf_fini(&b);
+	}
+}
+
+/* Hand-made payloads: a cred with any group count. */
+static void raw_cred(struct orch_buf *b, uint16_t ngroups)
+{
+	orch_wr_u32(b, 1);
+	orch_wr_u32(b, 2);
+	orch_wr_u16(b, ngroups);
+	for (uint16_t i = 0; i < ngroups; i++)
+		orch_wr_u32(b, i);
+}
+
+/* Decodes @b's contents as @type; returns the code and the allocations made. */
+static int raw_decode(struct orch_buf *b, uint16_t type, bool reply, unsigned long *allocs)
+{
+	struct orch_frame_hdr h = { .length = (uint32_t)b->b_len, .type = type,
+				    .version = ORCH_PROTO_VERSION,
+				    .flags = reply ? ORCH_FRAME_REPLY : 0 };
+	uint8_t *copy = malloc(b->b_len ? b->b_len : 1);
+	struct orch_msg m;
+	int rc;
+
+	if (b->b_len)
+		memcpy(copy, b->b_data, b->b_len);
+	rc = decode_counted(&h, copy, &m, allocs);
+	orch_msg_fini(&m);
+	free(copy);
+	return rc;
+}
+
+ORCH_TEST(oversized_fields_rejected_without_allocating)
+{
+	struct orch_buf b;
+	unsigned long allocs;
+
+	orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_MAXFRAME + 4096);
+
+	/* ngroups 64 is fine, 65 is not, even with every group present. */
+	raw_cred(&b, ORCH_GROUPS_MAX);
+	orch_wr_u64(&b, 1);
+	orch_wr_str8(&b, "a", 1);
+	ORCH_CHECK_OK(raw_decode(&b, ORCH_CL2SV_LOOKUP, false, &allocs));
+	orch_buf_reset(&b);
+	raw_cred(&b, ORCH_GROUPS_MAX + 1);
+	orch_wr_u64(&b, 1);
+	orch_wr_str8(&b, "a", 1);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_LOOKUP, false, &allocs), -EPROTO);
+	ORCH_CHECK(allocs == 0);
+	orch_buf_reset(&b);
+	raw_cred(&b, 0xffff);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_LOOKUP, false, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+
+	/* A name's length byte cannot say more than 255; 0 is refused. */
+	raw_cred(&b, 0);
+	orch_wr_u64(&b, 1);
+	orch_wr_u8(&b, 0);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_LOOKUP, false, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+	raw_cred(&b, 0);
+	orch_wr_u64(&b, 1);
+	orch_wr_u8(&b, 255); /* says 255, only 10 follow */
+	orch_wr_bytes(&b, "0123456789", 10);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_LOOKUP, false, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+
+	/* Data: ORCH_IO_MAX + 1 bytes, all present, refused by the limit alone. */
+	orch_wr_u32(&b, 0);
+	orch_wr_u32(&b, ORCH_IO_MAX + 1);
+	ORCH_CHECK_OK(orch_buf_reserve(&b, ORCH_IO_MAX + 1));
+	memset(b.b_data + b.b_len, 'x', ORCH_IO_MAX + 1);
+	b.b_len += ORCH_IO_MAX + 1;
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_READ, true, &allocs), -EPROTO);
+	ORCH_CHECK(allocs == 0);
+	b.b_len -= 1; /* the same with exactly ORCH_IO_MAX is fine */
+	orch_put_u32(b.b_data + 4, ORCH_IO_MAX);
+	ORCH_CHECK_OK(raw_decode(&b, ORCH_CL2SV_READ, true, &allocs));
+	orch_buf_reset(&b);
+	orch_wr_u32(&b, 0);
+	orch_wr_u32(&b, 0xffffffffu);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_READ, true, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+
+	/* Symlink target over ORCH_PATH_MAX, all present. */
+	orch_wr_u32(&b, 0);
+	orch_wr_u16(&b, ORCH_PATH_MAX + 1);
+	for (int i = 0; i <= ORCH_PATH_MAX; i++)
+		orch_wr_u8(&b, 'a');
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_READLINK, true, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+
+	/* JSON over 1 MiB. */
+	orch_wr_u32(&b, 0);
+	orch_wr_u32(&b, ORCH_JSON_MAX + 1);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_AD2SV_STATS, true, &allocs), -EPROTO);
+	orch_buf_reset(&b);
+
+	/* Dirents: a good one allocates (so the counter works), too many do not. */
+	orch_wr_u32(&b, 0);
+	orch_wr_u16(&b, 1);
+	orch_wr_u64(&b, 1);
+	orch_wr_u64(&b, 2);
+	orch_wr_u32(&b, S_IFREG);
+	orch_wr_str8(&b, "f", 1);
+	orch_wr_u8(&b, 0);
+	orch_wr_u8(&b, 1); /* eof */
+	ORCH_CHECK_OK(raw_decode(&b, ORCH_CL2SV_READDIR, true, &allocs));
+	ORCH_CHECK(allocs >= 1);
+	orch_buf_reset(&b);
+	orch_wr_u32(&b, 0);
+	orch_wr_u16(&b, ORCH_READDIR_MAX + 1);
+	for (uint32_t i = 0; i < ORCH_READDIR_MAX + 1; i++) {
+		orch_wr_u64(&b, i + 1);
+		orch_wr_u64(&b, i + 2);
+		orch_wr_u32(&b, S_IFREG);
+		orch_wr_str8(&b, "f", 1);
+		orch_wr_u8(&b, 0);
+	}
+	orch_wr_u8(&b, 1);
+	ORCH_CHECK(b.b_err == 0);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_READDIR, true, &allocs), -EPROTO);
+	ORCH_CHECK(allocs == 0);
+	/* A count that the bytes present cannot hold is refused before calloc too. */
+	orch_buf_reset(&b);
+	orch_wr_u32(&b, 0);
+	orch_wr_u16(&b, ORCH_READDIR_MAX);
+	orch_wr_u64(&b, 1);
+	ORCH_CHECK_RC(raw_decode(&b, ORCH_CL2SV_READDIR, true, &allocs), -EPROTO);
+	ORCH_CHECK(allocs == 0);
+
+	/* A header length over ORCH_MAXFRAME is refused before reading anything. */
+	{
+		struct orch_frame_hdr h = { .length = ORCH_MAXFRAME + 1,
+					    .type = ORCH_CL2SV_WRITE, .version = 1 };
+		struct orch_msg m;
+		uint8_t one = 0;
+
+		ORCH_CHECK_RC(orch_msg_decode(&h, &one, &m), -EPROTO);
+	}
+	orch_buf_fini(&b);
+}
+
+/* The encoder refuses what the decoder would refuse, and leaves the buffer as it was. */
+ORCH_TEST(encode_rejects_over_limits)
+{
+	static char big[ORCH_PATH_MAX + 2];
+	struct orch_dirent one = { .handle = 1, .namelen = 0 };
+	struct orch_msg m;
+	struct orch_buf b;
+
+	orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	orch_buf_append(&b, "keep", 4);
+
+	orch_msg_init(&m, ORCH_CL2SV_LOOKUP);
+	m.name = orch_str_of(big, ORCH_NAME_MAX + 1);
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+	ORCH_CHECK(b.b_len == 4);
+	m.name = orch_str_of(big, 0);
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+	m.name = orch_str_of(big, 1);
+	m.cred.ngroups = ORCH_GROUPS_MAX + 1;
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+	ORCH_CHECK(b.b_len == 4);
+
+	orch_msg_init(&m, ORCH_CL2SV_CREATE);
+	m.name = orch_str_of(big, 1);
+	m.target = orch_str_of(big, ORCH_PATH_MAX + 1);
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+
+	orch_msg_init(&m, ORCH_CL2SV_WRITE);
+	m.data = orch_str_of(big, ORCH_IO_MAX + 1); /* checked before it is read */
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+
+	orch_msg_init(&m, ORCH_CL2SV_READDIR);
+	m.flags = ORCH_FRAME_REPLY;
+	m.ndirents = ORCH_READDIR_MAX + 1;
+	m.dirents = &one;
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+	m.ndirents = 1; /* an entry without a name */
+	ORCH_CHECK_RC(orch_msg_encode(&b, &m), -EINVAL);
+	ORCH_CHECK(b.b_len == 4 && memcmp(b.b_data, "keep", 4) == 0);
+	orch_buf_fini(&b);
+}
+
+/* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
+ORCH_TEST(status_mapping)
+{
+	static const int errs[] = { EPERM, ENOENT, EIO, EACCES, EEXIST, ENOTDIR, EISDIR,
+				    EINVAL, ENOSPC, ENAMETOOLONG, ENOTEMPTY, ELOOP, ENODATA,
+				    ERANGE, ESTALE, EUCLEAN, ETIMEDOUT, EHOSTDOWN };
+
+	ORCH_CHECK(orch_errno_to_status(0) == ORCH_ST_OK);
+	ORCH_CHECK(orch_status_to_errno(ORCH_ST_OK) == 0);
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		ORCH_CHECK(orch_status_to_errno(orch_errno_to_status(-errs[i])) == -errs[i]);
+		ORCH_CHECK(orch_errno_to_status(-errs[i]) == orch_errno_to_status(errs[i]));
+	}
+	ORCH_CHECK(orch_status_to_errno(0xdeadbeef) == -EIO);
+	ORCH_CHECK(orch_errno_to_status(-EHWPOISON) == ORCH_ST_IO);
+}
+
+ORCH_TEST_MAIN()
