@@ -33,10 +33,14 @@ BINS += $(BUILDDIR)/bin/orchard-mount
 endif
 UNIT_SRCS := $(wildcard tests/unit/t_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILDDIR)/tests/%,$(UNIT_SRCS))
+# Test tools: small programs the integration tests drive (tests/tools/*.c).
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
+BENCH_BINS := $(BUILDDIR)/bench/orch-bench
 
 .PHONY: all deps test test-unit test-py check check-asan fuzz fuzz-smoke fuzz-replay bench clean help
 .SECONDARY:
-all: $(BINS) $(UNIT_BINS)
+all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
 deps:
 	$(Q)bash scripts/deps.sh
@@ -83,6 +87,11 @@ $(BUILDDIR)/tests/t_%: $(BUILDDIR)/obj/tests/unit/t_%.o $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
 
+$(BUILDDIR)/tests/%: $(BUILDDIR)/obj/tests/tools/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
+
 # --- Tests ------------------------------------------------------------------
 # `make test`: unit tests, fuzz-corpus replay, then the integration suite
 # (real servers on 127.0.0.1).  TESTFLAGS goes to pytest (e.g. -k rename).
@@ -91,7 +100,7 @@ test: all test-unit fuzz-replay test-py
 test-unit: $(UNIT_BINS)
 	$(Q)bash tests/lib/run_unit.sh $(UNIT_BINS)
 
-test-py: $(BINS)
+test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q tests/py $(TESTFLAGS)
 
 check-asan:
@@ -131,7 +140,15 @@ $(BUILDDIR)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests $(LDFLAGS) -o $@ $< tests/fuzz/replay_main.c $(LINKLIBS) $(LDLIBS)
 
-bench: $(BINS)
+$(BUILDDIR)/bench/orch-bench: $(BUILDDIR)/obj/bench/orch_bench.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/obj/bench/%.o: bench/%.c $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+bench: $(BINS) $(BENCH_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
 
 clean:

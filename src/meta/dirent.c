@@ -562,6 +562,53 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
 	return orch_mdb_op_end(m, error);
 }
 
+/*
+ * The source half of a rename whose target directory is on another server:
+ * the entry goes, the inode it names is untouched (it lives on under the new
+ * name there).
+ */
+static int dirent_remove_(struct orch_meta *m, uint64_t parent, const char *name,
+			  size_t namelen)
+{
+	struct orch_inode_irec dir;
+	struct orch_dirent_irec de;
+	int error;
+
+	error = orch_meta_dir_get_(m, parent, &dir);
+	if (error)
+		return error;
+	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	if (error)
+		return error;
+	if (de.d_state == ORCH_DIRENT_PENDING)
+		return -EBUSY;
+	error = orch_mdb_dirent_delete(m, parent, name, namelen);
+	if (error)
+		return error;
+	if (S_ISDIR(de.d_type)) {
+		error = dirent_nlink_add(&dir, -1);
+		if (error)
+			return error;
+	}
+	dirent_touch(&dir, orch_time_real_ns());
+	return orch_mdb_inode_update(m, &dir);
+}
+
+int orch_meta_dirent_remove(struct orch_meta *m, uint64_t parent, const char *name,
+			    size_t namelen)
+{
+	int error;
+
+	error = orch_mdb_name_check(name, namelen);
+	if (error)
+		return error;
+	error = orch_mdb_op_begin(m);
+	if (error)
+		return error;
+	error = dirent_remove_(m, parent, name, namelen);
+	return orch_mdb_op_end(m, error);
+}
+
 /* --- Link (an entry for an existing inode) -------------------------------------- */
 
 static int dirent_insert_(struct orch_meta *m, const struct orch_cred *cred,

@@ -225,6 +225,15 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
 		     size_t namelen, bool *remote, bool *freed);
 
 /*
+ * Removes entry @name from @parent without touching the inode it names (the
+ * source side of a rename into a directory on another server; a busy entry
+ * is accepted).  Parent mtime/ctime become now; nlink drops by one for a
+ * directory child.
+ */
+int orch_meta_dirent_remove(struct orch_meta *m, uint64_t parent, const char *name,
+			    size_t namelen);
+
+/*
  * Adds entry @name in @parent for existing inode @child of type @type (hard
  * link, or the target side of a rename).  Needs write+exec on the parent
  * (@cred NULL skips the check, for replays).  -EEXIST if present.  Does not

@@ -37,7 +37,7 @@ static const char *const intent_names[] = {
 	[SV_INTENT_MKDIR] = "mkdir",   [SV_INTENT_RMDIR] = "rmdir",
 	[SV_INTENT_NLINK] = "nlink",   [SV_INTENT_FREE_DATA] = "free-data",
 	[SV_INTENT_TRUNCATE] = "truncate", [SV_INTENT_SET_PARENT] = "set-parent",
-	[SV_INTENT_LINK] = "link",
+	[SV_INTENT_LINK] = "link",     [SV_INTENT_RENAME] = "rename",
 };
 
 /* --- Encoding ------------------------------------------------------------------------------- */
@@ -61,6 +61,15 @@ static void intent_encode(const struct sv_intent *in, struct orch_buf *b)
 	orch_wr_u32(b, in->i_attr.layout.strip_size);
 	orch_wr_u16(b, in->i_attr.layout.stripe_count);
 	orch_wr_u16(b, in->i_attr.layout.first_server);
+	namelen = strlen(in->i_name2);
+	orch_wr_u8(b, (uint8_t)namelen);
+	orch_wr_bytes(b, in->i_name2, namelen);
+	orch_wr_u32(b, in->i_flags);
+	orch_wr_u32(b, in->i_cred.uid);
+	orch_wr_u32(b, in->i_cred.gid);
+	orch_wr_u16(b, (uint16_t)in->i_cred.ngroups);
+	for (uint32_t i = 0; i < in->i_cred.ngroups; i++)
+		orch_wr_u32(b, in->i_cred.groups[i]);
 }
 
 /* Decodes and verifies an intent body read back from the database. */
@@ -91,6 +100,19 @@ static int intent_decode(const void *body, size_t len, struct sv_intent *in)
 	in->i_attr.layout.strip_size = orch_rd_u32(&rd);
 	in->i_attr.layout.stripe_count = orch_rd_u16(&rd);
 	in->i_attr.layout.first_server = orch_rd_u16(&rd);
+	orch_rd_str8(&rd, &name, ORCH_NAME_MAX);
+	if (!rd.err) {
+		memcpy(in->i_name2, name.s, name.len);
+		in->i_name2[name.len] = '\0';
+	}
+	in->i_flags = orch_rd_u32(&rd);
+	in->i_cred.uid = orch_rd_u32(&rd);
+	in->i_cred.gid = orch_rd_u32(&rd);
+	in->i_cred.ngroups = orch_rd_u16(&rd);
+	if (in->i_cred.ngroups > ORCH_GROUPS_MAX)
+		return -EUCLEAN;
+	for (uint32_t i = 0; i < in->i_cred.ngroups; i++)
+		in->i_cred.groups[i] = orch_rd_u32(&rd);
 	return orch_rd_done(&rd, INTENT_BODY_VERSION) ? -EUCLEAN : 0;
 }
 
@@ -144,9 +166,9 @@ static void intent_unlink_run(struct intent_run *run)
  * The last local step: @apply (may be NULL) runs in the transaction that
  * deletes the intent.  Answers the waiter with @status unless @reply is given.
  */
-static void intent_finish(struct sv_server *sv, struct intent_run *run,
-			  int (*apply)(struct sv_server *, struct sv_intent *, void *), void *arg,
-			  struct orch_msg *reply, int status)
+static int intent_finish(struct sv_server *sv, struct intent_run *run,
+			 int (*apply)(struct sv_server *, struct sv_intent *, void *), void *arg,
+			 struct orch_msg *reply, int status)
 {
 	struct sv_intent *in = run->ir_in;
 	int error;
@@ -168,7 +190,7 @@ static void intent_finish(struct sv_server *sv, struct intent_run *run,
 				   strerror(-error));
 		run->ir_retry = true;
 		intent_answer_status(run, error);
-		return;
+		return error;
 	}
 	sv_flusher_dirty(sv);
 	sv->s_intents_done++;
@@ -179,6 +201,7 @@ static void intent_finish(struct sv_server *sv, struct intent_run *run,
 	intent_unlink_run(run);
 	free(run->ir_in);
 	free(run);
+	return 0;
 }
 
 /* A peer could not be reached: keep the intent and try again later. */
@@ -226,6 +249,64 @@ static int intent_apply_link(struct sv_server *sv, struct sv_intent *in, void *a
 				       in->i_handle, a->mode & S_IFMT);
 }
 
+/* -- rename: the peer holds the new entry; the old one goes (or stays, on failure). */
+
+static int intent_apply_rename_undo(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	int error;
+
+	(void)arg;
+	error = orch_meta_dirent_set_busy(sv->s_meta, in->i_parent, in->i_name,
+					  strlen(in->i_name), false);
+	return error == -ENOENT ? 0 : error;
+}
+
+static int intent_apply_rename(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	struct sv_intent *next = arg;
+	int error;
+
+	error = orch_meta_dirent_remove(sv->s_meta, in->i_parent, in->i_name, strlen(in->i_name));
+	if (error && error != -ENOENT)
+		return error;
+	if (!S_ISDIR(in->i_attr.mode))
+		return 0;
+	/* The moved directory's ".." now is the new parent, wherever it lives. */
+	if (orch_handle_server(in->i_handle) == sv->s_index)
+		return orch_meta_inode_set_parent(sv->s_meta, in->i_handle, in->i_attr.parent);
+	return next ? sv_intent_insert(sv, next) : 0;
+}
+
+static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int error,
+			       const struct orch_msg *rep)
+{
+	struct sv_intent *in = run->ir_in, *next = NULL;
+	unsigned int owner = orch_handle_server(in->i_handle);
+
+	if (error || rep->size == 1) {
+		/* Refused, or the new name already was this inode: nothing moves. */
+		intent_finish(sv, run, intent_apply_rename_undo, NULL, NULL, error);
+		return;
+	}
+	if (S_ISDIR(in->i_attr.mode) && owner != sv->s_index && owner != in->i_peer) {
+		next = calloc(1, sizeof(*next));
+		if (!next) {
+			intent_defer(sv, run, -ENOMEM);
+			return;
+		}
+		next->i_kind = SV_INTENT_SET_PARENT;
+		next->i_peer = owner;
+		next->i_handle = in->i_handle;
+		next->i_parent = in->i_attr.parent;
+	}
+	if (intent_finish(sv, run, intent_apply_rename, next, NULL, 0)) {
+		free(next);
+		return;
+	}
+	if (next)
+		sv_intent_start(sv, next, NULL);
+}
+
 static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
 {
@@ -262,6 +343,9 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 		m.entry.has_attr = true;
 		m.entry.attr = rep->attr;
 		intent_finish(sv, run, intent_apply_link, &m.entry.attr, &m, 0);
+		return;
+	case SV_INTENT_RENAME:
+		intent_rename_done(sv, run, error, rep);
 		return;
 	case SV_INTENT_NLINK:
 	case SV_INTENT_SET_PARENT:
@@ -393,6 +477,14 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 		orch_msg_init(&m, ORCH_SV2SV_SET_PARENT);
 		m.parent = in->i_parent;
 		break;
+	case SV_INTENT_RENAME:
+		orch_msg_init(&m, ORCH_SV2SV_RENAME_IN);
+		m.cred = in->i_cred;
+		m.parent = in->i_attr.parent;
+		m.name = orch_str_of(in->i_name2, strlen(in->i_name2));
+		m.mode = in->i_attr.mode & S_IFMT;
+		m.flags32 = in->i_flags;
+		break;
 	default:
 		ORCH_LOG_ONCE(ORCH_LOG_ERR, "unknown intent kind %u: id=%llu", in->i_kind,
 			      (unsigned long long)in->i_id);
@@ -452,7 +544,7 @@ static int intent_replay_one(void *arg, uint64_t id, uint32_t kind, const void *
 
 	if (!in)
 		return -ENOMEM;
-	if (kind < SV_INTENT_MKDIR || kind > SV_INTENT_LINK || intent_decode(body, len, in) ||
+	if (kind < SV_INTENT_MKDIR || kind > SV_INTENT_KIND_MAX || intent_decode(body, len, in) ||
 	    (kind != SV_INTENT_FREE_DATA && kind != SV_INTENT_TRUNCATE &&
 	     in->i_peer >= sv->s_cfg.nservers)) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt intent record, skipped: id=%llu kind=%u",

@@ -114,7 +114,9 @@ enum sv_intent_kind {
 	SV_INTENT_TRUNCATE = 5,   /* cut a file's data objects on every server */
 	SV_INTENT_SET_PARENT = 6, /* update a moved directory's parent pointer */
 	SV_INTENT_LINK = 7,       /* add a link on a peer's inode, then the entry */
+	SV_INTENT_RENAME = 8,     /* add the new entry on a peer, then drop the old */
 };
+#define SV_INTENT_KIND_MAX SV_INTENT_RENAME
 
 /*
  * The body of every intent (encoded with the wire codec into the intent
@@ -128,7 +130,10 @@ struct sv_intent {
 	uint64_t i_parent;     /* directory holding the entry (here) */
 	uint64_t i_size;       /* TRUNCATE: file size; NLINK: delta (int) */
 	char i_name[ORCH_NAME_MAX + 1];
-	struct orch_attr i_attr; /* MKDIR: template; TRUNCATE/FREE: layout */
+	char i_name2[ORCH_NAME_MAX + 1]; /* RENAME: the new name (on i_peer) */
+	uint32_t i_flags;      /* RENAME: rename flags */
+	struct orch_cred i_cred; /* RENAME: the caller, checked on the peer */
+	struct orch_attr i_attr; /* MKDIR: template; TRUNCATE: layout; RENAME: type, new parent */
 	uint32_t i_done_mask[(ORCH_SERVERS_MAX + 31) / 32]; /* per-server progress */
 };
 

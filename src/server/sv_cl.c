@@ -464,6 +464,87 @@ out_reply:
 }
 
 /*
+ * Rename into a directory held by another server: check what can be checked
+ * here (the source entry, write permission and the sticky rule on the old
+ * parent), mark the old entry busy and write a RENAME intent in one
+ * transaction; the peer then adds the new entry (replacing a victim as
+ * rename(2) does) and intent.c removes the old one.  RENAME_EXCHANGE across
+ * servers is refused with EXDEV, as between mounts.
+ */
+static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_attr dir, child;
+	struct orch_dirent src;
+	struct sv_intent *in;
+	int error;
+
+	if (m->flags32 & RENAME_EXCHANGE) {
+		error = -EXDEV;
+		goto out_reply;
+	}
+	if (m->flags32 & ~(uint32_t)RENAME_NOREPLACE) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	error = orch_meta_lookup(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len, &src);
+	if (!error)
+		error = orch_meta_access(sv->s_meta, &m->cred, m->parent, W_OK | X_OK);
+	if (!error)
+		error = orch_meta_inode_get(sv->s_meta, m->parent, &dir);
+	if (error)
+		goto out_reply;
+	if ((dir.mode & S_ISVTX) && m->cred.uid != 0 && m->cred.uid != dir.uid) {
+		/* Sticky: only the owner of the entry may move it. */
+		if (!sv_is_local(sv, src.handle) ||
+		    orch_meta_inode_get(sv->s_meta, src.handle, &child) || child.uid != m->cred.uid) {
+			error = -EPERM;
+			goto out_reply;
+		}
+	}
+	if (S_ISDIR(src.type) && sv_is_local(sv, src.handle)) {
+		/* Its ".." changes: that needs write permission on it. */
+		error = orch_meta_access(sv->s_meta, &m->cred, src.handle, W_OK);
+		if (error)
+			goto out_reply;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		error = -ENOMEM;
+		goto out_reply;
+	}
+	in->i_kind = SV_INTENT_RENAME;
+	in->i_peer = orch_handle_server(m->newparent);
+	in->i_handle = src.handle;
+	in->i_parent = m->parent;
+	memcpy(in->i_name, m->name.s, m->name.len);
+	memcpy(in->i_name2, m->name2.s, m->name2.len);
+	in->i_flags = m->flags32;
+	in->i_cred = m->cred;
+	in->i_attr.mode = src.type;
+	in->i_attr.parent = m->newparent;
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_free;
+	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
+	if (!error)
+		error = sv_intent_insert(sv, in);
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		goto out_free;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	sv_intent_start(sv, in, r);
+	return;
+out_free:
+	free(in);
+out_reply:
+	sv_reply_status(r, error);
+}
+
+/*
  * Rename with both directories here.  What the namespace cannot finish
  * locally (a replaced inode or a moved directory held elsewhere, data to
  * free) becomes intents in the same transaction.
@@ -477,9 +558,8 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	int nin = 0, error;
 
 	if (!sv_is_local(sv, m->newparent)) {
-		/* Cross-server rename is not implemented yet: mv falls back to copying. */
-		error = -EXDEV;
-		goto out_reply;
+		sv_rename_remote(sv, r, m);
+		return;
 	}
 	/* A directory held elsewhere cannot be checked for emptiness in this transaction. */
 	error = orch_meta_lookup(sv->s_meta, &m->cred, m->newparent, m->name2.s, m->name2.len,
@@ -820,6 +900,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_DATA_DELETE:
 	case ORCH_SV2SV_DATA_TRUNCATE:
 	case ORCH_SV2SV_SET_PARENT:
+	case ORCH_SV2SV_RENAME_IN:
 		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 					   r->r_conn->c_peer, orch_msg_name(m->type));
