@@ -105,11 +105,28 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 	struct orch_attr a;
 	uint64_t off = 0;
 	size_t got = 0;
+	static const struct option opts[] = {
+		{ "fsync", no_argument, NULL, 's' },
+		ORCH_CLI_OPTS_END
+	};
+	bool sync = false;
 	char *buf = NULL;
-	int fd, rc, error;
+	int fd, opt, rc, error;
 
-	if (!orch_cli_args(cli, argc, argv, 2, 2, &rc))
-		return rc;
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:s", opts)) != -1) {
+		switch (opt) {
+		case 's':
+			sync = true;
+			break;
+		case ORCH_CLI_OPT_HELP:
+			return orch_cli_usage(cli, ORCH_CLI_OK);
+		default:
+			return orch_cli_usage(cli, ORCH_CLI_USAGE);
+		}
+	}
+	if (argc - optind != 2)
+		return orch_cli_usage_err(cli, argc - optind < 2 ? "missing operand"
+								  : "too many operands");
 	local = argv[optind];
 	path = argv[optind + 1];
 	if (strcmp(local, "-") == 0) {
@@ -166,10 +183,16 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 	rc = ORCH_CLI_OK;
 out_extend:
 	/* Even after an error, publish what did get written. */
-	error = orch_fs_extend(fs.cl, &fs.cred, a.handle, off, 0, NULL);
+	error = orch_fs_extend(fs.cl, &fs.cred, a.handle, off, 0, &a);
 	if (error) {
 		orch_cli_err(error, "cannot set the size of '%s'", path);
 		rc = ORCH_CLI_FAIL;
+	} else if (sync && rc == ORCH_CLI_OK) {
+		error = orch_fs_fsync(fs.cl, &fs.cred, &a, false);
+		if (error) {
+			orch_cli_err(error, "cannot fsync '%s'", path);
+			rc = ORCH_CLI_FAIL;
+		}
 	}
 	free(buf);
 out_fs:

@@ -93,11 +93,13 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "  -p, --parents      make parents as needed; no error if PATH exists\n"
 	  "  -m, --mode MODE    permissions (octal or symbolic; default 0777 & ~umask)\n" },
 	{ "put", orch_cmd_put, "copy a local file into Orchard",
-	  "usage: orchard [-c CONF] put LOCAL PATH\n"
+	  "usage: orchard [-c CONF] put [--fsync] LOCAL PATH\n"
 	  "\n"
 	  "Creates PATH, or truncates it if it exists, and writes LOCAL into it ('-'\n"
 	  "reads stdin).  If PATH is a directory, writes PATH/basename(LOCAL).\n"
-	  "\n" CONF_OPT },
+	  "\n"
+	  "  -s, --fsync        make the file durable (fsync on every server) before\n"
+	  "                     exiting\n" CONF_OPT },
 	{ "get", orch_cmd_get, "copy a file out of Orchard",
 	  "usage: orchard [-c CONF] get PATH LOCAL\n"
 	  "\n"

@@ -107,6 +107,8 @@ static int meta_alloc(const char *data_dir, int flags, struct orch_meta **out)
 	if (!m)
 		return -ENOMEM;
 	error = meta_path(m->m_path, sizeof(m->m_path), data_dir);
+	if (!error)
+		error = orch_meta_vfs_pcut_register(); /* no-op unless crash-testing */
 	if (error)
 		goto out_free;
 	if (sqlite3_open_v2(m->m_path, &m->m_db, flags | SQLITE_OPEN_NOMUTEX, NULL) !=

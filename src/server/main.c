@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/time.h"
 #include "server/sv.h"
 
@@ -101,6 +102,8 @@ static void on_signal(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 	(void)events;
 	(void)arg;
 	if (read(fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGUSR2)
+			orch_pcut_cut(); /* crash tests only: see common/pcut.h */
 		ORCH_NOTICE("stopping: signal=%u", si.ssi_signo);
 		orch_ev_stop(ev);
 	}
@@ -177,6 +180,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(ident_str, sizeof(ident_str), "orchardd %s", name);
 	orch_log_set_ident(ident_str);
+	orch_pcut_init();
 	if (orch_cfg_load(conf, &sv.s_cfg, err, sizeof(err)) ||
 	    orch_cfg_load_key(&sv.s_cfg, err, sizeof(err))) {
 		ORCH_ERR("cannot load config: %s", err);
@@ -208,6 +212,8 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	if (orch_pcut_enabled())
+		sigaddset(&mask, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* threads inherit it */
 	error = orch_ev_create(&sv.s_ev);
 	if (error)

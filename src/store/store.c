@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/util.h"
 #include "store/store.h"
 
@@ -267,6 +269,7 @@ static int store_obj_fd(struct orch_store *st, uint64_t h, bool create,
 	if (fd < 0)
 		return fd;
 	if (created) {
+		orch_pcut_created_fd(fd);
 		st->st_objects++;
 		st->st_stats.objects_created++;
 	}
@@ -308,6 +311,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	error = store_obj_fd(st, h, true, &fd);
 	if (error)
 		goto out_log;
+	orch_pcut_write_fd(fd, off, len);
 	while (done < len) {
 		ssize_t n = pwrite(fd, p + done, len - done,
 				   (off_t)(off + done));
@@ -381,6 +385,7 @@ int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
 		return 0;
 	if (error)
 		goto out_log;
+	orch_pcut_truncate_fd(fd, size);
 	while (ftruncate(fd, (off_t)size) < 0) {
 		if (errno != EINTR) {
 			error = -errno;
@@ -442,6 +447,7 @@ int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off,
 	if (sb.st_size < 0 || off >= (uint64_t)sb.st_size)
 		return 0;
 	end = off + ORCH_MIN(len, (uint64_t)sb.st_size - off);
+	orch_pcut_punch_fd(fd, off, (size_t)(end - off));
 	while (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			 (off_t)off, (off_t)(end - off)) < 0) {
 		if (errno == EINTR)
@@ -474,6 +480,12 @@ int orch_store_delete(struct orch_store *st, uint64_t h)
 
 	store_fdc_drop(st, h);
 	store_obj_name(h, name);
+	if (orch_pcut_enabled()) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/data/%s", st->st_path, name);
+		orch_pcut_unlink(path);
+	}
 	if (unlinkat(st->st_datafd, name, 0) < 0) {
 		int error = -errno;
 
@@ -504,6 +516,7 @@ int orch_store_delete(struct orch_store *st, uint64_t h)
  */
 int orch_store_sync(struct orch_store *st)
 {
+	uint64_t mark = orch_pcut_mark();
 	int error;
 
 	pthread_mutex_lock(&st->st_sync_lock);
@@ -516,6 +529,8 @@ int orch_store_sync(struct orch_store *st)
 		st->st_sync_err = error;
 		ORCH_ERR("cannot sync data store, data may be lost: dir='%s': %s",
 			 st->st_path, strerror(-error));
+	} else {
+		orch_pcut_synced_all(mark);
 	}
 out_unlock:
 	pthread_mutex_unlock(&st->st_sync_lock);

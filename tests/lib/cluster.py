@@ -66,12 +66,15 @@ class Cluster:
     def log_path(self, name):
         return os.path.join(self.dir, name + ".log")
 
-    def start(self, name, wait=True):
+    def start(self, name, wait=True, env=None):
+        """Starts server NAME; env adds variables (e.g. ORCH_PCUT=1)."""
         assert name not in self.procs or self.procs[name].poll() is not None
         log = open(self.log_path(name), "ab")
+        penv = dict(os.environ)
+        penv.update(env or {})
         self.procs[name] = subprocess.Popen(
             [ORCHARDD, "-c", self.conf, "-n", name], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, start_new_session=True)
+            stdout=log, stderr=log, start_new_session=True, env=penv)
         log.close()
         if wait:
             self.wait_up(name)
@@ -153,3 +156,63 @@ class Cluster:
             for k, v in s.get("requests", {}).items():
                 total[k] = total.get(k, 0) + v
         return total
+
+    # --- helpers added for the data, restart, abuse and CLI tests -----------
+    def pid(self, name):
+        """PID of server @name's running orchardd, or None."""
+        p = self.procs.get(name)
+        return p.pid if p is not None and p.poll() is None else None
+
+    def alive(self, name):
+        p = self.procs.get(name)
+        return p is not None and p.poll() is None
+
+    def address(self, name):
+        """(host, port) of server @name, from the config file."""
+        section = None
+        with open(self.conf) as f:
+            for line in f:
+                line = line.split(";", 1)[0].strip()
+                m = re.match(r"\[server\s+(\S+)\]$", line)
+                if m:
+                    section = m.group(1)
+                    continue
+                if line.startswith("["):
+                    section = None
+                    continue
+                if section == name and line.startswith("address"):
+                    host, port = line.split("=", 1)[1].strip().rsplit(":", 1)
+                    return host, int(port)
+        raise KeyError(name)
+
+    def set_cluster_option(self, key, value):
+        """Adds or replaces `key = value` in the [cluster] section of the config."""
+        with open(self.conf) as f:
+            lines = f.read().splitlines(True)
+        out, in_cluster, done = [], False, False
+        for line in lines:
+            s = line.strip()
+            if s.startswith("["):
+                in_cluster = s == "[cluster]"
+                out.append(line)
+                if in_cluster and not done:
+                    out.append("%s = %s\n" % (key, value))
+                    done = True
+                continue
+            if in_cluster and re.match(r"%s\s*=" % re.escape(key), s):
+                continue
+            out.append(line)
+        assert done, "no [cluster] section in " + self.conf
+        with open(self.conf, "w") as f:
+            f.write("".join(out))
+
+    def log_text(self, name):
+        try:
+            with open(self.log_path(name), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def server_stats(self):
+        """Stats by server name (only servers that are up)."""
+        return {s["name"]: s for s in self.stats()["servers"] if s.get("up")}

@@ -1,0 +1,283 @@
+/* Power-cut simulation.  See pcut.h. */
+#include "common/pcut.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+bool orch_pcut_on;
+
+enum pcut_kind {
+	PCUT_WRITE,   /* old bytes at off (pc_len of them existed) and old size */
+	PCUT_CREATE,  /* the file did not exist */
+	PCUT_UNLINK,  /* the whole old file */
+};
+
+struct pcut_rec {
+	enum pcut_kind pc_kind;
+	char *pc_path;
+	uint64_t pc_off;
+	size_t pc_len;          /* bytes saved in pc_old */
+	uint64_t pc_old_size;   /* size before the change */
+	uint8_t *pc_old;
+	uint64_t pc_seq;
+	struct pcut_rec *pc_next; /* newer first */
+};
+
+static pthread_mutex_t pcut_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pcut_rec *pcut_recs; /* protected by pcut_lock */
+static uint64_t pcut_seq;          /* protected by pcut_lock */
+static uint64_t pcut_writes;       /* protected by pcut_lock */
+static uint64_t pcut_at;           /* cut at this write; 0 = never */
+
+void orch_pcut_init(void)
+{
+	const char *on = getenv("ORCH_PCUT"), *at = getenv("ORCH_PCUT_AT");
+
+	orch_pcut_on = on && strcmp(on, "1") == 0;
+	if (orch_pcut_on && at)
+		pcut_at = strtoull(at, NULL, 10);
+	if (orch_pcut_on)
+		ORCH_NOTICE("power-cut simulation on: cut_at_write=%llu",
+			    (unsigned long long)pcut_at);
+}
+
+static _Noreturn void pcut_cut_locked(void);
+
+/* Saves up to @len bytes of @path at @off; returns the bytes saved. */
+static size_t pcut_save(const char *path, uint64_t off, size_t len, uint8_t **out,
+			uint64_t *size)
+{
+	struct stat st;
+	size_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	*out = NULL;
+	*size = 0;
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0) {
+		*size = (uint64_t)st.st_size;
+		if (off < *size) {
+			n = (size_t)(*size - off < len ? *size - off : len);
+			*out = malloc(n ? n : 1);
+			if (!*out || pread(fd, *out, n, (off_t)off) != (ssize_t)n) {
+				ORCH_ERR("power-cut: cannot save '%s'", path);
+				abort();
+			}
+		}
+	}
+	close(fd);
+	return n;
+}
+
+static void pcut_add(enum pcut_kind kind, const char *path, uint64_t off, size_t len)
+{
+	struct pcut_rec *r = calloc(1, sizeof(*r));
+
+	if (!r || !(r->pc_path = strdup(path))) {
+		ORCH_ERR("power-cut: out of memory");
+		abort();
+	}
+	r->pc_kind = kind;
+	r->pc_off = off;
+	if (kind != PCUT_CREATE)
+		r->pc_len = pcut_save(path, off, len, &r->pc_old, &r->pc_old_size);
+	pthread_mutex_lock(&pcut_lock);
+	r->pc_seq = ++pcut_seq;
+	r->pc_next = pcut_recs;
+	pcut_recs = r;
+	if (kind == PCUT_WRITE && pcut_at && ++pcut_writes >= pcut_at)
+		pcut_cut_locked();
+	pthread_mutex_unlock(&pcut_lock);
+}
+
+static int pcut_fd_path(int fd, char *path, size_t len)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, len - 1);
+	if (n < 0)
+		return -errno;
+	path[n] = '\0';
+	return 0;
+}
+
+void orch_pcut_write(const char *path, uint64_t off, size_t len)
+{
+	if (orch_pcut_on)
+		pcut_add(PCUT_WRITE, path, off, len);
+}
+
+void orch_pcut_write_fd(int fd, uint64_t off, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
+		pcut_add(PCUT_WRITE, path, off, len);
+}
+
+/* Truncation saves the tail it cuts (from @size to the end). */
+void orch_pcut_truncate(const char *path, uint64_t size)
+{
+	if (orch_pcut_on)
+		pcut_add(PCUT_WRITE, path, size, SIZE_MAX);
+}
+
+void orch_pcut_truncate_fd(int fd, uint64_t size)
+{
+	char path[PATH_MAX];
+
+	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
+		pcut_add(PCUT_WRITE, path, size, SIZE_MAX);
+}
+
+void orch_pcut_created(const char *path)
+{
+	if (orch_pcut_on)
+		pcut_add(PCUT_CREATE, path, 0, 0);
+}
+
+void orch_pcut_created_fd(int fd)
+{
+	char path[PATH_MAX];
+
+	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
+		pcut_add(PCUT_CREATE, path, 0, 0);
+}
+
+void orch_pcut_unlink(const char *path)
+{
+	if (orch_pcut_on)
+		pcut_add(PCUT_UNLINK, path, 0, SIZE_MAX);
+}
+
+uint64_t orch_pcut_mark(void)
+{
+	uint64_t mark;
+
+	if (!orch_pcut_on)
+		return 0;
+	pthread_mutex_lock(&pcut_lock);
+	mark = pcut_seq;
+	pthread_mutex_unlock(&pcut_lock);
+	return mark;
+}
+
+static void pcut_free(struct pcut_rec *r)
+{
+	free(r->pc_path);
+	free(r->pc_old);
+	free(r);
+}
+
+static void pcut_forget(const char *path, uint64_t upto)
+{
+	struct pcut_rec **pp;
+
+	pthread_mutex_lock(&pcut_lock);
+	for (pp = &pcut_recs; *pp;) {
+		struct pcut_rec *r = *pp;
+
+		if (r->pc_seq <= upto && (!path || strcmp(r->pc_path, path) == 0)) {
+			*pp = r->pc_next;
+			pcut_free(r);
+		} else {
+			pp = &r->pc_next;
+		}
+	}
+	pthread_mutex_unlock(&pcut_lock);
+}
+
+void orch_pcut_synced_all(uint64_t mark)
+{
+	if (orch_pcut_on)
+		pcut_forget(NULL, mark);
+}
+
+void orch_pcut_synced(const char *path)
+{
+	if (orch_pcut_on)
+		pcut_forget(path, UINT64_MAX);
+}
+
+/* Undoes one record.  Runs in the cutting child: async-signal-safe calls only. */
+static void pcut_undo(const struct pcut_rec *r)
+{
+	int fd;
+
+	switch (r->pc_kind) {
+	case PCUT_CREATE:
+		unlink(r->pc_path);
+		return;
+	case PCUT_UNLINK:
+		fd = open(r->pc_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+		break;
+	case PCUT_WRITE:
+	default:
+		fd = open(r->pc_path, O_WRONLY | O_CLOEXEC);
+		break;
+	}
+	if (fd < 0)
+		return; /* unlinked later and put back by an older record, or never there */
+	/* In the cutting child: no logging (not async-signal-safe). */
+	if (r->pc_len)
+		(void)!pwrite(fd, r->pc_old, r->pc_len, (off_t)r->pc_off);
+	(void)!ftruncate(fd, (off_t)r->pc_old_size);
+	close(fd);
+}
+
+/*
+ * Other threads may be inside a write whose record is already made.  So the
+ * undo cannot run here: a child process, forked with the records, waits until
+ * this whole process is gone (its pipe reads EOF once every thread has
+ * exited and the descriptors are closed), then puts the files back and
+ * creates the file named by ORCH_PCUT_DONE, which tests wait for.  The child
+ * only makes async-signal-safe calls.
+ */
+static _Noreturn void pcut_cut_locked(void)
+{
+	const char *done = getenv("ORCH_PCUT_DONE");
+	unsigned int n = 0;
+	int pfd[2];
+	char c;
+
+	for (struct pcut_rec *r = pcut_recs; r; r = r->pc_next)
+		n++;
+	ORCH_NOTICE("power cut: %u unsynced changes dropped", n);
+	if (pipe(pfd) < 0) {
+		ORCH_ERR("power-cut: cannot make a pipe");
+		abort();
+	}
+	if (fork() == 0) {
+		close(pfd[1]);
+		while (read(pfd[0], &c, 1) > 0)
+			;
+		for (struct pcut_rec *r = pcut_recs; r; r = r->pc_next)
+			pcut_undo(r);
+		if (done) {
+			int fd = open(done, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+			if (fd >= 0)
+				close(fd);
+		}
+		_exit(0);
+	}
+	_exit(137);
+}
+
+_Noreturn void orch_pcut_cut(void)
+{
+	pthread_mutex_lock(&pcut_lock);
+	pcut_cut_locked();
+}

@@ -1,0 +1,59 @@
+/*
+ * Power-cut simulation, for crash tests (SQLite's test6.c, littlefs's emubd).
+ *
+ * When enabled (environment ORCH_PCUT=1, read once by orch_pcut_init()),
+ * every write, truncate, create and unlink that the namespace (through a
+ * SQLite VFS shim, meta/vfs_pcut.c) and the store make is first recorded
+ * with what it overwrites.  A sync of a file forgets that file's records; a
+ * sync of everything (the store's syncfs) forgets all records made before it
+ * started.  A cut (orch_pcut_cut) puts back, newest first, everything not yet
+ * synced and kills the process: the files are left exactly as a power loss
+ * at that instant could have left them, with nothing written since the last
+ * sync.  A cut happens at the N-th recorded write if ORCH_PCUT_AT=N, or when
+ * the server gets SIGUSR2.
+ *
+ * Disabled, each hook is one predictable branch.  Any thread; the records
+ * are protected by one mutex.
+ */
+#ifndef ORCH_COMMON_PCUT_H
+#define ORCH_COMMON_PCUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern bool orch_pcut_on;
+
+/* Reads ORCH_PCUT and ORCH_PCUT_AT.  Call once, before other threads start. */
+void orch_pcut_init(void);
+
+static inline bool orch_pcut_enabled(void)
+{
+	return orch_pcut_on;
+}
+
+/* Before writing @len bytes at @off of @path (or the file open on @fd). */
+void orch_pcut_write(const char *path, uint64_t off, size_t len);
+void orch_pcut_write_fd(int fd, uint64_t off, size_t len);
+/* Before setting the size of @path to @size (also before a hole punch). */
+void orch_pcut_truncate(const char *path, uint64_t size);
+void orch_pcut_truncate_fd(int fd, uint64_t size);
+/* Before punching [off, off+len): same record as a write. */
+#define orch_pcut_punch_fd orch_pcut_write_fd
+/* After creating @path (it did not exist before). */
+void orch_pcut_created(const char *path);
+void orch_pcut_created_fd(int fd);
+/* Before unlinking @path. */
+void orch_pcut_unlink(const char *path);
+
+/* A sync of everything starts: returns a mark for orch_pcut_synced_all(). */
+uint64_t orch_pcut_mark(void);
+/* The sync that began at @mark finished: forget records made before it. */
+void orch_pcut_synced_all(uint64_t mark);
+/* @path was fsynced: forget its records. */
+void orch_pcut_synced(const char *path);
+
+/* Puts back every unsynced change and ends the process with status 137. */
+_Noreturn void orch_pcut_cut(void);
+
+#endif
