@@ -21,6 +21,8 @@
 
 #define INTENT_BODY_VERSION 1
 #define INTENT_RETRY_MS 1000
+/* Peers forget their idempotency records of ours every this many intents. */
+#define INTENT_TRIM_EVERY 256
 
 struct intent_run {
 	struct sv_intent *ir_in;
@@ -32,6 +34,8 @@ struct intent_run {
 
 static struct intent_run *intent_runs;
 static bool intent_timer_armed;
+static unsigned int intent_since_trim;
+static uint64_t intent_last_done;
 
 static const char *const intent_names[] = {
 	[SV_INTENT_MKDIR] = "mkdir",   [SV_INTENT_RMDIR] = "rmdir",
@@ -133,6 +137,39 @@ int sv_intent_insert(struct sv_server *sv, struct sv_intent *in)
 
 /* --- Running ---------------------------------------------------------------------------------- */
 
+static void intent_trim_done(struct sv_server *sv, void *arg, int error,
+			     const struct orch_msg *rep)
+{
+	(void)sv;
+	(void)arg;
+	(void)error;
+	(void)rep;
+}
+
+/*
+ * Peers keep an "applied" record per intent of ours so that replays are
+ * idempotent.  Every intent below the oldest one still running is done for
+ * good, so its records may go: tell every peer now and then.
+ */
+static void intent_trim_peers(struct sv_server *sv)
+{
+	uint64_t below = intent_last_done + 1;
+
+	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+		if (run->ir_in->i_id < below)
+			below = run->ir_in->i_id;
+	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++) {
+		struct orch_msg m;
+
+		if (s == sv->s_index)
+			continue;
+		orch_msg_init(&m, ORCH_SV2SV_APPLIED_TRIM);
+		m.origin = sv->s_index;
+		m.id = below;
+		sv_peer_call(sv, s, &m, intent_trim_done, NULL);
+	}
+}
+
 static void intent_drive(struct sv_server *sv, struct intent_run *run);
 
 static void intent_answer(struct intent_run *run, struct orch_msg *m)
@@ -194,6 +231,8 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	}
 	sv_flusher_dirty(sv);
 	sv->s_intents_done++;
+	if (in->i_id > intent_last_done)
+		intent_last_done = in->i_id;
 	if (reply)
 		intent_answer(run, reply);
 	else
@@ -201,6 +240,10 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	intent_unlink_run(run);
 	free(run->ir_in);
 	free(run);
+	if (++intent_since_trim >= INTENT_TRIM_EVERY) {
+		intent_since_trim = 0;
+		intent_trim_peers(sv);
+	}
 	return 0;
 }
 

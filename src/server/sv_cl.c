@@ -901,6 +901,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_DATA_TRUNCATE:
 	case ORCH_SV2SV_SET_PARENT:
 	case ORCH_SV2SV_RENAME_IN:
+	case ORCH_SV2SV_APPLIED_TRIM:
 		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 					   r->r_conn->c_peer, orch_msg_name(m->type));

@@ -452,6 +452,9 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	case ORCH_SV2SV_SET_PARENT:
 		error = orch_meta_inode_set_parent(sv->s_meta, m->handle, m->parent);
 		break;
+	case ORCH_SV2SV_APPLIED_TRIM:
+		error = orch_meta_applied_trim(sv->s_meta, m->origin, m->id);
+		break;
 	default:
 		error = -ENOSYS;
 		break;
