@@ -94,8 +94,16 @@ static int dirent_sticky_check(struct orch_meta *m, const struct orch_cred *cred
 
 	if (!orch_meta_sticky_needs_child(cred, dir))
 		return 0;
-	if (!orch_mdb_is_local(m, child))
+	if (!orch_mdb_is_local(m, child)) {
+		for (unsigned int i = 0; i < m->m_nremote_owner; i++) {
+			if (m->m_remote_owner[i].handle == child) {
+				struct orch_attr owner = { .uid = m->m_remote_owner[i].uid };
+
+				return orch_meta_sticky_ok(cred, dir, &owner) ? 0 : -EPERM;
+			}
+		}
 		return -EREMOTE;
+	}
 	error = orch_mdb_inode_lookup(m, child, &ir);
 	if (error)
 		return error;

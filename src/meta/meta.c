@@ -921,3 +921,20 @@ int orch_meta_counts(struct orch_meta *m, uint64_t *inodes, uint64_t *next_count
 	orch_mdb_reset(m, MDB_INODE_COUNT);
 	return orch_mdb_super_get_u64(m, "next_handle", next_counter);
 }
+
+/* --- Owners of remote inodes ------------------------------------------------ */
+
+int orch_meta_remote_owner_set(struct orch_meta *m, uint64_t h, uint32_t uid)
+{
+	if (m->m_nremote_owner == ORCH_META_REMOTE_OWNERS)
+		return -E2BIG;
+	m->m_remote_owner[m->m_nremote_owner].handle = h;
+	m->m_remote_owner[m->m_nremote_owner].uid = uid;
+	m->m_nremote_owner++;
+	return 0;
+}
+
+void orch_meta_remote_owner_clear(struct orch_meta *m)
+{
+	m->m_nremote_owner = 0;
+}

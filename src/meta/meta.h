@@ -291,6 +291,17 @@ int orch_meta_readlink(struct orch_meta *m, uint64_t h, char *buf, size_t buflen
 int orch_meta_access(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
 		     uint32_t mask);
 
+/*
+ * The sticky-directory rule needs the owner of the entry's inode; when that
+ * inode is held on another server, calls return -EREMOTE.  The caller then
+ * fetches the owner there, tells it here, and calls again: the rule is then
+ * applied with that uid.  At most 2 owners (rename has two entries);
+ * -E2BIG beyond.  Cleared by orch_meta_remote_owner_clear() (the caller does
+ * so once the request is done).
+ */
+int orch_meta_remote_owner_set(struct orch_meta *m, uint64_t h, uint32_t uid);
+void orch_meta_remote_owner_clear(struct orch_meta *m);
+
 /* --- Extended attributes --------------------------------------------------------- */
 
 /*

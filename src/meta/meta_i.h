@@ -99,6 +99,8 @@ enum orch_mdb_stmt {
 
 /* --- The handle ------------------------------------------------------------ */
 
+#define ORCH_META_REMOTE_OWNERS 2
+
 struct orch_meta {
 	sqlite3 *m_db;                        /* the one write connection */
 	sqlite3_stmt *m_stmt[MDB_NSTMT];      /* prepared at open, reset after use */
@@ -107,6 +109,12 @@ struct orch_meta {
 	bool m_in_txn;                        /* orch_meta_begin() is open */
 	bool m_txn_lost;                      /* SQLite rolled the open txn back */
 	uint64_t m_commits;                   /* commits since open */
+	/* Owners of inodes held elsewhere, told by the caller (sticky rule). */
+	struct {
+		uint64_t handle;
+		uint32_t uid;
+	} m_remote_owner[ORCH_META_REMOTE_OWNERS];
+	unsigned int m_nremote_owner;
 };
 
 /*

@@ -42,6 +42,7 @@ static const char *const intent_names[] = {
 	[SV_INTENT_NLINK] = "nlink",   [SV_INTENT_FREE_DATA] = "free-data",
 	[SV_INTENT_TRUNCATE] = "truncate", [SV_INTENT_SET_PARENT] = "set-parent",
 	[SV_INTENT_LINK] = "link",     [SV_INTENT_RENAME] = "rename",
+	[SV_INTENT_RENAME_OVER] = "rename-over",
 };
 
 /* --- Encoding ------------------------------------------------------------------------------- */
@@ -350,6 +351,65 @@ static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int
 		sv_intent_start(sv, next, NULL);
 }
 
+/*
+ * -- rename over a remote directory: the peer removed the (empty) victim;
+ * now the rename, as checked by the dry run, with both entries un-busied.
+ */
+struct rename_over {
+	bool ro_done;            /* the victim is gone: rename */
+	struct sv_intent *ro_next; /* SET_PARENT for a moved directory held elsewhere */
+};
+
+static int intent_apply_rename_over(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	struct rename_over *ro = arg;
+	uint64_t freed = 0, victim = 0, moved = 0;
+	uint32_t victim_type = 0;
+	size_t len = strlen(in->i_name), len2 = strlen(in->i_name2);
+	int error;
+
+	error = orch_meta_dirent_set_busy(sv->s_meta, in->i_parent, in->i_name, len, false);
+	if (!error || error == -ENOENT)
+		error = orch_meta_dirent_set_busy(sv->s_meta, in->i_attr.parent, in->i_name2,
+						  len2, false);
+	if (error == -ENOENT)
+		error = 0;
+	if (error || !ro->ro_done)
+		return error;
+	/* Checked by the dry run; the victim entry names a removed inode. */
+	error = orch_meta_rename(sv->s_meta, NULL, in->i_parent, in->i_name, len,
+				 in->i_attr.parent, in->i_name2, len2, in->i_flags, &freed,
+				 &victim, &victim_type, &moved);
+	if (error)
+		return error == -ENOENT ? 0 : error; /* replayed after it was done */
+	if (moved && ro->ro_next) {
+		ro->ro_next->i_handle = moved;
+		ro->ro_next->i_peer = orch_handle_server(moved);
+		return sv_intent_insert(sv, ro->ro_next);
+	}
+	return 0;
+}
+
+static void intent_rename_over_done(struct sv_server *sv, struct intent_run *run, int error)
+{
+	struct rename_over ro = { .ro_done = !error };
+	struct sv_intent *in = run->ir_in;
+
+	ro.ro_next = calloc(1, sizeof(*ro.ro_next));
+	if (!ro.ro_next) {
+		intent_defer(sv, run, -ENOMEM);
+		return;
+	}
+	ro.ro_next->i_kind = SV_INTENT_SET_PARENT;
+	ro.ro_next->i_parent = in->i_attr.parent;
+	if (intent_finish(sv, run, intent_apply_rename_over, &ro, NULL, error) ||
+	    !ro.ro_next->i_id) {
+		free(ro.ro_next);
+		return;
+	}
+	sv_intent_start(sv, ro.ro_next, NULL);
+}
+
 static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
 {
@@ -389,6 +449,9 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 		return;
 	case SV_INTENT_RENAME:
 		intent_rename_done(sv, run, error, rep);
+		return;
+	case SV_INTENT_RENAME_OVER:
+		intent_rename_over_done(sv, run, error);
 		return;
 	case SV_INTENT_NLINK:
 	case SV_INTENT_SET_PARENT:
@@ -509,6 +572,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 		m.attr = in->i_attr;
 		break;
 	case SV_INTENT_RMDIR:
+	case SV_INTENT_RENAME_OVER:
 		orch_msg_init(&m, ORCH_SV2SV_RMDIR_INODE);
 		break;
 	case SV_INTENT_NLINK:

@@ -64,11 +64,26 @@ struct sv_req {
 	uint16_t r_type;
 	uint64_t r_reqid;
 	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
+	struct orch_frame_hdr r_hdr;  /* of the request */
+	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
+	unsigned int r_nowners;       /* owners fetched for the sticky rule */
+	struct {
+		uint64_t handle;
+		uint32_t uid;
+	} r_owners[2];
 };
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
 struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 			     const struct orch_frame_hdr *h);
+/*
+ * The sticky-directory rule needs the owner of @child, held on another
+ * server: fetch it there, then handle the request again from the start
+ * with the owner known (meta.h, orch_meta_remote_owner_set).  Call from a
+ * handler, with nothing left open, instead of replying.
+ */
+void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
+
 /* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
 void sv_reply(struct sv_req *r, struct orch_msg *m);
 /* Sends a status-only reply and frees @r. */
@@ -115,8 +130,9 @@ enum sv_intent_kind {
 	SV_INTENT_SET_PARENT = 6, /* update a moved directory's parent pointer */
 	SV_INTENT_LINK = 7,       /* add a link on a peer's inode, then the entry */
 	SV_INTENT_RENAME = 8,     /* add the new entry on a peer, then drop the old */
+	SV_INTENT_RENAME_OVER = 9, /* remove a peer's empty victim dir, then rename here */
 };
-#define SV_INTENT_KIND_MAX SV_INTENT_RENAME
+#define SV_INTENT_KIND_MAX SV_INTENT_RENAME_OVER
 
 /*
  * The body of every intent (encoded with the wire codec into the intent

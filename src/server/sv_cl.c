@@ -33,6 +33,9 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_type = h->type;
 	r->r_reqid = h->reqid;
 	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	r->r_hdr = *h;
+	r->r_raw = NULL;
+	r->r_nowners = 0;
 	orch_conn_get(c);
 	return r;
 }
@@ -387,12 +390,9 @@ static void sv_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_
 	error = orch_meta_unlink_check(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
 				       want_dir, &de);
 	if (error == -EREMOTE) {
-		/*
-		 * Sticky directory, child owned on another server: its owner could
-		 * remove it, but checking needs that server.  Refuse for now, as the
-		 * safe side of the rule.
-		 */
-		error = -EPERM;
+		/* Sticky directory, child on another server: ask it who owns it. */
+		sv_owner_fetch(sv, r, de.handle);
+		return;
 	}
 	if (error)
 		goto out_reply;
@@ -495,10 +495,25 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 		goto out_reply;
 	if ((dir.mode & S_ISVTX) && m->cred.uid != 0 && m->cred.uid != dir.uid) {
 		/* Sticky: only the owner of the entry may move it. */
-		if (!sv_is_local(sv, src.handle) ||
-		    orch_meta_inode_get(sv->s_meta, src.handle, &child) || child.uid != m->cred.uid) {
-			error = -EPERM;
-			goto out_reply;
+		if (sv_is_local(sv, src.handle)) {
+			error = orch_meta_inode_get(sv->s_meta, src.handle, &child);
+			if (!error && child.uid != m->cred.uid)
+				error = -EPERM;
+			if (error)
+				goto out_reply;
+		} else {
+			unsigned int k;
+
+			for (k = 0; k < r->r_nowners && r->r_owners[k].handle != src.handle; k++)
+				;
+			if (k == r->r_nowners) {
+				sv_owner_fetch(sv, r, src.handle);
+				return;
+			}
+			if (r->r_owners[k].uid != m->cred.uid) {
+				error = -EPERM;
+				goto out_reply;
+			}
 		}
 	}
 	if (S_ISDIR(src.type) && sv_is_local(sv, src.handle)) {
@@ -545,6 +560,107 @@ out_reply:
 }
 
 /*
+ * orch_meta_rename needs the owner of the source or the target inode for the
+ * sticky rule: fetch the first one held elsewhere that is not known yet.
+ */
+static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
+				  const struct orch_msg *m)
+{
+	struct orch_dirent de;
+	const struct orch_str *names[2] = { &m->name, &m->name2 };
+	uint64_t dirs[2] = { m->parent, m->newparent };
+
+	for (int i = 0; i < 2; i++) {
+		bool known = false;
+
+		if (orch_meta_lookup(sv->s_meta, &m->cred, dirs[i], names[i]->s, names[i]->len, &de))
+			continue;
+		if (sv_is_local(sv, de.handle))
+			continue;
+		for (unsigned int k = 0; k < r->r_nowners; k++)
+			known |= r->r_owners[k].handle == de.handle;
+		if (!known) {
+			sv_owner_fetch(sv, r, de.handle);
+			return;
+		}
+	}
+	sv_reply_status(r, -EPERM);
+}
+
+/*
+ * Rename over a directory whose inode is on another server.  A dry run of
+ * the rename (rolled back) checks everything but the victim's emptiness;
+ * then both entries are marked busy with a RENAME_OVER intent, the peer
+ * removes the victim if it is empty, and intent.c performs the rename.
+ */
+static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
+				      const struct orch_msg *m, uint64_t victim_dir)
+{
+	uint64_t freed = 0, victim = 0, moved_dir = 0;
+	uint32_t victim_type = 0;
+	struct sv_intent *in;
+	int error;
+
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_reply;
+	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
+				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
+				 &victim_type, &moved_dir);
+	orch_meta_abort(sv->s_meta);
+	if (error == -EREMOTE) {
+		sv_rename_fetch_owner(sv, r, m);
+		return;
+	}
+	if (error || victim != victim_dir) {
+		/* Refused, or a no-op (same inode): nothing to remove. */
+		if (!error)
+			goto out_plain;
+		goto out_reply;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		error = -ENOMEM;
+		goto out_reply;
+	}
+	in->i_kind = SV_INTENT_RENAME_OVER;
+	in->i_peer = orch_handle_server(victim_dir);
+	in->i_handle = victim_dir;
+	in->i_parent = m->parent;
+	memcpy(in->i_name, m->name.s, m->name.len);
+	in->i_attr.parent = m->newparent;
+	memcpy(in->i_name2, m->name2.s, m->name2.len);
+	in->i_flags = m->flags32;
+	in->i_cred = m->cred;
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_free;
+	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
+	if (!error)
+		error = orch_meta_dirent_set_busy(sv->s_meta, m->newparent, m->name2.s,
+						  m->name2.len, true);
+	if (!error)
+		error = sv_intent_insert(sv, in);
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		goto out_free;
+	}
+	error = orch_meta_commit(sv->s_meta);
+	if (error)
+		goto out_free;
+	sv_flusher_dirty(sv);
+	sv_intent_start(sv, in, r);
+	return;
+out_free:
+	free(in);
+out_reply:
+	sv_reply_status(r, error);
+	return;
+out_plain:
+	sv_reply_status(r, 0);
+}
+
+/*
  * Rename with both directories here.  What the namespace cannot finish
  * locally (a replaced inode or a moved directory held elsewhere, data to
  * free) becomes intents in the same transaction.
@@ -561,13 +677,13 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 		sv_rename_remote(sv, r, m);
 		return;
 	}
-	/* A directory held elsewhere cannot be checked for emptiness in this transaction. */
 	error = orch_meta_lookup(sv->s_meta, &m->cred, m->newparent, m->name2.s, m->name2.len,
 				 &target);
 	if (!error && S_ISDIR(target.type) && !sv_is_local(sv, target.handle) &&
 	    !(m->flags32 & RENAME_EXCHANGE)) {
-		error = -EXDEV;
-		goto out_reply;
+		/* A victim directory held elsewhere must be found empty there first. */
+		sv_rename_over_remote_dir(sv, r, m, target.handle);
+		return;
 	}
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
@@ -575,8 +691,11 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
 				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
 				 &victim_type, &moved_dir);
-	if (error == -EREMOTE)
-		error = -EPERM; /* sticky rule needs a remote owner; see sv_unlink() */
+	if (error == -EREMOTE) {
+		orch_meta_abort(sv->s_meta);
+		sv_rename_fetch_owner(sv, r, m);
+		return;
+	}
 	if (error)
 		goto out_abort;
 	if (freed && !S_ISDIR(victim_type)) {
@@ -916,6 +1035,73 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	}
 }
 
+/* Dispatches with the owners fetched so far known to the sticky rule. */
+static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			      const uint8_t *payload)
+{
+	for (unsigned int i = 0; i < r->r_nowners; i++)
+		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
+	r->r_raw = payload;
+	sv_dispatch(sv, r, m);
+	/* @r may be gone now. */
+	orch_meta_remote_owner_clear(sv->s_meta);
+}
+
+struct owner_fetch {
+	struct sv_req *of_req;
+	uint64_t of_child;
+	uint8_t *of_payload; /* copy of the request's */
+};
+
+static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
+			     const struct orch_msg *rep)
+{
+	struct owner_fetch *of = arg;
+	struct sv_req *r = of->of_req;
+	struct orch_msg m;
+
+	if (!error) {
+		r->r_owners[r->r_nowners].handle = of->of_child;
+		r->r_owners[r->r_nowners].uid = rep->attr.uid;
+		r->r_nowners++;
+		error = orch_msg_decode(&r->r_hdr, of->of_payload, &m);
+	}
+	if (error) {
+		sv_reply_status(r, error == -EHOSTDOWN ? -EIO : error);
+	} else {
+		sv_dispatch_owned(sv, r, &m, of->of_payload);
+		orch_msg_fini(&m);
+	}
+	free(of->of_payload);
+	free(of);
+}
+
+void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child)
+{
+	struct owner_fetch *of;
+	struct orch_msg m;
+
+	if (r->r_nowners == ORCH_ARRAY_SIZE(r->r_owners) || !r->r_raw) {
+		sv_reply_status(r, -EPERM);
+		return;
+	}
+	of = calloc(1, sizeof(*of));
+	if (of)
+		of->of_payload = malloc(r->r_hdr.length ? r->r_hdr.length : 1);
+	if (!of || !of->of_payload) {
+		free(of);
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	memcpy(of->of_payload, r->r_raw, r->r_hdr.length);
+	of->of_req = r;
+	of->of_child = child;
+	r->r_raw = NULL;
+	orch_msg_init(&m, ORCH_CL2SV_GETATTR);
+	m.handle = child;
+	sv_peer_call(sv, orch_handle_server(child), &m, sv_owner_fetched, of);
+}
+
 void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint8_t *payload)
 {
 	struct sv_server *sv = c->c_arg;
@@ -950,6 +1136,6 @@ void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint
 		orch_conn_close(c, -ENOMEM);
 		return;
 	}
-	sv_dispatch(sv, r, &m);
+	sv_dispatch_owned(sv, r, &m, payload);
 	orch_msg_fini(&m);
 }

@@ -366,8 +366,12 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 		}
 		error = orch_meta_unlink_check(sv->s_meta, &m->cred, m->parent, m->name.s,
 					       m->name.len, S_ISDIR(type), &victim);
-		if (error == -EREMOTE)
-			error = -EPERM; /* as in sv_unlink() */
+		if (error == -EREMOTE) {
+			/* Sticky target directory: its owner decides, on its server. */
+			orch_meta_abort(sv->s_meta);
+			sv_owner_fetch(sv, r, victim.handle);
+			return;
+		}
 		if (error)
 			goto out_abort;
 		if (S_ISDIR(victim.type) && orch_handle_server(victim.handle) != sv->s_index) {
