@@ -326,6 +326,7 @@ static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int
 {
 	struct sv_intent *in = run->ir_in, *next = NULL;
 	unsigned int owner = orch_handle_server(in->i_handle);
+	struct sv_req *waiter;
 
 	if (error || rep->size == 1) {
 		/* Refused, or the new name already was this inode: nothing moves. */
@@ -343,12 +344,18 @@ static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int
 		next->i_handle = in->i_handle;
 		next->i_parent = in->i_attr.parent;
 	}
+	/* With a parent pointer to set elsewhere, the caller hears back after it. */
+	waiter = next ? run->ir_waiter : NULL;
+	if (next)
+		run->ir_waiter = NULL;
 	if (intent_finish(sv, run, intent_apply_rename, next, NULL, 0)) {
+		if (waiter)
+			sv_reply_status(waiter, -EIO);
 		free(next);
 		return;
 	}
 	if (next)
-		sv_intent_start(sv, next, NULL);
+		sv_intent_start(sv, next, waiter);
 }
 
 /*
@@ -394,6 +401,7 @@ static void intent_rename_over_done(struct sv_server *sv, struct intent_run *run
 {
 	struct rename_over ro = { .ro_done = !error };
 	struct sv_intent *in = run->ir_in;
+	struct sv_req *waiter;
 
 	ro.ro_next = calloc(1, sizeof(*ro.ro_next));
 	if (!ro.ro_next) {
@@ -402,12 +410,22 @@ static void intent_rename_over_done(struct sv_server *sv, struct intent_run *run
 	}
 	ro.ro_next->i_kind = SV_INTENT_SET_PARENT;
 	ro.ro_next->i_parent = in->i_attr.parent;
-	if (intent_finish(sv, run, intent_apply_rename_over, &ro, NULL, error) ||
-	    !ro.ro_next->i_id) {
+	/* The caller hears back once a moved directory's parent pointer is set. */
+	waiter = run->ir_waiter;
+	run->ir_waiter = NULL;
+	if (intent_finish(sv, run, intent_apply_rename_over, &ro, NULL, error)) {
+		if (waiter)
+			sv_reply_status(waiter, -EIO);
 		free(ro.ro_next);
 		return;
 	}
-	sv_intent_start(sv, ro.ro_next, NULL);
+	if (!ro.ro_next->i_id) {
+		if (waiter)
+			sv_reply_status(waiter, error);
+		free(ro.ro_next);
+		return;
+	}
+	sv_intent_start(sv, ro.ro_next, waiter);
 }
 
 static void intent_peer_done(struct sv_server *sv, void *arg, int error,
