@@ -98,7 +98,15 @@ int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int idx, bool forc
 				     "use --force to wipe it", s->data_dir, s->name);
 			return -EEXIST;
 		}
-		error = mkfs_wipe(s->data_dir);
+		/* The server holds the store lock; wiping under it would lose everything. */
+		error = orch_store_check_unused(s->data_dir);
+		if (error == -EBUSY) {
+			orch_cli_msg("cannot wipe '%s': it is in use (is server '%s' running?)",
+				     s->data_dir, s->name);
+			return error;
+		}
+		if (!error)
+			error = mkfs_wipe(s->data_dir);
 		if (error)
 			return error;
 	}

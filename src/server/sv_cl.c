@@ -116,7 +116,12 @@ static void sv_setattr(struct sv_server *sv, struct sv_req *r, const struct orch
 					&rep.attr, &old_size);
 	if (error)
 		goto out_abort;
-	if ((m->valid & ORCH_SET_SIZE) && rep.attr.size < old_size && S_ISREG(rep.attr.mode)) {
+	/*
+	 * Shrinking cuts the data past the new size.  Growing cuts past the old
+	 * one: a writer that died before publishing its size can leave bytes
+	 * there, and the new range must read as zeros.
+	 */
+	if ((m->valid & ORCH_SET_SIZE) && rep.attr.size != old_size && S_ISREG(rep.attr.mode)) {
 		in = calloc(1, sizeof(*in));
 		if (!in) {
 			error = -ENOMEM;
@@ -124,7 +129,7 @@ static void sv_setattr(struct sv_server *sv, struct sv_req *r, const struct orch
 		}
 		in->i_kind = SV_INTENT_TRUNCATE;
 		in->i_handle = m->handle;
-		in->i_size = rep.attr.size;
+		in->i_size = ORCH_MIN(rep.attr.size, old_size);
 		in->i_attr = rep.attr;
 		error = sv_intent_insert(sv, in);
 		if (error)

@@ -772,6 +772,20 @@ out_corrupt:
 	return -ORCH_ECORRUPT;
 }
 
+int orch_store_check_unused(const char *data_dir)
+{
+	char path[PATH_MAX];
+	int fd, error;
+
+	snprintf(path, sizeof(path), "%s/data", data_dir);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	error = store_lock(fd, data_dir);
+	close(fd); /* drops the lock */
+	return error;
+}
+
 int orch_store_mkfs(const char *data_dir, bool force)
 {
 	uint64_t count;

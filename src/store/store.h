@@ -60,6 +60,13 @@ struct orch_store;
 int orch_store_mkfs(const char *data_dir, bool force);
 
 /*
+ * 0 if no process (a server, or mkfs) has the store in @data_dir open,
+ * -EBUSY if one has; also 0 if there is no store.  mkfs --force asks before
+ * it removes anything.  Any thread.
+ */
+int orch_store_check_unused(const char *data_dir);
+
+/*
  * Opens the data store in @data_dir, exclusively: -EBUSY if it is open
  * already (by this or another process).  Returns -ENOENT if orch_store_mkfs
  * did not make it ("not initialised, run orchard mkfs" is logged),
