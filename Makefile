@@ -38,7 +38,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench
 
-.PHONY: all deps test test-unit test-py check check-asan fuzz fuzz-smoke fuzz-replay bench clean help
+.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -106,10 +106,23 @@ test-py: $(BINS) $(TOOL_BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" test
 
-# Everything CI runs: the tests, the same under ASan+UBSan, a short fuzz run.
+# The code must build warning-free with clang too.
+check-clang:
+	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-clang CC=clang all
+
+# Unit tests under valgrind (memcheck): slow, so unit tests only.
+check-valgrind: $(UNIT_BINS)
+	$(Q)for t in $(UNIT_BINS); do \
+		valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t >/dev/null || \
+			{ echo "valgrind: $$t failed"; exit 1; }; done; echo "valgrind: unit tests clean"
+
+# Everything CI runs: the tests, the same under ASan+UBSan, a clang build,
+# valgrind on the unit tests, and a short fuzz run.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory test
+	$(Q)$(MAKE) --no-print-directory check-clang
+	$(Q)$(MAKE) --no-print-directory check-valgrind
 	$(Q)$(MAKE) --no-print-directory check-asan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
 
@@ -152,7 +165,7 @@ bench: $(BINS) $(BENCH_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
 
 clean:
-	rm -rf $(BUILDDIR) build-asan $(FUZZDIR)
+	rm -rf $(BUILDDIR) build-asan build-clang $(FUZZDIR)
 
 help:
 	@echo "make            build binaries and unit tests into $(BUILDDIR)/"
