@@ -34,39 +34,61 @@ static void gc_hex(const uint8_t *p, size_t n, char *out)
 }
 
 /*
- * Picks @n distinct free ports: all sockets stay bound until every port is
- * known, so the kernel cannot hand out one twice.  Another process may still
- * take one before the server binds it; `local up` then reports the bind
- * error from the server's log.
+ * Picks @n distinct free ports below the kernel's ephemeral range
+ * (ip_local_port_range): a port in that range can be taken at any moment
+ * by an outgoing connection, for example a client retrying the very server
+ * that is down, which then cannot bind it again when it restarts.  Each
+ * candidate is bound to check that it is free; all stay bound until every
+ * port is known.  Another process may still take one before the server
+ * binds it; `local up` then reports the bind error from the server's log.
  */
 static int gc_free_ports(unsigned int n, uint16_t *ports)
 {
+	unsigned int lo = 32768, i, opened = 0, tries;
 	int fds[ORCH_SERVERS_MAX];
-	unsigned int i, opened = 0;
-	int error = 0;
+	int error = -EADDRINUSE;
+	uint32_t seed;
+	FILE *f;
 
-	for (i = 0; i < n; i++) {
+	f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%u", &lo) != 1 || lo < 2048)
+			lo = 32768;
+		fclose(f);
+	}
+	if (RAND_bytes((unsigned char *)&seed, sizeof(seed)) != 1)
+		seed = (uint32_t)getpid();
+	for (tries = 0; tries < 4096 && opened < n; tries++) {
 		struct sockaddr_in sa = { .sin_family = AF_INET };
-		socklen_t len = sizeof(sa);
+		uint16_t port;
+		bool dup = false;
+		int fd;
 
+		seed = seed * 1103515245u + 12345u;
+		port = (uint16_t)(1024 + (seed >> 8) % (lo - 1024));
+		for (i = 0; i < opened; i++)
+			dup |= ports[i] == port;
+		if (dup)
+			continue;
 		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fds[i] < 0) {
+		sa.sin_port = htons(port);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
 			error = -errno;
 			break;
 		}
-		opened++;
-		if (bind(fds[i], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-		    getsockname(fds[i], (struct sockaddr *)&sa, &len) < 0) {
-			error = -errno;
-			break;
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(fd);
+			continue;
 		}
-		ports[i] = ntohs(sa.sin_port);
+		fds[opened] = fd;
+		ports[opened++] = port;
 	}
 	for (i = 0; i < opened; i++)
 		close(fds[i]);
-	if (error)
-		orch_cli_err(error, "cannot find free ports on 127.0.0.1");
+	if (opened == n)
+		return 0;
+	orch_cli_err(error, "cannot find free ports on 127.0.0.1");
 	return error;
 }
 

@@ -230,6 +230,22 @@ static int rpc_recv_all(int fd, uint8_t *p, size_t n)
 }
 
 /*
+ * With the server down, a connect to a local port inside the ephemeral range
+ * can pick that very port as its source and connect to itself (TCP
+ * simultaneous open); the handshake would then read back its own HELLO.
+ */
+static bool rpc_is_self_connect(int fd)
+{
+	struct sockaddr_storage a, b;
+	socklen_t alen = sizeof(a), blen = sizeof(b);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &alen) ||
+	    getpeername(fd, (struct sockaddr *)&b, &blen))
+		return true; /* not connected after all */
+	return alen == blen && memcmp(&a, &b, alen) == 0;
+}
+
+/*
  * Connects to @host:@port before the deadline, trying every address.
  * Returns a blocking TCP_NODELAY socket, or -EHOSTDOWN.
  */
@@ -265,7 +281,8 @@ static int rpc_dial(const struct orch_server_cfg *sv, uint64_t deadline_ms)
 			else
 				rc = -1;
 		}
-		if (rc == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
+		if (rc == 0 && !rpc_is_self_connect(fd) &&
+		    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
@@ -311,8 +328,12 @@ static int rpc_hs_recv(int fd, uint16_t type, uint64_t reqid, uint64_t deadline_
 		return error;
 	orch_frame_hdr_decode(hb, &h);
 	if (h.length > RPC_HANDSHAKE_MAXFRAME || h.type != type || h.reqid != reqid ||
-	    !(h.flags & ORCH_FRAME_REPLY))
+	    !(h.flags & ORCH_FRAME_REPLY)) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "unexpected frame in handshake: type=0x%04x flags=0x%02x reqid=%llu length=%u want_type=0x%04x",
+				   h.type, h.flags, (unsigned long long)h.reqid, h.length, type);
 		return -EPROTO;
+	}
 	*payload = malloc(h.length ? h.length : 1);
 	if (!*payload)
 		return -ENOMEM;
@@ -599,10 +620,12 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	return 0;
 out_close:
 	close(fd);
-	if (error == -EIO || error == -EPROTO)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "handshake with server '%s' failed: %s",
-				   sv->name, strerror(-error));
-	return error;
+	if (error == -EACCES || error == -ETIMEDOUT || error == -ENOMEM)
+		return error;
+	/* Anything else is the transport's failure as far as callers go. */
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "handshake with server '%s' failed: %s",
+			   sv->name, strerror(-error));
+	return -EIO;
 }
 
 /*

@@ -14,6 +14,10 @@
 #include "proto/msg.h"
 #include "unit/test.h"
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+
 /* --- Allocation counting --------------------------------------------------------- */
 
 /*
@@ -63,6 +67,27 @@ void *calloc(size_t n, size_t size)
 	return __libc_calloc(n, size);
 }
 #endif
+
+/*
+ * False where the counting cannot work (under valgrind, whose allocator
+ * replaces both): the "no allocation" checks then pass trivially, so the
+ * one check that an allocation is seen is skipped too.
+ */
+static bool alloc_counting_works(void)
+{
+	void *p;
+
+#if __has_include(<valgrind/valgrind.h>)
+	if (RUNNING_ON_VALGRIND)
+		return false;
+#endif
+	alloc_count = 0;
+	alloc_watch = 1;
+	p = malloc(16);
+	alloc_watch = 0;
+	free(p);
+	return alloc_count > 0;
+}
 
 /* Decodes with allocation counting; *@allocs gets how many were made. */
 static int decode_counted(const struct orch_frame_hdr *h, const uint8_t *p,
@@ -496,9 +521,10 @@ static int hex_decode(const char *hex, uint8_t *out, size_t max)
 }
 
 /* Encodes @m and checks it against @hex, then decodes @hex into @out. */
+/* *@out borrows from a static buffer, valid until the next call. */
 static int golden_check(const struct orch_msg *m, const char *hex, struct orch_msg *out)
 {
-	uint8_t want[512];
+	static uint8_t want[512];
 	struct orch_buf b;
 	struct orch_frame_hdr h;
 	int n = hex_decode(hex, want, sizeof(want)), rc;
@@ -782,7 +808,7 @@ ORCH_TEST(oversized_fields_rejected_without_allocating)
 	orch_wr_u8(&b, 0);
 	orch_wr_u8(&b, 1); /* eof */
 	ORCH_CHECK_OK(raw_decode(&b, ORCH_CL2SV_READDIR, true, &allocs));
-	ORCH_CHECK(allocs >= 1);
+	ORCH_CHECK(allocs >= 1 || !alloc_counting_works());
 	orch_buf_reset(&b);
 	orch_wr_u32(&b, 0);
 	orch_wr_u16(&b, ORCH_READDIR_MAX + 1);
