@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/stat.h>
 
 #include "common/log.h"
@@ -42,7 +43,7 @@ static const char *const intent_names[] = {
 	[SV_INTENT_NLINK] = "nlink",   [SV_INTENT_FREE_DATA] = "free-data",
 	[SV_INTENT_TRUNCATE] = "truncate", [SV_INTENT_SET_PARENT] = "set-parent",
 	[SV_INTENT_LINK] = "link",     [SV_INTENT_RENAME] = "rename",
-	[SV_INTENT_RENAME_OVER] = "rename-over",
+	[SV_INTENT_RENAME_OVER] = "rename-over", [SV_INTENT_RENAME_IN_OVER] = "rename-in-over",
 };
 
 /* --- Encoding ------------------------------------------------------------------------------- */
@@ -75,6 +76,9 @@ static void intent_encode(const struct sv_intent *in, struct orch_buf *b)
 	orch_wr_u16(b, (uint16_t)in->i_cred.ngroups);
 	for (uint32_t i = 0; i < in->i_cred.ngroups; i++)
 		orch_wr_u32(b, in->i_cred.groups[i]);
+	orch_wr_u32(b, in->i_origin);
+	orch_wr_u64(b, in->i_origin_id);
+	orch_wr_u64(b, in->i_handle2);
 }
 
 /* Decodes and verifies an intent body read back from the database. */
@@ -118,6 +122,9 @@ static int intent_decode(const void *body, size_t len, struct sv_intent *in)
 		return -EUCLEAN;
 	for (uint32_t i = 0; i < in->i_cred.ngroups; i++)
 		in->i_cred.groups[i] = orch_rd_u32(&rd);
+	in->i_origin = orch_rd_u32(&rd);
+	in->i_origin_id = orch_rd_u64(&rd);
+	in->i_handle2 = orch_rd_u64(&rd);
 	return orch_rd_done(&rd, INTENT_BODY_VERSION) ? -EUCLEAN : 0;
 }
 
@@ -305,57 +312,135 @@ static int intent_apply_rename_undo(struct sv_server *sv, struct sv_intent *in, 
 	return error == -ENOENT ? 0 : error;
 }
 
+/*
+ * What the second step of a cross-server rename does here.  The moved inode
+ * (X) is now under the new name on the peer; with RENAME_EXCHANGE the
+ * peer's old inode (Y) takes X's old name here.  A moved directory's
+ * parent pointer is set where it lives: here, on the peer (which did it),
+ * or on a third server through a SET_PARENT intent (up to two).
+ */
+struct rename_step {
+	uint64_t rs_y;             /* exchange: the inode coming here, else 0 */
+	uint32_t rs_y_type;
+	struct sv_intent *rs_next[2];
+	int rs_nnext;
+};
+
+static int intent_rename_reparent(struct sv_server *sv, struct sv_intent *in,
+				  struct rename_step *rs, uint64_t h, uint64_t parent)
+{
+	unsigned int owner = orch_handle_server(h);
+	struct sv_intent *next;
+
+	if (owner == sv->s_index)
+		return orch_meta_inode_set_parent(sv->s_meta, h, parent);
+	if (owner == in->i_peer)
+		return 0; /* the peer set it in its step */
+	next = calloc(1, sizeof(*next));
+	if (!next)
+		return -ENOMEM;
+	next->i_kind = SV_INTENT_SET_PARENT;
+	next->i_peer = owner;
+	next->i_handle = h;
+	next->i_parent = parent;
+	rs->rs_next[rs->rs_nnext++] = next;
+	return sv_intent_insert(sv, next);
+}
+
 static int intent_apply_rename(struct sv_server *sv, struct sv_intent *in, void *arg)
 {
-	struct sv_intent *next = arg;
+	struct rename_step *rs = arg;
+	size_t len = strlen(in->i_name);
 	int error;
 
-	error = orch_meta_dirent_remove(sv->s_meta, in->i_parent, in->i_name, strlen(in->i_name));
-	if (error && error != -ENOENT)
+	error = orch_meta_dirent_remove(sv->s_meta, in->i_parent, in->i_name, len);
+	if (error == -ENOENT)
+		return 0; /* replayed after it was done */
+	if (error)
 		return error;
+	if (rs->rs_y) {
+		error = orch_meta_dirent_insert(sv->s_meta, NULL, in->i_parent, in->i_name, len,
+						rs->rs_y, rs->rs_y_type);
+		if (!error && S_ISDIR(rs->rs_y_type))
+			error = intent_rename_reparent(sv, in, rs, rs->rs_y, in->i_parent);
+		if (error)
+			return error;
+	}
 	if (!S_ISDIR(in->i_attr.mode))
 		return 0;
 	/* The moved directory's ".." now is the new parent, wherever it lives. */
-	if (orch_handle_server(in->i_handle) == sv->s_index)
-		return orch_meta_inode_set_parent(sv->s_meta, in->i_handle, in->i_attr.parent);
-	return next ? sv_intent_insert(sv, next) : 0;
+	return intent_rename_reparent(sv, in, rs, in->i_handle, in->i_attr.parent);
 }
 
 static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int error,
 			       const struct orch_msg *rep)
 {
-	struct sv_intent *in = run->ir_in, *next = NULL;
-	unsigned int owner = orch_handle_server(in->i_handle);
+	struct rename_step rs = { 0 };
 	struct sv_req *waiter;
 
+	if (error == -EAGAIN) {
+		/* The peer is still finishing this step from an earlier try. */
+		intent_defer(sv, run, error);
+		return;
+	}
 	if (error || rep->size == 1) {
 		/* Refused, or the new name already was this inode: nothing moves. */
 		intent_finish(sv, run, intent_apply_rename_undo, NULL, NULL, error);
 		return;
 	}
-	if (S_ISDIR(in->i_attr.mode) && owner != sv->s_index && owner != in->i_peer) {
-		next = calloc(1, sizeof(*next));
-		if (!next) {
-			intent_defer(sv, run, -ENOMEM);
-			return;
-		}
-		next->i_kind = SV_INTENT_SET_PARENT;
-		next->i_peer = owner;
-		next->i_handle = in->i_handle;
-		next->i_parent = in->i_attr.parent;
+	if (run->ir_in->i_flags & RENAME_EXCHANGE) {
+		rs.rs_y = rep->handle;
+		rs.rs_y_type = rep->mode & S_IFMT;
 	}
-	/* With a parent pointer to set elsewhere, the caller hears back after it. */
-	waiter = next ? run->ir_waiter : NULL;
-	if (next)
-		run->ir_waiter = NULL;
-	if (intent_finish(sv, run, intent_apply_rename, next, NULL, 0)) {
+	/* With parent pointers to set elsewhere, the caller hears back after them. */
+	waiter = run->ir_waiter;
+	run->ir_waiter = NULL;
+	if (intent_finish(sv, run, intent_apply_rename, &rs, NULL, 0)) {
 		if (waiter)
 			sv_reply_status(waiter, -EIO);
-		free(next);
+		for (int i = 0; i < rs.rs_nnext; i++)
+			free(rs.rs_next[i]);
 		return;
 	}
-	if (next)
-		sv_intent_start(sv, next, waiter);
+	if (!rs.rs_nnext && waiter)
+		sv_reply_status(waiter, 0);
+	for (int i = 0; i < rs.rs_nnext; i++)
+		sv_intent_start(sv, rs.rs_next[i], i == rs.rs_nnext - 1 ? waiter : NULL);
+}
+
+/*
+ * -- the target side of a cross-server rename over a directory held on a
+ * third server: that server removed the (empty) victim; the entry now names
+ * the inode moving in.  The coordinator's request is answered from here.
+ */
+static int intent_apply_rename_in_over(struct sv_server *sv, struct sv_intent *in, void *arg)
+{
+	bool removed = arg != NULL;
+	size_t len = strlen(in->i_name);
+	uint32_t type = in->i_attr.mode & S_IFMT;
+	int error;
+
+	error = orch_meta_dirent_set_busy(sv->s_meta, in->i_parent, in->i_name, len, false);
+	if (error || !removed)
+		return error == -ENOENT ? 0 : error;
+	error = orch_meta_dirent_remove(sv->s_meta, in->i_parent, in->i_name, len);
+	if (!error)
+		error = orch_meta_dirent_insert(sv->s_meta, NULL, in->i_parent, in->i_name, len,
+						in->i_handle2, type);
+	if (!error && S_ISDIR(type) && orch_handle_server(in->i_handle2) == sv->s_index)
+		error = orch_meta_inode_set_parent(sv->s_meta, in->i_handle2, in->i_parent);
+	if (!error)
+		error = orch_meta_applied_put(sv->s_meta, in->i_origin, in->i_origin_id, 1);
+	return error;
+}
+
+bool sv_intent_origin_running(uint32_t origin, uint64_t origin_id)
+{
+	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+		if (run->ir_in->i_kind == SV_INTENT_RENAME_IN_OVER &&
+		    run->ir_in->i_origin == origin && run->ir_in->i_origin_id == origin_id)
+			return true;
+	return false;
 }
 
 /*
@@ -470,6 +555,9 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 		return;
 	case SV_INTENT_RENAME_OVER:
 		intent_rename_over_done(sv, run, error);
+		return;
+	case SV_INTENT_RENAME_IN_OVER:
+		intent_finish(sv, run, intent_apply_rename_in_over, error ? NULL : run, NULL, error);
 		return;
 	case SV_INTENT_NLINK:
 	case SV_INTENT_SET_PARENT:
@@ -591,6 +679,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 		break;
 	case SV_INTENT_RMDIR:
 	case SV_INTENT_RENAME_OVER:
+	case SV_INTENT_RENAME_IN_OVER:
 		orch_msg_init(&m, ORCH_SV2SV_RMDIR_INODE);
 		break;
 	case SV_INTENT_NLINK:
@@ -609,6 +698,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 		m.name = orch_str_of(in->i_name2, strlen(in->i_name2));
 		m.mode = in->i_attr.mode & S_IFMT;
 		m.flags32 = in->i_flags;
+		m.newparent = in->i_parent; /* where an exchanged inode goes */
 		break;
 	default:
 		ORCH_LOG_ONCE(ORCH_LOG_ERR, "unknown intent kind %u: id=%llu", in->i_kind,

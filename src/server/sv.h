@@ -131,8 +131,9 @@ enum sv_intent_kind {
 	SV_INTENT_LINK = 7,       /* add a link on a peer's inode, then the entry */
 	SV_INTENT_RENAME = 8,     /* add the new entry on a peer, then drop the old */
 	SV_INTENT_RENAME_OVER = 9, /* remove a peer's empty victim dir, then rename here */
+	SV_INTENT_RENAME_IN_OVER = 10, /* target side of a cross-server rename, same */
 };
-#define SV_INTENT_KIND_MAX SV_INTENT_RENAME_OVER
+#define SV_INTENT_KIND_MAX SV_INTENT_RENAME_IN_OVER
 
 /*
  * The body of every intent (encoded with the wire codec into the intent
@@ -149,6 +150,9 @@ struct sv_intent {
 	char i_name2[ORCH_NAME_MAX + 1]; /* RENAME: the new name (on i_peer) */
 	uint32_t i_flags;      /* RENAME: rename flags */
 	struct orch_cred i_cred; /* RENAME: the caller, checked on the peer */
+	uint32_t i_origin;     /* RENAME_IN_OVER: the coordinating server ... */
+	uint64_t i_origin_id;  /* ... and its intent, for its applied record */
+	uint64_t i_handle2;    /* RENAME_IN_OVER: the inode moving in */
 	struct orch_attr i_attr; /* MKDIR: template; TRUNCATE: layout; RENAME: type, new parent */
 	uint32_t i_done_mask[(ORCH_SERVERS_MAX + 31) / 32]; /* per-server progress */
 };
@@ -165,6 +169,19 @@ int sv_intent_insert(struct sv_server *sv, struct sv_intent *in);
  * passes, in which case the intent still completes later).  Consumes @in.
  */
 void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter);
+
+/* True while an intent started for (@origin, @origin_id) of a peer runs here. */
+bool sv_intent_origin_running(uint32_t origin, uint64_t origin_id);
+
+/*
+ * An "applied" result of a RENAME_IN that exchanged: the inode that was at
+ * the target, with its type in the top 4 bits (handles never use them:
+ * server indexes are below ORCH_SERVERS_MAX).
+ */
+static inline uint64_t sv_applied_exchange(uint64_t h, uint32_t type)
+{
+	return h | (uint64_t)(type >> 12) << 60;
+}
 
 /* Loads and restarts every intent left in the database (after a restart). */
 void sv_intent_replay_all(struct sv_server *sv);

@@ -473,8 +473,8 @@ out_reply:
  * here (the source entry, write permission and the sticky rule on the old
  * parent), mark the old entry busy and write a RENAME intent in one
  * transaction; the peer then adds the new entry (replacing a victim as
- * rename(2) does) and intent.c removes the old one.  RENAME_EXCHANGE across
- * servers is refused with EXDEV, as between mounts.
+ * rename(2) does; with RENAME_EXCHANGE, handing back the inode it had) and
+ * intent.c removes the old entry (or points it at that inode).
  */
 static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
@@ -483,11 +483,8 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 	struct sv_intent *in;
 	int error;
 
-	if (m->flags32 & RENAME_EXCHANGE) {
-		error = -EXDEV;
-		goto out_reply;
-	}
-	if (m->flags32 & ~(uint32_t)RENAME_NOREPLACE) {
+	if ((m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+	    (m->flags32 & RENAME_NOREPLACE && m->flags32 & RENAME_EXCHANGE)) {
 		error = -EINVAL;
 		goto out_reply;
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/time.h"
@@ -325,15 +326,105 @@ out_reply:
 }
 
 /*
+ * RENAME_EXCHANGE, target side: the entry here now names the inode moving in
+ * (X), and the one it named (Y) goes back to the coordinator, which puts it
+ * under X's old name.  Permissions: write on this directory, and the
+ * sticky rule for Y.
+ */
+static int sv_sv_exchange_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			     const struct orch_dirent *y, struct orch_msg *rep)
+{
+	uint32_t type = m->mode & S_IFMT;
+	struct orch_attr dir, owner;
+	int error;
+
+	error = orch_meta_access(sv->s_meta, &m->cred, m->parent, W_OK | X_OK);
+	if (!error)
+		error = orch_meta_inode_get(sv->s_meta, m->parent, &dir);
+	if (error)
+		return error;
+	if ((dir.mode & S_ISVTX) && m->cred.uid != 0 && m->cred.uid != dir.uid) {
+		if (orch_handle_server(y->handle) == sv->s_index) {
+			error = orch_meta_inode_get(sv->s_meta, y->handle, &owner);
+			if (error)
+				return error;
+		} else {
+			unsigned int k;
+
+			for (k = 0; k < r->r_nowners && r->r_owners[k].handle != y->handle; k++)
+				;
+			if (k == r->r_nowners)
+				return -EREMOTE;
+			owner.uid = r->r_owners[k].uid;
+		}
+		if (owner.uid != m->cred.uid)
+			return -EPERM;
+	}
+	error = orch_meta_dirent_remove(sv->s_meta, m->parent, m->name.s, m->name.len);
+	if (!error)
+		error = orch_meta_dirent_insert(sv->s_meta, NULL, m->parent, m->name.s, m->name.len,
+						m->handle, type);
+	if (!error && S_ISDIR(type) && orch_handle_server(m->handle) == sv->s_index)
+		error = orch_meta_inode_set_parent(sv->s_meta, m->handle, m->parent);
+	if (!error && S_ISDIR(y->type) && orch_handle_server(y->handle) == sv->s_index)
+		error = orch_meta_inode_set_parent(sv->s_meta, y->handle, m->newparent);
+	if (!error)
+		error = orch_meta_applied_put(sv->s_meta, m->origin, m->id,
+					      sv_applied_exchange(y->handle, y->type));
+	rep->handle = y->handle;
+	rep->mode = y->type;
+	return error;
+}
+
+/*
+ * The victim is a directory held on a third server: it must be found empty
+ * there first.  Mark the entry busy, write a RENAME_IN_OVER intent and
+ * answer the coordinator when it is done (intent.c).
+ */
+static int sv_sv_rename_in_over(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+				const struct orch_dirent *victim)
+{
+	struct sv_intent *in = calloc(1, sizeof(*in));
+	int error;
+
+	if (!in)
+		return -ENOMEM;
+	in->i_kind = SV_INTENT_RENAME_IN_OVER;
+	in->i_peer = orch_handle_server(victim->handle);
+	in->i_handle = victim->handle;
+	in->i_parent = m->parent;
+	memcpy(in->i_name, m->name.s, m->name.len);
+	in->i_attr.mode = m->mode & S_IFMT;
+	in->i_origin = m->origin;
+	in->i_origin_id = m->id;
+	in->i_handle2 = m->handle;
+	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
+	if (!error)
+		error = sv_intent_insert(sv, in);
+	if (!error)
+		error = orch_meta_commit(sv->s_meta);
+	if (error) {
+		free(in);
+		return error;
+	}
+	sv_flusher_dirty(sv);
+	sv_intent_start(sv, in, r);
+	return 0;
+}
+
+/*
  * The target half of a cross-server rename: put entry @name in @parent (held
- * here) for inode @handle, replacing what is there as rename(2) would.  The
- * coordinator removes the old entry once we answer.  Reply size=1 means the
- * name already named this inode (rename does nothing).
+ * here) for inode @handle, replacing what is there as rename(2) would, or
+ * swapping with it for RENAME_EXCHANGE.  The coordinator removes or
+ * repoints the old entry once we answer.  Reply size=1 means the name
+ * already named this inode (rename does nothing).  Idempotent through the
+ * applied record of (origin, id).
  */
 static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *ins[2] = { NULL, NULL };
 	uint32_t type = m->mode & S_IFMT;
+	bool exchange = m->flags32 & RENAME_EXCHANGE;
 	struct orch_dirent victim;
 	struct orch_msg rep;
 	bool remote = false, freed = false;
@@ -344,22 +435,44 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 	error = orch_meta_applied_get(sv->s_meta, m->origin, m->id, &done);
 	if (!error) {
 		rep.size = done == 2;
+		if (exchange && done != 2) {
+			rep.handle = done & ((1ULL << 60) - 1);
+			rep.mode = (uint32_t)(done >> 60) << 12;
+		}
 		goto out_reply;
 	}
-	if (m->flags32 & ~(uint32_t)RENAME_NOREPLACE) {
-		error = -EINVAL; /* RENAME_EXCHANGE across servers is refused by the coordinator */
+	if (sv_intent_origin_running(m->origin, m->id)) {
+		error = -EAGAIN; /* still at it from an earlier try */
+		goto out_reply;
+	}
+	if (m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		error = -EINVAL;
 		goto out_reply;
 	}
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_reply;
 	error = orch_meta_lookup(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len, &victim);
-	if (!error) {
-		if (victim.handle == m->handle) {
-			rep.size = 1;
-			error = orch_meta_applied_put(sv->s_meta, m->origin, m->id, 2);
-			goto out_commit;
+	if (!error && victim.handle == m->handle) {
+		rep.size = 1;
+		error = orch_meta_applied_put(sv->s_meta, m->origin, m->id, 2);
+		if (error)
+			goto out_abort;
+		goto out_commit;
+	}
+	if (exchange) {
+		if (!error)
+			error = sv_sv_exchange_in(sv, r, m, &victim, &rep);
+		if (error == -EREMOTE) {
+			orch_meta_abort(sv->s_meta);
+			sv_owner_fetch(sv, r, victim.handle);
+			return;
 		}
+		if (error)
+			goto out_abort;
+		goto out_commit;
+	}
+	if (!error) {
 		if (m->flags32 & RENAME_NOREPLACE) {
 			error = -EEXIST;
 			goto out_abort;
@@ -375,9 +488,10 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 		if (error)
 			goto out_abort;
 		if (S_ISDIR(victim.type) && orch_handle_server(victim.handle) != sv->s_index) {
-			/* An empty-check on a third server does not fit in this step yet. */
-			error = -EXDEV;
-			goto out_abort;
+			error = sv_sv_rename_in_over(sv, r, m, &victim);
+			if (error)
+				goto out_abort;
+			return;
 		}
 		error = orch_meta_unlink(sv->s_meta, m->parent, m->name.s, m->name.len, &remote,
 					 &freed);

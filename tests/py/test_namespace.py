@@ -537,10 +537,7 @@ def test_rename_dir_over_dir(op, victim, full):
 
 @pytest.mark.parametrize("victim", [
     "at-target",
-    pytest.param("elsewhere", marks=pytest.mark.xfail(strict=True, reason=(
-        "bug: sv_sv_rename_in() in src/server/sv_sv.c answers EXDEV for a "
-        "cross-server rename over a directory whose inode is not on the "
-        "target parent's server (\"empty-check on a third server\")"))),
+    "elsewhere",
 ])
 def test_rename_dir_cross_server_over_empty_dir(op, victim):
     pa, a, pb, b = dir_pair(op)
@@ -618,8 +615,6 @@ def test_rename_exchange(op):
     op.err("EINVAL", "rename", "/d", join(p, "sub"), "exchange")
 
 
-@pytest.mark.xfail(strict=True, reason="cross-server RENAME_EXCHANGE not implemented "
-                   "(sv_rename_remote() in src/server/sv_cl.c answers EXDEV)")
 def test_rename_exchange_cross_server(op):
     pa, a, pb, b = dir_pair(op)
     f = op.create(join(pa, "f"))
@@ -627,6 +622,23 @@ def test_rename_exchange_cross_server(op):
     op.rename(join(pa, "f"), join(pb, "g"), "exchange")
     assert op.stat(join(pa, "f"))["handle"] == g["handle"]
     assert op.stat(join(pb, "g"))["handle"] == f["handle"]
+
+
+@pytest.mark.parametrize("moved", ["at-source", "at-target", "elsewhere"])
+def test_rename_exchange_cross_server_dir_with_file(op, moved):
+    """A directory and a file swap places across servers: both parents'
+    link counts and the directory's parent pointer follow, at once."""
+    pa, a, pb, b, m, ma = moved_dir_setup(op, moved)
+    op.create(join(m, "inside"))
+    g = op.create(join(pb, "g"))
+    na, nb = op.stat(pa)["nlink"], op.stat(pb)["nlink"]
+    op.rename(m, join(pb, "g"), "exchange")
+    assert op.stat(join(pb, "g"))["handle"] == ma["handle"]
+    assert op.stat(m)["handle"] == g["handle"]
+    assert op.getattr(ma["handle"])["parent"] == b["handle"]
+    assert op.ls(join(pb, "g")) == ["inside"]
+    assert op.stat(pa)["nlink"] == na - 1
+    assert op.stat(pb)["nlink"] == nb + 1
 
 
 def moved_dir_setup(op, moved):
