@@ -1,0 +1,424 @@
+"""Protocol abuse (STYLE 2.10, docs/SPEC-wire.md "Handshake" and "Rules").
+
+A raw socket (tests/lib/wire.py) sends garbage, truncated and oversized
+frames, requests before authentication, a wrong key, unknown types and
+malformed known messages.  The server must answer UNKNOWN or close, log a
+rate-limited WARN, and go on serving a good client; it must never crash.
+Each test has its own one-server cluster, so the per-call-site rate limits
+of one test do not hide the log lines of the next.
+"""
+import hashlib
+import hmac
+import os
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+import wire  # noqa: E402
+from cluster import ORCHARD, wait_until  # noqa: E402
+
+HDR = wire.HDR
+LOOKUP, GETATTR = 0x0101, 0x0102
+SV2SV_DATA_DELETE = 0x0404
+ST_ACCES, ST_NOSYS, ST_PERM = 5, 18, 1
+CRED_ROOT = struct.pack("<IIH", 0, 0, 0)
+WARN_LINE = " warn: "
+
+
+# --- helpers ------------------------------------------------------------------
+
+def addr(c):
+    return c.address(c.names[0])
+
+
+def authed(c):
+    p = wire.Peer(addr(c))
+    assert p.handshake(wire.read_key(c.dir)) == 0
+    return p
+
+
+def hello(p):
+    """Sends HELLO; returns (server nonce, our nonce)."""
+    nc = os.urandom(32)
+    p.send(wire.frame(wire.HELLO, struct.pack("<BBQ", 1, 1, 0) + nc +
+                      struct.pack("<I", wire.ORIGIN_CLIENT)))
+    t, flags, _, body = p.recv_frame()
+    assert t == wire.HELLO and flags & wire.REPLY
+    assert struct.unpack_from("<I", body)[0] == 0
+    return body[14:46], nc
+
+
+def good_client_works(c, tmp_path, tag):
+    """`orchard ping` and a put/get round trip against the same server."""
+    r = c.cli("ping")
+    assert " up " in r.stdout
+    data = os.urandom(random.randint(1, 300000))
+    src = tmp_path / ("good-" + tag)
+    with open(src, "wb") as f:
+        f.write(data)
+    c.cli("put", src, "/good-" + tag)
+    p = subprocess.run([ORCHARD, "-c", c.conf, "cat", "/good-" + tag], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0 and p.stdout == data, p.stderr
+
+
+def assert_alive(c):
+    for name in c.names:
+        assert c.alive(name), "%s died:\n%s" % (name, c.log_tail(name))
+
+
+def warn_lines(c, pattern):
+    return [ln for ln in c.log_text(c.names[0]).splitlines()
+            if WARN_LINE in ln and pattern in ln]
+
+
+def wait_warn(c, pattern):
+    """The log line is written by the server after it closes; poll for it."""
+    return wait_until(lambda: warn_lines(c, pattern), timeout=10,
+                      what="a WARN log line containing %r" % pattern)
+
+
+def protocol_errors(c):
+    return c.server_stats()[c.names[0]]["protocol_errors"]
+
+
+# --- before authentication --------------------------------------------------------------
+
+def test_garbage_bytes(cluster1, tmp_path):
+    c = cluster1
+    rnd = random.Random(1)
+    # Garbage whose length field is huge, and garbage with a plausible header.
+    p = wire.Peer(addr(c))
+    p.send(struct.pack("<I", 0xDEADBEEF) + rnd.randbytes(60))
+    assert p.closed_by_peer()
+    p.close()
+    wait_warn(c, "frame too large")
+
+    p = wire.Peer(addr(c))
+    body = rnd.randbytes(40)
+    p.send(HDR.pack(len(body), 0x5A5A, 7, 0x80, 12345) + body)
+    assert p.closed_by_peer()
+    p.close()
+    wait_warn(c, "before authentication")
+    good_client_works(c, tmp_path, "g")
+    assert_alive(c)
+
+
+def test_truncated_frame_then_close(cluster1, tmp_path):
+    c = cluster1
+    # A HELLO cut short, before and during the header.
+    for cut in (3, wire.HDR.size, wire.HDR.size + 10):
+        p = wire.Peer(addr(c))
+        full = wire.frame(wire.HELLO, struct.pack("<BBQ", 1, 1, 0) + os.urandom(32) +
+                          struct.pack("<I", wire.ORIGIN_CLIENT))
+        p.send(full[:cut])
+        p.close()
+    # After authentication: a GETATTR cut in its payload, then close.
+    p = authed(c)
+    req = wire.frame(GETATTR, CRED_ROOT + struct.pack("<Q", 1), reqid=5)
+    p.send(req[:-4])
+    p.close()
+    # A frame that says 1000 bytes and stops at 10, then the peer stays idle.
+    p = authed(c)
+    p.send(HDR.pack(1000, GETATTR, 1, 0, 6) + b"x" * 10)
+    p.sock.settimeout(0.3)
+    assert not p.closed_by_peer()  # the server waits for the rest ...
+    good_client_works(c, tmp_path, "t")  # ... without blocking anyone else
+    p.close()
+    good_client_works(c, tmp_path, "t2")
+    assert_alive(c)
+
+
+@pytest.mark.parametrize("when", ["before-auth", "after-auth"])
+def test_huge_length_field(cluster1, tmp_path, when):
+    c = cluster1
+    p = wire.Peer(addr(c)) if when == "before-auth" else authed(c)
+    p.send(HDR.pack(0xFFFFFFF0, GETATTR, 1, 0, 9))
+    assert p.closed_by_peer()
+    p.close()
+    # Just over the limit is refused too; the limit itself is not a crash.
+    p = authed(c)
+    p.send(HDR.pack(wire.MAXFRAME + 1, GETATTR, 1, 0, 10))
+    assert p.closed_by_peer()
+    p.close()
+    lines = wait_warn(c, "frame too large")
+    assert "len=4294967280" in "".join(lines), lines
+    good_client_works(c, tmp_path, "h")
+    assert_alive(c)
+
+
+def test_request_before_authentication(cluster1, tmp_path):
+    c = cluster1
+    # Straight away, with no HELLO.
+    p = wire.Peer(addr(c))
+    p.send(wire.frame(GETATTR, CRED_ROOT + struct.pack("<Q", 1)))
+    assert p.closed_by_peer()
+    p.close()
+    # After HELLO, instead of AUTH.
+    p = wire.Peer(addr(c))
+    hello(p)
+    p.send(wire.frame(wire.PING, reqid=3))
+    assert p.closed_by_peer()
+    p.close()
+    lines = wait_warn(c, "before authentication")
+    assert any("type=0x0102" in ln for ln in lines), lines
+    good_client_works(c, tmp_path, "b")
+    assert_alive(c)
+
+
+def test_wrong_key_refused(cluster1, tmp_path):
+    c = cluster1
+    wrong = bytes(32)
+    p = wire.Peer(addr(c))
+    ns, nc = hello(p)
+    mac = hmac.new(wrong, b"orchard-connector" + ns + nc, hashlib.sha256).digest()
+    p.send(wire.frame(wire.AUTH, mac, reqid=2))
+    t, flags, _, body = p.recv_frame()
+    assert t == wire.AUTH and flags & wire.REPLY
+    assert struct.unpack_from("<I", body)[0] == ST_ACCES
+    assert p.closed_by_peer()
+    p.close()
+    # A replayed MAC from another connection fails the same way (fresh nonces).
+    key = wire.read_key(c.dir)
+    p = wire.Peer(addr(c))
+    ns1, nc1 = hello(p)
+    stale = hmac.new(key, b"orchard-connector" + ns1 + nc1, hashlib.sha256).digest()
+    p.close()
+    p = wire.Peer(addr(c))
+    hello(p)
+    p.send(wire.frame(wire.AUTH, stale, reqid=2))
+    t, _, _, body = p.recv_frame()
+    assert struct.unpack_from("<I", body)[0] == ST_ACCES
+    assert p.closed_by_peer()
+    p.close()
+    assert len(wait_warn(c, "failed authentication")) >= 2
+    good_client_works(c, tmp_path, "k")
+    assert_alive(c)
+
+
+def test_cli_with_wrong_key_fails_cleanly(cluster1, tmp_path):
+    c = cluster1
+    conf = tmp_path / "other.conf"
+    keyf = tmp_path / "other.key"
+    with open(keyf, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    os.chmod(keyf, 0o600)
+    with open(c.conf) as f:
+        text = f.read()
+    lines = []
+    for ln in text.splitlines():
+        if ln.strip().startswith("key_file"):
+            ln = "key_file = %s" % keyf
+        elif ln.strip().startswith("data_dir"):
+            ln = "data_dir = %s" % os.path.join(c.dir, ln.split("=", 1)[1].strip())
+        lines.append(ln)
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    r = subprocess.run([ORCHARD, "-c", str(conf), "ping"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1
+    # The client checks the server's MAC first and refuses it: it never sends
+    # AUTH, so the server has nothing to log; the client says why.
+    assert re.search(r"^s0\s.*\bdown\b.*Permission denied", r.stdout, re.M), r.stdout
+    assert "failed authentication" in r.stderr, r.stderr
+    good_client_works(c, tmp_path, "w")
+    assert_alive(c)
+
+
+# --- after authentication ---------------------------------------------------------------
+
+def test_unknown_type_gets_unknown_reply(cluster1, tmp_path):
+    c = cluster1
+    p = authed(c)
+    for i, t in enumerate((0x7777, 0x00FF, 0xFFFF, 0x0300, 0x0500)):
+        p.send(wire.frame(t, b"whatever" * i, reqid=100 + i))
+        rt, flags, rid, body = p.recv_frame()
+        assert (rt, rid) == (wire.UNKNOWN, 100 + i)
+        assert flags & wire.REPLY
+        assert struct.unpack_from("<I", body)[0] == ST_NOSYS
+    # A (well-formed) handshake message after the handshake is not served either.
+    p.send(wire.frame(wire.HELLO, struct.pack("<BBQ", 1, 1, 0) + os.urandom(32) +
+                      struct.pack("<I", wire.ORIGIN_CLIENT), reqid=200))
+    rt, _, rid, body = p.recv_frame()
+    assert (rt, rid) == (wire.UNKNOWN, 200)
+    # The connection stays usable.
+    assert p.ping(reqid=300) == 0
+    p.send(wire.frame(GETATTR, CRED_ROOT + struct.pack("<Q", 1), reqid=301))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (GETATTR, 301) and struct.unpack_from("<I", body)[0] == 0
+    p.close()
+    good_client_works(c, tmp_path, "u")
+    assert_alive(c)
+
+
+def test_largest_frame_and_pipelining(cluster1, tmp_path):
+    """A frame of exactly the maximum size is read and answered; many
+    requests in flight on one connection are each answered by reqid."""
+    c = cluster1
+    p = authed(c)
+    p.sock.settimeout(20)
+    p.send(wire.frame(0x7ABC, b"\x00" * wire.MAXFRAME, reqid=77))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (wire.UNKNOWN, 77) and flags & wire.REPLY
+    reqids = list(range(1000, 1200))
+    p.send(b"".join(wire.frame(wire.PING, reqid=r) for r in reqids))
+    got = []
+    for _ in reqids:
+        rt, flags, rid, body = p.recv_frame()
+        assert rt == wire.PING and flags & wire.REPLY
+        assert struct.unpack_from("<I", body)[0] == 0
+        got.append(rid)
+    assert sorted(got) == reqids
+    p.close()
+    good_client_works(c, tmp_path, "p")
+    assert_alive(c)
+
+
+def test_server_request_from_client_refused(cluster1, tmp_path):
+    c = cluster1
+    p = authed(c)
+    p.send(wire.frame(SV2SV_DATA_DELETE, struct.pack("<IQQ", 0, 1, 1), reqid=11))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (SV2SV_DATA_DELETE, 11) and flags & wire.REPLY
+    assert struct.unpack_from("<I", body)[0] == ST_PERM
+    assert p.ping() == 0
+    p.close()
+    wait_warn(c, "server request from a client")
+    good_client_works(c, tmp_path, "s")
+    assert_alive(c)
+
+
+@pytest.mark.parametrize("case", ["name-too-long-for-frame", "short", "trailing-bytes",
+                                  "zero-length-name", "reply-flag"])
+def test_malformed_known_message_closes(cluster1, tmp_path, case):
+    c = cluster1
+    errors0 = protocol_errors(c)
+    p = authed(c)
+    base = CRED_ROOT + struct.pack("<Q", 1)
+    if case == "name-too-long-for-frame":
+        msg = wire.frame(LOOKUP, base + bytes([200]) + b"abc")
+        pattern = "malformed request"
+    elif case == "short":
+        msg = wire.frame(GETATTR, CRED_ROOT + b"\x01\x00")
+        pattern = "malformed request"
+    elif case == "trailing-bytes":
+        msg = wire.frame(GETATTR, base + b"junk")
+        pattern = "malformed request"
+    elif case == "zero-length-name":
+        msg = wire.frame(LOOKUP, base + b"\x00")
+        pattern = "malformed request"
+    else:
+        msg = wire.frame(GETATTR, b"\x00" * 8, flags=wire.REPLY)
+        pattern = "unexpected reply frame"
+    p.send(msg)
+    assert p.closed_by_peer()
+    p.close()
+    lines = wait_warn(c, pattern)
+    if pattern == "malformed request":
+        assert "type=CL2SV_" in lines[0], lines
+        assert protocol_errors(c) == errors0 + 1
+    good_client_works(c, tmp_path, "m")
+    assert_alive(c)
+
+
+def test_newer_version_may_carry_trailing_bytes(cluster1, tmp_path):
+    """SPEC-wire "Versioning": trailing bytes are accepted in a frame whose
+    version is newer than the receiver's."""
+    c = cluster1
+    p = authed(c)
+    p.send(wire.frame(GETATTR, CRED_ROOT + struct.pack("<Q", 1) + b"future", reqid=21,
+                      version=2))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (GETATTR, 21) and struct.unpack_from("<I", body)[0] == 0
+    assert p.ping() == 0
+    p.close()
+    assert_alive(c)
+
+
+# --- flood ------------------------------------------------------------------------------
+
+def test_garbage_flood(cluster1, tmp_path):
+    c = cluster1
+    stop = threading.Event()
+    sent = [0]
+    errors = []
+
+    def flood(seed):
+        rnd = random.Random(seed)
+        try:
+            for i in range(20):
+                try:
+                    s = socket.create_connection(addr(c), timeout=5)
+                except OSError as e:
+                    errors.append(e)
+                    continue
+                try:
+                    kind = i % 3
+                    if kind == 0:
+                        s.sendall(rnd.randbytes(200))
+                    elif kind == 1:
+                        s.sendall(HDR.pack(0xFFFFFFF0, GETATTR, 1, 0, i))
+                    else:
+                        s.sendall(wire.frame(GETATTR, CRED_ROOT + struct.pack("<Q", 1)))
+                    s.settimeout(5)
+                    try:
+                        while s.recv(4096):
+                            pass
+                    except OSError:
+                        pass
+                    sent[0] += 1
+                finally:
+                    s.close()
+                if stop.is_set():
+                    return
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(10)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        # A good client keeps working during the flood.
+        good_client_works(c, tmp_path, "f1")
+    finally:
+        for t in threads:
+            t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors[:3]
+    assert sent[0] == 200
+    good_client_works(c, tmp_path, "f2")
+    assert_alive(c)
+    # Rate limited: at most 10 per 5 s per call site (three sites here).
+    elapsed = time.monotonic() - t0
+    warns = [ln for ln in c.log_text(c.names[0]).splitlines() if WARN_LINE in ln]
+    windows = int(elapsed / 5) + 1
+    assert 3 <= len(warns) <= 3 * 10 * windows, \
+        "%d WARN lines for 200 bad peers in %.1f s" % (len(warns), elapsed)
+
+    # Once the window has passed, the next one reports how many it dropped.
+    def suppressed():
+        s = socket.create_connection(addr(c), timeout=5)
+        try:
+            s.sendall(HDR.pack(0xFFFFFFF0, GETATTR, 1, 0, 1))
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+        finally:
+            s.close()
+        return any("suppressed" in ln for ln in warn_lines(c, ""))
+    wait_until(suppressed, timeout=15, interval=0.5,
+               what="a 'similar log lines suppressed' summary")
+    assert_alive(c)
