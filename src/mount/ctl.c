@@ -1,0 +1,227 @@
+/*
+ * Runtime knobs and counters, as virtual extended attributes of the mount's
+ * root (docs/mount.md): the analogue of OrangeFS's
+ * /sys/fs/orangefs/{dcache,getattr}_timeout_msecs, with no extra socket and the kernel's
+ * own permission and path handling.
+ *
+ *   user.orchard.dcache_timeout_ms     read/write, decimal milliseconds
+ *   user.orchard.getattr_timeout_ms    read/write
+ *   user.orchard.negative_timeout_ms   read/write
+ *   user.orchard.op_timeout_ms         read/write (liborchard's deadline)
+ *   user.orchard.stats                 read only, JSON
+ *
+ * The names are answered here and never reach the servers; the server's
+ * list of the root's xattrs does not include them.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "common/util.h"
+#include "proto/msg.h"
+
+#define CTL_STATS "stats"
+/*
+ * A size-only query of the stats gets this much slack: the counters grow
+ * between that query and the read that follows it (getfattr does both),
+ * and the read must not fail with ERANGE.
+ */
+#define CTL_STATS_SLACK 1024
+#define CTL_STATS_MAX 16384
+#define CTL_MSG_TYPES_MAX 256
+
+struct ctl_knob {
+	const char *k_name;   /* after the prefix */
+	size_t k_offset;      /* of the _Atomic uint32_t in struct orch_mnt */
+	uint32_t k_min, k_max;
+};
+
+static const struct ctl_knob ctl_knobs[] = {
+	{ "dcache_timeout_ms", offsetof(struct orch_mnt, m_dcache_ms), 0, ORCH_MNT_TIMEOUT_MAX },
+	{ "getattr_timeout_ms", offsetof(struct orch_mnt, m_getattr_ms), 0,
+	  ORCH_MNT_TIMEOUT_MAX },
+	{ "negative_timeout_ms", offsetof(struct orch_mnt, m_negative_ms), 0,
+	  ORCH_MNT_TIMEOUT_MAX },
+	{ "op_timeout_ms", offsetof(struct orch_mnt, m_op_timeout_ms), ORCH_MNT_OP_TIMEOUT_MIN,
+	  ORCH_MNT_TIMEOUT_MAX },
+};
+
+static const char *const ctl_op_names[] = {
+#define CTL_OP_NAME(name) #name,
+	ORCH_MNT_OPS(CTL_OP_NAME)
+#undef CTL_OP_NAME
+};
+
+static _Atomic uint32_t *ctl_knob_ptr(struct orch_mnt *m, const struct ctl_knob *k)
+{
+	return (_Atomic uint32_t *)((char *)m + k->k_offset);
+}
+
+static const struct ctl_knob *ctl_knob_find(const char *name)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(ctl_knobs); i++)
+		if (strcmp(name, ctl_knobs[i].k_name) == 0)
+			return &ctl_knobs[i];
+	return NULL;
+}
+
+bool orch_mnt_ctl_is_ctl(uint64_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID &&
+	       strncmp(name, ORCH_MNT_CTL_PREFIX, strlen(ORCH_MNT_CTL_PREFIX)) == 0;
+}
+
+/* Appends to @buf of @size at *@pos; returns false once it overflowed. */
+static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*pos >= size)
+		return false;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *pos, size - *pos, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size - *pos) {
+		*pos = size;
+		return false;
+	}
+	*pos += (size_t)n;
+	return true;
+}
+
+/*
+ * {"fuse": {"LOOKUP": n, ...}, "server_requests": {"CL2SV_LOOKUP": n, ...},
+ *  "cache": {"dcache_timeout_ms": n, ...},
+ *  "inode_table": {"inodes": n, "forget_unknown": n}}.
+ * Every key is always present.
+ */
+static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *len)
+{
+	uint16_t types[CTL_MSG_TYPES_MAX];
+	uint64_t counts[CTL_MSG_TYPES_MAX];
+	uint64_t inodes, unknown;
+	size_t ntypes, pos = 0;
+	bool first = true;
+
+	ntypes = orch_msg_types(types, CTL_MSG_TYPES_MAX);
+	orch_client_request_counts(m->m_cl, counts, ntypes);
+	ctl_printf(buf, size, &pos, "{\"fuse\": {");
+	for (size_t i = 0; i < ORCH_MNT_OP_COUNT; i++)
+		ctl_printf(buf, size, &pos, "%s\"%s\": %" PRIu64, i ? ", " : "", ctl_op_names[i],
+			   atomic_load(&m->m_ops[i]));
+	ctl_printf(buf, size, &pos, "}, \"server_requests\": {");
+	for (size_t i = 0; i < ntypes; i++) {
+		const char *name = orch_msg_name(types[i]);
+
+		if (!name)
+			continue;
+		ctl_printf(buf, size, &pos, "%s\"%s\": %" PRIu64, first ? "" : ", ", name,
+			   counts[i]);
+		first = false;
+	}
+	ctl_printf(buf, size, &pos, "}, \"cache\": {");
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(ctl_knobs); i++)
+		ctl_printf(buf, size, &pos, "%s\"%s\": %" PRIu32, i ? ", " : "",
+			   ctl_knobs[i].k_name, atomic_load(ctl_knob_ptr(m, &ctl_knobs[i])));
+	orch_mnt_itab_counts(&m->m_itab, &inodes, &unknown);
+	ctl_printf(buf, size, &pos,
+		   "}, \"inode_table\": {\"inodes\": %" PRIu64 ", \"forget_unknown\": %" PRIu64,
+		   inodes, unknown);
+	if (!ctl_printf(buf, size, &pos, "}}"))
+		return -EOVERFLOW;
+	*len = pos;
+	return 0;
+}
+
+int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t size,
+		     size_t *len)
+{
+	const char *key = name + strlen(ORCH_MNT_CTL_PREFIX);
+	const struct ctl_knob *k;
+	char text[CTL_STATS_MAX];
+	size_t n;
+	int error;
+
+	if (strcmp(key, CTL_STATS) == 0) {
+		error = ctl_stats_json(m, text, sizeof(text), &n);
+		if (error)
+			return error;
+		if (size == 0) {
+			*len = n + CTL_STATS_SLACK;
+			return 0;
+		}
+	} else {
+		k = ctl_knob_find(key);
+		if (!k)
+			return -ENODATA;
+		n = (size_t)snprintf(text, sizeof(text), "%" PRIu32,
+				     atomic_load(ctl_knob_ptr(m, k)));
+		if (size == 0) {
+			*len = n;
+			return 0;
+		}
+	}
+	if (n > size)
+		return -ERANGE;
+	memcpy(buf, text, n);
+	*len = n;
+	return 0;
+}
+
+/* Decimal digits, optionally one trailing newline (as `echo` leaves it). */
+static int ctl_parse_u32(const char *value, size_t size, uint32_t min, uint32_t max,
+			 uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (size && value[size - 1] == '\n')
+		size--;
+	if (size == 0 || size > 10)
+		return -EINVAL;
+	for (size_t i = 0; i < size; i++) {
+		if (value[i] < '0' || value[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(value[i] - '0');
+	}
+	if (v < min || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char *value,
+		     size_t size, int flags)
+{
+	const char *key = name + strlen(ORCH_MNT_CTL_PREFIX);
+	const struct ctl_knob *k;
+	uint32_t v;
+	int error;
+
+	if (strcmp(key, CTL_STATS) == 0)
+		return -EPERM;
+	k = ctl_knob_find(key);
+	if (!k)
+		return -EOPNOTSUPP;
+	if (uid != 0 && uid != m->m_owner)
+		return -EPERM;
+	if (flags & XATTR_CREATE)
+		return -EEXIST;
+	error = ctl_parse_u32(value, size, k->k_min, k->k_max, &v);
+	if (error)
+		return error;
+	if (k->k_offset == offsetof(struct orch_mnt, m_op_timeout_ms))
+		orch_client_set_timeout(m->m_cl, v);
+	atomic_store(ctl_knob_ptr(m, k), v);
+	return 0;
+}

@@ -1,0 +1,278 @@
+/*
+ * Directory listing.
+ *
+ * The kernel asks READDIR(PLUS) with a buffer of a page or so, which holds
+ * some 25 entries with attributes; the server answers up to
+ * MNT_DIR_BATCH per request.  So each open directory keeps the last batch
+ * and serves the kernel's requests from it, and `ls -l` costs one server
+ * request per MNT_DIR_BATCH entries.
+ *
+ * Offsets: FUSE resumes a listing from the offset of the last entry it got.
+ * "." is at offset 1 and ".." at 2; the server entry with cookie c (its
+ * sequence number, >= 1) is at c + 2, so resuming from offset o >= 2 asks
+ * the server for what follows cookie o - 2.  Server cookies are stable under
+ * concurrent create and delete (meta/dirent.c), and so are ours.
+ *
+ * Lookup counts: every entry handed to the kernel through
+ * fuse_add_direntry_plus(), except "." and "..", is one lookup (the kernel
+ * will FORGET it), so it is counted in the inode table before the reply; if
+ * the reply does not reach the kernel the counts are dropped again.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define MNT_DIR_BATCH 256u
+#define MNT_DIR_OFF_DOT 1
+#define MNT_DIR_OFF_DOTDOT 2
+
+/* Per open directory (fi->fh). */
+struct mnt_dir {
+	/*
+	 * Held across the server request of a refill: it only serializes the
+	 * readers of this one open directory, which the kernel serializes
+	 * anyway (f_pos_lock).  Taken before the inode table's lock.
+	 */
+	pthread_mutex_t d_lock;
+	uint64_t d_handle;
+	struct orch_dirent *d_ents; /* the last batch; protected by d_lock */
+	uint32_t d_n;               /* entries in it */
+	uint64_t d_start;           /* server cookie it was read from */
+	bool d_valid;               /* d_ents holds a batch */
+	bool d_plus;                /* ... with attributes */
+	bool d_eof;                 /* ... and nothing follows it */
+};
+
+static struct mnt_dir *mnt_dir_of(const struct fuse_file_info *fi)
+{
+	return (struct mnt_dir *)(uintptr_t)fi->fh;
+}
+
+void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_dir *d;
+
+	orch_mnt_count(m, ORCH_MNT_OP_OPENDIR);
+	d = calloc(1, sizeof(*d));
+	if (d)
+		d->d_ents = malloc(MNT_DIR_BATCH * sizeof(*d->d_ents));
+	if (!d || !d->d_ents) {
+		if (d)
+			free(d);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&d->d_lock, NULL);
+	d->d_handle = ino;
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi)) {
+		pthread_mutex_destroy(&d->d_lock);
+		free(d->d_ents);
+		free(d);
+	}
+}
+
+void orch_mnt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_dir *d = mnt_dir_of(fi);
+
+	(void)ino;
+	orch_mnt_count(m, ORCH_MNT_OP_RELEASEDIR);
+	pthread_mutex_destroy(&d->d_lock);
+	free(d->d_ents);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/*
+ * Index in the batch of the entry that follows @cookie, or -1 if the batch
+ * cannot tell (not loaded, without the attributes @plus needs, or @cookie
+ * not in it).  d_n means "after the batch".
+ */
+static int64_t mnt_dir_find(const struct mnt_dir *d, uint64_t cookie, bool plus)
+{
+	if (!d->d_valid || (plus && !d->d_plus))
+		return -1;
+	if (cookie == d->d_start)
+		return 0;
+	for (uint32_t i = 0; i < d->d_n; i++)
+		if (d->d_ents[i].cookie == cookie)
+			return i + 1;
+	return -1;
+}
+
+static int mnt_dir_fill(struct orch_mnt *m, const struct orch_cred *cred, struct mnt_dir *d,
+			uint64_t cookie, bool plus)
+{
+	int error;
+
+	d->d_valid = false;
+	error = orch_fs_readdir(m->m_cl, cred, d->d_handle, cookie, MNT_DIR_BATCH, plus,
+				d->d_ents, &d->d_n, &d->d_eof);
+	if (error)
+		return error;
+	d->d_start = cookie;
+	d->d_plus = plus;
+	d->d_valid = true;
+	return 0;
+}
+
+/* The listing being built for one reply. */
+struct mnt_dirbuf {
+	char *b_buf;
+	size_t b_size;
+	size_t b_pos;
+	uint64_t *b_counted; /* handles given a lookup (plus), to undo on failure */
+	size_t b_ncounted;
+};
+
+/*
+ * Adds one entry at offset @off.  Returns 1 if added, 0 if it does not fit,
+ * or -errno.  For plus, @a has the attributes and a lookup is counted;
+ * @a NULL is "." or "..", with no lookup (the kernel does not take one).
+ */
+static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const char *name,
+			  uint64_t ino, uint32_t type, const struct orch_attr *a, off_t off)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	size_t room = b->b_size - b->b_pos, need;
+
+	if (!plus) {
+		struct stat st = { .st_ino = ino, .st_mode = type };
+
+		need = fuse_add_direntry(req, b->b_buf + b->b_pos, room, name, &st, off);
+	} else if (!a) {
+		struct fuse_entry_param e = { .ino = 0 };
+
+		e.attr.st_ino = ino;
+		e.attr.st_mode = type;
+		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
+	} else {
+		struct fuse_entry_param e;
+		uint64_t size = a->size;
+
+		/* What fits is measured first: a lookup is counted only if added. */
+		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, off) > room)
+			return 0;
+		if (orch_mnt_inode_get(&m->m_itab, a, &size))
+			return -ENOMEM;
+		b->b_counted[b->b_ncounted++] = a->handle;
+		orch_mnt_entry_param(m, a, size, &e);
+		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
+	}
+	if (need > room)
+		return 0;
+	b->b_pos += need;
+	return 1;
+}
+
+static void mnt_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_dir *d = mnt_dir_of(fi);
+	struct mnt_dirbuf b = { .b_size = size };
+	struct orch_cred cred;
+	struct orch_attr self;
+	uint64_t cookie;
+	int rc = 1, error = 0;
+
+	orch_mnt_count(m, plus ? ORCH_MNT_OP_READDIRPLUS : ORCH_MNT_OP_READDIR);
+	orch_mnt_cred(req, &cred);
+	b.b_buf = malloc(size ? size : 1);
+	/* An entry takes at least 24 bytes: a bound on how many fit. */
+	b.b_counted = malloc((size / 24 + 1) * sizeof(*b.b_counted));
+	if (!b.b_buf || !b.b_counted) {
+		error = -ENOMEM;
+		goto out_free;
+	}
+	pthread_mutex_lock(&d->d_lock);
+	if (off == 0) {
+		/* A fresh listing (or rewinddir): nothing cached may be reused. */
+		d->d_valid = false;
+		rc = mnt_dirbuf_add(req, &b, plus, ".", ino, S_IFDIR, NULL, MNT_DIR_OFF_DOT);
+	}
+	if (rc > 0 && off <= MNT_DIR_OFF_DOT) {
+		uint64_t parent = ino;
+
+		if (orch_mnt_inode_attr(&m->m_itab, ino, &self) == 0 && self.parent)
+			parent = self.parent;
+		rc = mnt_dirbuf_add(req, &b, plus, "..", parent, S_IFDIR, NULL,
+				    MNT_DIR_OFF_DOTDOT);
+	}
+	cookie = off <= MNT_DIR_OFF_DOTDOT ? 0 : (uint64_t)off - MNT_DIR_OFF_DOTDOT;
+	while (rc > 0) {
+		int64_t i = mnt_dir_find(d, cookie, plus);
+
+		if (i < 0 || (i == d->d_n && !d->d_eof)) {
+			error = mnt_dir_fill(m, &cred, d, cookie, plus);
+			if (error)
+				break;
+			i = 0;
+		}
+		if (i == d->d_n)
+			break; /* the end of the directory */
+		for (; i < d->d_n; i++) {
+			const struct orch_dirent *e = &d->d_ents[i];
+
+			rc = mnt_dirbuf_add(req, &b, plus, e->name, e->handle, e->type,
+					    plus ? &e->attr : NULL,
+					    (off_t)(e->cookie + MNT_DIR_OFF_DOTDOT));
+			if (rc <= 0)
+				break;
+			cookie = e->cookie;
+		}
+	}
+	pthread_mutex_unlock(&d->d_lock);
+	if (rc < 0)
+		error = rc;
+	/* Entries already in the buffer are worth returning; an error only if none. */
+	if (!error || b.b_pos) {
+		error = 0;
+		if (fuse_reply_buf(req, b.b_buf, b.b_pos) == 0)
+			goto out_free;
+		/* The kernel never got them: nothing to reply, lookups to undo. */
+	}
+	for (size_t k = 0; k < b.b_ncounted; k++)
+		orch_mnt_inode_forget(&m->m_itab, b.b_counted[k], 1);
+out_free:
+	free(b.b_buf);
+	free(b.b_counted);
+	if (error)
+		orch_mnt_reply_err(req, error);
+}
+
+void orch_mnt_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	mnt_do_readdir(req, ino, size, off, fi, false);
+}
+
+void orch_mnt_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{
+	mnt_do_readdir(req, ino, size, off, fi, true);
+}
+
+void orch_mnt_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		       struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	(void)fi;
+	orch_mnt_count(m, ORCH_MNT_OP_FSYNCDIR);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+	if (!error)
+		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync);
+	orch_mnt_reply_err(req, error);
+}

@@ -1,0 +1,286 @@
+/*
+ * Open files and their data.
+ *
+ * Sizes: a write goes to the servers at once but does not change the inode's
+ * size, which is authoritative (fs.h); the highest written end is published
+ * with orch_fs_extend() when the writer flushes, fsyncs or releases.  Until
+ * then the inode table's i_wend keeps what this mount reports and reads.
+ *
+ * Close-to-open: open always fetches fresh attributes, and the kernel keeps
+ * the file's page cache (keep_cache) only if size and mtime equal what the
+ * previous open or close of the inode recorded.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+
+/* Per open file (fi->fh). */
+struct mnt_file {
+	uint64_t f_handle;
+	_Atomic bool f_dirty;       /* written since the last EXTEND through this file */
+	_Atomic int64_t f_mtime_ns; /* wall time of the last write, for that EXTEND */
+};
+
+static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
+{
+	return (struct mnt_file *)(uintptr_t)fi->fh;
+}
+
+/* Without default_permissions the kernel leaves the open check to us. */
+static int mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			  int flags)
+{
+	uint32_t mask = 0;
+
+	if (m->m_default_permissions || cred->uid == 0)
+		return 0;
+	switch (flags & O_ACCMODE) {
+	case O_RDONLY: mask = R_OK; break;
+	case O_WRONLY: mask = W_OK; break;
+	default: mask = R_OK | W_OK; break;
+	}
+	if (flags & O_TRUNC)
+		mask |= W_OK;
+	return orch_fs_access(m->m_cl, cred, h, mask);
+}
+
+static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
+{
+	struct mnt_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->f_handle = h;
+	fi->fh = (uint64_t)(uintptr_t)f;
+	return 0;
+}
+
+void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_attr a, zero = { 0 };
+	struct orch_cred cred;
+	uint64_t size;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
+	orch_mnt_cred(req, &cred);
+	error = mnt_open_check(m, &cred, ino, fi->flags);
+	if (error)
+		goto out_err;
+	/* The revalidation of close-to-open; O_TRUNC's SETATTR doubles as it. */
+	if (fi->flags & O_TRUNC) {
+		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &zero, &a);
+		if (!error)
+			orch_mnt_inode_truncated(&m->m_itab, &a, &size);
+	} else {
+		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+		if (!error)
+			orch_mnt_inode_update(&m->m_itab, &a, &size);
+	}
+	if (error)
+		goto out_err;
+	error = mnt_file_attach(fi, ino);
+	if (error)
+		goto out_err;
+	fi->keep_cache = orch_mnt_inode_cto_check(&m->m_itab, &a);
+	if (fuse_reply_open(req, fi))
+		free(mnt_file_of(fi));
+	return;
+out_err:
+	orch_mnt_reply_err(req, error);
+}
+
+void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_attr a, zero = { 0 };
+	struct orch_cred cred;
+	bool existed = false;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_CREATE);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_create(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
+			       fi->flags & O_EXCL, &a, &existed);
+	/*
+	 * The kernel asks CREATE only for a name it believed absent; if another
+	 * client made it meanwhile, this is an open of that file.
+	 */
+	if (!error && existed) {
+		error = mnt_open_check(m, &cred, a.handle, fi->flags);
+		if (!error && (fi->flags & O_TRUNC) && a.size)
+			error = orch_fs_setattr(m->m_cl, &cred, a.handle, ORCH_SET_SIZE, &zero,
+						&a);
+	}
+	if (!error)
+		error = mnt_file_attach(fi, a.handle);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
+	}
+	if (orch_mnt_reply_entry(req, &a, fi)) {
+		free(mnt_file_of(fi)); /* no RELEASE will come for it */
+		return;
+	}
+	/* The reference for the next open's keep_cache. */
+	orch_mnt_inode_cto_set(&m->m_itab, &a);
+}
+
+void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	size_t got = 0;
+	char *buf;
+	int error;
+
+	(void)fi;
+	orch_mnt_count(m, ORCH_MNT_OP_READ);
+	orch_mnt_cred(req, &cred);
+	/* The kernel holds the inode while the file is open: it is in the table. */
+	error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
+	if (error) {
+		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+		if (error)
+			goto out_err;
+	}
+	size = ORCH_MIN(size, (size_t)ORCH_IO_MAX);
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		error = -ENOMEM;
+		goto out_err;
+	}
+	error = orch_fs_read(m->m_cl, &cred, &a, (uint64_t)off, buf, size, &got);
+	if (error) {
+		free(buf);
+		goto out_err;
+	}
+	fuse_reply_buf(req, buf, got);
+	free(buf);
+	return;
+out_err:
+	orch_mnt_reply_err(req, error);
+}
+
+void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		    off_t off, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_file *f = mnt_file_of(fi);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
+	orch_mnt_cred(req, &cred);
+	error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
+	if (error) {
+		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+		if (error)
+			goto out_err;
+	}
+	error = orch_fs_write(m->m_cl, &cred, &a, (uint64_t)off, buf, size);
+	if (error)
+		goto out_err;
+	atomic_store(&f->f_mtime_ns, orch_time_real_ns());
+	atomic_store(&f->f_dirty, true);
+	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size);
+	fuse_reply_write(req, size);
+	return;
+out_err:
+	orch_mnt_reply_err(req, error);
+}
+
+/*
+ * Publishes what @f wrote: max-merges the inode's size with the pending
+ * written end and sets mtime to the time of the last write, as a local file
+ * system would have (the server takes mtime 0 as "leave it"), then records
+ * the result for close-to-open.  Nothing to do if @f wrote nothing since the
+ * last time.
+ */
+static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
+			   struct mnt_file *f)
+{
+	struct orch_attr a;
+	uint64_t end, size;
+	int error;
+
+	if (!atomic_exchange(&f->f_dirty, false))
+		return 0;
+	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle);
+	error = orch_fs_extend(m->m_cl, cred, f->f_handle, end, atomic_load(&f->f_mtime_ns),
+			       &a);
+	if (error) {
+		/* Still to publish: the next flush, fsync or release retries. */
+		atomic_store(&f->f_dirty, true);
+		return error;
+	}
+	orch_mnt_inode_extended(&m->m_itab, end, &a, &size);
+	orch_mnt_inode_cto_set(&m->m_itab, &a);
+	return 0;
+}
+
+void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+
+	(void)ino;
+	orch_mnt_count(m, ORCH_MNT_OP_FLUSH);
+	orch_mnt_cred(req, &cred);
+	orch_mnt_reply_err(req, mnt_file_extend(m, &cred, mnt_file_of(fi)));
+}
+
+/*
+ * RELEASE carries no caller (the last close may come from any context), so
+ * the size is published as root.  A failure here cannot reach the program;
+ * it is logged.
+ */
+void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_file *f = mnt_file_of(fi);
+	struct orch_cred cred = { 0 };
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_RELEASE);
+	error = mnt_file_extend(m, &cred, f);
+	if (error)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "cannot publish the size at release: ino=%#llx: %s",
+				   (unsigned long long)ino, strerror(-error));
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_FSYNC);
+	orch_mnt_cred(req, &cred);
+	/* The size goes first, so the fsync makes it durable too. */
+	error = mnt_file_extend(m, &cred, mnt_file_of(fi));
+	if (!error)
+		error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
+	if (error == -ENOENT)
+		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+	if (!error)
+		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync);
+	orch_mnt_reply_err(req, error);
+}

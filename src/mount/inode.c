@@ -1,0 +1,290 @@
+/*
+ * The inode table: handle -> lookup count and last attributes (see
+ * mount_i.h).  A chained hash table under one mutex; every operation is a
+ * short critical section with no I/O, so one lock serves all FUSE threads.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define ITAB_MIN_BUCKETS 1024u
+
+/*
+ * Handles are a server index in the top bits and a counter below, so the
+ * low bits are already well spread; the multiply mixes in the server.
+ */
+static size_t itab_hash(const struct orch_mnt_itab *t, uint64_t h)
+{
+	return (size_t)((h * 0x9e3779b97f4a7c15ULL) >> 32) & (t->t_nbuckets - 1);
+}
+
+static struct orch_mnt_inode *itab_find(const struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in = t->t_buckets[itab_hash(t, h)];
+
+	while (in && in->i_attr.handle != h)
+		in = in->i_next;
+	return in;
+}
+
+/*
+ * Doubles the bucket array.  A failed allocation leaves the table as it was:
+ * longer chains, still correct.
+ */
+static void itab_grow(struct orch_mnt_itab *t)
+{
+	size_t n = t->t_nbuckets * 2;
+	struct orch_mnt_inode **nb, **old = t->t_buckets;
+	size_t oldn = t->t_nbuckets;
+
+	nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	t->t_buckets = nb;
+	t->t_nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		struct orch_mnt_inode *in = old[i], *next;
+
+		for (; in; in = next) {
+			size_t b = itab_hash(t, in->i_attr.handle);
+
+			next = in->i_next;
+			in->i_next = nb[b];
+			nb[b] = in;
+		}
+	}
+	free(old);
+}
+
+static uint64_t itab_size(const struct orch_mnt_inode *in)
+{
+	return ORCH_MAX(in->i_attr.size, in->i_wend);
+}
+
+int orch_mnt_itab_init(struct orch_mnt_itab *t)
+{
+	struct orch_mnt_inode *root;
+
+	memset(t, 0, sizeof(*t));
+	t->t_nbuckets = ITAB_MIN_BUCKETS;
+	t->t_buckets = calloc(t->t_nbuckets, sizeof(*t->t_buckets));
+	root = calloc(1, sizeof(*root));
+	if (!t->t_buckets || !root) {
+		free(t->t_buckets);
+		free(root);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->t_lock, NULL);
+	root->i_attr.handle = ORCH_ROOT_HANDLE;
+	root->i_attr.mode = S_IFDIR | 0755;
+	root->i_attr.parent = ORCH_ROOT_HANDLE;
+	root->i_nlookup = 1;
+	root->i_pinned = true;
+	t->t_buckets[itab_hash(t, ORCH_ROOT_HANDLE)] = root;
+	t->t_count = 1;
+	return 0;
+}
+
+void orch_mnt_itab_fini(struct orch_mnt_itab *t)
+{
+	if (!t->t_buckets)
+		return;
+	for (size_t i = 0; i < t->t_nbuckets; i++) {
+		struct orch_mnt_inode *in = t->t_buckets[i], *next;
+
+		for (; in; in = next) {
+			next = in->i_next;
+			free(in);
+		}
+	}
+	free(t->t_buckets);
+	t->t_buckets = NULL;
+	pthread_mutex_destroy(&t->t_lock);
+}
+
+void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *unknown)
+{
+	pthread_mutex_lock(&t->t_lock);
+	*inodes = t->t_count;
+	*unknown = t->t_forget_unknown;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t *size)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (!in) {
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			pthread_mutex_unlock(&t->t_lock);
+			return -ENOMEM;
+		}
+		if (t->t_count >= t->t_nbuckets * 2)
+			itab_grow(t);
+		in->i_attr.handle = a->handle;
+		in->i_next = t->t_buckets[itab_hash(t, a->handle)];
+		t->t_buckets[itab_hash(t, a->handle)] = in;
+		t->t_count++;
+	}
+	in->i_nlookup++;
+	in->i_attr = *a;
+	*size = itab_size(in);
+	pthread_mutex_unlock(&t->t_lock);
+	return 0;
+}
+
+void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n)
+{
+	struct orch_mnt_inode **pp, *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	pp = &t->t_buckets[itab_hash(t, h)];
+	while (*pp && (*pp)->i_attr.handle != h)
+		pp = &(*pp)->i_next;
+	in = *pp;
+	if (!in) {
+		t->t_forget_unknown++;
+		pthread_mutex_unlock(&t->t_lock);
+		return;
+	}
+	/* The kernel never forgets more than it looked up; clamp if it did. */
+	ORCH_ASSERT(in->i_nlookup >= n || in->i_pinned);
+	in->i_nlookup = in->i_nlookup > n ? in->i_nlookup - n : 0;
+	if (in->i_nlookup == 0 && !in->i_pinned) {
+		*pp = in->i_next;
+		t->t_count--;
+		free(in);
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
+			   uint64_t *size)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (in) {
+		in->i_attr = *a;
+		*size = itab_size(in);
+	} else {
+		*size = a->size;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *out)
+{
+	struct orch_mnt_inode *in;
+	int error = -ENOENT;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		*out = in->i_attr;
+		out->size = itab_size(in);
+		error = 0;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return error;
+}
+
+void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && end > in->i_wend)
+		in->i_wend = end;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+	uint64_t end = 0;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		end = in->i_wend;
+	pthread_mutex_unlock(&t->t_lock);
+	return end;
+}
+
+void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
+			     const struct orch_attr *a, uint64_t *size)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (in) {
+		in->i_attr = *a;
+		/* A write that ended past @covered meanwhile still needs its EXTEND. */
+		if (in->i_wend <= covered || in->i_wend <= a->size)
+			in->i_wend = 0;
+		*size = itab_size(in);
+	} else {
+		*size = a->size;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+void orch_mnt_inode_truncated(struct orch_mnt_itab *t, const struct orch_attr *a,
+			      uint64_t *size)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (in) {
+		in->i_attr = *a;
+		in->i_wend = 0;
+		*size = itab_size(in);
+	} else {
+		*size = a->size;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a)
+{
+	struct orch_mnt_inode *in;
+	bool same = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (in) {
+		same = in->i_cto_valid && in->i_cto_size == a->size &&
+		       in->i_cto_mtime_ns == a->mtime_ns;
+		in->i_cto_valid = true;
+		in->i_cto_size = a->size;
+		in->i_cto_mtime_ns = a->mtime_ns;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return same;
+}
+
+void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, a->handle);
+	if (in) {
+		in->i_cto_valid = true;
+		in->i_cto_size = a->size;
+		in->i_cto_mtime_ns = a->mtime_ns;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}

@@ -1,0 +1,306 @@
+/*
+ * orchard-mount: mounts an Orchard cluster with FUSE (libfuse3 low-level
+ * API, multi-threaded loop).  See docs/mount.md.
+ *
+ *   orchard-mount -c CONF MNT [-o OPTS] [-f] [-d]
+ *   orchard-mount CONF MNT -o OPTS        (as mount.fuse3 calls it)
+ *
+ * The mount is up before the command returns; without -f the process then
+ * goes into the background.  It ends when the file system is unmounted
+ * (fusermount3 -u, umount) or on SIGTERM/SIGINT/SIGHUP, which unmount.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cfg.h"
+#include "common/log.h"
+
+#define MNT_DEFAULT_TIMEOUT_MS 50
+
+struct mnt_opts {
+	char *conf;
+	char *log;
+	char *first;      /* first operand: the mountpoint, or CONF if two */
+	char *mountpoint; /* second operand */
+	unsigned int dcache_ms;
+	unsigned int getattr_ms;
+	unsigned int negative_ms;
+	unsigned int op_timeout_ms; /* 0: the config's */
+	int default_permissions;
+	int no_readdirplus;
+	int help;
+};
+
+enum {
+	MNT_KEY_HELP,
+	MNT_KEY_DEFAULT_PERMISSIONS,
+};
+
+static const struct fuse_opt mnt_opt_spec[] = {
+	{ "-c %s", offsetof(struct mnt_opts, conf), 0 },
+	{ "--conf=%s", offsetof(struct mnt_opts, conf), 0 },
+	{ "conf=%s", offsetof(struct mnt_opts, conf), 0 },
+	{ "log=%s", offsetof(struct mnt_opts, log), 0 },
+	{ "dcache_timeout_ms=%u", offsetof(struct mnt_opts, dcache_ms), 0 },
+	{ "getattr_timeout_ms=%u", offsetof(struct mnt_opts, getattr_ms), 0 },
+	{ "negative_timeout_ms=%u", offsetof(struct mnt_opts, negative_ms), 0 },
+	{ "op_timeout_ms=%u", offsetof(struct mnt_opts, op_timeout_ms), 0 },
+	{ "readdirplus=no", offsetof(struct mnt_opts, no_readdirplus), 1 },
+	{ "readdirplus=yes", offsetof(struct mnt_opts, no_readdirplus), 0 },
+	FUSE_OPT_KEY("default_permissions", MNT_KEY_DEFAULT_PERMISSIONS),
+	FUSE_OPT_KEY("-h", MNT_KEY_HELP),
+	FUSE_OPT_KEY("--help", MNT_KEY_HELP),
+	FUSE_OPT_END
+};
+
+static void mnt_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: orchard-mount -c CONF MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
+		"       orchard-mount CONF MOUNTPOINT [-o OPTIONS]\n"
+		"Mounts the Orchard cluster described by CONF on MOUNTPOINT.\n"
+		"  -c, --conf=CONF          cluster config file (also -o conf=CONF)\n"
+		"  -f                       stay in the foreground\n"
+		"  -d                       FUSE debug output (implies -f)\n"
+		"Options (-o, comma separated; changeable later, see docs/mount.md):\n"
+		"  dcache_timeout_ms=N      kernel entry cache time (default 50)\n"
+		"  getattr_timeout_ms=N     kernel attribute cache time (default 50)\n"
+		"  negative_timeout_ms=N    cache of absent names (default 0: none)\n"
+		"  op_timeout_ms=N          per-request deadline (default: the config's)\n"
+		"  readdirplus=no           plain READDIR: no attributes with listings\n"
+		"  log=FILE                 append log lines to FILE\n"
+		"  and the FUSE mount options (allow_other, default_permissions, ...).\n");
+}
+
+static int mnt_opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct mnt_opts *o = data;
+
+	(void)outargs;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->mountpoint) {
+			fprintf(stderr, "orchard-mount: too many operands: '%s'\n", arg);
+			return -1;
+		}
+		if (!o->first)
+			o->first = strdup(arg);
+		else
+			o->mountpoint = strdup(arg);
+		return 0;
+	case MNT_KEY_HELP:
+		o->help = 1;
+		return 0;
+	case MNT_KEY_DEFAULT_PERMISSIONS:
+		o->default_permissions = 1;
+		return 1; /* a mount option: keep it for the session */
+	default:
+		return 1;
+	}
+}
+
+static int mnt_check_timeout(const char *name, unsigned int v, unsigned int min)
+{
+	if (v < min || v > ORCH_MNT_TIMEOUT_MAX) {
+		fprintf(stderr, "orchard-mount: %s=%u is out of range (%u..%u)\n", name, v, min,
+			ORCH_MNT_TIMEOUT_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses our options out of @args; what remains is for libfuse. */
+static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
+{
+	o->dcache_ms = MNT_DEFAULT_TIMEOUT_MS;
+	o->getattr_ms = MNT_DEFAULT_TIMEOUT_MS;
+	if (fuse_opt_parse(args, o, mnt_opt_spec, mnt_opt_proc) == -1)
+		return -EINVAL;
+	if (o->help)
+		return 0;
+	/* One operand is the mountpoint; two are CONF and the mountpoint. */
+	if (!o->mountpoint) {
+		o->mountpoint = o->first;
+		o->first = NULL;
+	} else if (o->conf) {
+		fprintf(stderr, "orchard-mount: CONF given twice\n");
+		return -EINVAL;
+	} else {
+		o->conf = o->first;
+		o->first = NULL;
+	}
+	if (!o->conf)
+		o->conf = getenv("ORCHARD_CONF") ? strdup(getenv("ORCHARD_CONF")) : NULL;
+	if (!o->mountpoint || !o->conf) {
+		fprintf(stderr, "orchard-mount: %s\n",
+			!o->mountpoint ? "no mountpoint" : "no configuration: give -c CONF");
+		return -EINVAL;
+	}
+	if (mnt_check_timeout("dcache_timeout_ms", o->dcache_ms, 0) ||
+	    mnt_check_timeout("getattr_timeout_ms", o->getattr_ms, 0) ||
+	    mnt_check_timeout("negative_timeout_ms", o->negative_ms, 0) ||
+	    (o->op_timeout_ms &&
+	     mnt_check_timeout("op_timeout_ms", o->op_timeout_ms, ORCH_MNT_OP_TIMEOUT_MIN)))
+		return -EINVAL;
+	return 0;
+}
+
+static void mnt_opts_free(struct mnt_opts *o)
+{
+	free(o->conf);
+	free(o->log);
+	free(o->first);
+	free(o->mountpoint);
+}
+
+/* The config and its key.  The key is wiped by the caller once copied. */
+static int mnt_cfg_load(const char *path, struct orch_cfg *cfg)
+{
+	char why[512] = "";
+	int error;
+
+	error = orch_cfg_load(path, cfg, why, sizeof(why));
+	if (!error)
+		error = orch_cfg_load_key(cfg, why, sizeof(why));
+	if (error)
+		fprintf(stderr, "orchard-mount: %s: %s\n", path, why[0] ? why : strerror(-error));
+	return error;
+}
+
+/* fsname "orchard:CLUSTER" for /proc/mounts, df; type fuse.orchard. */
+static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg)
+{
+	char opt[ORCH_CFG_NAME_MAX + 64];
+
+	snprintf(opt, sizeof(opt), "-osubtype=orchard,fsname=orchard:%s", cfg->cluster_name);
+	/* A comma would split the option list. */
+	for (char *p = opt + strlen("-osubtype=orchard,"); *p; p++)
+		if (*p == ',' || *p == ' ')
+			*p = '_';
+	return fuse_opt_add_arg(args, opt) ? -ENOMEM : 0;
+}
+
+static int mnt_run(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+{
+	struct fuse_loop_config *lc;
+	int rc;
+
+	if (fo->singlethread)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, (unsigned int)fo->clone_fd);
+	/* UINT_MAX: not given on the command line, keep libfuse's default. */
+	if (fo->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(lc, fo->max_idle_threads);
+	if (fo->max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(lc, fo->max_threads);
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts fo = { 0 };
+	struct mnt_opts o = { 0 };
+	struct orch_mnt m = { 0 };
+	struct fuse_session *se = NULL;
+	struct orch_cfg *cfg = NULL;
+	int rc = 1, error;
+
+	orch_log_set_ident("orchard-mount");
+	if (mnt_parse(&args, &o))
+		goto out_usage;
+	if (o.help) {
+		mnt_usage(stdout);
+		printf("\nFUSE options:\n");
+		fuse_lowlevel_help();
+		rc = 0;
+		goto out_opts;
+	}
+	if (fuse_parse_cmdline(&args, &fo) != 0)
+		goto out_usage;
+	if (o.log && orch_log_open_file(o.log)) {
+		fprintf(stderr, "orchard-mount: cannot open log '%s': %s\n", o.log,
+			strerror(errno));
+		goto out_opts;
+	}
+	cfg = calloc(1, sizeof(*cfg));
+	if (!cfg || mnt_cfg_load(o.conf, cfg))
+		goto out_opts;
+	if (o.op_timeout_ms)
+		cfg->op_timeout_ms = o.op_timeout_ms;
+	atomic_store(&m.m_dcache_ms, o.dcache_ms);
+	atomic_store(&m.m_getattr_ms, o.getattr_ms);
+	atomic_store(&m.m_negative_ms, o.negative_ms);
+	atomic_store(&m.m_op_timeout_ms, cfg->op_timeout_ms);
+	m.m_default_permissions = o.default_permissions;
+	m.m_readdirplus = !o.no_readdirplus;
+	m.m_owner = getuid();
+	if (orch_mnt_itab_init(&m.m_itab)) {
+		fprintf(stderr, "orchard-mount: %s\n", strerror(ENOMEM));
+		goto out_cfg;
+	}
+	if (mnt_add_names(&args, cfg))
+		goto out_itab;
+	se = fuse_session_new(&args, &orch_mnt_ops, sizeof(orch_mnt_ops), &m);
+	if (!se)
+		goto out_itab;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, o.mountpoint) != 0)
+		goto out_signals;
+	/*
+	 * Into the background before liborchard starts its threads (they
+	 * would not survive the fork): the client connects lazily, on the
+	 * first request.
+	 */
+	if (fuse_daemonize(fo.foreground) != 0)
+		goto out_unmount;
+	error = orch_client_create(cfg, &m.m_cl);
+	/* The client copied it; the key need not linger here. */
+	memset(cfg->key, 0, sizeof(cfg->key));
+	if (error) {
+		ORCH_ERR("cannot create client: %s", strerror(-error));
+		goto out_unmount;
+	}
+	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
+		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u",
+		    cfg->cluster_name, o.mountpoint, o.dcache_ms, o.getattr_ms,
+		    o.negative_ms, cfg->op_timeout_ms);
+	error = mnt_run(se, &fo);
+	rc = error < 0 ? 1 : 0;
+	ORCH_NOTICE("unmounted: mountpoint='%s'", o.mountpoint);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	/* Ends the session: no handler runs after this. */
+	fuse_session_destroy(se);
+	orch_client_destroy(m.m_cl);
+out_itab:
+	orch_mnt_itab_fini(&m.m_itab);
+out_cfg:
+	if (cfg)
+		memset(cfg->key, 0, sizeof(cfg->key));
+out_opts:
+	free(cfg);
+	free(fo.mountpoint);
+	fuse_opt_free_args(&args);
+	mnt_opts_free(&o);
+	return rc;
+out_usage:
+	fprintf(stderr, "Try 'orchard-mount --help' for more information.\n");
+	rc = 2;
+	goto out_opts;
+}

@@ -1,0 +1,249 @@
+/*
+ * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
+ * main.c (options, session), ops.c (namespace, attributes, xattrs),
+ * file.c (open files and data), dir.c (directory listing), inode.c (the
+ * inode table) and ctl.c (runtime knobs as virtual xattrs, counters).
+ *
+ * The FUSE nodeid is the Orchard handle (the root's handle is 1 =
+ * FUSE_ROOT_ID) and the generation is always 0: handles are never reused.
+ *
+ * Threads: every handler runs on a thread of fuse_session_loop_mt() and may
+ * run concurrently with any other.  Shared state is the inode table (its own
+ * mutex, see below), the knobs and counters (atomics), and liborchard (thread
+ * safe).  No lock is held across a liborchard call.
+ *
+ * Lock order: mnt_dir.d_lock, then orch_mnt_itab.t_lock.  Nothing else nests.
+ */
+#ifndef ORCH_MOUNT_MOUNT_I_H
+#define ORCH_MOUNT_MOUNT_I_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "client/fs.h"
+#include "client/rpc.h"
+#include "proto/types.h"
+
+/* --- Counters: FUSE requests by opcode ------------------------------------- */
+
+#define ORCH_MNT_OPS(X)                                                        \
+	X(LOOKUP) X(FORGET) X(BATCH_FORGET) X(GETATTR) X(SETATTR)              \
+	X(READLINK) X(SYMLINK) X(MKNOD) X(MKDIR) X(UNLINK) X(RMDIR)            \
+	X(RENAME) X(LINK) X(OPEN) X(CREATE) X(READ) X(WRITE) X(FLUSH)          \
+	X(RELEASE) X(FSYNC) X(OPENDIR) X(READDIR) X(READDIRPLUS)               \
+	X(RELEASEDIR) X(FSYNCDIR) X(STATFS) X(SETXATTR) X(GETXATTR)            \
+	X(LISTXATTR) X(REMOVEXATTR) X(ACCESS)
+
+enum orch_mnt_op {
+#define ORCH_MNT_OP_ENUM(name) ORCH_MNT_OP_##name,
+	ORCH_MNT_OPS(ORCH_MNT_OP_ENUM)
+#undef ORCH_MNT_OP_ENUM
+	ORCH_MNT_OP_COUNT
+};
+
+/* --- Inode table ------------------------------------------------------------ */
+
+/*
+ * One entry per handle the kernel holds: the FUSE lookup count is its
+ * refcount (passthrough_ll), and FORGET frees it at zero.  The root is
+ * pinned and never freed.  Every field is protected by orch_mnt_itab.t_lock.
+ */
+struct orch_mnt_inode {
+	struct orch_mnt_inode *i_next; /* hash chain */
+	uint64_t i_nlookup;            /* lookups the kernel has not forgotten */
+	bool i_pinned;                 /* the root: never freed */
+	struct orch_attr i_attr;       /* last attributes seen, layout included */
+	/*
+	 * Highest end of a write from this mount that no EXTEND has covered
+	 * yet; 0 if none.  The size we report is max(i_attr.size, i_wend) so
+	 * that the kernel never sees the file shrink between a write and the
+	 * flush that publishes its size.  A truncate clears it.
+	 */
+	uint64_t i_wend;
+	/* Close-to-open: size and mtime at the previous open or close. */
+	bool i_cto_valid;
+	uint64_t i_cto_size;
+	int64_t i_cto_mtime_ns;
+};
+
+struct orch_mnt_itab {
+	pthread_mutex_t t_lock;          /* protects everything below and the inodes */
+	struct orch_mnt_inode **t_buckets;
+	size_t t_nbuckets;               /* a power of two */
+	size_t t_count;                  /* inodes in the table */
+	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
+};
+
+/* --- The mount -------------------------------------------------------------- */
+
+struct orch_mnt {
+	struct orch_client *m_cl;         /* liborchard, thread safe */
+	struct orch_mnt_itab m_itab;
+	/* Runtime knobs (ctl.c): read once per reply, changed by setxattr. */
+	_Atomic uint32_t m_dcache_ms;     /* entry_timeout */
+	_Atomic uint32_t m_getattr_ms;    /* attr_timeout */
+	_Atomic uint32_t m_negative_ms;   /* negative entry timeout; 0 = none */
+	_Atomic uint32_t m_op_timeout_ms; /* liborchard per-call deadline */
+	_Atomic uint64_t m_ops[ORCH_MNT_OP_COUNT]; /* FUSE requests by opcode */
+	bool m_default_permissions;       /* the kernel checks permissions itself */
+	bool m_readdirplus;               /* listings carry attributes (READDIRPLUS) */
+	uid_t m_owner;                    /* uid that mounted; may change the knobs */
+};
+
+/* Bounds of the timeout knobs (milliseconds). */
+#define ORCH_MNT_TIMEOUT_MAX (24u * 3600 * 1000)
+#define ORCH_MNT_OP_TIMEOUT_MIN 1u
+
+extern const struct fuse_lowlevel_ops orch_mnt_ops;
+
+static inline struct orch_mnt *orch_mnt_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline void orch_mnt_count(struct orch_mnt *m, enum orch_mnt_op op)
+{
+	atomic_fetch_add_explicit(&m->m_ops[op], 1, memory_order_relaxed);
+}
+
+/* --- ops.c: helpers shared by the handler files ------------------------------ */
+
+/* The caller's uid, gid and supplementary groups, from the FUSE request. */
+void orch_mnt_cred(fuse_req_t req, struct orch_cred *out);
+
+/*
+ * Replies with -@error, turning liborchard's transport errors into EIO (a
+ * program expects EIO or ETIMEDOUT from a file system, not EHOSTDOWN).
+ */
+void orch_mnt_reply_err(fuse_req_t req, int error);
+
+/* @a as struct stat, reporting @size (see orch_mnt_inode.i_wend). */
+void orch_mnt_attr_to_stat(const struct orch_attr *a, uint64_t size, struct stat *st);
+
+/*
+ * Registers @a in the inode table (one lookup more) and replies with the
+ * entry, or with @fi for CREATE (@fi non-NULL).  Returns 0, or -errno if the
+ * kernel did not take the reply (interrupted): then the lookup is dropped
+ * again and no RELEASE will come for @fi.
+ */
+int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
+			 struct fuse_file_info *fi);
+
+/* Fills @e for @a (timeouts from the knobs).  @size as reported. */
+void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a, uint64_t size,
+			  struct fuse_entry_param *e);
+
+/* --- inode.c ---------------------------------------------------------------- */
+
+/* Creates the table with the root (handle 1) pinned.  Returns 0 or -ENOMEM. */
+int orch_mnt_itab_init(struct orch_mnt_itab *t);
+/* Frees every inode, whatever its count (at unmount). */
+void orch_mnt_itab_fini(struct orch_mnt_itab *t);
+
+/* Inodes in the table (the root included) and the unknown-FORGET count. */
+void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *unknown);
+
+/*
+ * One lookup more on @a->handle (inserted if new) and its attributes
+ * replaced by @a.  *@size gets the size to report.  Returns 0 or -ENOMEM.
+ */
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t *size);
+
+/*
+ * Drops @n lookups of @h; frees the inode at zero.  An unknown @h is counted
+ * (a lookup count gone wrong) and otherwise ignored.
+ */
+void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n);
+
+/*
+ * Replaces the attributes of @a->handle if it is in the table, and returns
+ * the size to report in *@size (a->size if it is not in the table).
+ */
+void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
+			   uint64_t *size);
+
+/*
+ * Copies the last attributes of @h into *@out, with out->size set to the size
+ * to report.  Returns 0, or -ENOENT if @h is not in the table.
+ */
+int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *out);
+
+/* Records that this mount wrote up to @end in @h. */
+void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end);
+
+/* The pending written end of @h (0 if none or unknown). */
+uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h);
+
+/*
+ * After an EXTEND to @covered answered @a: stores @a and clears the pending
+ * end if @covered reached it.  *@size as for orch_mnt_inode_update().
+ */
+void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
+			     const struct orch_attr *a, uint64_t *size);
+
+/* After a size change by setattr: drops the pending end, stores @a. */
+void orch_mnt_inode_truncated(struct orch_mnt_itab *t, const struct orch_attr *a,
+			      uint64_t *size);
+
+/*
+ * Close-to-open: true if @a's size and mtime equal what the previous open or
+ * close recorded; then records @a as the new reference.
+ */
+bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a);
+/* Records @a as the close-to-open reference (at close). */
+void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a);
+
+/* --- ctl.c: runtime knobs and counters as virtual xattrs on the root ---------- */
+
+#define ORCH_MNT_CTL_PREFIX "user.orchard."
+
+/* True if @name on inode @ino is one of ours (so the server never sees it). */
+bool orch_mnt_ctl_is_ctl(uint64_t ino, const char *name);
+
+/*
+ * getxattr of a virtual name: the value into @buf (at most @size bytes), its
+ * length into *@len; with @size 0 only the length (stats: an upper bound).
+ * Returns 0, -ENODATA for an unknown name, -ERANGE if @size is too small.
+ */
+int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t size,
+		     size_t *len);
+
+/*
+ * setxattr of a virtual name by @uid.  Returns 0 (changed), -EOPNOTSUPP for
+ * an unknown name, -EPERM for a read-only name or a caller that is neither
+ * root nor the mount's owner, -EINVAL for a bad value (nothing changed),
+ * -EEXIST with XATTR_CREATE (every knob exists).
+ */
+int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char *value,
+		     size_t size, int flags);
+
+/* --- Handlers in file.c and dir.c ----------------------------------------------- */
+
+void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     struct fuse_file_info *fi);
+void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		    off_t off, struct fuse_file_info *fi);
+void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		    struct fuse_file_info *fi);
+
+void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void orch_mnt_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi);
+void orch_mnt_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi);
+void orch_mnt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void orch_mnt_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		       struct fuse_file_info *fi);
+
+#endif

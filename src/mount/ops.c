@@ -1,0 +1,588 @@
+/*
+ * FUSE handlers for the namespace, attributes, xattrs and statfs, and the
+ * helpers the other handler files share.  Each handler asks liborchard and
+ * replies once, at its single exit.
+ *
+ * Caching (docs/DESIGN.md, "Client caching"): every entry and attribute
+ * reply carries entry_timeout = dcache_timeout_ms and attr_timeout =
+ * getattr_timeout_ms, read from the knobs at reply time so a change on a
+ * live mount applies to the next reply.  The kernel keeps the cache; this
+ * process keeps no attribute cache of its own, so a GETATTR from the kernel
+ * always goes to the server.  The kernel also drops the parents' attributes
+ * after create, unlink, rename and link, and the renamed inode's.
+ */
+#include "mount/mount_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* --- Shared helpers ------------------------------------------------------------ */
+
+/*
+ * Reading the supplementary groups costs a read of /proc/PID/status per
+ * request, so it is skipped for uid 0: the servers grant root every check
+ * that the groups could decide (as Linux does).
+ */
+void orch_mnt_cred(fuse_req_t req, struct orch_cred *out)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[ORCH_GROUPS_MAX];
+	int n;
+
+	out->uid = (uint32_t)ctx->uid;
+	out->gid = (uint32_t)ctx->gid;
+	out->ngroups = 0;
+	if (ctx->uid == 0)
+		return;
+	n = fuse_req_getgroups(req, ORCH_GROUPS_MAX, groups);
+	/* More than ORCH_GROUPS_MAX: the first ones are sent, as orch_fs_cred_self does. */
+	for (int i = 0; i < n && i < ORCH_GROUPS_MAX; i++)
+		out->groups[out->ngroups++] = (uint32_t)groups[i];
+}
+
+void orch_mnt_reply_err(fuse_req_t req, int error)
+{
+	switch (error) {
+	case -EHOSTDOWN:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ENOTCONN:
+	case -EPIPE:
+	case -EPROTO:
+		error = -EIO;
+		break;
+	}
+	fuse_reply_err(req, -error);
+}
+
+void orch_mnt_attr_to_stat(const struct orch_attr *a, uint64_t size, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->handle;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)size;
+	/* No allocation info on the wire: report the size, rounded up. */
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	/* A whole strip per request suits the striped I/O path. */
+	st->st_blksize = a->layout.strip_size ? (blksize_t)a->layout.strip_size : 4096;
+	st->st_atim.tv_sec = a->atime_ns / 1000000000;
+	st->st_atim.tv_nsec = a->atime_ns % 1000000000;
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
+}
+
+static double mnt_timeout(_Atomic uint32_t *knob)
+{
+	return atomic_load(knob) / 1000.0;
+}
+
+void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a, uint64_t size,
+			  struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->handle;
+	e->generation = 0;
+	orch_mnt_attr_to_stat(a, size, &e->attr);
+	e->attr_timeout = mnt_timeout(&m->m_getattr_ms);
+	e->entry_timeout = mnt_timeout(&m->m_dcache_ms);
+}
+
+int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
+			 struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct fuse_entry_param e;
+	uint64_t size;
+	int rc;
+
+	/* Counted before the reply, so a FORGET racing the reply finds it. */
+	if (orch_mnt_inode_get(&m->m_itab, a, &size)) {
+		fuse_reply_err(req, ENOMEM);
+		return -ENOMEM;
+	}
+	orch_mnt_entry_param(m, a, size, &e);
+	rc = fi ? fuse_reply_create(req, &e, fi) : fuse_reply_entry(req, &e);
+	/* An interrupted request: the kernel never took the reference. */
+	if (rc)
+		orch_mnt_inode_forget(&m->m_itab, a->handle, 1);
+	return rc ? -ENOENT : 0;
+}
+
+static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a, uint64_t size)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct stat st;
+
+	orch_mnt_attr_to_stat(a, size, &st);
+	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_ms));
+}
+
+/* --- Lifecycle ---------------------------------------------------------------------- */
+
+/*
+ * Writeback caching stays off: writes go to the servers as they come, and
+ * the kernel's i_size is only ever ahead of the inode's by what this mount
+ * wrote (i_wend).  READDIRPLUS is used for every listing, not only the
+ * first batch, so `ls -l` fills the kernel caches in one pass.
+ */
+static void mnt_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct orch_mnt *m = userdata;
+
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	if (m->m_readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS))
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* O_TRUNC comes to open() (file.c), saving the kernel's extra SETATTR. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* Suid/sgid clearing on write is left to the kernel (it sends SETATTR). */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	conn->max_write = ORCH_IO_MAX;
+	/* Inode times are nanoseconds. */
+	conn->time_gran = 1;
+}
+
+/* --- Names -------------------------------------------------------------------------- */
+
+static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	uint32_t neg;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_LOOKUP);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_lookup(m->m_cl, &cred, parent, name, &a);
+	if (!error) {
+		orch_mnt_reply_entry(req, &a, NULL);
+		return;
+	}
+	neg = atomic_load(&m->m_negative_ms);
+	if (error == -ENOENT && neg) {
+		/* A negative entry: ino 0, cached for negative_timeout_ms. */
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = neg / 1000.0 };
+
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	orch_mnt_reply_err(req, error);
+}
+
+static void mnt_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+
+	orch_mnt_count(m, ORCH_MNT_OP_FORGET);
+	orch_mnt_inode_forget(&m->m_itab, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void mnt_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+
+	orch_mnt_count(m, ORCH_MNT_OP_BATCH_FORGET);
+	for (size_t i = 0; i < count; i++)
+		orch_mnt_inode_forget(&m->m_itab, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void mnt_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_MKNOD);
+	orch_mnt_cred(req, &cred);
+	/* mknod(2) never opens an existing file: always exclusive. */
+	error = orch_fs_create(m->m_cl, &cred, parent, name, mode, rdev, true, &a, NULL);
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else
+		orch_mnt_reply_entry(req, &a, NULL);
+}
+
+static void mnt_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_MKDIR);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_mkdir(m->m_cl, &cred, parent, name, S_IFDIR | (mode & 07777), &a);
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else
+		orch_mnt_reply_entry(req, &a, NULL);
+}
+
+static void mnt_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+			const char *name)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_SYMLINK);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_symlink(m->m_cl, &cred, parent, name, target, &a);
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else
+		orch_mnt_reply_entry(req, &a, NULL);
+}
+
+static void mnt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_LINK);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_link(m->m_cl, &cred, ino, newparent, newname, &a);
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else
+		orch_mnt_reply_entry(req, &a, NULL);
+}
+
+static void mnt_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	char target[ORCH_PATH_MAX + 1];
+	struct orch_cred cred;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_READLINK);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_readlink(m->m_cl, &cred, ino, target, sizeof(target));
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+static void mnt_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+
+	orch_mnt_count(m, ORCH_MNT_OP_UNLINK);
+	orch_mnt_cred(req, &cred);
+	orch_mnt_reply_err(req, orch_fs_unlink(m->m_cl, &cred, parent, name));
+}
+
+static void mnt_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+
+	orch_mnt_count(m, ORCH_MNT_OP_RMDIR);
+	orch_mnt_cred(req, &cred);
+	orch_mnt_reply_err(req, orch_fs_rmdir(m->m_cl, &cred, parent, name));
+}
+
+static void mnt_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	int error = -EINVAL;
+
+	orch_mnt_count(m, ORCH_MNT_OP_RENAME);
+	/* RENAME_WHITEOUT (overlayfs) is not supported; nor both flags at once. */
+	if (flags == 0 || flags == RENAME_NOREPLACE || flags == RENAME_EXCHANGE) {
+		orch_mnt_cred(req, &cred);
+		error = orch_fs_rename(m->m_cl, &cred, parent, name, newparent, newname, flags);
+	}
+	orch_mnt_reply_err(req, error);
+}
+
+/* --- Attributes ------------------------------------------------------------------------ */
+
+static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	struct orch_attr a;
+	uint64_t size;
+	int error;
+
+	(void)fi;
+	orch_mnt_count(m, ORCH_MNT_OP_GETATTR);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
+	}
+	orch_mnt_inode_update(&m->m_itab, &a, &size);
+	mnt_reply_attr(req, &a, size);
+}
+
+static int64_t mnt_ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_attr in = { 0 }, a;
+	struct orch_cred cred;
+	uint32_t valid = 0;
+	uint64_t size;
+	int error;
+
+	(void)fi;
+	orch_mnt_count(m, ORCH_MNT_OP_SETATTR);
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		valid |= ORCH_SET_MODE;
+		in.mode = attr->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		valid |= ORCH_SET_UID;
+		in.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		valid |= ORCH_SET_GID;
+		in.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		valid |= ORCH_SET_SIZE;
+		in.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME) {
+		valid |= ORCH_SET_ATIME;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			valid |= ORCH_SET_ATIME_NOW;
+		else
+			in.atime_ns = mnt_ts_ns(&attr->st_atim);
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME) {
+		valid |= ORCH_SET_MTIME;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			valid |= ORCH_SET_MTIME_NOW;
+		else
+			in.mtime_ns = mnt_ts_ns(&attr->st_mtim);
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		valid |= ORCH_SET_CTIME;
+		in.ctime_ns = mnt_ts_ns(&attr->st_ctim);
+	}
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_setattr(m->m_cl, &cred, ino, valid, &in, &a);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
+	}
+	if (valid & ORCH_SET_SIZE)
+		orch_mnt_inode_truncated(&m->m_itab, &a, &size);
+	else
+		orch_mnt_inode_update(&m->m_itab, &a, &size);
+	mnt_reply_attr(req, &a, size);
+}
+
+static void mnt_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+
+	orch_mnt_count(m, ORCH_MNT_OP_ACCESS);
+	orch_mnt_cred(req, &cred);
+	orch_mnt_reply_err(req, orch_fs_access(m->m_cl, &cred, ino, (uint32_t)mask));
+}
+
+static void mnt_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_statfs sf;
+	struct orch_cred cred;
+	struct statvfs st;
+	int error;
+
+	(void)ino;
+	orch_mnt_count(m, ORCH_MNT_OP_STATFS);
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_statfs(m->m_cl, &cred, &sf);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = sf.bsize;
+	st.f_frsize = sf.bsize;
+	st.f_blocks = sf.blocks;
+	st.f_bfree = sf.bfree;
+	st.f_bavail = sf.bavail;
+	st.f_files = sf.files;
+	st.f_ffree = sf.ffree;
+	st.f_favail = sf.ffree;
+	st.f_namemax = sf.namemax;
+	fuse_reply_statfs(req, &st);
+}
+
+/* --- Extended attributes --------------------------------------------------------------- */
+
+static void mnt_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_SETXATTR);
+	orch_mnt_cred(req, &cred);
+	if (orch_mnt_ctl_is_ctl(ino, name))
+		error = orch_mnt_ctl_set(m, cred.uid, name, value, size, flags);
+	else
+		error = orch_fs_setxattr(m->m_cl, &cred, ino, name, value, size, flags);
+	orch_mnt_reply_err(req, error);
+}
+
+/*
+ * GETXATTR and LISTXATTR: with @size 0 the kernel asks for the length only;
+ * otherwise the value must fit in @size bytes (-ERANGE if not).
+ */
+static void mnt_reply_xattr(fuse_req_t req, int error, const char *buf, size_t size,
+			    size_t len)
+{
+	if (error)
+		orch_mnt_reply_err(req, error);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else
+		fuse_reply_buf(req, buf, len);
+}
+
+static void mnt_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	char *buf = NULL;
+	size_t len = 0;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_GETXATTR);
+	if (size) {
+		size = ORCH_MIN(size, (size_t)ORCH_XATTR_SIZE_MAX);
+		buf = malloc(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	if (orch_mnt_ctl_is_ctl(ino, name)) {
+		error = orch_mnt_ctl_get(m, name, buf, size, &len);
+	} else {
+		orch_mnt_cred(req, &cred);
+		error = orch_fs_getxattr(m->m_cl, &cred, ino, name, buf, size, &len);
+	}
+	mnt_reply_xattr(req, error, buf, size, len);
+	free(buf);
+}
+
+/* The virtual names of ctl.c are never stored, so the server's list omits them. */
+static void mnt_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	char *buf = NULL;
+	size_t len = 0;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_LISTXATTR);
+	if (size) {
+		size = ORCH_MIN(size, (size_t)ORCH_XATTR_LIST_MAX);
+		buf = malloc(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	orch_mnt_cred(req, &cred);
+	error = orch_fs_listxattr(m->m_cl, &cred, ino, buf, size, &len);
+	mnt_reply_xattr(req, error, buf, size, len);
+	free(buf);
+}
+
+static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
+	int error;
+
+	orch_mnt_count(m, ORCH_MNT_OP_REMOVEXATTR);
+	orch_mnt_cred(req, &cred);
+	if (orch_mnt_ctl_is_ctl(ino, name))
+		error = -EPERM;
+	else
+		error = orch_fs_removexattr(m->m_cl, &cred, ino, name);
+	orch_mnt_reply_err(req, error);
+}
+
+/* --- The table ------------------------------------------------------------------------- */
+
+/* copy_file_range, fallocate, locks, ioctl: not yet (the kernel gets ENOSYS). */
+const struct fuse_lowlevel_ops orch_mnt_ops = {
+	.init = mnt_init,
+	.lookup = mnt_lookup,
+	.forget = mnt_forget,
+	.forget_multi = mnt_forget_multi,
+	.getattr = mnt_getattr,
+	.setattr = mnt_setattr,
+	.readlink = mnt_readlink,
+	.mknod = mnt_mknod,
+	.mkdir = mnt_mkdir,
+	.symlink = mnt_symlink,
+	.unlink = mnt_unlink,
+	.rmdir = mnt_rmdir,
+	.rename = mnt_rename,
+	.link = mnt_link,
+	.open = orch_mnt_open,
+	.create = orch_mnt_create,
+	.read = orch_mnt_read,
+	.write = orch_mnt_write,
+	.flush = orch_mnt_flush,
+	.release = orch_mnt_release,
+	.fsync = orch_mnt_fsync,
+	.opendir = orch_mnt_opendir,
+	.readdir = orch_mnt_readdir,
+	.readdirplus = orch_mnt_readdirplus,
+	.releasedir = orch_mnt_releasedir,
+	.fsyncdir = orch_mnt_fsyncdir,
+	.statfs = mnt_statfs,
+	.setxattr = mnt_setxattr,
+	.getxattr = mnt_getxattr,
+	.listxattr = mnt_listxattr,
+	.removexattr = mnt_removexattr,
+	.access = mnt_access,
+};

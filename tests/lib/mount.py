@@ -1,0 +1,118 @@
+"""orchard-mount processes for the FUSE tests.
+
+A Mount starts `orchard-mount -f -c CONF MNT -o OPTS` as a child (its own
+session, stderr to a file), waits until MNT is a mount point (30 s deadline,
+failing at once if the process exits), and in stop() unmounts with
+`fusermount3 -u`, waits for the process to exit (killing it by PID if it
+does not) and scans its stderr for sanitizer reports.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from cluster import BAD_LOG, BIN
+
+ORCHARD_MOUNT = os.path.join(BIN, "orchard-mount")
+STATS_XATTR = "user.orchard.stats"
+KNOB_PREFIX = "user.orchard."
+
+
+class Mount:
+    def __init__(self, cluster, mnt, opts=None, extra_args=()):
+        self.cluster = cluster
+        self.mnt = str(mnt)
+        self.opts = dict(opts or {})
+        self.extra_args = list(extra_args)
+        self.log = self.mnt.rstrip("/") + ".stderr"
+        self.proc = None
+
+    def _optstring(self):
+        out = []
+        for k, v in self.opts.items():
+            out.append(k if v is None or v is True else "%s=%s" % (k, v))
+        return ",".join(out)
+
+    def start(self, timeout=30.0):
+        os.makedirs(self.mnt, exist_ok=True)
+        args = [ORCHARD_MOUNT, "-f", "-c", self.cluster.conf, self.mnt]
+        if self.opts:
+            args += ["-o", self._optstring()]
+        args += self.extra_args
+        with open(self.log, "ab") as err:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                         stdout=err, stderr=err,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None:
+                raise AssertionError("orchard-mount exited (%d) before mounting:\n%s"
+                                     % (self.proc.returncode, self.stderr()))
+            if time.monotonic() > deadline:
+                self.stop(check=False)
+                raise AssertionError("%s not mounted after %.0f s" % (self.mnt, timeout))
+            time.sleep(0.02)
+        return self
+
+    def stderr(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def unmount(self):
+        """fusermount3 -u (lazy as a fallback); True if it unmounted."""
+        if not os.path.ismount(self.mnt):
+            return True
+        r = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+        if r.returncode != 0 and os.path.ismount(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
+        return not os.path.ismount(self.mnt)
+
+    def stop(self, check=True, timeout=20.0):
+        """Unmounts and waits for the process; returns its exit status."""
+        if self.proc is None:
+            return None
+        self.unmount()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            if check:
+                raise AssertionError("orchard-mount did not exit after unmount:\n"
+                                     + self.stderr()[-4000:])
+            rc = None
+        self.proc = None
+        if check:
+            text = self.stderr()
+            m = BAD_LOG.search(text)
+            assert not m, "orchard-mount reports a defect:\n" + text[-6000:]
+        return rc
+
+    # --- the virtual xattrs --------------------------------------------------
+    def stats(self):
+        return json.loads(os.getxattr(self.mnt, STATS_XATTR))
+
+    def server_requests(self):
+        return self.stats()["server_requests"]
+
+    def knob(self, name):
+        return int(os.getxattr(self.mnt, KNOB_PREFIX + name))
+
+    def set_knob(self, name, value):
+        os.setxattr(self.mnt, KNOB_PREFIX + name, str(value).encode())
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+
+def requests_delta(before, after, names=None):
+    """Server requests between two server_requests() snapshots."""
+    keys = names if names is not None else [k for k in after if k.startswith("CL2SV_")]
+    return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
+
+
+__all__ = ["Mount", "requests_delta", "ORCHARD_MOUNT"]

@@ -1,0 +1,577 @@
+"""orchard-mount: POSIX behaviour through the kernel, the kernel caching knobs
+(OrangeFS 4.8 seed), readdirplus request counts, two mounts, server restart.
+
+Every test runs real servers (tests/lib/cluster.py) and real FUSE mounts
+(tests/lib/mount.py).  Request counts come from the mount's own counters
+(the user.orchard.stats virtual xattr of the mount root).
+"""
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+
+from cluster import wait_until
+from mount import ORCHARD_MOUNT, Mount, requests_delta
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
+    or shutil.which("fusermount3") is None,
+    reason="needs /dev/fuse, fusermount3 and orchard-mount")
+
+LOOKUPS = ["CL2SV_LOOKUP", "CL2SV_GETATTR"]
+
+
+@pytest.fixture
+def mounts(cluster3, tmp_path):
+    """Factory: mounts(opts) -> a started Mount of cluster3.  All are stopped
+    (and their stderr checked) before the cluster stops."""
+    made = []
+
+    def make(opts=None, name=None, extra_args=(), where=None):
+        base = where or tmp_path
+        m = Mount(cluster3, os.path.join(base, name or "mnt%d" % len(made)), opts, extra_args)
+        made.append(m)
+        return m.start()
+
+    yield make
+    errors = []
+    for m in reversed(made):
+        try:
+            # No FORGET of an inode the mount did not count (lookup counts).
+            if m.proc is not None and m.proc.poll() is None and os.path.ismount(m.mnt):
+                unknown = m.stats()["inode_table"]["forget_unknown"]
+                if unknown:
+                    errors.append("%s: %d FORGETs of unknown inodes" % (m.mnt, unknown))
+            m.stop()
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not errors, "\n".join(errors)
+
+
+def expect_errno(code, fn, *args, **kwargs):
+    with pytest.raises(OSError) as ei:
+        fn(*args, **kwargs)
+    assert ei.value.errno == code, "%s: errno %s, expected %s" % (
+        fn.__name__, errno.errorcode.get(ei.value.errno), errno.errorcode[code])
+
+
+def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
+    fd = os.open(path, flags, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+def renameat2(old, new, flags):
+    rc = _libc.renameat2(AT_FDCWD, old.encode(), AT_FDCWD, new.encode(), flags)
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+# --- POSIX through the kernel ---------------------------------------------------
+
+def test_files_data(mounts):
+    m = mounts()
+    p = m.path("f")
+    write_file(p, b"hello")
+    assert read_file(p) == b"hello"
+    assert os.stat(p).st_size == 5
+    # append
+    write_file(p, b" world", os.O_WRONLY | os.O_APPEND)
+    assert read_file(p) == b"hello world"
+    # truncate down, then up (zeros)
+    os.truncate(p, 3)
+    assert read_file(p) == b"hel"
+    with open(p, "r+b") as f:
+        os.ftruncate(f.fileno(), 8)
+    assert read_file(p) == b"hel" + b"\0" * 5
+    # O_TRUNC
+    write_file(p, b"x")
+    assert read_file(p) == b"x" and os.stat(p).st_size == 1
+    # O_EXCL
+    expect_errno(errno.EEXIST, os.open, p, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    expect_errno(errno.ENOENT, os.open, m.path("missing"), os.O_RDONLY)
+    # several strips on 3 servers, written in odd pieces, read back whole
+    big = os.urandom(3 * 1024 * 1024 + 12345)
+    fd = os.open(m.path("big"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        for off in range(0, len(big), 300000):
+            os.pwrite(fd, big[off:off + 300000], off)
+        # the size is visible before close
+        assert os.fstat(fd).st_size == len(big)
+        assert os.pread(fd, 1000, 2 * 1024 * 1024 - 500) == big[2 * 1024 * 1024 - 500:
+                                                                 2 * 1024 * 1024 + 500]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert os.stat(m.path("big")).st_size == len(big)
+    assert read_file(m.path("big")) == big
+    # a write sets the size and mtime (published at close)
+    os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+    before = time.time_ns()
+    write_file(p, b"abcdef", os.O_WRONLY)
+    st1 = os.stat(p)
+    assert st1.st_size == 6 and st1.st_mtime_ns >= before - 1_000_000_000
+
+
+def test_namespace_and_errors(mounts):
+    m = mounts()
+    d = m.path("d")
+    os.mkdir(d, 0o750)
+    assert stat.S_ISDIR(os.stat(d).st_mode) and stat.S_IMODE(os.stat(d).st_mode) == 0o750
+    expect_errno(errno.EEXIST, os.mkdir, d)
+    write_file(os.path.join(d, "a"), b"A")
+    expect_errno(errno.ENOTEMPTY, os.rmdir, d)
+    expect_errno(errno.EISDIR, os.unlink, d)
+    expect_errno(errno.ENOTDIR, os.rmdir, os.path.join(d, "a"))
+    expect_errno(errno.ENOTDIR, os.stat, os.path.join(d, "a", "x"))
+    expect_errno(errno.ENOENT, os.unlink, m.path("nope"))
+    expect_errno(errno.ENAMETOOLONG, os.stat, m.path("n" * 256))
+
+    # rename, within and across directories, over an existing file
+    os.rename(os.path.join(d, "a"), os.path.join(d, "b"))
+    assert os.listdir(d) == ["b"]
+    os.mkdir(m.path("e"))
+    os.rename(os.path.join(d, "b"), m.path("e", "c"))
+    write_file(m.path("e", "z"), b"Z")
+    os.rename(m.path("e", "z"), m.path("e", "c"))
+    assert read_file(m.path("e", "c")) == b"Z"
+    expect_errno(errno.EINVAL, os.rename, m.path("e"), m.path("e", "sub"))
+    # renameat2 flags
+    write_file(m.path("e", "y"), b"Y")
+    expect_errno(errno.EEXIST, renameat2, m.path("e", "y"), m.path("e", "c"),
+                 RENAME_NOREPLACE)
+    renameat2(m.path("e", "y"), m.path("e", "c"), RENAME_EXCHANGE)
+    assert read_file(m.path("e", "c")) == b"Y" and read_file(m.path("e", "y")) == b"Z"
+    renameat2(m.path("e", "y"), m.path("e", "w"), RENAME_NOREPLACE)
+    assert sorted(os.listdir(m.path("e"))) == ["c", "w"]
+
+    # hard links and nlink
+    os.link(m.path("e", "c"), m.path("l"))
+    assert os.stat(m.path("l")).st_nlink == 2
+    assert os.stat(m.path("e", "c")).st_ino == os.stat(m.path("l")).st_ino
+    os.unlink(m.path("e", "c"))
+    assert os.stat(m.path("l")).st_nlink == 1 and read_file(m.path("l")) == b"Y"
+    expect_errno(errno.EEXIST, os.link, m.path("l"), m.path("e", "w"))
+
+    # symlinks
+    os.symlink("e/w", m.path("s"))
+    assert os.readlink(m.path("s")) == "e/w"
+    assert stat.S_ISLNK(os.lstat(m.path("s")).st_mode)
+    assert read_file(m.path("s")) == b"Z"
+    expect_errno(errno.EEXIST, os.symlink, "x", m.path("s"))
+
+    # a fifo and its type
+    os.mkfifo(m.path("p"), 0o600)
+    assert stat.S_ISFIFO(os.stat(m.path("p")).st_mode)
+    expect_errno(errno.EEXIST, os.mkfifo, m.path("p"))
+
+    # chmod, utime (explicit and now)
+    os.chmod(m.path("l"), 0o600)
+    assert stat.S_IMODE(os.stat(m.path("l")).st_mode) == 0o600
+    os.utime(m.path("l"), ns=(1_000_000_123, 2_000_000_456))
+    st = os.stat(m.path("l"))
+    assert st.st_atime_ns == 1_000_000_123 and st.st_mtime_ns == 2_000_000_456
+    before = time.time_ns()
+    os.utime(m.path("l"))
+    st = os.stat(m.path("l"))
+    assert st.st_mtime_ns >= before - 1_000_000_000 and st.st_atime_ns >= before - 1_000_000_000
+
+    # rmdir of an empty directory, and it is gone
+    os.rmdir(d)
+    expect_errno(errno.ENOENT, os.stat, d)
+    names = sorted(os.listdir(m.mnt))
+    assert names == ["e", "l", "p", "s"]
+
+
+def test_xattrs_statfs(mounts):
+    m = mounts()
+    p = m.path("x")
+    write_file(p, b"")
+    os.setxattr(p, "user.a", b"1")
+    os.setxattr(p, "user.b", b"\0binary\xff")
+    assert os.getxattr(p, "user.b") == b"\0binary\xff"
+    assert sorted(os.listxattr(p)) == ["user.a", "user.b"]
+    expect_errno(errno.ENODATA, os.getxattr, p, "user.none")
+    expect_errno(errno.EEXIST, os.setxattr, p, "user.a", b"2", os.XATTR_CREATE)
+    expect_errno(errno.ENODATA, os.setxattr, p, "user.c", b"2", os.XATTR_REPLACE)
+    os.removexattr(p, "user.a")
+    assert os.listxattr(p) == ["user.b"]
+    expect_errno(errno.ENODATA, os.removexattr, p, "user.a")
+    # xattrs on the root are real too, apart from the user.orchard.* names
+    os.setxattr(m.mnt, "user.note", b"root")
+    assert os.getxattr(m.mnt, "user.note") == b"root"
+    assert [n for n in os.listxattr(m.mnt) if n.startswith("user.orchard.")] == []
+
+    sv = os.statvfs(m.mnt)
+    assert sv.f_bsize > 0 and sv.f_blocks > 0 and sv.f_bfree <= sv.f_blocks
+    assert sv.f_namemax == 255
+
+
+def test_executables(mounts):
+    m = mounts()
+    ls = m.path("ls")
+    shutil.copyfile("/bin/ls", ls)
+    os.chmod(ls, 0o755)
+    assert os.stat(ls).st_size == os.stat("/bin/ls").st_size
+    assert read_file(ls) == read_file("/bin/ls")
+    r = subprocess.run([ls, "-l", m.mnt], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert " ls" in r.stdout
+
+    script = m.path("hello.sh")
+    write_file(script, b"#!/bin/sh\necho \"hello from $0\"\n")
+    os.chmod(script, 0o755)
+    r = subprocess.run([script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "hello from %s\n" % script
+
+
+@pytest.fixture
+def public_dir():
+    """A directory every user can traverse (pytest's tmp_path is 0700)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="orch-mnt-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _as_nobody(code):
+    """Runs Python @code as uid/gid 65534; returns (returncode, stdout)."""
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                       preexec_fn=drop, timeout=60)
+    return r.returncode, r.stdout.strip() + r.stderr.strip()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+@pytest.mark.parametrize("perms", ["server", "default_permissions"])
+def test_credentials(public_dir, mounts, perms):
+    """Each request carries the caller's uid and gid: the servers (or the
+    kernel, with default_permissions) refuse what the caller may not do."""
+    opts = {"allow_other": None}
+    if perms == "default_permissions":
+        opts["default_permissions"] = None
+    m = mounts(opts, where=public_dir)
+    os.chmod(m.mnt, 0o755)
+    os.mkdir(m.path("private"), 0o700)
+    os.mkdir(m.path("shared"))
+    os.chmod(m.path("shared"), 0o777)  # mkdir's mode went through our umask
+    write_file(m.path("secret"), b"s")
+    os.chmod(m.path("secret"), 0o600)
+    code = """
+import errno, os
+def err(fn, *a):
+    try:
+        fn(*a)
+        return 0
+    except OSError as e:
+        return e.errno
+print(err(os.listdir, %r), err(os.open, %r, os.O_RDONLY), err(os.mkdir, %r))
+fd = os.open(%r, os.O_WRONLY | os.O_CREAT, 0o644)
+os.close(fd)
+""" % (m.path("private"), m.path("secret"), m.path("private", "x"), m.path("shared", "mine"))
+    rc, out = _as_nobody(code)
+    assert rc == 0, out
+    assert out.split() == [str(errno.EACCES)] * 3
+    st = os.stat(m.path("shared", "mine"))
+    assert (st.st_uid, st.st_gid) == (65534, 65534)
+
+
+# --- Directory listings ------------------------------------------------------------
+
+@pytest.mark.parametrize("readdirplus", ["yes", "no"])
+def test_listing_offsets(mounts, readdirplus):
+    """Every name exactly once, ".." and "." first, with entries removed and
+    added while a listing is open; a rewind starts again."""
+    m = mounts({"readdirplus": readdirplus})
+    d = m.path("d")
+    os.mkdir(d)
+    for i in range(600):
+        write_file(os.path.join(d, "f%04d" % i), b"")
+    r = subprocess.run(["ls", "-a", "-1", "-f", d], capture_output=True, text=True)
+    names = r.stdout.split()
+    assert names[:2] == [".", ".."] and sorted(names[2:]) == ["f%04d" % i for i in range(600)]
+    # Removing entries during a listing: the survivors still come exactly once.
+    with os.scandir(d) as it:
+        first = [next(it).name for _ in range(100)]
+        for i in range(300, 400):
+            os.unlink(os.path.join(d, "f%04d" % i))
+        rest = [e.name for e in it]
+    seen = first + rest
+    assert len(seen) == len(set(seen))
+    want = set("f%04d" % i for i in range(600)) - set("f%04d" % i for i in range(300, 400))
+    assert want <= set(seen)
+    assert sorted(os.listdir(d)) == sorted(want)
+
+
+def test_ls_l_request_count(mounts):
+    """`ls -l` of 2,000 entries: about one server READDIR per 100-256
+    entries, and no per-entry LOOKUP or GETATTR (readdirplus fills the
+    kernel caches)."""
+    n = 2000
+    a = mounts()
+    d = a.path("big")
+    os.mkdir(d)
+    for i in range(n):
+        write_file(os.path.join(d, "file%05d" % i), b"x" * (i % 7))
+    # A second mount with cold kernel caches and long timeouts.
+    b = mounts({"dcache_timeout_ms": 60000, "getattr_timeout_ms": 60000})
+    before = b.server_requests()
+    sizes = {}
+    with os.scandir(b.path("big")) as it:
+        for e in it:
+            sizes[e.name] = os.lstat(os.path.join(b.path("big"), e.name)).st_size
+    after = b.server_requests()
+    assert len(sizes) == n
+    assert all(sizes["file%05d" % i] == i % 7 for i in range(n))
+    readdirs = requests_delta(before, after, ["CL2SV_READDIR"])
+    lookups = requests_delta(before, after, LOOKUPS)
+    print("ls -l of %d entries: READDIR=%d LOOKUP+GETATTR=%d total=%d"
+          % (n, readdirs, lookups, requests_delta(before, after)))
+    assert readdirs <= n // 100 + 3
+    assert lookups <= 10
+
+    # Lookup counts: every readdirplus entry was counted once, so when the
+    # kernel drops its caches it forgets them all and only the root stays.
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")
+    except OSError:
+        pytest.skip("cannot drop the kernel caches here")
+    wait_until(lambda: b.stats()["inode_table"]["inodes"] == 1, 30,
+               what="the kernel to forget every inode")
+    assert b.stats()["inode_table"]["forget_unknown"] == 0
+
+
+# --- The caching knobs (the seed feature) ------------------------------------------------
+
+@pytest.mark.parametrize("timeout,bound", [(1000, "few"), (0, "many")])
+def test_stat_cost(mounts, timeout, bound):
+    m = mounts({"dcache_timeout_ms": timeout, "getattr_timeout_ms": timeout})
+    os.mkdir(m.path("d"))
+    p = m.path("d", "f")
+    write_file(p, b"data")
+    os.stat(p)
+    before = m.server_requests()
+    t0 = time.monotonic()
+    for _ in range(1000):
+        os.stat(p)
+    elapsed = time.monotonic() - t0
+    after = m.server_requests()
+    n = requests_delta(before, after)
+    print("1000 stats with timeouts %d ms: %d server requests in %.3f s"
+          % (timeout, n, elapsed))
+    if bound == "few":
+        # One revalidation per path component per timeout period at most.
+        assert n <= 3 * (1 + int(elapsed * 1000 / timeout))
+    else:
+        assert n >= 1000
+
+
+def test_knobs_live(mounts):
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0})
+    assert (m.knob("dcache_timeout_ms"), m.knob("getattr_timeout_ms"),
+            m.knob("negative_timeout_ms")) == (0, 0, 0)
+    p = m.path("f")
+    write_file(p, b"")
+    before = m.server_requests()
+    for _ in range(100):
+        os.stat(p)
+    assert requests_delta(before, m.server_requests()) >= 100
+
+    # Longer timeouts on the live mount apply to the next replies.
+    m.set_knob("dcache_timeout_ms", 60000)
+    m.set_knob("getattr_timeout_ms", 60000)
+    assert m.knob("dcache_timeout_ms") == 60000
+    os.stat(p)  # one fetch, cached with the new timeouts
+    before = m.server_requests()
+    for _ in range(1000):
+        os.stat(p)
+    assert requests_delta(before, m.server_requests()) <= 2
+
+    # Bad values and names change nothing.
+    for bad in [b"", b"-1", b"abc", b"12x", b"99999999999", b"1 2"]:
+        expect_errno(errno.EINVAL, os.setxattr, m.mnt, "user.orchard.dcache_timeout_ms", bad)
+    expect_errno(errno.EINVAL, os.setxattr, m.mnt, "user.orchard.op_timeout_ms", b"0")
+    assert m.knob("dcache_timeout_ms") == 60000
+    expect_errno(errno.ENODATA, os.getxattr, m.mnt, "user.orchard.bogus")
+    expect_errno(errno.EOPNOTSUPP, os.setxattr, m.mnt, "user.orchard.bogus", b"1")
+    expect_errno(errno.EPERM, os.setxattr, m.mnt, "user.orchard.stats", b"1")
+    m.set_knob("op_timeout_ms", 5000)
+    assert m.knob("op_timeout_ms") == 5000
+    os.setxattr(m.mnt, "user.orchard.negative_timeout_ms", b"250\n")  # as echo leaves it
+    assert m.knob("negative_timeout_ms") == 250
+
+    st = m.stats()
+    assert st["fuse"]["GETATTR"] + st["fuse"]["LOOKUP"] >= 100
+    assert st["cache"]["dcache_timeout_ms"] == 60000
+    assert set(LOOKUPS) <= set(st["server_requests"])
+
+
+def test_negative_entries(mounts):
+    m = mounts({"negative_timeout_ms": 60000})
+    p = m.path("absent")
+    expect_errno(errno.ENOENT, os.stat, p)
+    before = m.server_requests()
+    for _ in range(100):
+        expect_errno(errno.ENOENT, os.stat, p)
+    assert requests_delta(before, m.server_requests(), ["CL2SV_LOOKUP"]) == 0
+    # Creating the name through this mount replaces the negative entry.
+    write_file(p, b"now")
+    assert read_file(p) == b"now"
+
+
+def test_two_mounts_timeouts_zero(mounts):
+    opts = {"dcache_timeout_ms": 0, "getattr_timeout_ms": 0}
+    a = mounts(opts)
+    b = mounts(opts)
+    write_file(a.path("f"), b"one")
+    assert read_file(b.path("f")) == b"one"
+    os.stat(b.path("f"))
+    # Changed data, same size: close-to-open gives b the new bytes.
+    write_file(a.path("f"), b"two", os.O_WRONLY)
+    assert read_file(b.path("f")) == b"two"
+    write_file(a.path("f"), b"three!")
+    assert os.stat(b.path("f")).st_size == 6 and read_file(b.path("f")) == b"three!"
+    os.chmod(a.path("f"), 0o640)
+    assert stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o640
+    os.rename(a.path("f"), a.path("g"))
+    expect_errno(errno.ENOENT, os.stat, b.path("f"))
+    assert read_file(b.path("g")) == b"three!"
+    os.mkdir(a.path("d"))
+    assert "d" in os.listdir(b.mnt)
+    os.unlink(a.path("g"))
+    expect_errno(errno.ENOENT, os.stat, b.path("g"))
+    os.rmdir(a.path("d"))
+    assert os.listdir(b.mnt) == []
+
+
+# --- Failures and lifecycle -------------------------------------------------------------
+
+def _stat_errno(path):
+    try:
+        os.stat(path)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def test_server_restart(cluster3, mounts):
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0, "op_timeout_ms": 2000})
+    p = m.path("f")
+    write_file(p, b"before")
+
+    # A dead server (connection refused): EIO at once, well within the deadline.
+    cluster3.kill("s0")
+    t0 = time.monotonic()
+    e = _stat_errno(p)
+    elapsed = time.monotonic() - t0
+    assert e in (errno.EIO, errno.ETIMEDOUT) and elapsed < 2.0 + 1.5, (e, elapsed)
+    cluster3.start("s0")
+    wait_until(lambda: _stat_errno(p) == 0, 30, what="the mount to work again")
+    assert read_file(p) == b"before"
+
+    # A hung server (stopped): ETIMEDOUT at the deadline, then it answers again.
+    # A name the kernel never saw costs one LOOKUP; a cached one two, as the
+    # kernel revalidates it (LOOKUP), drops it on the error and looks it up
+    # afresh (LOOKUP).
+    pid = cluster3.pid("s0")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        e_new = _stat_errno(m.path("never-seen"))
+        t1 = time.monotonic()
+        e_old = _stat_errno(p)
+        t2 = time.monotonic()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    print("hung server: new name %s after %.2f s, cached name %s after %.2f s"
+          % (errno.errorcode[e_new], t1 - t0, errno.errorcode[e_old], t2 - t1))
+    assert e_new == errno.ETIMEDOUT and 1.9 <= t1 - t0 < 2.0 + 1.0
+    assert e_old == errno.ETIMEDOUT and 1.9 <= t2 - t1 < 2 * 2.0 + 1.0
+    wait_until(lambda: _stat_errno(p) == 0, 30, what="the mount to work again")
+    write_file(m.path("g"), b"after")
+    assert read_file(m.path("g")) == b"after"
+
+
+def _mount_pids(mnt):
+    """PIDs of orchard-mount processes serving @mnt (from /proc)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"orchard-mount") and mnt.encode() in argv:
+            pids.append(int(d))
+    return pids
+
+
+def test_unmount_leaves_no_process(cluster3, tmp_path):
+    # Foreground: fusermount3 -u ends the process with status 0.
+    m = Mount(cluster3, tmp_path / "fg").start()
+    write_file(m.path("f"), b"x")
+    assert m.stop() == 0
+    assert not os.path.ismount(m.mnt) and not _mount_pids(m.mnt)
+
+    # Background (no -f): the command returns once mounted; the daemon ends
+    # on unmount.
+    mnt = str(tmp_path / "bg")
+    os.mkdir(mnt)
+    log = str(tmp_path / "bg.stderr")
+    with open(log, "wb") as err:
+        r = subprocess.run([ORCHARD_MOUNT, "-c", cluster3.conf, mnt,
+                            "-o", "log=" + log], stderr=err, timeout=60)
+    try:
+        assert r.returncode == 0
+        assert os.path.ismount(mnt)
+        pids = _mount_pids(mnt)
+        assert len(pids) == 1
+        write_file(os.path.join(mnt, "g"), b"y")
+        assert read_file(os.path.join(mnt, "g")) == b"y"
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+    wait_until(lambda: not _mount_pids(mnt), 20, what="orchard-mount to exit")
+    with open(log, errors="replace") as f:
+        text = f.read()
+    assert "AddressSanitizer" not in text and "LeakSanitizer" not in text, text
+
+
+def test_usage_errors(cluster3, tmp_path):
+    r = subprocess.run([ORCHARD_MOUNT, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "dcache_timeout_ms" in r.stdout
+    r = subprocess.run([ORCHARD_MOUNT, str(tmp_path)], capture_output=True, text=True,
+                       env={"PATH": os.environ.get("PATH", "")})
+    assert r.returncode != 0 and "CONF" in r.stderr
+    r = subprocess.run([ORCHARD_MOUNT, "-c", cluster3.conf, str(tmp_path), "-o",
+                        "dcache_timeout_ms=99999999999"], capture_output=True, text=True)
+    assert r.returncode != 0 and not os.path.ismount(str(tmp_path))
+    r = subprocess.run([ORCHARD_MOUNT, "-c", str(tmp_path / "nope.conf"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "nope.conf" in r.stderr
