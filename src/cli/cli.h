@@ -221,6 +221,7 @@ int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_mkfs(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_local(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv);
+int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_ls(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_stat(struct orch_cli *cli, int argc, char **argv);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "common/util.h"
 
@@ -125,11 +126,19 @@ static int stats_members(const char *s, size_t len, struct stats_kv *out, int ma
 	}
 }
 
-static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv)
+static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv,
+		       const char *client)
 {
 	char addr[300];
 
-	printf("{\"servers\": [");
+	printf("{");
+	if (client)
+		printf("\"client\": %s%s", client, cfg ? ", " : "");
+	if (!cfg) {
+		printf("}\n");
+		return;
+	}
+	printf("\"servers\": [");
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
 		const struct orch_str *j = &srv[i].rep.m.json;
 
@@ -268,6 +277,36 @@ static void stats_table(const struct orch_cfg *cfg, const struct stats_srv *srv)
 	free(t.rows);
 }
 
+/*
+ * The mount's own counters: the user.orchard.stats xattr of its root
+ * (docs/mount.md), a JSON object.  *@out is malloc'ed and NUL-terminated.
+ */
+static int stats_client(const char *mnt, char **out)
+{
+	ssize_t n = getxattr(mnt, "user.orchard.stats", NULL, 0);
+	char *buf;
+
+	if (n >= 0) {
+		buf = malloc((size_t)n + 1);
+		if (!buf) {
+			orch_cli_err(-ENOMEM, "cannot read the statistics of '%s'", mnt);
+			return ORCH_CLI_FAIL;
+		}
+		n = getxattr(mnt, "user.orchard.stats", buf, (size_t)n);
+		if (n >= 0) {
+			buf[n] = '\0';
+			*out = buf;
+			return ORCH_CLI_OK;
+		}
+		free(buf);
+	}
+	if (errno == ENODATA || errno == ENOTSUP)
+		orch_cli_msg("'%s' is not the root of an Orchard mount", mnt);
+	else
+		orch_cli_err(-errno, "cannot read the statistics of '%s'", mnt);
+	return ORCH_CLI_FAIL;
+}
+
 int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -277,6 +316,8 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 	struct stats_srv srv[ORCH_SERVERS_MAX];
 	const struct orch_cfg *cfg;
 	struct orch_cli_fs fs;
+	const char *mnt = NULL;
+	char *client = NULL;
 	bool json = false;
 	int opt, rc;
 
@@ -291,11 +332,29 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 			return orch_cli_usage(cli, ORCH_CLI_USAGE);
 		}
 	}
+	if (optind < argc)
+		mnt = argv[optind++];
 	if (optind != argc)
 		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
+	if (mnt) {
+		rc = stats_client(mnt, &client);
+		if (rc)
+			return rc;
+		if (!cli->conf) {
+			/* The mount's side alone. */
+			if (json)
+				stats_json(NULL, NULL, client);
+			else
+				printf("client %s: %s\n", mnt, client);
+			free(client);
+			return ORCH_CLI_OK;
+		}
+	}
 	rc = orch_cli_connect(cli, &fs);
-	if (rc)
+	if (rc) {
+		free(client);
 		return rc;
+	}
 	cfg = orch_client_cfg(fs.cl);
 	memset(srv, 0, sizeof(srv));
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
@@ -304,10 +363,14 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 		orch_msg_init(&req, ORCH_AD2SV_STATS);
 		srv[i].error = orch_client_call(fs.cl, i, &req, &srv[i].rep);
 	}
-	if (json)
-		stats_json(cfg, srv);
-	else
+	if (json) {
+		stats_json(cfg, srv, client);
+	} else {
 		stats_table(cfg, srv);
+		if (client)
+			printf("client %s: %s\n", mnt, client);
+	}
+	free(client);
 	for (unsigned int i = 0; i < cfg->nservers; i++)
 		if (!srv[i].error)
 			orch_reply_release(&srv[i].rep);

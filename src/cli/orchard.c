@@ -58,12 +58,21 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "round-trip time.  Exits 1 if any server is down.\n"
 	  "\n" CONF_OPT
 	  "  -t, --timeout MS   give up on a server after MS milliseconds (default 2000)\n" },
-	{ "stats", orch_cmd_stats, "show every server's counters",
-	  "usage: orchard [-c CONF] stats [--json]\n"
+	{ "cache", orch_cmd_cache, "show or change a mount's kernel-cache timeouts",
+	  "usage: orchard cache MNT [NAME=VALUE ...]\n"
+	  "\n"
+	  "Prints the timeouts of the Orchard mount at MNT, after setting the ones\n"
+	  "given; replies the mount sends afterwards use the new values.  NAME is\n"
+	  "dcache_timeout_ms, getattr_timeout_ms, negative_timeout_ms or\n"
+	  "op_timeout_ms; VALUE is milliseconds.  A bad NAME or VALUE changes nothing.\n" },
+	{ "stats", orch_cmd_stats, "show every server's counters (and a mount's)",
+	  "usage: orchard [-c CONF] stats [--json] [MNT]\n"
 	  "\n"
 	  "Asks every server for its statistics.  --json prints one object:\n"
 	  "{\"servers\": [{\"name\": ..., \"address\": ..., \"up\": true, ...}, ...]}\n"
 	  "with each server's own fields merged in; a down server has \"up\": false.\n"
+	  "With MNT, the client side of that mount is added as \"client\": FUSE\n"
+	  "requests and server requests by type; without a config only that is shown.\n"
 	  "\n" CONF_OPT
 	  "  -j, --json         machine-readable output\n" },
 	{ "df", orch_cmd_df, "show space and inode usage",

@@ -431,6 +431,39 @@ def test_knobs_live(mounts):
     assert set(LOOKUPS) <= set(st["server_requests"])
 
 
+def test_cli_cache_and_stats(cluster3, mounts):
+    """`orchard cache MNT` and `orchard stats MNT --json`, the CLI front ends
+    of the knobs: a change applies to the next replies, a bad name or value
+    changes nothing, and stats adds the mount's side to the servers'."""
+    import json as _json
+    from cluster import ORCHARD, run
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0})
+    out = run([ORCHARD, "cache", m.mnt]).stdout.split()
+    assert "dcache_timeout_ms=0" in out and "getattr_timeout_ms=0" in out
+    out = run([ORCHARD, "cache", m.mnt, "dcache_timeout_ms=1000",
+               "getattr_timeout_ms=1000"]).stdout.split()
+    assert "dcache_timeout_ms=1000" in out and "getattr_timeout_ms=1000" in out
+    assert m.knob("getattr_timeout_ms") == 1000
+    for bad in (["bogus=1"], ["dcache_timeout_ms=x"], ["getattr_timeout_ms=5", "op_timeout_ms=0"]):
+        r = run([ORCHARD, "cache", m.mnt] + bad, check=False)
+        assert r.returncode == 1 and "nothing changed" in r.stderr
+    assert m.knob("getattr_timeout_ms") == 1000
+    r = run([ORCHARD, "cache", str(cluster3.dir)], check=False)
+    assert r.returncode == 1 and "not the root of an Orchard mount" in r.stderr
+
+    p = m.path("f")
+    write_file(p, b"x")
+    os.stat(p)
+    st = _json.loads(cluster3.cli("stats", "--json", m.mnt).stdout)
+    assert len(st["servers"]) == 3 and all(s["up"] for s in st["servers"])
+    before = st["client"]["server_requests"]
+    for _ in range(1000):
+        os.stat(p)
+    after = _json.loads(run([ORCHARD, "stats", "--json", m.mnt]).stdout)["client"]
+    assert requests_delta(before, after["server_requests"]) <= 2
+    assert after["fuse"]["GETATTR"] >= 0
+
+
 def test_negative_entries(mounts):
     m = mounts({"negative_timeout_ms": 60000})
     p = m.path("absent")
