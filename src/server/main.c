@@ -48,6 +48,14 @@ static void live_remove(struct orch_conn *c)
 	}
 }
 
+void sv_live_bytes(uint64_t *in, uint64_t *out)
+{
+	for (size_t i = 0; i < nlive; i++) {
+		*in += live[i]->c_bytes_in;
+		*out += live[i]->c_bytes_out;
+	}
+}
+
 static void client_on_close(struct orch_conn *c, int reason)
 {
 	struct sv_server *sv = c->c_arg;

@@ -94,6 +94,13 @@ void sv_reply_status(struct sv_req *r, int status);
 /* Handles one authenticated frame: a request or, from a peer, a reply. */
 void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 		 const uint8_t *payload);
+/*
+ * Bytes moved so far on connections still open: clients' (main.c) and
+ * peers' (sv_sv.c); closed ones are already in s_bytes_in/out.
+ */
+void sv_live_bytes(uint64_t *in, uint64_t *out);
+void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
+
 /* Builds the stats JSON text into @b. */
 void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
 

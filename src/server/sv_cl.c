@@ -937,6 +937,8 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 
 	orch_store_get_stats(sv->s_store, &st);
 	orch_meta_counts(sv->s_meta, &inodes, &next);
+	sv_live_bytes(&bytes_in, &bytes_out);
+	sv_peers_bytes(sv, &bytes_in, &bytes_out);
 	orch_buf_append(b, "{\"requests\": {", 14);
 	for (size_t i = 0; i < ntypes; i++) {
 		if (!sv->s_requests[i])

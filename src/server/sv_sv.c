@@ -122,6 +122,16 @@ static void peer_tick(void *arg)
 	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
 }
 
+void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out)
+{
+	for (unsigned int i = 0; i < sv->s_cfg.nservers && sv->s_peers; i++) {
+		if (sv->s_peers[i].p_conn) {
+			*in += sv->s_peers[i].p_conn->c_bytes_in;
+			*out += sv->s_peers[i].p_conn->c_bytes_out;
+		}
+	}
+}
+
 int sv_peers_init(struct sv_server *sv)
 {
 	sv->s_peers = calloc(sv->s_cfg.nservers, sizeof(*sv->s_peers));
