@@ -181,6 +181,11 @@ void orch_ev_stop(struct orch_ev *ev)
 	}
 }
 
+void orch_ev_reset_stop(struct orch_ev *ev)
+{
+	atomic_store(&ev->stop, false);
+}
+
 uint64_t orch_ev_now(const struct orch_ev *ev)
 {
 	return ev->now;
