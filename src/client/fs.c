@@ -658,6 +658,64 @@ int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
 	return fs_io(cl, cred, a, off, (uint8_t *)(uintptr_t)buf, len, true);
 }
 
+/* What one COPY_RANGE fan-out covers; the servers refuse more. */
+#define FS_COPY_CHUNK (64ull << 20)
+
+int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
+		       const struct orch_attr *src, uint64_t off_in,
+		       const struct orch_attr *dst, uint64_t off_out, uint64_t len,
+		       uint64_t *copied)
+{
+	unsigned int nservers = orch_client_cfg(cl)->nservers;
+	struct orch_msg req;
+	int error = 0;
+
+	*copied = 0;
+	if (!S_ISREG(src->mode) || !S_ISREG(dst->mode))
+		return S_ISDIR(src->mode) || S_ISDIR(dst->mode) ? -EISDIR : -EINVAL;
+	if (!orch_layout_is_valid(&src->layout) || !orch_layout_is_valid(&dst->layout))
+		return -EINVAL;
+	if (off_in >= src->size)
+		return 0;
+	len = ORCH_MIN(len, src->size - off_in);
+	if (off_out + len < off_out)
+		return -EFBIG;
+	fs_req_init(&req, ORCH_CL2SV_COPY_RANGE, cred);
+	req.handle = src->handle;
+	req.layout = src->layout;
+	req.handle2 = dst->handle;
+	req.layout2 = dst->layout;
+	while (*copied < len && !error) {
+		struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
+		uint64_t n = ORCH_MIN(len - *copied, FS_COPY_CHUNK);
+		unsigned int count = ORCH_MIN((unsigned int)src->layout.stripe_count, nservers);
+
+		req.offset = off_in + *copied;
+		req.offset2 = off_out + *copied;
+		req.size = n;
+		/* Every server of the source's layout copies the strips it holds. */
+		for (unsigned int i = 0; i < count && !error; i++)
+			error = orch_client_send(cl, i, &req, &calls[i]);
+		for (unsigned int i = 0; i < count; i++) {
+			struct orch_reply rep;
+			int rc;
+
+			if (!calls[i])
+				continue;
+			rc = orch_client_wait(cl, calls[i], &rep);
+			if (rc) {
+				if (!error)
+					error = rc;
+				continue;
+			}
+			orch_reply_release(&rep);
+		}
+		if (!error)
+			*copied += n;
+	}
+	return error;
+}
+
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
 {

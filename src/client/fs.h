@@ -101,6 +101,18 @@ int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
 int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, uint64_t off, const void *buf, size_t len);
 
+/*
+ * copy_file_range: copies @len bytes at @off_in of file @src to @off_out of
+ * file @dst on the servers (each server copies the strips of @src it holds
+ * to wherever @dst's layout puts them; no data passes through the client).
+ * The copy stops at src->size; *@copied gets the bytes copied.  Like
+ * orch_fs_write it does not change @dst's size: call orch_fs_extend().
+ */
+int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
+		       const struct orch_attr *src, uint64_t off_in,
+		       const struct orch_attr *dst, uint64_t off_out, uint64_t len,
+		       uint64_t *copied);
+
 /* Max-merges the size to @size and sets mtime (0 = now).  *@out may be NULL. */
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out);

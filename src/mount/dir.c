@@ -155,15 +155,15 @@ static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const
 		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
 	} else {
 		struct fuse_entry_param e;
-		uint64_t size = a->size;
+		struct orch_attr rep;
 
 		/* What fits is measured first: a lookup is counted only if added. */
 		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, off) > room)
 			return 0;
-		if (orch_mnt_inode_get(&m->m_itab, a, &size))
+		if (orch_mnt_inode_get(&m->m_itab, a, &rep))
 			return -ENOMEM;
 		b->b_counted[b->b_ncounted++] = a->handle;
-		orch_mnt_entry_param(m, a, size, &e);
+		orch_mnt_entry_param(m, &rep, &e);
 		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
 	}
 	if (need > room)

@@ -22,11 +22,14 @@
 #include "common/time.h"
 #include "common/util.h"
 
-/* Per open file (fi->fh). */
+/*
+ * Per open file (fi->fh).  The time of the last write, which the EXTEND
+ * sets as mtime, is the inode's (i_wmtime_ns), since a utime or truncate
+ * through any descriptor or path supersedes it.
+ */
 struct mnt_file {
 	uint64_t f_handle;
 	_Atomic bool f_dirty;       /* written since the last EXTEND through this file */
-	_Atomic int64_t f_mtime_ns; /* wall time of the last write, for that EXTEND */
 };
 
 static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
@@ -66,9 +69,8 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
-	struct orch_attr a, zero = { 0 };
+	struct orch_attr a, rep, zero = { 0 };
 	struct orch_cred cred;
-	uint64_t size;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
@@ -80,11 +82,11 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fi->flags & O_TRUNC) {
 		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &zero, &a);
 		if (!error)
-			orch_mnt_inode_truncated(&m->m_itab, &a, &size);
+			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 	} else {
 		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
 		if (!error)
-			orch_mnt_inode_update(&m->m_itab, &a, &size);
+			orch_mnt_inode_update(&m->m_itab, &a, &rep);
 	}
 	if (error)
 		goto out_err;
@@ -103,7 +105,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		     struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
-	struct orch_attr a, zero = { 0 };
+	struct orch_attr a, rep, zero = { 0 };
 	struct orch_cred cred;
 	bool existed = false;
 	int error;
@@ -118,9 +120,12 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	 */
 	if (!error && existed) {
 		error = mnt_open_check(m, &cred, a.handle, fi->flags);
-		if (!error && (fi->flags & O_TRUNC) && a.size)
+		if (!error && (fi->flags & O_TRUNC) && a.size) {
 			error = orch_fs_setattr(m->m_cl, &cred, a.handle, ORCH_SET_SIZE, &zero,
 						&a);
+			if (!error)
+				orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
+		}
 	}
 	if (!error)
 		error = mnt_file_attach(fi, a.handle);
@@ -194,9 +199,8 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	error = orch_fs_write(m->m_cl, &cred, &a, (uint64_t)off, buf, size);
 	if (error)
 		goto out_err;
-	atomic_store(&f->f_mtime_ns, orch_time_real_ns());
+	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size, orch_time_real_ns());
 	atomic_store(&f->f_dirty, true);
-	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size);
 	fuse_reply_write(req, size);
 	return;
 out_err:
@@ -206,28 +210,29 @@ out_err:
 /*
  * Publishes what @f wrote: max-merges the inode's size with the pending
  * written end and sets mtime to the time of the last write, as a local file
- * system would have (the server takes mtime 0 as "leave it"), then records
+ * system would have -- unless a setattr of mtime or size came after that
+ * write: then the time is 0, which the server takes as "leave it" --, then records
  * the result for close-to-open.  Nothing to do if @f wrote nothing since the
  * last time.
  */
 static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 			   struct mnt_file *f)
 {
-	struct orch_attr a;
-	uint64_t end, size;
+	struct orch_attr a, rep;
+	int64_t mtime_ns;
+	uint64_t end;
 	int error;
 
 	if (!atomic_exchange(&f->f_dirty, false))
 		return 0;
-	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle);
-	error = orch_fs_extend(m->m_cl, cred, f->f_handle, end, atomic_load(&f->f_mtime_ns),
-			       &a);
+	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle, &mtime_ns);
+	error = orch_fs_extend(m->m_cl, cred, f->f_handle, end, mtime_ns, &a);
 	if (error) {
 		/* Still to publish: the next flush, fsync or release retries. */
 		atomic_store(&f->f_dirty, true);
 		return error;
 	}
-	orch_mnt_inode_extended(&m->m_itab, end, &a, &size);
+	orch_mnt_inode_extended(&m->m_itab, end, mtime_ns, &a, &rep);
 	orch_mnt_inode_cto_set(&m->m_itab, &a);
 	return 0;
 }

@@ -60,9 +60,15 @@ static void itab_grow(struct orch_mnt_itab *t)
 	free(old);
 }
 
-static uint64_t itab_size(const struct orch_mnt_inode *in)
+/* The attributes to report: the last ones with the pending write's size and mtime. */
+static void itab_report(const struct orch_mnt_inode *in, struct orch_attr *rep)
 {
-	return ORCH_MAX(in->i_attr.size, in->i_wend);
+	*rep = in->i_attr;
+	rep->size = ORCH_MAX(in->i_attr.size, in->i_wend);
+	if (in->i_wmtime_ns) {
+		rep->mtime_ns = in->i_wmtime_ns;
+		rep->ctime_ns = ORCH_MAX(rep->ctime_ns, in->i_wmtime_ns);
+	}
 }
 
 int orch_mnt_itab_init(struct orch_mnt_itab *t)
@@ -114,7 +120,8 @@ void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *u
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t *size)
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
+		       struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
 
@@ -135,7 +142,7 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint6
 	}
 	in->i_nlookup++;
 	in->i_attr = *a;
-	*size = itab_size(in);
+	itab_report(in, rep);
 	pthread_mutex_unlock(&t->t_lock);
 	return 0;
 }
@@ -166,7 +173,7 @@ void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n)
 }
 
 void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
-			   uint64_t *size)
+			   struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
 
@@ -174,9 +181,9 @@ void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
 	in = itab_find(t, a->handle);
 	if (in) {
 		in->i_attr = *a;
-		*size = itab_size(in);
+		itab_report(in, rep);
 	} else {
-		*size = a->size;
+		*rep = *a;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
@@ -189,40 +196,48 @@ int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *o
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
 	if (in) {
-		*out = in->i_attr;
-		out->size = itab_size(in);
+		itab_report(in, out);
 		error = 0;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return error;
 }
 
-void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end)
+void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
+			    int64_t mtime_ns)
 {
 	struct orch_mnt_inode *in;
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in && end > in->i_wend)
-		in->i_wend = end;
+	if (in) {
+		if (end > in->i_wend)
+			in->i_wend = end;
+		if (mtime_ns > in->i_wmtime_ns)
+			in->i_wmtime_ns = mtime_ns;
+	}
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h)
+uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h, int64_t *mtime_ns)
 {
 	struct orch_mnt_inode *in;
 	uint64_t end = 0;
 
+	*mtime_ns = 0;
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in)
+	if (in) {
 		end = in->i_wend;
+		*mtime_ns = in->i_wmtime_ns;
+	}
 	pthread_mutex_unlock(&t->t_lock);
 	return end;
 }
 
 void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
-			     const struct orch_attr *a, uint64_t *size)
+			     int64_t covered_mtime, const struct orch_attr *a,
+			     struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
 
@@ -233,15 +248,18 @@ void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
 		/* A write that ended past @covered meanwhile still needs its EXTEND. */
 		if (in->i_wend <= covered || in->i_wend <= a->size)
 			in->i_wend = 0;
-		*size = itab_size(in);
+		/* ... and so does one made after @covered_mtime. */
+		if (in->i_wmtime_ns <= covered_mtime)
+			in->i_wmtime_ns = 0;
+		itab_report(in, rep);
 	} else {
-		*size = a->size;
+		*rep = *a;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-void orch_mnt_inode_truncated(struct orch_mnt_itab *t, const struct orch_attr *a,
-			      uint64_t *size)
+void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr *a,
+				 bool size_set, bool mtime_set, struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
 
@@ -249,10 +267,13 @@ void orch_mnt_inode_truncated(struct orch_mnt_itab *t, const struct orch_attr *a
 	in = itab_find(t, a->handle);
 	if (in) {
 		in->i_attr = *a;
-		in->i_wend = 0;
-		*size = itab_size(in);
+		if (size_set)
+			in->i_wend = 0;
+		if (size_set || mtime_set)
+			in->i_wmtime_ns = 0;
+		itab_report(in, rep);
 	} else {
-		*size = a->size;
+		*rep = *a;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }

@@ -66,6 +66,14 @@ struct orch_mnt_inode {
 	 * flush that publishes its size.  A truncate clears it.
 	 */
 	uint64_t i_wend;
+	/*
+	 * Wall time of the last write from this mount whose EXTEND has not
+	 * published it yet; 0 if none.  It is the mtime we report meanwhile
+	 * (the write marked mtime for update), and the mtime the EXTEND sets.
+	 * A setattr that sets mtime (utime, truncate) supersedes it: cleared,
+	 * so the EXTEND after it leaves the mtime alone.
+	 */
+	int64_t i_wmtime_ns;
 	/* Close-to-open: size and mtime at the previous open or close. */
 	bool i_cto_valid;
 	uint64_t i_cto_size;
@@ -123,8 +131,8 @@ void orch_mnt_cred(fuse_req_t req, struct orch_cred *out);
  */
 void orch_mnt_reply_err(fuse_req_t req, int error);
 
-/* @a as struct stat, reporting @size (see orch_mnt_inode.i_wend). */
-void orch_mnt_attr_to_stat(const struct orch_attr *a, uint64_t size, struct stat *st);
+/* @a as struct stat (@a as reported: see orch_mnt_inode.i_wend, i_wmtime_ns). */
+void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st);
 
 /*
  * Registers @a in the inode table (one lookup more) and replies with the
@@ -135,8 +143,8 @@ void orch_mnt_attr_to_stat(const struct orch_attr *a, uint64_t size, struct stat
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
 			 struct fuse_file_info *fi);
 
-/* Fills @e for @a (timeouts from the knobs).  @size as reported. */
-void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a, uint64_t size,
+/* Fills @e for @a, as reported (timeouts from the knobs). */
+void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 			  struct fuse_entry_param *e);
 
 /* --- inode.c ---------------------------------------------------------------- */
@@ -151,9 +159,11 @@ void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *u
 
 /*
  * One lookup more on @a->handle (inserted if new) and its attributes
- * replaced by @a.  *@size gets the size to report.  Returns 0 or -ENOMEM.
+ * replaced by @a.  *@rep gets the attributes to report: @a with the size
+ * and mtime of writes not yet published.  Returns 0 or -ENOMEM.
  */
-int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t *size);
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
+		       struct orch_attr *rep);
 
 /*
  * Drops @n lookups of @h; frees the inode at zero.  An unknown @h is counted
@@ -163,33 +173,43 @@ void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n);
 
 /*
  * Replaces the attributes of @a->handle if it is in the table, and returns
- * the size to report in *@size (a->size if it is not in the table).
+ * the attributes to report in *@rep (@a if it is not in the table).
  */
 void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
-			   uint64_t *size);
+			   struct orch_attr *rep);
 
 /*
- * Copies the last attributes of @h into *@out, with out->size set to the size
- * to report.  Returns 0, or -ENOENT if @h is not in the table.
+ * Copies the last attributes of @h into *@out, as reported (size and mtime
+ * of pending writes).  Returns 0, or -ENOENT if @h is not in the table.
  */
 int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *out);
 
-/* Records that this mount wrote up to @end in @h. */
-void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end);
-
-/* The pending written end of @h (0 if none or unknown). */
-uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h);
+/* Records that this mount wrote up to @end in @h at wall time @mtime_ns. */
+void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
+			    int64_t mtime_ns);
 
 /*
- * After an EXTEND to @covered answered @a: stores @a and clears the pending
- * end if @covered reached it.  *@size as for orch_mnt_inode_update().
+ * The pending written end of @h (0 if none or unknown), and in *@mtime_ns
+ * the time of the pending write (0: none since the last setattr of mtime).
+ */
+uint64_t orch_mnt_inode_wend(struct orch_mnt_itab *t, uint64_t h, int64_t *mtime_ns);
+
+/*
+ * After an EXTEND to @covered with @covered_mtime answered @a: stores @a
+ * and clears the pending end and write time if the EXTEND covered them.
+ * *@rep as for orch_mnt_inode_update().
  */
 void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
-			     const struct orch_attr *a, uint64_t *size);
+			     int64_t covered_mtime, const struct orch_attr *a,
+			     struct orch_attr *rep);
 
-/* After a size change by setattr: drops the pending end, stores @a. */
-void orch_mnt_inode_truncated(struct orch_mnt_itab *t, const struct orch_attr *a,
-			      uint64_t *size);
+/*
+ * After a setattr answered @a: stores @a; a size change (@size_set) drops
+ * the pending end, and a size or mtime change (@mtime_set) the pending
+ * write time, which the setattr superseded.
+ */
+void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr *a,
+				 bool size_set, bool mtime_set, struct orch_attr *rep);
 
 /*
  * Close-to-open: true if @a's size and mtime equal what the previous open or

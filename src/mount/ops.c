@@ -61,8 +61,10 @@ void orch_mnt_reply_err(fuse_req_t req, int error)
 	fuse_reply_err(req, -error);
 }
 
-void orch_mnt_attr_to_stat(const struct orch_attr *a, uint64_t size, struct stat *st)
+void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st)
 {
+	uint64_t size = a->size;
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->handle;
 	st->st_mode = a->mode;
@@ -88,13 +90,13 @@ static double mnt_timeout(_Atomic uint32_t *knob)
 	return atomic_load(knob) / 1000.0;
 }
 
-void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a, uint64_t size,
+void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 			  struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->handle;
 	e->generation = 0;
-	orch_mnt_attr_to_stat(a, size, &e->attr);
+	orch_mnt_attr_to_stat(a, &e->attr);
 	e->attr_timeout = mnt_timeout(&m->m_getattr_ms);
 	e->entry_timeout = mnt_timeout(&m->m_dcache_ms);
 }
@@ -104,15 +106,15 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct fuse_entry_param e;
-	uint64_t size;
+	struct orch_attr rep;
 	int rc;
 
 	/* Counted before the reply, so a FORGET racing the reply finds it. */
-	if (orch_mnt_inode_get(&m->m_itab, a, &size)) {
+	if (orch_mnt_inode_get(&m->m_itab, a, &rep)) {
 		fuse_reply_err(req, ENOMEM);
 		return -ENOMEM;
 	}
-	orch_mnt_entry_param(m, a, size, &e);
+	orch_mnt_entry_param(m, &rep, &e);
 	rc = fi ? fuse_reply_create(req, &e, fi) : fuse_reply_entry(req, &e);
 	/* An interrupted request: the kernel never took the reference. */
 	if (rc)
@@ -120,12 +122,12 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
 	return rc ? -ENOENT : 0;
 }
 
-static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a, uint64_t size)
+static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct stat st;
 
-	orch_mnt_attr_to_stat(a, size, &st);
+	orch_mnt_attr_to_stat(a, &st);
 	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_ms));
 }
 
@@ -331,8 +333,7 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
-	struct orch_attr a;
-	uint64_t size;
+	struct orch_attr a, rep;
 	int error;
 
 	(void)fi;
@@ -343,8 +344,8 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	orch_mnt_inode_update(&m->m_itab, &a, &size);
-	mnt_reply_attr(req, &a, size);
+	orch_mnt_inode_update(&m->m_itab, &a, &rep);
+	mnt_reply_attr(req, &rep);
 }
 
 static int64_t mnt_ts_ns(const struct timespec *ts)
@@ -356,10 +357,9 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
-	struct orch_attr in = { 0 }, a;
+	struct orch_attr in = { 0 }, a, rep;
 	struct orch_cred cred;
 	uint32_t valid = 0;
-	uint64_t size;
 	int error;
 
 	(void)fi;
@@ -404,11 +404,9 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	if (valid & ORCH_SET_SIZE)
-		orch_mnt_inode_truncated(&m->m_itab, &a, &size);
-	else
-		orch_mnt_inode_update(&m->m_itab, &a, &size);
-	mnt_reply_attr(req, &a, size);
+	orch_mnt_inode_setattr_done(&m->m_itab, &a, valid & ORCH_SET_SIZE,
+				    valid & (ORCH_SET_MTIME | ORCH_SET_MTIME_NOW), &rep);
+	mnt_reply_attr(req, &rep);
 }
 
 static void mnt_access(fuse_req_t req, fuse_ino_t ino, int mask)

@@ -146,6 +146,17 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 			orch_wr_u32(b, m->cred.groups[i]);
 		break;
 	case 'h': orch_wr_u64(b, m->handle); break;
+	case 'H': orch_wr_u64(b, m->handle2); break;
+	case 'Q': orch_wr_u64(b, m->offset2); break;
+	case 'L':
+	case 'Y': {
+		const struct orch_layout *l = code == 'L' ? &m->layout : &m->layout2;
+
+		orch_wr_u32(b, l->strip_size);
+		orch_wr_u16(b, l->stripe_count);
+		orch_wr_u16(b, l->first_server);
+		break;
+	}
 	case 'p': orch_wr_u64(b, m->parent); break;
 	case 'P': orch_wr_u64(b, m->newparent); break;
 	case 'o': orch_wr_u64(b, m->offset); break;
@@ -336,6 +347,17 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 			m->cred.groups[i] = orch_rd_u32(rd);
 		break;
 	case 'h': m->handle = orch_rd_u64(rd); break;
+	case 'H': m->handle2 = orch_rd_u64(rd); break;
+	case 'Q': m->offset2 = orch_rd_u64(rd); break;
+	case 'L':
+	case 'Y': {
+		struct orch_layout *l = code == 'L' ? &m->layout : &m->layout2;
+
+		l->strip_size = orch_rd_u32(rd);
+		l->stripe_count = orch_rd_u16(rd);
+		l->first_server = orch_rd_u16(rd);
+		break;
+	}
 	case 'p': m->parent = orch_rd_u64(rd); break;
 	case 'P': m->newparent = orch_rd_u64(rd); break;
 	case 'o': m->offset = orch_rd_u64(rd); break;

@@ -67,6 +67,10 @@ struct orch_msg {
 
 	struct orch_cred cred;   /* c */
 	uint64_t handle;         /* h */
+	uint64_t handle2;        /* H */
+	uint64_t offset2;        /* Q */
+	struct orch_layout layout;  /* L */
+	struct orch_layout layout2; /* Y */
 	uint64_t parent;         /* p */
 	uint64_t newparent;      /* P */
 	uint64_t offset;         /* o */

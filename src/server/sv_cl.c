@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "proto/layout.h"
 #include "server/sv.h"
 
 /* --- Requests and replies ---------------------------------------------------------------- */
@@ -893,6 +894,113 @@ static void sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_m
 	sv_reply_status(r, error);
 }
 
+/*
+ * copy_file_range, served where the data is: this server copies the pieces
+ * of the source range it holds, each to the server the destination's
+ * layout puts it on (itself, or a peer through SV2SV_WRITE), and answers
+ * when every piece is written.  The client sends the same request to every
+ * server of the source's layout.  A plain copy; the extent store will share
+ * blocks instead.
+ */
+#define SV_COPY_MAX (64ull << 20)
+
+struct copy_job {
+	struct sv_req *cj_req;
+	unsigned int cj_outstanding; /* peer writes in flight, plus one while sending */
+	int cj_error;
+	uint64_t cj_copied;
+};
+
+static void sv_copy_put(struct copy_job *cj)
+{
+	struct orch_msg rep;
+
+	if (--cj->cj_outstanding)
+		return;
+	orch_msg_init(&rep, 0);
+	rep.status = cj->cj_error;
+	rep.size = cj->cj_copied;
+	sv_reply(cj->cj_req, &rep);
+	free(cj);
+}
+
+static void sv_copy_written(struct sv_server *sv, void *arg, int error,
+			    const struct orch_msg *rep)
+{
+	struct copy_job *cj = arg;
+
+	(void)sv;
+	(void)rep;
+	if (error && !cj->cj_error)
+		cj->cj_error = error == -EHOSTDOWN ? -EIO : error;
+	sv_copy_put(cj);
+}
+
+static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint64_t off = m->offset, end = m->offset + m->size;
+	struct orch_layout_pos sp, dp;
+	struct copy_job *cj;
+	uint8_t *buf;
+	int error = 0;
+
+	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
+	    m->size > SV_COPY_MAX || end < off || m->offset2 + m->size < m->offset2) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	cj = calloc(1, sizeof(*cj));
+	buf = malloc(ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
+	if (!cj || !buf) {
+		free(cj);
+		free(buf);
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	cj->cj_req = r;
+	cj->cj_outstanding = 1;
+	while (off < end && !error) {
+		uint64_t n, dst;
+		size_t got = 0;
+
+		orch_layout_locate(&m->layout, off, &sp);
+		n = ORCH_MIN(sp.run, end - off);
+		if (sp.server != sv->s_index) {
+			off += n;
+			continue;
+		}
+		dst = m->offset2 + (off - m->offset);
+		orch_layout_locate(&m->layout2, dst, &dp);
+		n = ORCH_MIN(n, dp.run);
+		error = orch_store_read(sv->s_store, m->handle, sp.local_off, buf, n, &got);
+		if (error)
+			break;
+		memset(buf + got, 0, n - got); /* a hole, or past the object's end */
+		if (dp.server == sv->s_index) {
+			error = orch_store_write(sv->s_store, m->handle2, dp.local_off, buf, n);
+		} else if (dp.server < sv->s_cfg.nservers) {
+			struct orch_msg w;
+
+			orch_msg_init(&w, ORCH_SV2SV_WRITE);
+			w.origin = sv->s_index;
+			w.handle = m->handle2;
+			w.offset = dp.local_off;
+			w.data = orch_str_of((const char *)buf, n);
+			cj->cj_outstanding++;
+			sv_peer_call(sv, dp.server, &w, sv_copy_written, cj);
+		} else {
+			error = -EINVAL;
+		}
+		cj->cj_copied += n;
+		off += n;
+	}
+	free(buf);
+	if (error && !cj->cj_error)
+		cj->cj_error = error;
+	sv_flusher_dirty(sv);
+	sv_copy_put(cj);
+}
+
 /* --- Admin -------------------------------------------------------------------------------------- */
 
 static void sv_ping(struct sv_server *sv, struct sv_req *r)
@@ -1016,6 +1124,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_CL2SV_READ: sv_read(sv, r, m); break;
 	case ORCH_CL2SV_WRITE: sv_write(sv, r, m); break;
 	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
+	case ORCH_CL2SV_COPY_RANGE: sv_copy_range(sv, r, m); break;
 	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
 	case ORCH_SV2SV_MKDIR_INODE:
 	case ORCH_SV2SV_RMDIR_INODE:
@@ -1025,6 +1134,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_SET_PARENT:
 	case ORCH_SV2SV_RENAME_IN:
 	case ORCH_SV2SV_APPLIED_TRIM:
+	case ORCH_SV2SV_WRITE:
 		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 					   r->r_conn->c_peer, orch_msg_name(m->type));

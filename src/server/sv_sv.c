@@ -583,6 +583,9 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	case ORCH_SV2SV_APPLIED_TRIM:
 		error = orch_meta_applied_trim(sv->s_meta, m->origin, m->id);
 		break;
+	case ORCH_SV2SV_WRITE:
+		error = orch_store_write(sv->s_store, m->handle, m->offset, m->data.s, m->data.len);
+		break;
 	default:
 		error = -ENOSYS;
 		break;

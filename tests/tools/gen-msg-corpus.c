@@ -22,6 +22,10 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->cred.groups[0] = 10;
 	m->cred.groups[1] = 20;
 	m->handle = 0x0001000000000042ULL;
+	m->handle2 = 0x0002000000000043ULL;
+	m->offset2 = 131072;
+	m->layout = (struct orch_layout){ 65536, 3, 1 };
+	m->layout2 = (struct orch_layout){ 65536, 3, 2 };
 	m->parent = 1;
 	m->newparent = 0x0002000000000007ULL;
 	m->offset = 65536;

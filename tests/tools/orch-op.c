@@ -886,6 +886,30 @@ static int op_fsync(struct op_ctx *ctx, int argc, char **argv)
 	return error;
 }
 
+/* copy SRC OFF_IN DST OFF_OUT LEN: server-side copy, then DST's size is extended */
+static int op_copy(struct op_ctx *ctx, int argc, char **argv)
+{
+	uint64_t off_in, off_out, len, copied = 0;
+	struct orch_attr src, dst, out;
+	int error;
+
+	(void)argc;
+	if (op_u64(argv[2], 10, &off_in) || op_u64(argv[4], 10, &off_out) ||
+	    op_u64(argv[5], 10, &len))
+		return -OP_EUSAGE;
+	error = op_resolve(ctx, argv[1], true, &src);
+	if (!error)
+		error = op_resolve(ctx, argv[3], true, &dst);
+	if (!error)
+		error = orch_fs_copy_range(ctx->cl, &ctx->cred, &src, off_in, &dst, off_out, len,
+					   &copied);
+	if (!error && copied)
+		error = orch_fs_extend(ctx->cl, &ctx->cred, dst.handle, off_out + copied, 0, &out);
+	if (!error)
+		op_printf(&ctx->out, " copied=%llu", (unsigned long long)copied);
+	return error;
+}
+
 static int op_echo(struct op_ctx *ctx, int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++)
@@ -928,6 +952,7 @@ static const struct op_cmd {
 	{ "write", 3, 3, op_write },
 	{ "read", 3, 3, op_read },
 	{ "fsync", 1, 1, op_fsync },
+	{ "copy", 5, 5, op_copy },
 	{ "echo", 0, OP_ARGS_MAX - 1, op_echo },
 };
 

@@ -170,6 +170,17 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 				m->cred.groups[i] = (uint32_t)mix(&st);
 			break;
 		case 'h': m->handle = mix(&st); break;
+		case 'H': m->handle2 = mix(&st); break;
+		case 'Q': m->offset2 = mix(&st); break;
+		case 'L':
+		case 'Y': {
+			struct orch_layout *l = *f == 'L' ? &m->layout : &m->layout2;
+
+			l->strip_size = (uint32_t)mix(&st);
+			l->stripe_count = (uint16_t)mix(&st);
+			l->first_server = (uint16_t)mix(&st);
+			break;
+		}
 		case 'p': m->parent = mix(&st); break;
 		case 'P': m->newparent = mix(&st); break;
 		case 'o': m->offset = mix(&st); break;
@@ -298,6 +309,10 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 	case 'p': eq = a->parent == b->parent; break;
 	case 'P': eq = a->newparent == b->newparent; break;
 	case 'o': eq = a->offset == b->offset; break;
+	case 'H': eq = a->handle2 == b->handle2; break;
+	case 'Q': eq = a->offset2 == b->offset2; break;
+	case 'L': eq = memcmp(&a->layout, &b->layout, sizeof(a->layout)) == 0; break;
+	case 'Y': eq = memcmp(&a->layout2, &b->layout2, sizeof(a->layout2)) == 0; break;
 	case 's': eq = a->size == b->size; break;
 	case 'r': eq = a->rdev == b->rdev; break;
 	case 'k': eq = a->cookie == b->cookie; break;

@@ -1,0 +1,66 @@
+"""Server-side copy_file_range (CL2SV_COPY_RANGE): each server copies the
+source strips it holds to wherever the destination's layout puts them.  The
+result must equal a byte model for any offsets, across strips and servers,
+past the source's end, and into holes; and no data goes through the client."""
+import os
+import random
+
+from op import Op
+
+
+def model_copy(src, dst, off_in, off_out, length):
+    n = max(0, min(length, len(src) - off_in))
+    if n == 0:
+        return dst, 0
+    if len(dst) < off_out:
+        dst = dst + bytes(off_out - len(dst))
+    dst = dst[:off_out] + src[off_in:off_in + n] + dst[off_out + n:]
+    return dst, n
+
+
+def get(c, tmp_path, path):
+    out = tmp_path / "got"
+    c.cli("get", path, str(out))
+    return out.read_bytes()
+
+
+def test_copy_range_matches_model(cluster3, tmp_path):
+    c = cluster3
+    rnd = random.Random(7)
+    # Two directories on different servers, so the files' layouts differ
+    # in their first server.
+    firsts = {}
+    for i in range(12):
+        c.cli("mkdir", "/d%d" % i)
+        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
+        firsts.setdefault(srv, "/d%d" % i)
+    assert len(firsts) >= 2
+    da, db = list(firsts.values())[:2]
+    src = rnd.randbytes(3 * 65536 * 3 + 12345)
+    (tmp_path / "src").write_bytes(src)
+    c.cli("put", str(tmp_path / "src"), da + "/src")
+    dst = rnd.randbytes(100000)
+    (tmp_path / "dst").write_bytes(dst)
+    c.cli("put", str(tmp_path / "dst"), db + "/dst")
+    writes_before = sum(s["requests"].get("CL2SV_WRITE", 0) for s in c.stats()["servers"])
+    cases = [(0, 0, len(src)), (1, 65535, 200000), (65536 * 2 - 7, 5, 70000),
+             (len(src) - 10, 300000, 100), (len(src) + 5, 0, 10), (12345, 777777, 65536 * 4)]
+    cases += [(rnd.randrange(len(src)), rnd.randrange(900000), rnd.randrange(300000))
+              for _ in range(10)]
+    with Op(c) as op:
+        for off_in, off_out, length in cases:
+            r = op.call("copy", da + "/src", off_in, db + "/dst", off_out, length)
+            dst, n = model_copy(src, dst, off_in, off_out, length)
+            assert r["copied"] == n
+            got = get(c, tmp_path, db + "/dst")
+            assert len(got) == len(dst), (off_in, off_out, length)
+            assert got == dst, (off_in, off_out, length)
+        # A copy onto itself, overlapping ranges excluded (as Linux refuses them).
+        op.call("copy", da + "/src", 0, da + "/src", len(src) + 65536, 65536)
+        src2 = src + bytes(65536) + src[:65536]
+        assert get(c, tmp_path, da + "/src") == src2
+    stats = c.stats()["servers"]
+    writes_after = sum(s["requests"].get("CL2SV_WRITE", 0) for s in stats)
+    assert writes_after == writes_before, "copy went through the client"
+    assert sum(s["requests"].get("CL2SV_COPY_RANGE", 0) for s in stats) > 0
+    assert sum(s["requests"].get("SV2SV_WRITE", 0) for s in stats) > 0
