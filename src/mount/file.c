@@ -66,6 +66,29 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	return 0;
 }
 
+/*
+ * Before a size change: publishes (EXTENDs) what this mount wrote past the
+ * inode's size on the servers.  The server cuts the data at the smaller of
+ * the old and new sizes, and only if they differ; written bytes past its old
+ * size would otherwise survive a truncate to that size (and reappear when
+ * the file grows again) or be cut by a truncate to a size between the two.
+ */
+int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h)
+{
+	struct orch_attr a, rep;
+	int64_t mtime_ns;
+	uint64_t end;
+	int error;
+
+	end = orch_mnt_inode_wend(&m->m_itab, h, &mtime_ns);
+	if (!end)
+		return 0;
+	error = orch_fs_extend(m->m_cl, cred, h, end, mtime_ns, &a);
+	if (!error)
+		orch_mnt_inode_extended(&m->m_itab, end, mtime_ns, &a, &rep);
+	return error;
+}
+
 void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
@@ -80,7 +103,9 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		goto out_err;
 	/* The revalidation of close-to-open; O_TRUNC's SETATTR doubles as it. */
 	if (fi->flags & O_TRUNC) {
-		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &zero, &a);
+		error = orch_mnt_publish_size(m, &cred, ino);
+		if (!error)
+			error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &zero, &a);
 		if (!error)
 			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 	} else {
@@ -120,10 +145,15 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	 */
 	if (!error && existed) {
 		error = mnt_open_check(m, &cred, a.handle, fi->flags);
-		if (!error && (fi->flags & O_TRUNC) && a.size) {
-			error = orch_fs_setattr(m->m_cl, &cred, a.handle, ORCH_SET_SIZE, &zero,
-						&a);
-			if (!error)
+		if (!error && (fi->flags & O_TRUNC)) {
+			int64_t wmtime;
+			bool cut = a.size || orch_mnt_inode_wend(&m->m_itab, a.handle, &wmtime);
+
+			error = orch_mnt_publish_size(m, &cred, a.handle);
+			if (!error && cut)
+				error = orch_fs_setattr(m->m_cl, &cred, a.handle, ORCH_SET_SIZE,
+							&zero, &a);
+			if (!error && cut)
 				orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 		}
 	}

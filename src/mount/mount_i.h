@@ -245,6 +245,12 @@ int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char
 
 /* --- Handlers in file.c and dir.c ----------------------------------------------- */
 
+/*
+ * Publishes the pending written end of @h (EXTEND) before a size change.
+ * Returns 0 or -errno.
+ */
+int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h);
+
 void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     struct fuse_file_info *fi);

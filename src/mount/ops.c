@@ -399,7 +399,9 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		in.ctime_ns = mnt_ts_ns(&attr->st_ctim);
 	}
 	orch_mnt_cred(req, &cred);
-	error = orch_fs_setattr(m->m_cl, &cred, ino, valid, &in, &a);
+	error = (valid & ORCH_SET_SIZE) ? orch_mnt_publish_size(m, &cred, ino) : 0;
+	if (!error)
+		error = orch_fs_setattr(m->m_cl, &cred, ino, valid, &in, &a);
 	if (error) {
 		orch_mnt_reply_err(req, error);
 		return;
