@@ -38,7 +38,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench
 
-.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench clean help
+.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -164,6 +164,11 @@ $(BUILDDIR)/obj/bench/%.o: bench/%.c $(FLAGS_FILE)
 bench: $(BINS) $(BENCH_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
 
+# The mount against a local directory and libfuse's passthrough_ll, side by
+# side (issue 3's benchmark).  BENCHFLAGS=--quick-ish flags: see its --help.
+bench-mount: $(BINS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py $(BENCHFLAGS)
+
 clean:
 	rm -rf $(BUILDDIR) build-asan build-clang $(FUZZDIR)
 
@@ -175,5 +180,6 @@ help:
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
+	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...)"
 
 -include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)

@@ -66,6 +66,34 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	return 0;
 }
 
+int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
+			  const char *name)
+{
+	char silly[ORCH_MNT_SILLY_LEN];
+	struct orch_attr a;
+	int error;
+
+	error = orch_fs_lookup(m->m_cl, cred, parent, name, &a);
+	if (error == -ENOENT)
+		return 0;
+	if (error)
+		return error;
+	if (!S_ISREG(a.mode) || a.nlink > 1 || !orch_mnt_inode_is_open(&m->m_itab, a.handle))
+		return 0;
+	snprintf(silly, sizeof(silly), ORCH_MNT_SILLY_PREFIX "%016llx",
+		 (unsigned long long)a.handle);
+	error = orch_fs_rename(m->m_cl, cred, parent, name, parent, silly, 0);
+	if (error)
+		return error;
+	if (!orch_mnt_inode_set_silly(&m->m_itab, a.handle, parent, silly)) {
+		/* Closed meanwhile: nobody will remove the hidden name but us. */
+		error = orch_fs_unlink(m->m_cl, cred, parent, silly);
+		if (error && error != -ENOENT)
+			return error;
+	}
+	return 1;
+}
+
 /*
  * Before a size change: publishes (EXTENDs) what this mount wrote past the
  * inode's size on the servers.  The server cuts the data at the smaller of
@@ -119,8 +147,14 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (error)
 		goto out_err;
 	fi->keep_cache = orch_mnt_inode_cto_check(&m->m_itab, &a);
-	if (fuse_reply_open(req, fi))
+	orch_mnt_inode_opened(&m->m_itab, ino);
+	if (fuse_reply_open(req, fi)) {
+		uint64_t p;
+		char silly[ORCH_MNT_SILLY_LEN];
+
+		orch_mnt_inode_released(&m->m_itab, ino, &p, silly);
 		free(mnt_file_of(fi));
+	}
 	return;
 out_err:
 	orch_mnt_reply_err(req, error);
@@ -291,13 +325,78 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_RELEASE);
+	uint64_t silly_parent;
+	char silly[ORCH_MNT_SILLY_LEN];
+
 	error = mnt_file_extend(m, &cred, f);
 	if (error)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 				   "cannot publish the size at release: ino=%#llx: %s",
 				   (unsigned long long)ino, strerror(-error));
+	if (orch_mnt_inode_released(&m->m_itab, ino, &silly_parent, silly)) {
+		/* The last close of a file removed while open: now it goes. */
+		error = orch_fs_unlink(m->m_cl, &cred, silly_parent, silly);
+		if (error && error != -ENOENT)
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "cannot remove a deleted open file: ino=%#llx name='%s': %s",
+					   (unsigned long long)ino, silly, strerror(-error));
+	}
 	free(f);
 	fuse_reply_err(req, 0);
+}
+
+/*
+ * copy_file_range: the servers copy (orch_fs_copy_range), no data passes
+ * through here.  What this mount wrote to either file but has not published
+ * is published first, so the copy sees it and clamps at the right size; the
+ * destination's new end is then pending like a write's.  (The kernel has
+ * written back and will invalidate the page cache of both ranges.)
+ */
+void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			      struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			      struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct mnt_file *f = mnt_file_of(fi_out);
+	struct orch_attr src, dst;
+	struct orch_cred cred;
+	uint64_t copied = 0;
+	int error;
+
+	(void)fi_in;
+	orch_mnt_count(m, ORCH_MNT_OP_COPY_FILE_RANGE);
+	orch_mnt_cred(req, &cred);
+	if (flags) {
+		error = -EINVAL;
+		goto out_err;
+	}
+	error = orch_mnt_publish_size(m, &cred, ino_in);
+	if (!error && ino_out != ino_in)
+		error = orch_mnt_publish_size(m, &cred, ino_out);
+	if (!error)
+		error = orch_fs_getattr(m->m_cl, &cred, ino_in, &src);
+	if (!error)
+		error = orch_fs_getattr(m->m_cl, &cred, ino_out, &dst);
+	if (error)
+		goto out_err;
+	if (ino_in == ino_out && (uint64_t)off_in < (uint64_t)off_out + len &&
+	    (uint64_t)off_out < (uint64_t)off_in + len) {
+		error = -EINVAL; /* overlapping ranges of one file, as Linux refuses */
+		goto out_err;
+	}
+	error = orch_fs_copy_range(m->m_cl, &cred, &src, (uint64_t)off_in, &dst,
+				   (uint64_t)off_out, len, &copied);
+	if (error)
+		goto out_err;
+	if (copied) {
+		orch_mnt_inode_written(&m->m_itab, ino_out, (uint64_t)off_out + copied,
+				       orch_time_real_ns());
+		atomic_store(&f->f_dirty, true);
+	}
+	fuse_reply_write(req, (size_t)copied);
+	return;
+out_err:
+	orch_mnt_reply_err(req, error);
 }
 
 void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -308,4 +309,64 @@ void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a)
 		in->i_cto_mtime_ns = a->mtime_ns;
 	}
 	pthread_mutex_unlock(&t->t_lock);
+}
+
+/* --- Open files and removed names --------------------------------------------- */
+
+void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_opens++;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *parent,
+			     char name[ORCH_MNT_SILLY_LEN])
+{
+	struct orch_mnt_inode *in;
+	bool silly = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && in->i_opens && --in->i_opens == 0 && in->i_silly_parent) {
+		*parent = in->i_silly_parent;
+		memcpy(name, in->i_silly_name, ORCH_MNT_SILLY_LEN);
+		in->i_silly_parent = 0;
+		silly = true;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return silly;
+}
+
+bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+	bool open;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	open = in && in->i_opens;
+	pthread_mutex_unlock(&t->t_lock);
+	return open;
+}
+
+bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
+			      const char *name)
+{
+	struct orch_mnt_inode *in;
+	bool open;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	open = in && in->i_opens;
+	if (open) {
+		in->i_silly_parent = parent;
+		snprintf(in->i_silly_name, sizeof(in->i_silly_name), "%s", name);
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return open;
 }

@@ -38,7 +38,7 @@
 	X(RENAME) X(LINK) X(OPEN) X(CREATE) X(READ) X(WRITE) X(FLUSH)          \
 	X(RELEASE) X(FSYNC) X(OPENDIR) X(READDIR) X(READDIRPLUS)               \
 	X(RELEASEDIR) X(FSYNCDIR) X(STATFS) X(SETXATTR) X(GETXATTR)            \
-	X(LISTXATTR) X(REMOVEXATTR) X(ACCESS)
+	X(LISTXATTR) X(REMOVEXATTR) X(ACCESS) X(COPY_FILE_RANGE)
 
 enum orch_mnt_op {
 #define ORCH_MNT_OP_ENUM(name) ORCH_MNT_OP_##name,
@@ -48,6 +48,10 @@ enum orch_mnt_op {
 };
 
 /* --- Inode table ------------------------------------------------------------ */
+
+/* ".orchard-deleted-" and 16 hex digits of the handle. */
+#define ORCH_MNT_SILLY_PREFIX ".orchard-deleted-"
+#define ORCH_MNT_SILLY_LEN 40
 
 /*
  * One entry per handle the kernel holds: the FUSE lookup count is its
@@ -74,6 +78,14 @@ struct orch_mnt_inode {
 	 * so the EXTEND after it leaves the mtime alone.
 	 */
 	int64_t i_wmtime_ns;
+	/*
+	 * Files this mount has open on the inode, and, once its last name was
+	 * removed while open, the hidden name it was renamed to (NFS's "silly
+	 * rename"): removed at the last release.
+	 */
+	uint32_t i_opens;
+	uint64_t i_silly_parent;       /* 0 if none */
+	char i_silly_name[ORCH_MNT_SILLY_LEN];
 	/* Close-to-open: size and mtime at the previous open or close. */
 	bool i_cto_valid;
 	uint64_t i_cto_size;
@@ -211,6 +223,25 @@ void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
 void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr *a,
 				 bool size_set, bool mtime_set, struct orch_attr *rep);
 
+/* An open file of @h more (after a successful open or create). */
+void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h);
+
+/*
+ * One open file of @h less.  Returns true, with its directory and hidden
+ * name, if that was the last one of an inode whose name was removed while
+ * it was open (the caller removes the hidden name).
+ */
+bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *parent,
+			     char name[ORCH_MNT_SILLY_LEN]);
+
+/*
+ * If @h is open in this mount, records that its last name is now @name in
+ * @parent and returns true; false (nothing recorded) if it is not open.
+ */
+bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
+			      const char *name);
+bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h);
+
 /*
  * Close-to-open: true if @a's size and mtime equal what the previous open or
  * close recorded; then records @a as the new reference.
@@ -262,6 +293,19 @@ void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		    struct fuse_file_info *fi);
+void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			      struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			      struct fuse_file_info *fi_out, size_t len, int flags);
+
+/*
+ * Before @name in @parent goes away (unlink, or replaced by rename): if it
+ * is the last name of a file open in this mount, renames it to a hidden
+ * name instead, removed at the last close, so the open files keep working
+ * as on a local file system.  Returns 1 if it did (the name is gone), 0 if
+ * the caller should go on, or -errno.
+ */
+int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
+			  const char *name);
 
 void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -114,11 +114,23 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
 		fuse_reply_err(req, ENOMEM);
 		return -ENOMEM;
 	}
+	/*
+	 * CREATE opens a file: counted before the reply too, or a close and
+	 * its RELEASE could come first and the count never drop back.
+	 */
+	if (fi)
+		orch_mnt_inode_opened(&m->m_itab, a->handle);
 	orch_mnt_entry_param(m, &rep, &e);
 	rc = fi ? fuse_reply_create(req, &e, fi) : fuse_reply_entry(req, &e);
 	/* An interrupted request: the kernel never took the reference. */
-	if (rc)
+	if (rc) {
+		uint64_t p;
+		char silly[ORCH_MNT_SILLY_LEN];
+
+		if (fi)
+			orch_mnt_inode_released(&m->m_itab, a->handle, &p, silly);
 		orch_mnt_inode_forget(&m->m_itab, a->handle, 1);
+	}
 	return rc ? -ENOENT : 0;
 }
 
@@ -296,9 +308,14 @@ static void mnt_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 
+	int error;
+
 	orch_mnt_count(m, ORCH_MNT_OP_UNLINK);
 	orch_mnt_cred(req, &cred);
-	orch_mnt_reply_err(req, orch_fs_unlink(m->m_cl, &cred, parent, name));
+	error = orch_mnt_silly_rename(m, &cred, parent, name);
+	if (error == 0)
+		error = orch_fs_unlink(m->m_cl, &cred, parent, name);
+	orch_mnt_reply_err(req, error < 0 ? error : 0);
 }
 
 static void mnt_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -322,7 +339,11 @@ static void mnt_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* RENAME_WHITEOUT (overlayfs) is not supported; nor both flags at once. */
 	if (flags == 0 || flags == RENAME_NOREPLACE || flags == RENAME_EXCHANGE) {
 		orch_mnt_cred(req, &cred);
-		error = orch_fs_rename(m->m_cl, &cred, parent, name, newparent, newname, flags);
+		/* A replaced file that is open here keeps working (hidden until closed). */
+		error = flags ? 0 : orch_mnt_silly_rename(m, &cred, newparent, newname);
+		if (error >= 0)
+			error = orch_fs_rename(m->m_cl, &cred, parent, name, newparent, newname,
+					       flags);
 	}
 	orch_mnt_reply_err(req, error);
 }
@@ -551,7 +572,7 @@ static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 /* --- The table ------------------------------------------------------------------------- */
 
-/* copy_file_range, fallocate, locks, ioctl: not yet (the kernel gets ENOSYS). */
+/* fallocate, locks, ioctl: not yet (the kernel gets ENOSYS; fallocate fails EOPNOTSUPP). */
 const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.init = mnt_init,
 	.lookup = mnt_lookup,
@@ -574,6 +595,7 @@ const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.flush = orch_mnt_flush,
 	.release = orch_mnt_release,
 	.fsync = orch_mnt_fsync,
+	.copy_file_range = orch_mnt_copy_file_range,
 	.opendir = orch_mnt_opendir,
 	.readdir = orch_mnt_readdir,
 	.readdirplus = orch_mnt_readdirplus,

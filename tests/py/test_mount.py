@@ -89,6 +89,68 @@ def renameat2(old, new, flags):
 
 # --- POSIX through the kernel ---------------------------------------------------
 
+def test_unlinked_while_open(cluster3, mounts):
+    """A file removed (unlink, or replaced by rename) while open stays
+    readable and writable through its descriptors; its space is freed at
+    the last close."""
+    from cluster import wait_until
+    m = mounts()
+    p = m.path("f")
+    write_file(p, b"hello" * 30000)
+    fd = os.open(p, os.O_RDWR)
+    try:
+        os.unlink(p)
+        expect_errno(errno.ENOENT, os.stat, p)
+        assert "f" not in os.listdir(m.mnt)
+        assert os.pread(fd, 5, 65536 * 2) == b"hello"[65536 * 2 % 5:] + b"hello"[:65536 * 2 % 5]
+        os.pwrite(fd, b"again", 0)
+        assert os.pread(fd, 5, 0) == b"again"
+        assert os.fstat(fd).st_size == 150000
+        os.fsync(fd)
+        # Replaced by rename while open: the same.
+        q = m.path("g")
+        write_file(q, b"old")
+        fd2 = os.open(q, os.O_RDONLY)
+        write_file(m.path("new"), b"new")
+        os.rename(m.path("new"), q)
+        assert read_file(q) == b"new"
+        assert os.pread(fd2, 3, 0) == b"old"
+        os.close(fd2)
+    finally:
+        os.close(fd)
+    deleted = lambda: sum(s["data_objects_deleted"] for s in cluster3.stats()["servers"])
+    wait_until(lambda: not [n for n in os.listdir(m.mnt) if n.startswith(".orchard-deleted-")],
+               what="hidden names removed at the last close")
+    wait_until(lambda: deleted() >= 3, what="the data freed on every server")
+
+
+def test_copy_file_range_on_servers(cluster3, mounts):
+    """copy_file_range (what cp uses) is served by the servers: the copy is
+    right, and no WRITE went from the client."""
+    m = mounts()
+    data = os.urandom(3 * 65536 * 3 + 4321)
+    write_file(m.path("src"), data)
+    before = m.server_requests()
+    fin = os.open(m.path("src"), os.O_RDONLY)
+    fout = os.open(m.path("dst"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        done = 0
+        while done < len(data):
+            n = os.copy_file_range(fin, fout, len(data) - done, done, done)
+            assert n > 0
+            done += n
+        assert os.copy_file_range(fin, fout, 100, 5, 1 << 20) == 100
+    finally:
+        os.close(fin)
+        os.close(fout)
+    after = m.server_requests()
+    assert after.get("CL2SV_COPY_RANGE", 0) > before.get("CL2SV_COPY_RANGE", 0)
+    assert after.get("CL2SV_WRITE", 0) == before.get("CL2SV_WRITE", 0)
+    want = data + bytes((1 << 20) - len(data)) + data[5:105]
+    assert read_file(m.path("dst")) == want
+    assert os.stat(m.path("dst")).st_size == len(want)
+
+
 def test_files_data(mounts):
     m = mounts()
     p = m.path("f")
