@@ -5,6 +5,8 @@
  */
 #include "mount/mount_i.h"
 
+#include "common/time.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -369,4 +371,63 @@ bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t pare
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return open;
+}
+
+/* --- Absent well-known xattrs ---------------------------------------------------- */
+
+static const char *const itab_xwellknown[ORCH_MNT_XWELLKNOWN] = {
+	"security.capability",
+	"security.selinux",
+	"system.posix_acl_access",
+	"system.posix_acl_default",
+};
+
+int orch_mnt_xattr_wellknown(const char *name)
+{
+	for (int i = 0; i < ORCH_MNT_XWELLKNOWN; i++)
+		if (strcmp(name, itab_xwellknown[i]) == 0)
+			return i;
+	return -1;
+}
+
+bool orch_mnt_inode_xattr_is_absent(struct orch_mnt_itab *t, uint64_t h, int idx,
+				    uint32_t ttl_ms)
+{
+	struct orch_mnt_inode *in;
+	bool absent = false;
+
+	if (idx < 0 || !ttl_ms)
+		return false;
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && (in->i_xabsent & (1u << idx)))
+		absent = orch_time_before32(orch_time_now_ms32(), in->i_xabsent_at[idx] + ttl_ms);
+	pthread_mutex_unlock(&t->t_lock);
+	return absent;
+}
+
+void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx)
+{
+	struct orch_mnt_inode *in;
+
+	if (idx < 0)
+		return;
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		in->i_xabsent |= (uint8_t)(1u << idx);
+		in->i_xabsent_at[idx] = orch_time_now_ms32();
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_xabsent = 0;
+	pthread_mutex_unlock(&t->t_lock);
 }

@@ -52,6 +52,7 @@ enum orch_mnt_op {
 /* ".orchard-deleted-" and 16 hex digits of the handle. */
 #define ORCH_MNT_SILLY_PREFIX ".orchard-deleted-"
 #define ORCH_MNT_SILLY_LEN 40
+#define ORCH_MNT_XWELLKNOWN 4
 
 /*
  * One entry per handle the kernel holds: the FUSE lookup count is its
@@ -86,6 +87,14 @@ struct orch_mnt_inode {
 	uint32_t i_opens;
 	uint64_t i_silly_parent;       /* 0 if none */
 	char i_silly_name[ORCH_MNT_SILLY_LEN];
+	/*
+	 * Well-known xattrs the servers said the inode lacks, and when (ms32):
+	 * the kernel asks for security.capability before every write and ls -l
+	 * for security.selinux and the ACLs of every entry; an absence is
+	 * trusted for getattr_timeout_ms, like the attributes.
+	 */
+	uint32_t i_xabsent_at[ORCH_MNT_XWELLKNOWN];
+	uint8_t i_xabsent;             /* bit i: name i is known absent */
 	/* Close-to-open: size and mtime at the previous open or close. */
 	bool i_cto_valid;
 	uint64_t i_cto_size;
@@ -241,6 +250,18 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *pare
 bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
 			      const char *name);
 bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h);
+
+/*
+ * The absent-xattr cache: index of @name among the well-known names, or
+ * -1.  is_absent: true if @h was found to lack name @idx less than @ttl_ms
+ * ago.  set_absent records it now; forget_absent drops the inode's record
+ * (after a setxattr or removexattr through this mount).
+ */
+int orch_mnt_xattr_wellknown(const char *name);
+bool orch_mnt_inode_xattr_is_absent(struct orch_mnt_itab *t, uint64_t h, int idx,
+				    uint32_t ttl_ms);
+void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx);
+void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h);
 
 /*
  * Close-to-open: true if @a's size and mtime equal what the previous open or

@@ -482,10 +482,12 @@ static void mnt_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 
 	orch_mnt_count(m, ORCH_MNT_OP_SETXATTR);
 	orch_mnt_cred(req, &cred);
-	if (orch_mnt_ctl_is_ctl(ino, name))
+	if (orch_mnt_ctl_is_ctl(ino, name)) {
 		error = orch_mnt_ctl_set(m, cred.uid, name, value, size, flags);
-	else
+	} else {
+		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 		error = orch_fs_setxattr(m->m_cl, &cred, ino, name, value, size, flags);
+	}
 	orch_mnt_reply_err(req, error);
 }
 
@@ -524,8 +526,17 @@ static void mnt_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	if (orch_mnt_ctl_is_ctl(ino, name)) {
 		error = orch_mnt_ctl_get(m, name, buf, size, &len);
 	} else {
-		orch_mnt_cred(req, &cred);
-		error = orch_fs_getxattr(m->m_cl, &cred, ino, name, buf, size, &len);
+		int known = orch_mnt_xattr_wellknown(name);
+
+		if (orch_mnt_inode_xattr_is_absent(&m->m_itab, ino, known,
+						   atomic_load(&m->m_getattr_ms))) {
+			error = -ENODATA;
+		} else {
+			orch_mnt_cred(req, &cred);
+			error = orch_fs_getxattr(m->m_cl, &cred, ino, name, buf, size, &len);
+			if (error == -ENODATA)
+				orch_mnt_inode_xattr_set_absent(&m->m_itab, ino, known);
+		}
 	}
 	mnt_reply_xattr(req, error, buf, size, len);
 	free(buf);
@@ -563,10 +574,12 @@ static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	orch_mnt_count(m, ORCH_MNT_OP_REMOVEXATTR);
 	orch_mnt_cred(req, &cred);
-	if (orch_mnt_ctl_is_ctl(ino, name))
+	if (orch_mnt_ctl_is_ctl(ino, name)) {
 		error = -EPERM;
-	else
+	} else {
+		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 		error = orch_fs_removexattr(m->m_cl, &cred, ino, name);
+	}
 	orch_mnt_reply_err(req, error);
 }
 

@@ -124,6 +124,27 @@ def test_unlinked_while_open(cluster3, mounts):
     wait_until(lambda: deleted() >= 3, what="the data freed on every server")
 
 
+def test_absent_xattrs_cached(mounts):
+    """The kernel asks for security.capability before every write: an
+    absence the servers reported is trusted for getattr_timeout_ms, so a
+    stream of writes costs one such request, and a setxattr through the
+    mount forgets it at once."""
+    m = mounts({"getattr_timeout_ms": 60000})
+    fd = os.open(m.path("f"), os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        before = m.server_requests()
+        for i in range(200):
+            os.pwrite(fd, b"y" * 4096, i * 4096)
+        after = m.server_requests()
+    finally:
+        os.close(fd)
+    assert after.get("CL2SV_GETXATTR", 0) - before.get("CL2SV_GETXATTR", 0) <= 1
+    expect_errno(errno.ENODATA, os.getxattr, m.path("f"), "security.selinux")
+    expect_errno(errno.ENODATA, os.getxattr, m.path("f"), "security.selinux")
+    os.setxattr(m.path("f"), "security.selinux", b"ctx")
+    assert os.getxattr(m.path("f"), "security.selinux") == b"ctx"
+
+
 def test_copy_file_range_on_servers(cluster3, mounts):
     """copy_file_range (what cp uses) is served by the servers: the copy is
     right, and no WRITE went from the client."""
