@@ -515,7 +515,7 @@ static int dirent_child_drop(struct orch_meta *m, const struct orch_dirent_irec 
  * remote half of this very unlink.
  */
 static int dirent_unlink_(struct orch_meta *m, uint64_t parent, const char *name,
-			  size_t namelen, bool *remote, bool *freed)
+			  size_t namelen, bool keep_child, bool *remote, bool *freed)
 {
 	struct orch_inode_irec dir;
 	struct orch_dirent_irec de;
@@ -530,7 +530,9 @@ static int dirent_unlink_(struct orch_meta *m, uint64_t parent, const char *name
 		return error;
 	if (de.d_state == ORCH_DIRENT_PENDING)
 		return -EBUSY;
-	if (orch_mdb_is_local(m, de.d_child)) {
+	if (keep_child) {
+		/* Moved elsewhere, not removed: the inode keeps its links. */
+	} else if (orch_mdb_is_local(m, de.d_child)) {
 		error = dirent_child_drop(m, &de, now, freed);
 		if (error)
 			return error;
@@ -562,7 +564,7 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
 	error = orch_mdb_op_begin(m);
 	if (error)
 		return error;
-	error = dirent_unlink_(m, parent, name, namelen, remote, freed);
+	error = dirent_unlink_(m, parent, name, namelen, false, remote, freed);
 	if (error) {
 		*remote = false;
 		*freed = false;
@@ -575,33 +577,6 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
  * the entry goes, the inode it names is untouched (it lives on under the new
  * name there).
  */
-static int dirent_remove_(struct orch_meta *m, uint64_t parent, const char *name,
-			  size_t namelen)
-{
-	struct orch_inode_irec dir;
-	struct orch_dirent_irec de;
-	int error;
-
-	error = orch_meta_dir_get_(m, parent, &dir);
-	if (error)
-		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
-	if (error)
-		return error;
-	if (de.d_state == ORCH_DIRENT_PENDING)
-		return -EBUSY;
-	error = orch_mdb_dirent_delete(m, parent, name, namelen);
-	if (error)
-		return error;
-	if (S_ISDIR(de.d_type)) {
-		error = dirent_nlink_add(&dir, -1);
-		if (error)
-			return error;
-	}
-	dirent_touch(&dir, orch_time_real_ns());
-	return orch_mdb_inode_update(m, &dir);
-}
-
 int orch_meta_dirent_remove(struct orch_meta *m, uint64_t parent, const char *name,
 			    size_t namelen)
 {
@@ -613,7 +588,7 @@ int orch_meta_dirent_remove(struct orch_meta *m, uint64_t parent, const char *na
 	error = orch_mdb_op_begin(m);
 	if (error)
 		return error;
-	error = dirent_remove_(m, parent, name, namelen);
+	error = dirent_unlink_(m, parent, name, namelen, true, NULL, NULL);
 	return orch_mdb_op_end(m, error);
 }
 

@@ -686,6 +686,29 @@ ORCH_TEST(dir_nlink_and_rmdir)
 	fx_teardown();
 }
 
+/* The source side of a cross-server rename: the entry goes, the inode stays. */
+ORCH_TEST(dirent_remove_keeps_the_inode)
+{
+	struct orch_dirent de;
+	uint64_t f, d, sub;
+
+	ORCH_CHECK_OK(fx_setup(0));
+	d = mk(&ROOT, 1, "d", S_IFDIR | 0755);
+	f = mk(&ROOT, d, "f", S_IFREG | 0644);
+	sub = mk(&ROOT, d, "sub", S_IFDIR | 0755);
+	ORCH_CHECK(nlink_of(d) == 3);
+	ORCH_CHECK_OK(orch_meta_dirent_set_busy(M, d, "f", 1, true));
+	ORCH_CHECK_OK(orch_meta_dirent_remove(M, d, "f", 1)); /* busy is accepted */
+	ORCH_CHECK(nlink_of(f) == 1);
+	ORCH_CHECK_RC(orch_meta_lookup(M, &ROOT, d, "f", 1, &de), -ENOENT);
+	ORCH_CHECK_OK(orch_meta_dirent_remove(M, d, "sub", 3));
+	ORCH_CHECK(nlink_of(d) == 2 && nlink_of(sub) == 2);
+	ORCH_CHECK_RC(orch_meta_dirent_remove(M, d, "sub", 3), -ENOENT);
+	ORCH_CHECK_OK(orch_meta_dirent_reserve(M, &ROOT, d, "p", 1, S_IFREG));
+	ORCH_CHECK_RC(orch_meta_dirent_remove(M, d, "p", 1), -EBUSY);
+	fx_teardown();
+}
+
 ORCH_TEST(sticky_directory)
 {
 	struct orch_attr in = { .mode = 01777 }, out;
