@@ -74,6 +74,22 @@ static bool sv_is_local(const struct sv_server *sv, uint64_t h)
 	return orch_handle_server(h) == sv->s_index;
 }
 
+/*
+ * Commits the open transaction, which holds intent @in, and starts @in with
+ * @r waiting for it.  On a failed commit returns the error: @in and @r are
+ * still the caller's.
+ */
+static int sv_commit_and_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *r)
+{
+	int error = orch_meta_commit(sv->s_meta);
+
+	if (error)
+		return error;
+	sv_flusher_dirty(sv);
+	sv_intent_start(sv, in, r);
+	return 0;
+}
+
 /* --- Namespace --------------------------------------------------------------------------------- */
 
 static void sv_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
@@ -268,12 +284,10 @@ static void sv_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_m
 	error = sv_intent_insert(sv, in);
 	if (error)
 		goto out_abort;
-	error = orch_meta_commit(sv->s_meta);
-	if (error)
-		goto out_free;
-	sv_flusher_dirty(sv);
-	sv_intent_start(sv, in, r);
-	return;
+	error = sv_commit_and_start(sv, in, r);
+	if (!error)
+		return;
+	goto out_free;
 out_abort:
 	orch_meta_abort(sv->s_meta);
 out_free:
@@ -470,6 +484,29 @@ out_reply:
 }
 
 /*
+ * A rename intent of @kind acting on @handle at server @peer, carrying the
+ * whole request (both names, flags, the caller).  NULL on ENOMEM.
+ */
+static struct sv_intent *sv_rename_intent(const struct orch_msg *m, uint32_t kind,
+					  unsigned int peer, uint64_t handle)
+{
+	struct sv_intent *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->i_kind = kind;
+	in->i_peer = peer;
+	in->i_handle = handle;
+	in->i_parent = m->parent;
+	memcpy(in->i_name, m->name.s, m->name.len);
+	in->i_attr.parent = m->newparent;
+	memcpy(in->i_name2, m->name2.s, m->name2.len);
+	in->i_flags = m->flags32;
+	in->i_cred = m->cred;
+	return in;
+}
+
+/*
  * Rename into a directory held by another server: check what can be checked
  * here (the source entry, write permission and the sticky rule on the old
  * parent), mark the old entry busy and write a RENAME intent in one
@@ -525,21 +562,12 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 		if (error)
 			goto out_reply;
 	}
-	in = calloc(1, sizeof(*in));
+	in = sv_rename_intent(m, SV_INTENT_RENAME, orch_handle_server(m->newparent), src.handle);
 	if (!in) {
 		error = -ENOMEM;
 		goto out_reply;
 	}
-	in->i_kind = SV_INTENT_RENAME;
-	in->i_peer = orch_handle_server(m->newparent);
-	in->i_handle = src.handle;
-	in->i_parent = m->parent;
-	memcpy(in->i_name, m->name.s, m->name.len);
-	memcpy(in->i_name2, m->name2.s, m->name2.len);
-	in->i_flags = m->flags32;
-	in->i_cred = m->cred;
 	in->i_attr.mode = src.type;
-	in->i_attr.parent = m->newparent;
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_free;
@@ -550,12 +578,10 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 		orch_meta_abort(sv->s_meta);
 		goto out_free;
 	}
-	error = orch_meta_commit(sv->s_meta);
-	if (error)
-		goto out_free;
-	sv_flusher_dirty(sv);
-	sv_intent_start(sv, in, r);
-	return;
+	error = sv_commit_and_start(sv, in, r);
+	if (!error)
+		return;
+	goto out_free;
 out_free:
 	free(in);
 out_reply:
@@ -621,20 +647,11 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 			goto out_plain;
 		goto out_reply;
 	}
-	in = calloc(1, sizeof(*in));
+	in = sv_rename_intent(m, SV_INTENT_RENAME_OVER, orch_handle_server(victim_dir), victim_dir);
 	if (!in) {
 		error = -ENOMEM;
 		goto out_reply;
 	}
-	in->i_kind = SV_INTENT_RENAME_OVER;
-	in->i_peer = orch_handle_server(victim_dir);
-	in->i_handle = victim_dir;
-	in->i_parent = m->parent;
-	memcpy(in->i_name, m->name.s, m->name.len);
-	in->i_attr.parent = m->newparent;
-	memcpy(in->i_name2, m->name2.s, m->name2.len);
-	in->i_flags = m->flags32;
-	in->i_cred = m->cred;
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_free;
@@ -648,12 +665,10 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 		orch_meta_abort(sv->s_meta);
 		goto out_free;
 	}
-	error = orch_meta_commit(sv->s_meta);
-	if (error)
-		goto out_free;
-	sv_flusher_dirty(sv);
-	sv_intent_start(sv, in, r);
-	return;
+	error = sv_commit_and_start(sv, in, r);
+	if (!error)
+		return;
+	goto out_free;
 out_free:
 	free(in);
 out_reply:
