@@ -70,14 +70,20 @@ void orch_cli_getopt_reset(void)
 int orch_cli_getopt(struct orch_cli *cli, int argc, char **argv, const char *shortopts,
 		    const struct option *longopts)
 {
+	char *argv0 = argv[0], name[64];
 	int opt;
 
+	/* getopt's own complaints name argv[0]: make it "orchard ls". */
+	snprintf(name, sizeof(name), "orchard %s", argv0);
+	argv[0] = name;
 	for (;;) {
 		opt = getopt_long(argc, argv, shortopts, longopts, NULL);
 		if (opt != 'c')
-			return opt;
+			break;
 		cli->conf = optarg;
 	}
+	argv[0] = argv0;
+	return opt;
 }
 
 /* --- Parsing -------------------------------------------------------------- */

@@ -81,7 +81,7 @@ void orch_log(enum orch_log_level lvl, const char *fmt, ...)
 	}
 }
 
-_Bool orch_ratelimit_ok(struct orch_ratelimit *rl)
+_Bool orch_ratelimit_ok(struct orch_ratelimit *rl, const char *where)
 {
 	uint32_t now = (uint32_t)(orch_time_now_ms() / 1000);
 	uint32_t start = atomic_load(&rl->rl_window);
@@ -92,7 +92,8 @@ _Bool orch_ratelimit_ok(struct orch_ratelimit *rl)
 		atomic_store(&rl->rl_window, now ? now : 1);
 		atomic_store(&rl->rl_count, 0);
 		if (missed)
-			orch_log(ORCH_LOG_WARN, "%u similar log lines suppressed", missed);
+			orch_log(ORCH_LOG_WARN, "%u similar log lines suppressed: at=%s", missed,
+				 where);
 	}
 	if (atomic_fetch_add(&rl->rl_count, 1) < 10)
 		return 1;

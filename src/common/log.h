@@ -55,15 +55,19 @@ struct orch_ratelimit {
 	_Atomic uint32_t rl_missed; /* suppressed in this window */
 };
 
-/* True if the caller may log now.  Any thread. */
-_Bool orch_ratelimit_ok(struct orch_ratelimit *rl);
+/* True if the caller may log now; @where names the call site.  Any thread. */
+_Bool orch_ratelimit_ok(struct orch_ratelimit *rl, const char *where);
 
 #define ORCH_LOG_RATELIMIT(lvl, ...)                                           \
 	do {                                                                   \
 		static struct orch_ratelimit rl_;                              \
-		if ((lvl) <= orch_log_level && orch_ratelimit_ok(&rl_))        \
+		if ((lvl) <= orch_log_level &&                                 \
+		    orch_ratelimit_ok(&rl_, __FILE__ ":" ORCH_LOG_STR_(__LINE__))) \
 			orch_log((lvl), __VA_ARGS__);                          \
 	} while (0)
+
+#define ORCH_LOG_STR2_(x) #x
+#define ORCH_LOG_STR_(x) ORCH_LOG_STR2_(x)
 
 #define ORCH_LOG_ONCE(lvl, ...)                                                \
 	do {                                                                   \
