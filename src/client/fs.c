@@ -741,6 +741,44 @@ int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_
  * stripe_count-1, strip 0 on the inode's own server), so each is asked in
  * parallel; anything else lives on its inode's server only.
  */
+int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, uint64_t off, uint64_t len)
+{
+	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
+	unsigned int count;
+	struct orch_msg req;
+	int error = 0;
+
+	if (!S_ISREG(a->mode))
+		return S_ISDIR(a->mode) ? -EISDIR : -ENODEV;
+	if (!orch_layout_is_valid(&a->layout))
+		return -EINVAL;
+	if (off >= a->size || !len)
+		return 0;
+	len = ORCH_MIN(len, a->size - off); /* nothing lies past the size */
+	count = ORCH_MIN((unsigned int)a->layout.stripe_count, orch_client_cfg(cl)->nservers);
+	fs_req_init(&req, ORCH_CL2SV_PUNCH, cred);
+	req.handle = a->handle;
+	req.layout = a->layout;
+	req.offset = off;
+	req.size = len;
+	for (unsigned int i = 0; i < count && !error; i++)
+		error = orch_client_send(cl, i, &req, &calls[i]);
+	for (unsigned int i = 0; i < count; i++) {
+		struct orch_reply rep;
+		int rc;
+
+		if (!calls[i])
+			continue;
+		rc = orch_client_wait(cl, calls[i], &rep);
+		if (!rc)
+			orch_reply_release(&rep);
+		else if (!error)
+			error = rc;
+	}
+	return error;
+}
+
 int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, bool datasync)
 {

@@ -113,6 +113,13 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 		       const struct orch_attr *dst, uint64_t off_out, uint64_t len,
 		       uint64_t *copied);
 
+/*
+ * Frees [@off, @off+@len) of file @a on every server of its layout (holes
+ * read as zeros); the size does not change.
+ */
+int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
+		  const struct orch_attr *a, uint64_t off, uint64_t len);
+
 /* Max-merges the size to @size and sets mtime (0 = now).  *@out may be NULL. */
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out);

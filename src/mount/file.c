@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -343,6 +344,52 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	free(f);
 	fuse_reply_err(req, 0);
+}
+
+/*
+ * fallocate.  PUNCH_HOLE (with KEEP_SIZE, as Linux requires) frees the range
+ * on the servers.  Mode 0 and KEEP_SIZE succeed without reserving space: the
+ * store is sparse and allocates at write time, so a later write can still
+ * meet ENOSPC (documented); mode 0 extends the size.  Other modes
+ * (COLLAPSE_RANGE, ZERO_RANGE, INSERT_RANGE) answer EOPNOTSUPP.
+ */
+void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			struct fuse_file_info *fi)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_attr a, in = { 0 }, rep;
+	struct orch_cred cred;
+	uint64_t end;
+	int error;
+
+	(void)fi;
+	orch_mnt_count(m, ORCH_MNT_OP_FALLOCATE);
+	orch_mnt_cred(req, &cred);
+	if (off < 0 || len <= 0) {
+		error = -EINVAL;
+		goto out_reply;
+	}
+	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+		error = -EOPNOTSUPP;
+		goto out_reply;
+	}
+	end = (uint64_t)off + (uint64_t)len;
+	error = orch_mnt_publish_size(m, &cred, ino);
+	if (!error)
+		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+	if (error)
+		goto out_reply;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		error = orch_fs_punch(m->m_cl, &cred, &a, (uint64_t)off, (uint64_t)len);
+	} else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > a.size) {
+		in.size = end;
+		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &in, &a);
+		if (!error)
+			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
+	}
+out_reply:
+	orch_mnt_reply_err(req, error);
 }
 
 /*

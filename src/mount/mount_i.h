@@ -38,7 +38,7 @@
 	X(RENAME) X(LINK) X(OPEN) X(CREATE) X(READ) X(WRITE) X(FLUSH)          \
 	X(RELEASE) X(FSYNC) X(OPENDIR) X(READDIR) X(READDIRPLUS)               \
 	X(RELEASEDIR) X(FSYNCDIR) X(STATFS) X(SETXATTR) X(GETXATTR)            \
-	X(LISTXATTR) X(REMOVEXATTR) X(ACCESS) X(COPY_FILE_RANGE)
+	X(LISTXATTR) X(REMOVEXATTR) X(ACCESS) X(COPY_FILE_RANGE) X(FALLOCATE)
 
 enum orch_mnt_op {
 #define ORCH_MNT_OP_ENUM(name) ORCH_MNT_OP_##name,
@@ -314,6 +314,8 @@ void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		    struct fuse_file_info *fi);
+void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			struct fuse_file_info *fi);
 void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			      struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			      struct fuse_file_info *fi_out, size_t len, int flags);

@@ -585,7 +585,7 @@ static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 /* --- The table ------------------------------------------------------------------------- */
 
-/* fallocate, locks, ioctl: not yet (the kernel gets ENOSYS; fallocate fails EOPNOTSUPP). */
+/* Locks and ioctl: not implemented; the kernel then keeps POSIX and flock locks per mount. */
 const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.init = mnt_init,
 	.lookup = mnt_lookup,
@@ -609,6 +609,7 @@ const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.release = orch_mnt_release,
 	.fsync = orch_mnt_fsync,
 	.copy_file_range = orch_mnt_copy_file_range,
+	.fallocate = orch_mnt_fallocate,
 	.opendir = orch_mnt_opendir,
 	.readdir = orch_mnt_readdir,
 	.readdirplus = orch_mnt_readdirplus,

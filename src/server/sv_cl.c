@@ -1016,6 +1016,35 @@ static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct o
 	sv_copy_put(cj);
 }
 
+/*
+ * fallocate(PUNCH_HOLE): this server frees the pieces of [offset,
+ * offset+size) of the file that it holds; the client asks every server of
+ * the layout.  The size does not change.
+ */
+static void sv_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint64_t off = m->offset, end = m->offset + m->size;
+	struct orch_layout_pos p;
+	int error = 0;
+
+	if (!orch_layout_is_valid(&m->layout) || end < off) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	while (off < end && !error) {
+		uint64_t n;
+
+		orch_layout_locate(&m->layout, off, &p);
+		n = ORCH_MIN(p.run, end - off);
+		if (p.server == sv->s_index)
+			error = orch_store_punch(sv->s_store, m->handle, p.local_off, n);
+		off += n; /* strip by strip: a punch of many GiB takes a moment */
+	}
+	if (!error)
+		sv_flusher_dirty(sv);
+	sv_reply_status(r, error);
+}
+
 /* --- Admin -------------------------------------------------------------------------------------- */
 
 static void sv_ping(struct sv_server *sv, struct sv_req *r)
@@ -1140,6 +1169,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_CL2SV_WRITE: sv_write(sv, r, m); break;
 	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
 	case ORCH_CL2SV_COPY_RANGE: sv_copy_range(sv, r, m); break;
+	case ORCH_CL2SV_PUNCH: sv_punch(sv, r, m); break;
 	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
 	case ORCH_SV2SV_MKDIR_INODE:
 	case ORCH_SV2SV_RMDIR_INODE:

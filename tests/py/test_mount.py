@@ -585,6 +585,99 @@ def test_two_mounts_timeouts_zero(mounts):
     assert os.listdir(b.mnt) == []
 
 
+def test_two_mounts_timeouts_200ms(mounts):
+    """With 200 ms timeouts another mount's change may be stale for about
+    that long, then it shows: polled, never slept for."""
+    import time
+    opts = {"dcache_timeout_ms": 200, "getattr_timeout_ms": 200}
+    a = mounts(opts)
+    b = mounts(opts)
+    write_file(a.path("f"), b"x" * 10)
+    for _ in range(3):
+        before = os.stat(b.path("f")).st_size  # cached by b's kernel now
+        t0 = time.monotonic()
+        os.truncate(a.path("f"), before + 5)
+        while os.stat(b.path("f")).st_size != before + 5:
+            assert time.monotonic() - t0 < 0.2 + 0.5, "stale for longer than the timeout"
+        # A new name: b's negative entries are not cached (negative 0).
+        name = "n%d" % before
+        write_file(a.path(name), b"")
+        assert os.path.exists(b.path(name))
+
+
+def test_fallocate(mounts):
+    """fallocate: mode 0 extends the size, KEEP_SIZE does not, PUNCH_HOLE
+    frees a range (reads as zeros) across strips and servers, others are
+    EOPNOTSUPP."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+    def fallocate(fd, mode, off, length):
+        if libc.fallocate(fd, mode, off, length) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE = 0x01, 0x02, 0x10
+    m = mounts()
+    data = os.urandom(5 * 65536 + 100)
+    write_file(m.path("f"), data)
+    fd = os.open(m.path("f"), os.O_RDWR)
+    try:
+        fallocate(fd, KEEP_SIZE, 0, 10 << 20)
+        assert os.fstat(fd).st_size == len(data)
+        fallocate(fd, PUNCH_HOLE | KEEP_SIZE, 1000, 3 * 65536)
+        want = data[:1000] + bytes(3 * 65536) + data[1000 + 3 * 65536:]
+        assert os.fstat(fd).st_size == len(data)
+        assert os.pread(fd, len(data), 0) == want
+        fallocate(fd, 0, len(data), 4096)
+        assert os.fstat(fd).st_size == len(data) + 4096
+        assert os.pread(fd, 4096, len(data)) == bytes(4096)
+        expect_errno(errno.EOPNOTSUPP, fallocate, fd, ZERO_RANGE, 0, 10)
+    finally:
+        os.close(fd)
+    assert read_file(m.path("f")) == want + bytes(4096)
+
+
+def test_shared_mmap_and_locks(mounts):
+    """A shared writable mapping reaches the file; flock and POSIX locks
+    work within one mount (the kernel keeps them: docs/mount.md)."""
+    import fcntl
+    import mmap
+    m = mounts()
+    write_file(m.path("f"), bytes(8192))
+    fd = os.open(m.path("f"), os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, 8192, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        mm[100:105] = b"hello"
+        mm.flush()
+        mm.close()
+    finally:
+        os.close(fd)
+    assert read_file(m.path("f"))[100:105] == b"hello"
+    f1 = os.open(m.path("f"), os.O_RDWR)
+    f2 = os.open(m.path("f"), os.O_RDWR)
+    try:
+        fcntl.flock(f1, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        expect_errno(errno.EWOULDBLOCK, fcntl.flock, f2, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(f1, fcntl.LOCK_UN)
+        fcntl.flock(f2, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(f2, fcntl.LOCK_UN)
+        # A POSIX lock we hold blocks another process's.
+        fcntl.lockf(f1, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fcntl.lockf(f2, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os._exit(0)
+            except OSError as e:
+                os._exit(2 if e.errno in (errno.EAGAIN, errno.EACCES) else 3)
+        assert os.waitpid(pid, 0)[1] >> 8 == 2
+        fcntl.lockf(f1, fcntl.LOCK_UN)
+    finally:
+        os.close(f1)
+        os.close(f2)
+
+
 # --- Failures and lifecycle -------------------------------------------------------------
 
 def _stat_errno(path):
