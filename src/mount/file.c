@@ -74,6 +74,9 @@ int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint
 	struct orch_attr a;
 	int error;
 
+	/* Nothing open here: nothing to protect, and no lookup to pay for. */
+	if (!orch_mnt_itab_has_opens(&m->m_itab))
+		return 0;
 	error = orch_fs_lookup(m->m_cl, cred, parent, name, &a);
 	if (error == -ENOENT)
 		return 0;

@@ -321,9 +321,21 @@ void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h)
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in)
+	if (in) {
 		in->i_opens++;
+		t->t_opens++;
+	}
 	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_itab_has_opens(struct orch_mnt_itab *t)
+{
+	bool any;
+
+	pthread_mutex_lock(&t->t_lock);
+	any = t->t_opens > 0;
+	pthread_mutex_unlock(&t->t_lock);
+	return any;
 }
 
 bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *parent,
@@ -334,6 +346,8 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *pare
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
+	if (in && in->i_opens)
+		t->t_opens--;
 	if (in && in->i_opens && --in->i_opens == 0 && in->i_silly_parent) {
 		*parent = in->i_silly_parent;
 		memcpy(name, in->i_silly_name, ORCH_MNT_SILLY_LEN);

@@ -107,6 +107,7 @@ struct orch_mnt_itab {
 	size_t t_nbuckets;               /* a power of two */
 	size_t t_count;                  /* inodes in the table */
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
+	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
 };
 
 /* --- The mount -------------------------------------------------------------- */
@@ -250,6 +251,8 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *pare
 bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
 			      const char *name);
 bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h);
+/* True if any file is open in this mount (a cheap test before a lookup). */
+bool orch_mnt_itab_has_opens(struct orch_mnt_itab *t);
 
 /*
  * The absent-xattr cache: index of @name among the well-known names, or
