@@ -479,19 +479,24 @@ int orch_fs_readdir(struct orch_client *cl, const struct orch_cred *cred, uint64
 
 /* --- Whole-cluster calls ----------------------------------------------------------------- */
 
-int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
-		   struct orch_statfs *out)
+/*
+ * Sends @req to the first @n servers whose @want is set (all of them if
+ * @want is NULL), every request before waiting for any reply, then waits for
+ * all of them.  @each, if given, sees every good reply.  Returns 0 or the
+ * first error; every request sent is always waited for.
+ */
+static int fs_fanout(struct orch_client *cl, const struct orch_msg *req, const bool *want,
+		     unsigned int n, void (*each)(void *arg, const struct orch_msg *rep),
+		     void *arg)
 {
-	unsigned int nservers = orch_client_cfg(cl)->nservers;
 	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
-	struct orch_msg req;
 	int error = 0;
 
-	memset(out, 0, sizeof(*out));
-	fs_req_init(&req, ORCH_CL2SV_STATFS, cred);
-	for (unsigned int i = 0; i < nservers && !error; i++)
-		error = orch_client_send(cl, i, &req, &calls[i]);
-	for (unsigned int i = 0; i < nservers; i++) {
+	n = ORCH_MIN(n, ORCH_MIN(orch_client_cfg(cl)->nservers, (unsigned int)ORCH_SERVERS_MAX));
+	for (unsigned int i = 0; i < n && !error; i++)
+		if (!want || want[i])
+			error = orch_client_send(cl, i, req, &calls[i]);
+	for (unsigned int i = 0; i < n; i++) {
 		struct orch_reply rep;
 		int rc;
 
@@ -503,15 +508,35 @@ int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
 				error = rc;
 			continue;
 		}
-		if (!out->bsize)
-			out->bsize = rep.m.statfs.bsize;
-		out->blocks += rep.m.statfs.blocks;
-		out->bfree += rep.m.statfs.bfree;
-		out->bavail += rep.m.statfs.bavail;
-		out->files += rep.m.statfs.files;
-		out->ffree += rep.m.statfs.ffree;
+		if (each)
+			each(arg, &rep.m);
 		orch_reply_release(&rep);
 	}
+	return error;
+}
+
+static void fs_statfs_add(void *arg, const struct orch_msg *rep)
+{
+	struct orch_statfs *out = arg;
+
+	if (!out->bsize)
+		out->bsize = rep->statfs.bsize;
+	out->blocks += rep->statfs.blocks;
+	out->bfree += rep->statfs.bfree;
+	out->bavail += rep->statfs.bavail;
+	out->files += rep->statfs.files;
+	out->ffree += rep->statfs.ffree;
+}
+
+int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
+		   struct orch_statfs *out)
+{
+	struct orch_msg req;
+	int error;
+
+	memset(out, 0, sizeof(*out));
+	fs_req_init(&req, ORCH_CL2SV_STATFS, cred);
+	error = fs_fanout(cl, &req, NULL, ORCH_SERVERS_MAX, fs_statfs_add, out);
 	out->namemax = ORCH_NAME_MAX;
 	return error;
 }
@@ -666,7 +691,6 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 		       const struct orch_attr *dst, uint64_t off_out, uint64_t len,
 		       uint64_t *copied)
 {
-	unsigned int nservers = orch_client_cfg(cl)->nservers;
 	struct orch_msg req;
 	int error = 0;
 
@@ -686,30 +710,13 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 	req.handle2 = dst->handle;
 	req.layout2 = dst->layout;
 	while (*copied < len && !error) {
-		struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
 		uint64_t n = ORCH_MIN(len - *copied, FS_COPY_CHUNK);
-		unsigned int count = ORCH_MIN((unsigned int)src->layout.stripe_count, nservers);
 
 		req.offset = off_in + *copied;
 		req.offset2 = off_out + *copied;
 		req.size = n;
 		/* Every server of the source's layout copies the strips it holds. */
-		for (unsigned int i = 0; i < count && !error; i++)
-			error = orch_client_send(cl, i, &req, &calls[i]);
-		for (unsigned int i = 0; i < count; i++) {
-			struct orch_reply rep;
-			int rc;
-
-			if (!calls[i])
-				continue;
-			rc = orch_client_wait(cl, calls[i], &rep);
-			if (rc) {
-				if (!error)
-					error = rc;
-				continue;
-			}
-			orch_reply_release(&rep);
-		}
+		error = fs_fanout(cl, &req, NULL, src->layout.stripe_count, NULL, NULL);
 		if (!error)
 			*copied += n;
 	}
@@ -744,10 +751,7 @@ int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_
 int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, uint64_t off, uint64_t len)
 {
-	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
-	unsigned int count;
 	struct orch_msg req;
-	int error = 0;
 
 	if (!S_ISREG(a->mode))
 		return S_ISDIR(a->mode) ? -EISDIR : -ENODEV;
@@ -756,38 +760,21 @@ int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
 	if (off >= a->size || !len)
 		return 0;
 	len = ORCH_MIN(len, a->size - off); /* nothing lies past the size */
-	count = ORCH_MIN((unsigned int)a->layout.stripe_count, orch_client_cfg(cl)->nservers);
 	fs_req_init(&req, ORCH_CL2SV_PUNCH, cred);
 	req.handle = a->handle;
 	req.layout = a->layout;
 	req.offset = off;
 	req.size = len;
-	for (unsigned int i = 0; i < count && !error; i++)
-		error = orch_client_send(cl, i, &req, &calls[i]);
-	for (unsigned int i = 0; i < count; i++) {
-		struct orch_reply rep;
-		int rc;
-
-		if (!calls[i])
-			continue;
-		rc = orch_client_wait(cl, calls[i], &rep);
-		if (!rc)
-			orch_reply_release(&rep);
-		else if (!error)
-			error = rc;
-	}
-	return error;
+	return fs_fanout(cl, &req, NULL, a->layout.stripe_count, NULL, NULL);
 }
 
 int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, bool datasync)
 {
-	struct orch_call *calls[ORCH_SERVERS_MAX] = { 0 };
 	bool want[ORCH_SERVERS_MAX] = { false };
 	unsigned int home = orch_handle_server(a->handle);
 	unsigned int nservers = orch_client_cfg(cl)->nservers;
 	struct orch_msg req;
-	int error = 0;
 
 	if (home >= ORCH_SERVERS_MAX)
 		return -EINVAL;
@@ -802,22 +789,7 @@ int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
 	fs_req_init(&req, ORCH_CL2SV_FSYNC, cred);
 	req.handle = a->handle;
 	req.flags32 = datasync ? 1 : 0;
-	for (unsigned int i = 0; i < ORCH_SERVERS_MAX && !error; i++)
-		if (want[i])
-			error = orch_client_send(cl, i, &req, &calls[i]);
-	for (unsigned int i = 0; i < ORCH_SERVERS_MAX; i++) {
-		struct orch_reply rep;
-		int rc;
-
-		if (!calls[i])
-			continue;
-		rc = orch_client_wait(cl, calls[i], &rep);
-		if (!rc)
-			orch_reply_release(&rep);
-		else if (!error)
-			error = rc;
-	}
-	return error;
+	return fs_fanout(cl, &req, want, ORCH_SERVERS_MAX, NULL, NULL);
 }
 
 /* --- Extended attributes and access ------------------------------------------------------- */
