@@ -581,7 +581,6 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 	error = sv_commit_and_start(sv, in, r);
 	if (!error)
 		return;
-	goto out_free;
 out_free:
 	free(in);
 out_reply:
@@ -668,7 +667,6 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 	error = sv_commit_and_start(sv, in, r);
 	if (!error)
 		return;
-	goto out_free;
 out_free:
 	free(in);
 out_reply:
