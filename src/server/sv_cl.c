@@ -1021,23 +1021,27 @@ static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct o
  */
 static void sv_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	uint64_t off = m->offset, end = m->offset + m->size;
-	struct orch_layout_pos p;
+	uint64_t from, to;
 	int error = 0;
 
-	if (!orch_layout_is_valid(&m->layout) || end < off) {
+	if (!orch_layout_is_valid(&m->layout) || m->offset > ORCH_STORE_MAX_SIZE ||
+	    m->size > ORCH_STORE_MAX_SIZE) {
 		sv_reply_status(r, -EINVAL);
 		return;
 	}
-	while (off < end && !error) {
-		uint64_t n;
-
-		orch_layout_locate(&m->layout, off, &p);
-		n = ORCH_MIN(p.run, end - off);
-		if (p.server == sv->s_index)
-			error = orch_store_punch(sv->s_store, m->handle, p.local_off, n);
-		off += n; /* strip by strip: a punch of many GiB takes a moment */
+	/*
+	 * This server's strips of [offset, offset+size) are one contiguous range
+	 * of its object: from the bytes it holds below the start to those below
+	 * the end.  One call, whatever the size (no loop a peer could make long).
+	 */
+	if (sv->s_index >= m->layout.stripe_count) {
+		sv_reply_status(r, 0); /* holds no strip of this file */
+		return;
 	}
+	from = orch_layout_local_size(&m->layout, m->offset, sv->s_index);
+	to = orch_layout_local_size(&m->layout, m->offset + m->size, sv->s_index);
+	if (to > from)
+		error = orch_store_punch(sv->s_store, m->handle, from, to - from);
 	if (!error)
 		sv_flusher_dirty(sv);
 	sv_reply_status(r, error);

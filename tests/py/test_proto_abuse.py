@@ -297,6 +297,35 @@ def test_server_request_from_client_refused(cluster1, tmp_path):
     assert_alive(c)
 
 
+@pytest.mark.parametrize("size", [1 << 49, 1 << 60, (1 << 64) - 1])
+def test_huge_ranges_answered_at_once(cluster1, tmp_path, size):
+    """Ranges a client chooses (PUNCH, COPY_RANGE) cost the server no loop
+    over their length: a 2^49-byte punch with 4 KiB strips is answered at
+    once, and ranges past the store's limit are refused with EINVAL."""
+    c = cluster1
+    c.cli("put", "-", "/victim", input="x" * 10000)
+    p = authed(c)
+    layout = struct.pack("<IHH", 4096, 1, 0)
+    t0 = time.monotonic()
+    # CL2SV_PUNCH "chLos": credentials, handle, layout, offset, size.
+    p.send(wire.frame(0x0205, CRED_ROOT + struct.pack("<Q", 1 << 48 | 2) + layout +
+                      struct.pack("<QQ", 0, size), reqid=21))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (0x0205, 21) and flags & wire.REPLY
+    status = struct.unpack_from("<I", body)[0]
+    assert status in (0, 11)  # OK, or EINVAL past the limit
+    # CL2SV_COPY_RANGE "chLHYoQs" with a length past its 64 MiB cap.
+    p.send(wire.frame(0x0204, CRED_ROOT + struct.pack("<Q", 2) + layout + struct.pack("<Q", 3) +
+                      layout + struct.pack("<QQQ", 0, 0, size), reqid=22))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (0x0204, 22) and struct.unpack_from("<I", body)[0] == 11
+    assert time.monotonic() - t0 < 5
+    assert p.ping() == 0
+    p.close()
+    good_client_works(c, tmp_path, "r%d" % (size & 0xff))
+    assert_alive(c)
+
+
 @pytest.mark.parametrize("case", ["name-too-long-for-frame", "short", "trailing-bytes",
                                   "zero-length-name", "reply-flag"])
 def test_malformed_known_message_closes(cluster1, tmp_path, case):
