@@ -683,12 +683,10 @@ static void rpc_call_free(struct orch_call *call)
 
 static void rpc_count(struct orch_client *cl, uint16_t type)
 {
-	for (size_t i = 0; i < cl->cl_ntypes; i++) {
-		if (cl->cl_types[i] == type) {
-			atomic_fetch_add_explicit(&cl->cl_counts[i], 1, memory_order_relaxed);
-			return;
-		}
-	}
+	int i = orch_msg_index(type);
+
+	if (i >= 0 && (size_t)i < cl->cl_ntypes)
+		atomic_fetch_add_explicit(&cl->cl_counts[i], 1, memory_order_relaxed);
 }
 
 /*

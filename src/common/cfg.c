@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 struct cfg_parse {
 	struct orch_cfg *cfg;
 	const char *dir;
@@ -226,17 +228,6 @@ int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name)
 	return -ENOENT;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen)
 {
 	char text[2 * ORCH_KEY_LEN + 2];
@@ -263,7 +254,7 @@ int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	for (int i = 0; i < ORCH_KEY_LEN; i++) {
-		int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
+		int hi = orch_hex_digit(text[2 * i]), lo = orch_hex_digit(text[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			snprintf(err, errlen, "key file '%s' is not hex", cfg->key_file);

@@ -15,6 +15,18 @@
 #define ORCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ORCH_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* Value of hex digit @c, or -1. */
+static inline int orch_hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* Names the check that failed, for corruption reports. */
 typedef const char *orch_failaddr_t;
 #define ORCH_STR_(x) #x

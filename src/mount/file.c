@@ -56,6 +56,21 @@ static int mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 	return orch_fs_access(m->m_cl, cred, h, mask);
 }
 
+/*
+ * Attributes (layout, size) of an open file: the kernel holds the inode
+ * while the file is open, so it is in the table; asked of the server only
+ * if not.
+ */
+static int mnt_file_attr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			 struct orch_attr *out)
+{
+	int error = orch_mnt_inode_attr(&m->m_itab, h, out);
+
+	if (error == -ENOENT)
+		error = orch_fs_getattr(m->m_cl, cred, h, out);
+	return error;
+}
+
 static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 {
 	struct mnt_file *f = calloc(1, sizeof(*f));
@@ -222,13 +237,9 @@ void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_READ);
 	orch_mnt_cred(req, &cred);
-	/* The kernel holds the inode while the file is open: it is in the table. */
-	error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
-	if (error) {
-		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
-		if (error)
-			goto out_err;
-	}
+	error = mnt_file_attr(m, &cred, ino, &a);
+	if (error)
+		goto out_err;
 	size = ORCH_MIN(size, (size_t)ORCH_IO_MAX);
 	buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -258,12 +269,9 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
 	orch_mnt_cred(req, &cred);
-	error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
-	if (error) {
-		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
-		if (error)
-			goto out_err;
-	}
+	error = mnt_file_attr(m, &cred, ino, &a);
+	if (error)
+		goto out_err;
 	error = orch_fs_write(m->m_cl, &cred, &a, (uint64_t)off, buf, size);
 	if (error)
 		goto out_err;
@@ -461,9 +469,7 @@ void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	/* The size goes first, so the fsync makes it durable too. */
 	error = mnt_file_extend(m, &cred, mnt_file_of(fi));
 	if (!error)
-		error = orch_mnt_inode_attr(&m->m_itab, ino, &a);
-	if (error == -ENOENT)
-		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
+		error = mnt_file_attr(m, &cred, ino, &a);
 	if (!error)
 		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync);
 	orch_mnt_reply_err(req, error);

@@ -33,6 +33,13 @@ static const struct msg_desc *msg_find(uint16_t type)
 	return NULL;
 }
 
+int orch_msg_index(uint16_t type)
+{
+	const struct msg_desc *d = msg_find(type);
+
+	return d ? (int)(d - msg_table) : -1;
+}
+
 const char *orch_msg_name(uint16_t type)
 {
 	const struct msg_desc *d = msg_find(type);

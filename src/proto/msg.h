@@ -36,6 +36,11 @@ uint32_t orch_errno_to_status(int error);
 const char *orch_msg_name(uint16_t type);
 /* Field lists of a type (NULL if unknown). */
 const char *orch_msg_fields(uint16_t type, bool reply);
+/*
+ * Position of @type in the table (the order orch_msg_types() reports), for
+ * per-type counters; -1 for an unknown type.
+ */
+int orch_msg_index(uint16_t type);
 /* Every known type, for tests and fuzzers: fills up to @max, returns count. */
 size_t orch_msg_types(uint16_t *out, size_t max);
 

@@ -507,6 +507,37 @@ static struct sv_intent *sv_rename_intent(const struct orch_msg *m, uint32_t kin
 }
 
 /*
+ * Marks the old entry busy (and the new one, with @both), writes rename
+ * intent @in in the same transaction and starts it with @r waiting.
+ * Consumes @in and @r whatever happens.
+ */
+static void sv_rename_start(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			    struct sv_intent *in, bool both)
+{
+	int error;
+
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		goto out_free;
+	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
+	if (!error && both)
+		error = orch_meta_dirent_set_busy(sv->s_meta, m->newparent, m->name2.s,
+						  m->name2.len, true);
+	if (!error)
+		error = sv_intent_insert(sv, in);
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		goto out_free;
+	}
+	error = sv_commit_and_start(sv, in, r);
+	if (!error)
+		return;
+out_free:
+	free(in);
+	sv_reply_status(r, error);
+}
+
+/*
  * Rename into a directory held by another server: check what can be checked
  * here (the source entry, write permission and the sticky rule on the old
  * parent), mark the old entry busy and write a RENAME intent in one
@@ -568,21 +599,8 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 		goto out_reply;
 	}
 	in->i_attr.mode = src.type;
-	error = orch_meta_begin(sv->s_meta);
-	if (error)
-		goto out_free;
-	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
-	if (!error)
-		error = sv_intent_insert(sv, in);
-	if (error) {
-		orch_meta_abort(sv->s_meta);
-		goto out_free;
-	}
-	error = sv_commit_and_start(sv, in, r);
-	if (!error)
-		return;
-out_free:
-	free(in);
+	sv_rename_start(sv, r, m, in, false);
+	return;
 out_reply:
 	sv_reply_status(r, error);
 }
@@ -651,24 +669,8 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 		error = -ENOMEM;
 		goto out_reply;
 	}
-	error = orch_meta_begin(sv->s_meta);
-	if (error)
-		goto out_free;
-	error = orch_meta_dirent_set_busy(sv->s_meta, m->parent, m->name.s, m->name.len, true);
-	if (!error)
-		error = orch_meta_dirent_set_busy(sv->s_meta, m->newparent, m->name2.s,
-						  m->name2.len, true);
-	if (!error)
-		error = sv_intent_insert(sv, in);
-	if (error) {
-		orch_meta_abort(sv->s_meta);
-		goto out_free;
-	}
-	error = sv_commit_and_start(sv, in, r);
-	if (!error)
-		return;
-out_free:
-	free(in);
+	sv_rename_start(sv, r, m, in, true);
+	return;
 out_reply:
 	sv_reply_status(r, error);
 	return;
@@ -1122,15 +1124,10 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 
 static void sv_count(struct sv_server *sv, uint16_t type)
 {
-	uint16_t types[SV_MSG_TYPES_MAX];
-	size_t n = orch_msg_types(types, SV_MSG_TYPES_MAX);
+	int i = orch_msg_index(type);
 
-	for (size_t i = 0; i < n; i++) {
-		if (types[i] == type) {
-			sv->s_requests[i]++;
-			return;
-		}
-	}
+	if (i >= 0 && i < SV_MSG_TYPES_MAX)
+		sv->s_requests[i]++;
 }
 
 static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)

@@ -30,6 +30,7 @@
 #include "client/fs.h"
 #include "client/rpc.h"
 #include "common/cfg.h"
+#include "common/util.h"
 
 #define OP_ARGS_MAX 16
 #define OP_HEX_MAX 65536 /* reads longer than this print only their sha256 */
@@ -161,17 +162,6 @@ static int op_i64(const char *s, int64_t *out)
 	return 0;
 }
 
-static int op_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes @s (hex digits) into a new buffer.  Empty is a valid, empty value. */
 static int op_unhex(const char *s, uint8_t **out, size_t *len)
 {
@@ -184,7 +174,7 @@ static int op_unhex(const char *s, uint8_t **out, size_t *len)
 	if (!p)
 		return -ENOMEM;
 	for (size_t i = 0; i < n / 2; i++) {
-		int hi = op_hexval(s[2 * i]), lo = op_hexval(s[2 * i + 1]);
+		int hi = orch_hex_digit(s[2 * i]), lo = orch_hex_digit(s[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			free(p);
