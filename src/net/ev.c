@@ -220,6 +220,11 @@ static void ev_run_posts(struct orch_ev *ev)
 	}
 }
 
+void orch_ev_run_posts(struct orch_ev *ev)
+{
+	ev_run_posts(ev);
+}
+
 static void ev_run_timers(struct orch_ev *ev)
 {
 	while (ev->timers && ev->timers->t_at <= ev->now) {

@@ -46,6 +46,13 @@ void orch_ev_timer_cancel(struct orch_ev *ev, struct orch_ev_timer *t);
  */
 int orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg);
 
+/*
+ * Runs the work other threads posted and the loop has not run yet, now
+ * (after the loop stopped, before orch_ev_destroy(), so nothing posted is
+ * lost).  Loop thread, loop not running.
+ */
+void orch_ev_run_posts(struct orch_ev *ev);
+
 /* Runs until orch_ev_stop().  Returns 0 or -errno from epoll. */
 int orch_ev_run(struct orch_ev *ev);
 /* Any thread, and async-signal-safe. */

@@ -257,6 +257,8 @@ out_listen:
 	close(sv.s_listen_fd);
 out_flusher:
 	sv_flusher_stop(&sv);
+	/* A flush that finished as the loop stopped still answers its waiters. */
+	orch_ev_run_posts(sv.s_ev);
 out_ev:
 	orch_ev_destroy(sv.s_ev);
 out_store:
