@@ -211,6 +211,12 @@ void orch_pcut_synced(const char *path)
 		pcut_forget(path, UINT64_MAX);
 }
 
+void orch_pcut_synced_upto(const char *path, uint64_t mark)
+{
+	if (orch_pcut_on)
+		pcut_forget(path, mark);
+}
+
 /* Undoes one record.  Runs in the cutting child: async-signal-safe calls only. */
 static void pcut_undo(const struct pcut_rec *r)
 {

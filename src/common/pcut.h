@@ -52,6 +52,18 @@ uint64_t orch_pcut_mark(void);
 void orch_pcut_synced_all(uint64_t mark);
 /* @path was fsynced: forget its records. */
 void orch_pcut_synced(const char *path);
+/*
+ * A sync of @path that began at @mark (orch_pcut_mark) finished: forget its
+ * records made before the mark, keep those written while it ran.
+ */
+void orch_pcut_synced_upto(const char *path, uint64_t mark);
+
+/*
+ * Registers a SQLite VFS shim (common/pcut_vfs.c) as the default, so every
+ * database opened afterwards goes through the simulation.  A no-op unless
+ * the simulation is on; call after orch_pcut_init(), before opening.
+ */
+int orch_pcut_vfs_register(void);
 
 /* Puts back every unsynced change and ends the process with status 137. */
 _Noreturn void orch_pcut_cut(void);

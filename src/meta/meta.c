@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/time.h"
 #include "meta/meta_i.h"
 
@@ -108,7 +109,7 @@ static int meta_alloc(const char *data_dir, int flags, struct orch_meta **out)
 		return -ENOMEM;
 	error = meta_path(m->m_path, sizeof(m->m_path), data_dir);
 	if (!error)
-		error = orch_meta_vfs_pcut_register(); /* no-op unless crash-testing */
+		error = orch_pcut_vfs_register(); /* no-op unless crash-testing */
 	if (error)
 		goto out_free;
 	if (sqlite3_open_v2(m->m_path, &m->m_db, flags | SQLITE_OPEN_NOMUTEX, NULL) !=

@@ -299,10 +299,4 @@ static inline bool orch_meta_sticky_needs_child(const struct orch_cred *cred,
 	return (dir->mode & S_ISVTX) && cred->uid != 0 && cred->uid != dir->uid;
 }
 
-/*
- * Makes the power-cut shim (vfs_pcut.c) SQLite's default VFS when the
- * simulation is on (common/pcut.h); otherwise does nothing.  0 or -EIO.
- */
-int orch_meta_vfs_pcut_register(void);
-
 #endif

@@ -1,895 +1,1190 @@
 /*
- * Interim data store backend: one sparse file per object.
- *
- *   data_dir/data/format                 "orchard-store 1\n", written by mkfs
- *   data_dir/data/<hh>/<hhhhhhhhhhhhhhhh> object h: low byte of h, then all of h
- *
- * The directory level uses the handle's low byte because the top 16 bits are
- * the server index (the same for every object here) while the low bits count
- * up, so consecutive files spread evenly over the 256 directories.
- *
- * The file system does the real work: sparse files give holes, ftruncate
- * sizes, fallocate(PUNCH_HOLE) frees ranges, syncfs gives durability.  What
- * this file adds is the naming, an LRU cache of open descriptors (so a
- * stream of small writes does not pay an open and close each) and the
- * object count.  The extent store that replaces it keeps store.h unchanged.
+ * The extent store: lifecycle (mkfs, open, close), the superblock, read
+ * snapshots and the read path, durability and statistics.  The writer
+ * thread and everything that changes the indexes is in writer.c and
+ * alloc.c; the checker and the owners query in check.c.  On-disk format:
+ * docs/SPEC-store.md.
  */
-#include <assert.h>
-#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdint.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/pcut.h"
 #include "common/util.h"
-#include "store/store.h"
+#include "store/store_i.h"
 
-static_assert(sizeof(off_t) == 8, "object offsets need a 64-bit off_t");
+#define STORE_LOCK_NAME "store.lock"
+#define STORE_SB_LEN 52
 
-#define STORE_FORMAT_VERSION 1
-#define STORE_FORMAT_NAME "format"
-#define STORE_FORMAT_MAGIC "orchard-store "
+/* --- Small shared helpers ------------------------------------------------------ */
 
-/* Open descriptors kept; well under the default RLIMIT_NOFILE of 1024. */
-#define STORE_FD_CACHE 256
-#define STORE_FD_HASH_BITS 9
-#define STORE_FD_BUCKETS (1u << STORE_FD_HASH_BITS)
-
-/* "hh/" + 16 hex digits + NUL */
-#define STORE_NAME_LEN 20
-
-struct store_fd {
-	uint64_t f_handle;              /* object the descriptor is open on */
-	int f_fd;                       /* -1 while the slot is free */
-	struct store_fd *f_hnext;       /* hash chain */
-	struct store_fd *f_prev;        /* LRU list, most recent after head */
-	struct store_fd *f_next;        /* LRU list, or the free list */
-};
-
-struct orch_store {
-	char *st_path;                  /* data_dir, for log lines */
-	int st_dirfd;                   /* data_dir: syncfs target */
-	int st_datafd;                  /* data_dir/data: flock()ed, base of names */
-	bool st_sync_data;              /* data/ is another file system: syncfs both */
-	uint64_t st_objects;            /* objects in the store */
-	struct orch_store_stats st_stats;
-
-	/* fd cache: loop thread only */
-	struct store_fd st_fds[STORE_FD_CACHE];
-	struct store_fd *st_hash[STORE_FD_BUCKETS];
-	struct store_fd st_lru;         /* sentinel: next = newest, prev = oldest */
-	struct store_fd *st_free;       /* free slots, chained by f_next */
-
-	pthread_mutex_t st_sync_lock;   /* serialises orch_store_sync */
-	int st_sync_err;                /* sticky sync failure; by st_sync_lock */
-};
-
-/* --- Names ----------------------------------------------------------------- */
-
-static void store_obj_name(uint64_t h, char name[STORE_NAME_LEN])
+uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
+		       const void *blob, size_t bloblen)
 {
-	snprintf(name, STORE_NAME_LEN, "%02x/%016llx", (unsigned int)(h & 0xff),
-		 (unsigned long long)h);
-}
+	uint8_t b[8];
+	uint32_t crc;
 
-static bool store_is_hex_name(const char *s, size_t n)
-{
-	size_t i;
+	b[0] = (uint8_t)t;
+	crc = orch_crc32c(0, b, 1);
+	for (int i = 0; i < n; i++) {
+		uint64_t v = (uint64_t)f[i];
 
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return false;
+		for (int k = 0; k < 8; k++)
+			b[k] = (uint8_t)(v >> (8 * k));
+		crc = orch_crc32c(crc, b, 8);
 	}
-	return s[n] == '\0';
+	if (blob && bloblen)
+		crc = orch_crc32c(crc, blob, bloblen);
+	return crc;
 }
 
-/* --- Descriptor cache ------------------------------------------------------ */
-
-static unsigned int store_fd_hash(uint64_t h)
+int store_sql_err(sqlite3 *db, int rc, const char *what)
 {
-	return (unsigned int)((h * 0x9e3779b97f4a7c15ull) >>
-			      (64 - STORE_FD_HASH_BITS));
-}
-
-static void store_fdc_init(struct orch_store *st)
-{
-	int i;
-
-	st->st_lru.f_next = st->st_lru.f_prev = &st->st_lru;
-	st->st_free = NULL;
-	for (i = STORE_FD_CACHE - 1; i >= 0; i--) {
-		st->st_fds[i].f_fd = -1;
-		st->st_fds[i].f_next = st->st_free;
-		st->st_free = &st->st_fds[i];
-	}
-}
-
-static void store_lru_unlink(struct store_fd *f)
-{
-	f->f_prev->f_next = f->f_next;
-	f->f_next->f_prev = f->f_prev;
-}
-
-static void store_lru_push(struct orch_store *st, struct store_fd *f)
-{
-	f->f_prev = &st->st_lru;
-	f->f_next = st->st_lru.f_next;
-	st->st_lru.f_next->f_prev = f;
-	st->st_lru.f_next = f;
-}
-
-static struct store_fd *store_fdc_lookup(struct orch_store *st, uint64_t h)
-{
-	struct store_fd *f;
-
-	for (f = st->st_hash[store_fd_hash(h)]; f; f = f->f_hnext) {
-		if (f->f_handle == h) {
-			store_lru_unlink(f);
-			store_lru_push(st, f);
-			return f;
-		}
-	}
-	return NULL;
-}
-
-/*
- * Closes the slot's descriptor.  A close error is only logged: a write-back
- * failure behind it is also recorded on the file system and reported by the
- * next orch_store_sync, which is what the durability contract rests on.
- */
-static void store_fdc_remove(struct orch_store *st, struct store_fd *f)
-{
-	struct store_fd **pp = &st->st_hash[store_fd_hash(f->f_handle)];
-
-	while (*pp != f)
-		pp = &(*pp)->f_hnext;
-	*pp = f->f_hnext;
-	store_lru_unlink(f);
-	if (close(f->f_fd) < 0 && errno != EINTR)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "cannot close object: handle=%016llx: %s",
-				   (unsigned long long)f->f_handle,
-				   strerror(errno));
-	f->f_fd = -1;
-	f->f_next = st->st_free;
-	st->st_free = f;
-}
-
-/* Closes the least recently used descriptor.  False if none is open. */
-static bool store_fdc_evict(struct orch_store *st)
-{
-	if (st->st_lru.f_prev == &st->st_lru)
-		return false;
-	store_fdc_remove(st, st->st_lru.f_prev);
-	return true;
-}
-
-static void store_fdc_insert(struct orch_store *st, uint64_t h, int fd)
-{
-	struct store_fd *f;
-	unsigned int b = store_fd_hash(h);
-
-	if (!st->st_free)
-		store_fdc_evict(st);
-	f = st->st_free;
-	st->st_free = f->f_next;
-	f->f_handle = h;
-	f->f_fd = fd;
-	f->f_hnext = st->st_hash[b];
-	st->st_hash[b] = f;
-	store_lru_push(st, f);
-}
-
-static void store_fdc_drop(struct orch_store *st, uint64_t h)
-{
-	struct store_fd *f = store_fdc_lookup(st, h);
-
-	if (f)
-		store_fdc_remove(st, f);
-}
-
-/* --- Opening objects ------------------------------------------------------- */
-
-/*
- * openat() under data/, giving back cached descriptors when the process is
- * out of them: the cache is the server's biggest user of descriptors, so a
- * busy server should not refuse a write for want of one.
- */
-static int store_openat(struct orch_store *st, const char *name, int flags)
-{
-	for (;;) {
-		int fd = openat(st->st_datafd, name, flags | O_CLOEXEC, 0640);
-
-		if (fd >= 0)
-			return fd;
-		if ((errno == EMFILE || errno == ENFILE) && store_fdc_evict(st))
-			continue;
-		return -errno;
-	}
-}
-
-/*
- * Gives the descriptor of object @h, from the cache or opened (and cached).
- * With @create an absent object is created (and its directory if needed);
- * without, an absent object is -ENOENT.  The descriptor belongs to the cache:
- * valid until the next call that may open or drop one.
- */
-static int store_obj_fd(struct orch_store *st, uint64_t h, bool create,
-			int *fdp)
-{
-	char name[STORE_NAME_LEN];
-	struct store_fd *f;
-	int tries, fd = -ENOENT;
-	bool created = false;
-
-	f = store_fdc_lookup(st, h);
-	if (f) {
-		*fdp = f->f_fd;
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
 		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db damaged (%s): %s", what,
+				   sqlite3_errmsg(db));
+		return -ORCH_ECORRUPT;
+	default:
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db: %s: %s", what, sqlite3_errmsg(db));
+		return -EIO;
 	}
-	store_obj_name(h, name);
-	/*
-	 * Open first, since most objects exist; then create.  The loop covers
-	 * a missing directory and the object appearing in between; it is
-	 * bounded because both are only ever undone by a delete, which the
-	 * one loop thread is not running.
-	 */
-	for (tries = 0; tries < 4; tries++) {
-		fd = store_openat(st, name, O_RDWR);
-		if (fd != -ENOENT || !create)
-			break;
-		fd = store_openat(st, name, O_RDWR | O_CREAT | O_EXCL);
-		if (fd >= 0) {
-			created = true;
+}
+
+static int killpoint_count = -1;   /* hits left before the kill; -1 = off */
+static char killpoint_name[16];
+
+static void store_killpoint_init(void)
+{
+	const char *e = getenv("ORCH_STORE_KILL");
+	const char *colon;
+	size_t n;
+
+	killpoint_count = -1;
+	if (!e || !*e)
+		return;
+	colon = strchr(e, ':');
+	n = colon ? (size_t)(colon - e) : strlen(e);
+	if (n >= sizeof(killpoint_name))
+		return;
+	memcpy(killpoint_name, e, n);
+	killpoint_name[n] = '\0';
+	killpoint_count = colon ? atoi(colon + 1) : 1;
+	if (killpoint_count < 1)
+		killpoint_count = 1;
+}
+
+void store_killpoint(const char *point)
+{
+	if (__builtin_expect(killpoint_count < 0, 1))
+		return;
+	if (strcmp(point, killpoint_name) == 0 &&
+	    __atomic_sub_fetch(&killpoint_count, 1, __ATOMIC_SEQ_CST) == 0) {
+		ORCH_WARN("store: kill point '%s' reached, killing the process", point);
+		raise(SIGKILL);
+	}
+}
+
+int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
+		       void *buf)
+{
+	size_t len = (size_t)n * ORCH_STORE_BLOCK, done = 0;
+	off_t off = (off_t)(gblock * ORCH_STORE_BLOCK);
+
+	while (done < len) {
+		ssize_t r = pread(st->st_blocks_fd, (char *)buf + done, len - done,
+				  off + (off_t)done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0) {   /* a sparse file shorter than the store: zeros */
+			memset((char *)buf + done, 0, len - done);
 			break;
 		}
-		if (fd == -ENOENT) {
-			name[2] = '\0';
-			if (mkdirat(st->st_datafd, name, 0750) < 0 &&
-			    errno != EEXIST)
-				fd = -errno;
-			name[2] = '/';
-			if (fd != -ENOENT)
-				break;
-		} else if (fd != -EEXIST) {
-			break;
-		}
+		done += (size_t)r;
 	}
+	return 0;
+}
+
+int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
+			const void *buf)
+{
+	size_t len = (size_t)n * ORCH_STORE_BLOCK, done = 0;
+	off_t off = (off_t)(gblock * ORCH_STORE_BLOCK);
+
+	orch_pcut_write_fd(st->st_blocks_fd, (uint64_t)off, len);
+	while (done < len) {
+		ssize_t r = pwrite(st->st_blocks_fd, (const char *)buf + done,
+				   len - done, off + (off_t)done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* --- Paths, lock, superblock ------------------------------------------------------ */
+
+static char *store_path(const char *dir, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+/* Takes the store lock: 0, -EBUSY if another opener holds it, -errno. */
+static int store_lock(const char *dir, int *fdp)
+{
+	char *p = store_path(dir, STORE_LOCK_NAME);
+	int fd;
+
+	if (!p)
+		return -ENOMEM;
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(p);
 	if (fd < 0)
-		return fd;
-	if (created) {
-		orch_pcut_created_fd(fd);
-		st->st_objects++;
-		st->st_stats.objects_created++;
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int error = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		close(fd);
+		return error;
 	}
-	store_fdc_insert(st, h, fd);
 	*fdp = fd;
 	return 0;
 }
 
-/* Logs an I/O failure; full disks and bad requests are not operator errors. */
-static void store_log_io(const char *what, uint64_t h, uint64_t off, int error)
+int orch_store_check_unused(const char *data_dir)
 {
-	if (error == -EFBIG || error == -EINVAL)
-		return;
-	if (error == -ENOSPC || error == -EDQUOT)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "data store full: op=%s handle=%016llx off=%llu: %s",
-				   what, (unsigned long long)h,
-				   (unsigned long long)off, strerror(-error));
-	else
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-				   "cannot %s object: handle=%016llx off=%llu: %s",
-				   what, (unsigned long long)h,
-				   (unsigned long long)off, strerror(-error));
+	int fd, error = store_lock(data_dir, &fd);
+
+	if (error == -ENOENT)
+		return 0;
+	if (error)
+		return error;
+	close(fd);
+	return 0;
 }
 
-/* --- Object I/O ------------------------------------------------------------ */
+struct store_sb {
+	uint32_t format, block_size, ag_blocks, maxext;
+	uint64_t blocks;
+	uint8_t uuid[16];
+};
 
-int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
-		     const void *buf, size_t len)
+static void put32(uint8_t *p, uint32_t v)
 {
-	const char *p = buf;
-	size_t done = 0;
-	int error, fd;
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
 
-	if (len == 0)
-		return 0;
-	if (off > ORCH_STORE_MAX_SIZE || len > ORCH_STORE_MAX_SIZE - off)
-		return -EFBIG;
-	error = store_obj_fd(st, h, true, &fd);
-	if (error)
-		goto out_log;
-	orch_pcut_write_fd(fd, off, len);
-	while (done < len) {
-		ssize_t n = pwrite(fd, p + done, len - done,
-				   (off_t)(off + done));
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			error = -errno;
-			break;
-		}
-		if (n == 0) {
-			/* No progress and no errno: never loop on it. */
-			error = -EIO;
-			break;
-		}
-		done += (size_t)n;
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void sb_encode(const struct store_sb *sb, uint8_t *blk)
+{
+	memset(blk, 0, ORCH_STORE_BLOCK);
+	memcpy(blk, STORE_SB_MAGIC, 8);
+	put32(blk + 8, sb->format);
+	put32(blk + 12, sb->block_size);
+	put32(blk + 16, sb->ag_blocks);
+	put32(blk + 20, sb->maxext);
+	put64(blk + 24, sb->blocks);
+	memcpy(blk + 32, sb->uuid, 16);
+	put32(blk + 48, orch_crc32c(0, blk, 48));
+}
+
+/* 0, -ENOENT (no superblock at all), -EUCLEAN (damaged) or -EPROTONOSUPPORT. */
+static int sb_decode(const uint8_t *blk, struct store_sb *sb)
+{
+	if (memcmp(blk, STORE_SB_MAGIC, 8) != 0)
+		return -ENOENT;
+	if (get32(blk + 48) != orch_crc32c(0, blk, 48))
+		return -ORCH_ECORRUPT;
+	sb->format = get32(blk + 8);
+	sb->block_size = get32(blk + 12);
+	sb->ag_blocks = get32(blk + 16);
+	sb->maxext = get32(blk + 20);
+	sb->blocks = get64(blk + 24);
+	memcpy(sb->uuid, blk + 32, 16);
+	if (sb->format != STORE_FORMAT)
+		return -EPROTONOSUPPORT;
+	return 0;
+}
+
+/* --- Databases --------------------------------------------------------------------- */
+
+static int db_open_path(const char *path, bool readonly, bool create, sqlite3 **out)
+{
+	int flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+		    (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, flags, NULL);
+
+	if (rc != SQLITE_OK) {
+		int error = rc == SQLITE_CANTOPEN ? -ENOENT : -EIO;
+
+		if (db)
+			ORCH_ERR("cannot open %s: %s", path, sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return error;
 	}
-	st->st_stats.bytes_written += done;
-	if (!error)
+	sqlite3_busy_timeout(db, 10000);
+	sqlite3_extended_result_codes(db, 0);
+	rc = sqlite3_exec(db,
+			  "PRAGMA journal_mode=WAL;"
+			  "PRAGMA synchronous=NORMAL;"
+			  "PRAGMA wal_autocheckpoint=1000;"
+			  "PRAGMA cache_size=-16384;",
+			  NULL, NULL, NULL);
+	if (rc != SQLITE_OK && !readonly) {
+		ORCH_ERR("cannot set up %s: %s", path, sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return -EIO;
+	}
+	*out = db;
+	return 0;
+}
+
+int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
+{
+	char *p = store_path(st->st_dir, STORE_DB_NAME);
+	int error;
+
+	if (!p)
+		return -ENOMEM;
+	error = db_open_path(p, readonly, false, out);
+	free(p);
+	return error;
+}
+
+static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	rc = sqlite3_prepare_v2(db, "SELECT v FROM smeta WHERE k=?", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return store_sql_err(db, rc, "smeta");
+	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	if (rc == SQLITE_ROW)
 		return 0;
-out_log:
-	store_log_io("write", h, off + done, error);
+	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(db, rc, "smeta");
+}
+
+/* --- mkfs ------------------------------------------------------------------------ */
+
+static int geom_resolve(const struct orch_store_geom *g, int fd, bool is_dev,
+			uint64_t *blocks, uint32_t *agb, uint32_t *maxext)
+{
+	uint64_t size = g && g->size ? g->size : STORE_DEFAULT_SIZE;
+
+	if (is_dev) {
+		uint64_t devsize;
+
+		if (ioctl(fd, BLKGETSIZE64, &devsize) < 0)
+			return -errno;
+		if (!g || !g->size || g->size > devsize)
+			size = devsize;
+	}
+	*agb = g && g->ag_blocks ? g->ag_blocks : STORE_DEFAULT_AG_BLOCKS;
+	*maxext = g && g->maxext ? g->maxext : STORE_DEFAULT_MAXEXT;
+	*blocks = size / ORCH_STORE_BLOCK;
+	if (*agb < STORE_MIN_AG_BLOCKS || *agb > STORE_MAX_AG_BLOCKS ||
+	    (*agb & (*agb - 1)))
+		return -EINVAL;
+	if (*maxext > *agb)
+		*maxext = *agb;
+	if (*maxext < 1)
+		return -EINVAL;
+	/* The last AG must hold at least 64 blocks; smaller tails are cut off. */
+	if (*blocks % *agb && *blocks % *agb < STORE_MIN_AG_BLOCKS)
+		*blocks -= *blocks % *agb;
+	if (*blocks < STORE_MIN_AG_BLOCKS || *blocks / *agb >= (1ull << 31))
+		return -EINVAL;
+	return 0;
+}
+
+static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+	uint64_t uh, ul;
+
+	rc = sqlite3_exec(db, "BEGIN;" STORE_SCHEMA, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	memcpy(&uh, sb->uuid, 8);
+	memcpy(&ul, sb->uuid + 8, 8);
+	{
+		const char *keys[] = { "format", "block_size", "ag_blocks", "ag_count",
+				       "maxext", "blocks", "next_nid", "next_work",
+				       "uuid_hi", "uuid_lo" };
+		int64_t vals[] = { sb->format, sb->block_size, sb->ag_blocks, ag_count,
+				   sb->maxext, (int64_t)sb->blocks, 1, 1,
+				   (int64_t)(uh & INT64_MAX), (int64_t)(ul & INT64_MAX) };
+
+		rc = sqlite3_prepare_v2(db, "INSERT INTO smeta VALUES(?,?)", -1, &s, NULL);
+		if (rc != SQLITE_OK)
+			goto fail;
+		for (size_t i = 0; i < ORCH_ARRAY_SIZE(keys); i++) {
+			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 2, vals[i]);
+			if (sqlite3_step(s) != SQLITE_DONE)
+				goto fail;
+			sqlite3_reset(s);
+		}
+		sqlite3_finalize(s);
+		s = NULL;
+	}
+	for (uint32_t ag = 0; ag < ag_count; ag++) {
+		uint64_t start = (uint64_t)ag * sb->ag_blocks;
+		uint32_t len = (uint32_t)ORCH_MIN((uint64_t)sb->ag_blocks, sb->blocks - start);
+		uint32_t first = ag == 0 ? 1 : 0;   /* AG 0 block 0: superblock */
+		uint32_t flen = len - first;
+		int64_t f[7];
+		char sql[256];
+
+		f[0] = ag; f[1] = first; f[2] = flen;
+		snprintf(sql, sizeof(sql), "INSERT INTO fsb VALUES(%u,%u,%u,%u)", ag, first,
+			 flen, store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0));
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			goto fail;
+		f[0] = ag; f[1] = flen; f[2] = first;
+		snprintf(sql, sizeof(sql), "INSERT INTO fsc VALUES(%u,%u,%u,%u)", ag, flen,
+			 first, store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0));
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			goto fail;
+		if (ag == 0) {
+			f[0] = 0; f[1] = 0; f[2] = ORCH_STORE_OWN_FS; f[3] = 0; f[4] = 1; f[5] = 0;
+			snprintf(sql, sizeof(sql), "INSERT INTO rmap VALUES(0,0,%d,0,1,0,%u)",
+				 ORCH_STORE_OWN_FS, store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0));
+			if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+				goto fail;
+		}
+		f[0] = ag; f[1] = len; f[2] = flen; f[3] = flen; f[4] = 1;
+		f[5] = ag == 0 ? 1 : 0; f[6] = 0;
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO agstat VALUES(%u,%u,%u,%u,1,%d,0,%u)", ag, len, flen,
+			 flen, ag == 0 ? 1 : 0, store_rec_crc(STORE_TBL_AGSTAT, f, 7, NULL, 0));
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			goto fail;
+	}
+	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	return 0;
+fail:
+	ORCH_ERR("cannot create store tables: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(s);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return -EIO;
+}
+
+static int remove_store_files(const char *dir)
+{
+	const char *names[] = { STORE_DB_NAME, STORE_DB_NAME "-wal", STORE_DB_NAME "-shm" };
+
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(names); i++) {
+		char *p = store_path(dir, names[i]);
+
+		if (!p)
+			return -ENOMEM;
+		if (unlink(p) < 0 && errno != ENOENT) {
+			int error = -errno;
+
+			free(p);
+			return error;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int error = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		error = -errno;
+	close(fd);
+	return error;
+}
+
+int orch_store_mkfs(const char *data_dir, const struct orch_store_geom *g,
+		    bool force)
+{
+	char *dbp = NULL, *blp = NULL;
+	uint8_t *blk = NULL;
+	struct store_sb sb = { .format = STORE_FORMAT, .block_size = ORCH_STORE_BLOCK };
+	sqlite3 *db = NULL;
+	struct stat stb;
+	int lockfd = -1, fd = -1, error;
+	bool is_dev = false;
+	uint64_t blocks = 0;
+	uint32_t agb = 0, maxext = 0;
+
+	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	error = store_lock(data_dir, &lockfd);
+	if (error)
+		return error;
+	dbp = store_path(data_dir, STORE_DB_NAME);
+	blp = g && g->device ? strdup(g->device) : store_path(data_dir, STORE_BLOCKS_NAME);
+	blk = aligned_alloc(ORCH_STORE_BLOCK, ORCH_STORE_BLOCK);
+	if (!dbp || !blp || !blk) {
+		error = -ENOMEM;
+		goto out;
+	}
+	if (access(dbp, F_OK) == 0 && !force) {
+		error = -EEXIST;
+		goto out;
+	}
+	if (g && g->device) {
+		char *link = store_path(data_dir, STORE_BLOCKS_NAME);
+
+		if (!link) {
+			error = -ENOMEM;
+			goto out;
+		}
+		if ((unlink(link) < 0 && errno != ENOENT) || symlink(g->device, link) < 0)
+			error = -errno;
+		free(link);
+		if (error)
+			goto out;
+	}
+	fd = open(blp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		error = -errno;
+		goto out;
+	}
+	if (fstat(fd, &stb) < 0) {
+		error = -errno;
+		goto out;
+	}
+	is_dev = S_ISBLK(stb.st_mode);
+	error = geom_resolve(g, fd, is_dev, &blocks, &agb, &maxext);
+	if (error)
+		goto out;
+	error = remove_store_files(data_dir);
+	if (error)
+		goto out;
+	if (!is_dev) {
+		/* A new sparse file: a replaced store leaves nothing behind. */
+		if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)(blocks * ORCH_STORE_BLOCK)) < 0) {
+			error = -errno;
+			goto out;
+		}
+	}
+	sb.ag_blocks = agb;
+	sb.maxext = maxext;
+	sb.blocks = blocks;
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid)) {
+		error = -EIO;
+		goto out;
+	}
+	sb_encode(&sb, blk);
+	if (pwrite(fd, blk, ORCH_STORE_BLOCK, 0) != ORCH_STORE_BLOCK || fdatasync(fd) < 0) {
+		error = errno ? -errno : -EIO;
+		goto out;
+	}
+	error = db_open_path(dbp, false, true, &db);
+	if (error)
+		goto out;
+	error = mkfs_tables(db, &sb, (uint32_t)((blocks + agb - 1) / agb));
+	if (!error && sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL,
+				   NULL) != SQLITE_OK)
+		error = -EIO;
+	sqlite3_close(db);
+	if (!error)
+		error = fsync_dir(data_dir);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (lockfd >= 0)
+		close(lockfd);
+	free(blk);
+	free(dbp);
+	free(blp);
+	return error;
+}
+
+/* --- Read connections and snapshots ------------------------------------------------------ */
+
+static const char *const conn_sql[] = {
+	"SELECT nid, size, flags FROM obj WHERE handle=?",
+	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<=?"
+	" ORDER BY off DESC LIMIT 1",
+	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off>? AND off<?"
+	" ORDER BY off",
+	"SELECT grp, valid, sums FROM csum WHERE ag=? AND grp>=? AND grp<=? ORDER BY grp",
+};
+
+static void conn_free(struct store_conn *c)
+{
+	if (!c)
+		return;
+	sqlite3_finalize(c->c_obj);
+	sqlite3_finalize(c->c_bmap_le);
+	sqlite3_finalize(c->c_bmap_gt);
+	sqlite3_finalize(c->c_csum);
+	sqlite3_close(c->c_db);
+	free(c);
+}
+
+static int conn_new(struct orch_store *st, struct store_conn **out)
+{
+	struct store_conn *c = calloc(1, sizeof(*c));
+	sqlite3_stmt **stmts[] = { NULL, NULL, NULL, NULL };
+	int error;
+
+	if (!c)
+		return -ENOMEM;
+	error = store_db_open(st, false, &c->c_db);
+	if (error) {
+		free(c);
+		return error;
+	}
+	stmts[0] = &c->c_obj;
+	stmts[1] = &c->c_bmap_le;
+	stmts[2] = &c->c_bmap_gt;
+	stmts[3] = &c->c_csum;
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(conn_sql); i++) {
+		int rc = sqlite3_prepare_v3(c->c_db, conn_sql[i], -1,
+					    SQLITE_PREPARE_PERSISTENT, stmts[i], NULL);
+
+		if (rc != SQLITE_OK) {
+			error = store_sql_err(c->c_db, rc, "prepare");
+			conn_free(c);
+			return error;
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+int store_snap_get(struct orch_store *st, struct store_conn **out)
+{
+	struct store_conn *c;
+	int rc, error;
+
+	pthread_mutex_lock(&st->st_pool_lock);
+	c = st->st_pool;
+	if (c)
+		st->st_pool = c->c_next;
+	pthread_mutex_unlock(&st->st_pool_lock);
+	if (!c) {
+		error = conn_new(st, &c);
+		if (error)
+			return error;
+	}
+	/* Register before the snapshot begins: it then sees at least c_epoch. */
+	pthread_mutex_lock(&st->st_seq_lock);
+	c->c_epoch = st->st_committed;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	pthread_mutex_lock(&st->st_pool_lock);
+	c->c_active = true;
+	c->c_reg_next = st->st_active;
+	st->st_active = c;
+	pthread_mutex_unlock(&st->st_pool_lock);
+	rc = sqlite3_exec(c->c_db, "BEGIN", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		error = store_sql_err(c->c_db, rc, "begin read");
+		store_snap_put(st, c);
+		return error;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Ends the SQLite read transaction but keeps the blocks registered. */
+static void snap_end_txn(struct store_conn *c)
+{
+	if (!sqlite3_get_autocommit(c->c_db))
+		sqlite3_exec(c->c_db, "COMMIT", NULL, NULL, NULL);
+}
+
+void store_snap_put(struct orch_store *st, struct store_conn *c)
+{
+	snap_end_txn(c);
+	pthread_mutex_lock(&st->st_pool_lock);
+	for (struct store_conn **pp = &st->st_active; *pp; pp = &(*pp)->c_reg_next) {
+		if (*pp == c) {
+			*pp = c->c_reg_next;
+			break;
+		}
+	}
+	c->c_active = false;
+	c->c_next = st->st_pool;
+	st->st_pool = c;
+	pthread_mutex_unlock(&st->st_pool_lock);
+}
+
+uint64_t store_oldest_snap(struct orch_store *st)
+{
+	uint64_t oldest = UINT64_MAX;
+
+	pthread_mutex_lock(&st->st_pool_lock);
+	for (struct store_conn *c = st->st_active; c; c = c->c_reg_next)
+		if (c->c_epoch < oldest)
+			oldest = c->c_epoch;
+	pthread_mutex_unlock(&st->st_pool_lock);
+	return oldest;
+}
+
+/* --- Reads ------------------------------------------------------------------------------- */
+
+struct read_ext {
+	uint64_t off;        /* object block */
+	uint32_t ag, agbno, len;
+};
+
+/* Looks up the object: 0 and *nid (0 if absent or being deleted). */
+static int read_obj(struct store_conn *c, uint64_t h, int64_t *nid, uint64_t *size)
+{
+	sqlite3_stmt *s = c->c_obj;
+	int rc, error = 0;
+
+	*nid = 0;
+	sqlite3_bind_int64(s, 1, store_key_u64(h));
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (sqlite3_column_int64(s, 2) & STORE_OBJ_DYING)
+			continue;
+		*nid = sqlite3_column_int64(s, 0);
+		*size = (uint64_t)sqlite3_column_int64(s, 1);
+	}
+	if (rc != SQLITE_DONE)
+		error = store_sql_err(c->c_db, rc, "read obj");
+	sqlite3_reset(s);
+	return error;
+}
+
+/* Extents of @nid overlapping object blocks [b0, b1), into a growing array. */
+static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t b1,
+			struct read_ext **out, size_t *n)
+{
+	struct read_ext *v = NULL;
+	size_t cnt = 0, cap = 0;
+	sqlite3_stmt *s;
+	int rc, error = 0;
+
+	for (int pass = 0; pass < 2 && !error; pass++) {
+		s = pass == 0 ? c->c_bmap_le : c->c_bmap_gt;
+		sqlite3_bind_int64(s, 1, nid);
+		sqlite3_bind_int64(s, 2, (int64_t)b0);
+		if (pass == 1)
+			sqlite3_bind_int64(s, 3, (int64_t)b1);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct read_ext e = {
+				.off = (uint64_t)sqlite3_column_int64(s, 0),
+				.ag = (uint32_t)sqlite3_column_int64(s, 1),
+				.agbno = (uint32_t)sqlite3_column_int64(s, 2),
+				.len = (uint32_t)sqlite3_column_int64(s, 3),
+			};
+
+			if (e.off + e.len <= b0 || e.len == 0)
+				continue;
+			if (cnt == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				struct read_ext *nv = realloc(v, nc * sizeof(*nv));
+
+				if (!nv) {
+					error = -ENOMEM;
+					break;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[cnt++] = e;
+		}
+		if (!error && rc != SQLITE_DONE)
+			error = store_sql_err(c->c_db, rc, "read bmap");
+		sqlite3_reset(s);
+	}
+	if (error) {
+		free(v);
+		return error;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+/*
+ * Fills @sums[i] with the checksum of AG @ag's block agbno + i, i < len;
+ * @valid[i] says whether it has one.
+ */
+static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_t len,
+		      uint32_t *sums, bool *valid)
+{
+	sqlite3_stmt *s = c->c_csum;
+	int rc, error = 0;
+
+	memset(valid, 0, len * sizeof(*valid));
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, agbno / STORE_CSUM_GROUP);
+	sqlite3_bind_int64(s, 3, (agbno + len - 1) / STORE_CSUM_GROUP);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		uint64_t grp = (uint64_t)sqlite3_column_int64(s, 0);
+		uint64_t bits = (uint64_t)sqlite3_column_int64(s, 1);
+		const uint8_t *blob = sqlite3_column_blob(s, 2);
+		int blen = sqlite3_column_bytes(s, 2);
+
+		if (!blob || blen != STORE_CSUM_GROUP * 4)
+			continue;   /* damaged row: the blocks read as unverifiable */
+		for (uint32_t i = 0; i < STORE_CSUM_GROUP; i++) {
+			uint64_t b = grp * STORE_CSUM_GROUP + i;
+
+			if (b < agbno || b >= (uint64_t)agbno + len || !(bits >> i & 1))
+				continue;
+			sums[b - agbno] = get32(blob + 4 * i);
+			valid[b - agbno] = true;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		error = store_sql_err(c->c_db, rc, "read csum");
+	sqlite3_reset(s);
+	return error;
+}
+
+static void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+			     uint64_t gblock)
+{
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_stats.csum_errors++;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+			   "checksum mismatch: object %016" PRIx64 " offset %" PRIu64
+			   " (physical block %" PRIu64 ")",
+			   h, objblock * ORCH_STORE_BLOCK, gblock);
+}
+
+/*
+ * The read path: mapping and checksums from the snapshot @c, then the data,
+ * while the blocks stay registered.  Ends the SQLite transaction when
+ * @end_txn (a one-shot read) before the data I/O, so the WAL can be
+ * checkpointed meanwhile.
+ */
+static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
+		     uint64_t h, uint64_t off, void *buf, size_t len, size_t *got)
+{
+	struct read_ext *ext = NULL;
+	uint8_t *tmp = NULL;
+	uint32_t *sums = NULL;
+	bool *valid = NULL;
+	size_t n = 0, want;
+	uint64_t size = 0, b0, b1;
+	int64_t nid;
+	int error;
+
+	*got = 0;
+	if (len > ORCH_STORE_MAX_IO)
+		return -EINVAL;
+	error = read_obj(c, h, &nid, &size);
+	if (error || !nid || off >= size || len == 0) {
+		if (end_txn)
+			snap_end_txn(c);
+		return error;
+	}
+	want = (size_t)ORCH_MIN((uint64_t)len, size - off);
+	b0 = off / ORCH_STORE_BLOCK;
+	b1 = (off + want + ORCH_STORE_BLOCK - 1) / ORCH_STORE_BLOCK;
+	error = read_extents(c, nid, b0, b1, &ext, &n);
+	if (error)
+		goto out;
+	tmp = aligned_alloc(ORCH_STORE_BLOCK, (size_t)(b1 - b0) * ORCH_STORE_BLOCK);
+	sums = malloc((size_t)(b1 - b0) * sizeof(*sums));
+	valid = malloc((size_t)(b1 - b0) * sizeof(*valid));
+	if (!tmp || !sums || !valid) {
+		error = -ENOMEM;
+		goto out;
+	}
+	memset(tmp, 0, (size_t)(b1 - b0) * ORCH_STORE_BLOCK);
+	/* Checksums first, from the same snapshot as the mapping. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
+
+		error = read_csums(c, ext[i].ag, ext[i].agbno + (uint32_t)(lo - ext[i].off),
+				   (uint32_t)(hi - lo), sums + (lo - b0), valid + (lo - b0));
+		if (error)
+			goto out;
+	}
+	if (end_txn)
+		snap_end_txn(c);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
+		uint64_t g = store_gblock(st, ext[i].ag, ext[i].agbno) + (lo - ext[i].off);
+		uint8_t *dst = tmp + (lo - b0) * ORCH_STORE_BLOCK;
+
+		error = store_pread_blocks(st, g, (uint32_t)(hi - lo), dst);
+		if (error) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+					   "read error: object %016" PRIx64 " offset %" PRIu64
+					   " (physical block %" PRIu64 "): %s",
+					   h, lo * ORCH_STORE_BLOCK, g, strerror(-error));
+			goto out;
+		}
+		for (uint64_t b = lo; b < hi; b++) {
+			uint8_t *p = tmp + (b - b0) * ORCH_STORE_BLOCK;
+
+			if (!valid[b - b0] ||
+			    orch_crc32c(0, p, ORCH_STORE_BLOCK) != sums[b - b0]) {
+				store_report_bad(st, h, b, g + (b - lo));
+				error = -EIO;
+				goto out;
+			}
+		}
+	}
+	memcpy(buf, tmp + (off - b0 * ORCH_STORE_BLOCK), want);
+	*got = want;
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_stats.bytes_read += want;
+	pthread_mutex_unlock(&st->st_seq_lock);
+out:
+	free(ext);
+	free(tmp);
+	free(sums);
+	free(valid);
 	return error;
 }
 
 int orch_store_read(struct orch_store *st, uint64_t h, uint64_t off, void *buf,
 		    size_t len, size_t *got)
 {
-	char *p = buf;
-	size_t done = 0;
-	int error, fd;
-
-	*got = 0;
-	if (off >= ORCH_STORE_MAX_SIZE || len == 0)
-		return 0;
-	len = ORCH_MIN(len, ORCH_STORE_MAX_SIZE - off);
-	error = store_obj_fd(st, h, false, &fd);
-	if (error == -ENOENT)
-		return 0;
-	if (error)
-		goto out_log;
-	while (done < len) {
-		ssize_t n = pread(fd, p + done, len - done, (off_t)(off + done));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			error = -errno;
-			goto out_log;
-		}
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	st->st_stats.bytes_read += done;
-	*got = done;
-	return 0;
-out_log:
-	store_log_io("read", h, off + done, error);
-	return error;
-}
-
-int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
-{
-	int error, fd;
-
-	if (size > ORCH_STORE_MAX_SIZE)
-		return -EFBIG;
-	error = store_obj_fd(st, h, size > 0, &fd);
-	if (error == -ENOENT && size == 0)
-		return 0;
-	if (error)
-		goto out_log;
-	orch_pcut_truncate_fd(fd, size);
-	while (ftruncate(fd, (off_t)size) < 0) {
-		if (errno != EINTR) {
-			error = -errno;
-			goto out_log;
-		}
-	}
-	return 0;
-out_log:
-	store_log_io("truncate", h, size, error);
-	return error;
-}
-
-/*
- * For file systems without hole punching: write zeros over the range.  Slow
- * for big ranges, but only such file systems pay it, and reads stay right.
- */
-static int store_zero_range(int fd, uint64_t off, uint64_t end)
-{
-	static const char zeros[65536];
-
-	while (off < end) {
-		size_t n = (size_t)ORCH_MIN(end - off, (uint64_t)sizeof(zeros));
-		ssize_t w = pwrite(fd, zeros, n, (off_t)off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off,
-		     uint64_t len)
-{
-	struct stat sb;
-	uint64_t end;
-	int error, fd;
-
-	if (len == 0 || off >= ORCH_STORE_MAX_SIZE)
-		return 0;
-	error = store_obj_fd(st, h, false, &fd);
-	if (error == -ENOENT)
-		return 0;
-	if (error)
-		goto out_log;
-	/*
-	 * Clip to the size: nothing past it holds data, and a range past the
-	 * file system's largest offset would fail with EFBIG for no reason.
-	 */
-	if (fstat(fd, &sb) < 0) {
-		error = -errno;
-		goto out_log;
-	}
-	if (sb.st_size < 0 || off >= (uint64_t)sb.st_size)
-		return 0;
-	end = off + ORCH_MIN(len, (uint64_t)sb.st_size - off);
-	orch_pcut_punch_fd(fd, off, (size_t)(end - off));
-	while (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			 (off_t)off, (off_t)(end - off)) < 0) {
-		if (errno == EINTR)
-			continue;
-		if (errno == EOPNOTSUPP || errno == ENOSYS) {
-			ORCH_LOG_ONCE(ORCH_LOG_WARN,
-				      "file system cannot punch holes, writing zeros: dir='%s'",
-				      st->st_path);
-			error = store_zero_range(fd, off, end);
-			if (error)
-				goto out_log;
-			return 0;
-		}
-		error = -errno;
-		goto out_log;
-	}
-	return 0;
-out_log:
-	store_log_io("punch", h, off, error);
-	return error;
-}
-
-/*
- * The cached descriptor goes first: a read through it would still see the
- * unlinked file's data, and a write through it would be lost.
- */
-int orch_store_delete(struct orch_store *st, uint64_t h)
-{
-	char name[STORE_NAME_LEN];
-
-	store_fdc_drop(st, h);
-	store_obj_name(h, name);
-	if (orch_pcut_enabled()) {
-		char path[PATH_MAX];
-
-		snprintf(path, sizeof(path), "%s/data/%s", st->st_path, name);
-		orch_pcut_unlink(path);
-	}
-	if (unlinkat(st->st_datafd, name, 0) < 0) {
-		int error = -errno;
-
-		if (error == -ENOENT)
-			return 0;
-		store_log_io("delete", h, 0, error);
-		return error;
-	}
-	if (st->st_objects)
-		st->st_objects--;
-	st->st_stats.objects_deleted++;
-	return 0;
-}
-
-/* --- Durability ------------------------------------------------------------ */
-
-/*
- * syncfs(2) flushes the whole file system under data_dir: every object's
- * data and metadata, the directory entries of creates and deletes, and
- * meta.db with its WAL, in one call and with no list of dirty objects to
- * keep.  Since Linux 5.8 it reports write-back errors that happened since
- * the descriptor was opened (or last synced); st_dirfd is opened by
- * orch_store_open, so nothing since then is missed.  It is the only fd this
- * touches, and it does not change while the store is open, so the loop
- * thread can go on meanwhile.  Write-back failure means the page cache
- * dropped data a client may have been told is safe; a later syncfs would
- * report success, so the failure is kept (PostgreSQL's "fsyncgate" lesson).
- */
-int orch_store_sync(struct orch_store *st)
-{
-	uint64_t mark = orch_pcut_mark();
+	struct store_conn *c;
 	int error;
 
-	pthread_mutex_lock(&st->st_sync_lock);
+	*got = 0;
+	if (len > ORCH_STORE_MAX_IO)
+		return -EINVAL;
+	error = store_snap_get(st, &c);
+	if (error)
+		return error;
+	error = snap_read(st, c, true, h, off, buf, len, got);
+	store_snap_put(st, c);
+	return error;
+}
+
+struct orch_store_snap {
+	struct orch_store *sn_st;
+	struct store_conn *sn_conn;
+};
+
+int orch_store_snap_begin(struct orch_store *st, struct orch_store_snap **out)
+{
+	struct orch_store_snap *sn = calloc(1, sizeof(*sn));
+	int error;
+
+	if (!sn)
+		return -ENOMEM;
+	error = store_snap_get(st, &sn->sn_conn);
+	if (error) {
+		free(sn);
+		return error;
+	}
+	sn->sn_st = st;
+	*out = sn;
+	return 0;
+}
+
+int orch_store_snap_read(struct orch_store_snap *sn, uint64_t h, uint64_t off,
+			 void *buf, size_t len, size_t *got)
+{
+	return snap_read(sn->sn_st, sn->sn_conn, false, h, off, buf, len, got);
+}
+
+void orch_store_snap_end(struct orch_store_snap *sn)
+{
+	if (!sn)
+		return;
+	store_snap_put(sn->sn_st, sn->sn_conn);
+	free(sn);
+}
+
+/* --- Durability --------------------------------------------------------------------------- */
+
+/* fdatasync of the WAL file, through SQLite's own handle (and the pcut shim). */
+static int sync_wal(struct orch_store *st)
+{
+	sqlite3_file *f = NULL;
+	int rc;
+
+	rc = sqlite3_file_control(st->st_sync_db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
+	if (rc != SQLITE_OK || !f || !f->pMethods)
+		return -EIO;
+	rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+static int store_flush(struct orch_store *st)
+{
+	uint64_t mark = orch_pcut_mark();
+	int error = 0;
+
+	if (fdatasync(st->st_blocks_fd) < 0)
+		error = -errno;
+	else
+		orch_pcut_synced_upto(st->st_blocks_path, mark);
+	if (!error) {
+		store_killpoint("flush");
+		error = sync_wal(st);
+	}
+	return error;
+}
+
+int orch_store_sync(struct orch_store *st)
+{
+	uint64_t need;
+	int error;
+
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_stats.sync_calls++;
+	need = st->st_sync_started + 1;
+	while (st->st_sync_done < need && !st->st_sync_err) {
+		uint64_t gen, upto;
+
+		if (st->st_syncing) {
+			pthread_cond_wait(&st->st_seq_cv, &st->st_seq_lock);
+			continue;
+		}
+		st->st_syncing = true;
+		gen = ++st->st_sync_started;
+		upto = st->st_committed;
+		pthread_mutex_unlock(&st->st_seq_lock);
+		error = store_flush(st);
+		pthread_mutex_lock(&st->st_seq_lock);
+		st->st_syncing = false;
+		st->st_sync_done = gen;
+		st->st_stats.syncs++;
+		if (error) {
+			if (!st->st_sync_err)
+				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
+					 st->st_dir, strerror(-error));
+			st->st_sync_err = error;
+		} else if (upto > st->st_durable) {
+			st->st_durable = upto;
+		}
+		pthread_cond_broadcast(&st->st_seq_cv);
+	}
 	error = st->st_sync_err;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	return error;
+}
+
+/* --- Open and close ----------------------------------------------------------------------- */
+
+static void store_free(struct orch_store *st)
+{
+	struct store_conn *c, *n;
+
+	for (c = st->st_pool; c; c = n) {
+		n = c->c_next;
+		conn_free(c);
+	}
+	sqlite3_close(st->st_sync_db);
+	if (st->st_blocks_fd >= 0)
+		close(st->st_blocks_fd);
+	if (st->st_lock_fd >= 0)
+		close(st->st_lock_fd);
+	pthread_mutex_destroy(&st->st_pool_lock);
+	pthread_mutex_destroy(&st->st_seq_lock);
+	pthread_cond_destroy(&st->st_seq_cv);
+	free(st->st_blocks_path);
+	free(st->st_dir);
+	free(st);
+}
+
+/* Reads and cross-checks the superblock and smeta. */
+static int store_load_geometry(struct orch_store *st)
+{
+	uint8_t *blk = aligned_alloc(ORCH_STORE_BLOCK, ORCH_STORE_BLOCK);
+	struct store_sb sb;
+	int64_t v[8];
+	const char *keys[] = { "format", "block_size", "ag_blocks", "ag_count", "maxext",
+			       "blocks", "uuid_hi", "uuid_lo" };
+	uint64_t uh, ul;
+	int error;
+
+	if (!blk)
+		return -ENOMEM;
+	error = smeta_get(st->st_sync_db, "format", &v[0]);
+	if (!error && v[0] != STORE_FORMAT) {
+		ORCH_ERR("store in '%s' has format version %" PRId64
+			 "; this orchardd supports version %d", st->st_dir, v[0], STORE_FORMAT);
+		error = -EPROTONOSUPPORT;
+		goto out;
+	}
+	for (size_t i = 1; !error && i < ORCH_ARRAY_SIZE(keys); i++)
+		error = smeta_get(st->st_sync_db, keys[i], &v[i]);
+	if (error) {
+		ORCH_ERR("store in '%s': store.db has no valid geometry", st->st_dir);
+		goto out;
+	}
+	error = store_pread_blocks(st, 0, 1, blk);
 	if (error)
-		goto out_unlock;
-	if (syncfs(st->st_dirfd) < 0 ||
-	    (st->st_sync_data && syncfs(st->st_datafd) < 0)) {
-		error = -errno;
-		st->st_sync_err = error;
-		ORCH_ERR("cannot sync data store, data may be lost: dir='%s': %s",
-			 st->st_path, strerror(-error));
-	} else {
-		orch_pcut_synced_all(mark);
+		goto out;
+	error = sb_decode(blk, &sb);
+	if (error == -EPROTONOSUPPORT) {
+		ORCH_ERR("store in '%s': blocks file has format version %u; this orchardd "
+			 "supports version %d", st->st_dir, sb.format, STORE_FORMAT);
+		goto out;
 	}
-out_unlock:
-	pthread_mutex_unlock(&st->st_sync_lock);
+	memcpy(&uh, sb.uuid, 8);
+	memcpy(&ul, sb.uuid + 8, 8);
+	if (error || sb.block_size != ORCH_STORE_BLOCK || sb.ag_blocks != (uint64_t)v[2] ||
+	    sb.maxext != (uint64_t)v[4] || sb.blocks != (uint64_t)v[5] ||
+	    (int64_t)(uh & INT64_MAX) != v[6] || (int64_t)(ul & INT64_MAX) != v[7] ||
+	    v[1] != ORCH_STORE_BLOCK) {
+		ORCH_ERR("store in '%s': the superblock of '%s' is damaged or belongs to "
+			 "another store", st->st_dir, st->st_blocks_path);
+		error = -ORCH_ECORRUPT;
+		goto out;
+	}
+	if (sb.ag_blocks < STORE_MIN_AG_BLOCKS || sb.ag_blocks > STORE_MAX_AG_BLOCKS ||
+	    (sb.ag_blocks & (sb.ag_blocks - 1)) || sb.maxext < 1 || sb.maxext > sb.ag_blocks ||
+	    sb.blocks < STORE_MIN_AG_BLOCKS ||
+	    (uint64_t)v[3] != (sb.blocks + sb.ag_blocks - 1) / sb.ag_blocks) {
+		ORCH_ERR("store in '%s': impossible geometry", st->st_dir);
+		error = -ORCH_ECORRUPT;
+		goto out;
+	}
+	st->st_ag_blocks = sb.ag_blocks;
+	st->st_ag_shift = (uint32_t)__builtin_ctz(sb.ag_blocks);
+	st->st_ag_count = (uint32_t)v[3];
+	st->st_maxext = sb.maxext;
+	st->st_blocks = sb.blocks;
+out:
+	free(blk);
 	return error;
-}
-
-/* --- Space and statistics -------------------------------------------------- */
-
-int orch_store_statfs(struct orch_store *st, uint64_t *total,
-		      uint64_t *free_bytes, uint64_t *avail, uint64_t *objects)
-{
-	struct statvfs sv;
-	uint64_t bsize;
-
-	if (fstatvfs(st->st_datafd, &sv) < 0)
-		return -errno;
-	bsize = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
-	if (total)
-		*total = (uint64_t)sv.f_blocks * bsize;
-	if (free_bytes)
-		*free_bytes = (uint64_t)sv.f_bfree * bsize;
-	if (avail)
-		*avail = (uint64_t)sv.f_bavail * bsize;
-	if (objects)
-		*objects = st->st_objects;
-	return 0;
-}
-
-void orch_store_get_stats(const struct orch_store *st,
-			  struct orch_store_stats *out)
-{
-	*out = st->st_stats;
-}
-
-/* --- Lifecycle ------------------------------------------------------------- */
-
-/*
- * Walks data/<hh>/ counting objects, or with @wipe deleting them and their
- * directories.  Entries that are not ours (other names) are left alone and
- * not counted.  Consumes nothing: @datafd stays open.
- */
-static int store_scan(int datafd, bool wipe, uint64_t *count)
-{
-	struct dirent *de;
-	DIR *d;
-	int fd, error = 0;
-
-	*count = 0;
-	fd = openat(datafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		error = -errno;
-		close(fd);
-		return error;
-	}
-	for (;;) {
-		struct dirent *se;
-		DIR *sd;
-		int sfd;
-
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			error = -errno;
-			break;
-		}
-		if (!store_is_hex_name(de->d_name, 2))
-			continue;
-		sfd = openat(datafd, de->d_name,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sfd < 0) {
-			if (errno == ENOTDIR || errno == ELOOP)
-				continue;
-			error = -errno;
-			break;
-		}
-		sd = fdopendir(sfd);
-		if (!sd) {
-			error = -errno;
-			close(sfd);
-			break;
-		}
-		for (;;) {
-			errno = 0;
-			se = readdir(sd);
-			if (!se) {
-				error = -errno;
-				break;
-			}
-			if (!store_is_hex_name(se->d_name, 16))
-				continue;
-			if (!wipe) {
-				(*count)++;
-				continue;
-			}
-			if (unlinkat(sfd, se->d_name, 0) < 0 &&
-			    errno != ENOENT) {
-				error = -errno;
-				break;
-			}
-		}
-		closedir(sd);
-		if (error)
-			break;
-		if (wipe && unlinkat(datafd, de->d_name, AT_REMOVEDIR) < 0 &&
-		    errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST) {
-			error = -errno;
-			break;
-		}
-	}
-	closedir(d);
-	return error;
-}
-
-/* flock() on data/ keeps two servers (or mkfs and a server) apart. */
-static int store_lock(int datafd, const char *data_dir)
-{
-	while (flock(datafd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EINTR)
-			continue;
-		if (errno == EWOULDBLOCK) {
-			ORCH_ERR("data store in use by another process or handle: dir='%s'",
-				 data_dir);
-			return -EBUSY;
-		}
-		return -errno;
-	}
-	return 0;
-}
-
-/* Opens data_dir and data_dir/data; -ENOENT if either is missing. */
-static int store_open_dirs(const char *data_dir, int *dirfdp, int *datafdp)
-{
-	int dirfd, datafd, error;
-
-	dirfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return -errno;
-	datafd = openat(dirfd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (datafd < 0) {
-		error = -errno;
-		close(dirfd);
-		return error;
-	}
-	*dirfdp = dirfd;
-	*datafdp = datafd;
-	return 0;
-}
-
-static int store_format_write(int datafd)
-{
-	char text[32];
-	const char *tmp = STORE_FORMAT_NAME ".tmp";
-	size_t len, done = 0;
-	int fd, error = 0;
-
-	len = (size_t)snprintf(text, sizeof(text), "%s%d\n", STORE_FORMAT_MAGIC,
-			       STORE_FORMAT_VERSION);
-	fd = openat(datafd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0)
-		return -errno;
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			error = -errno;
-			goto out_unlink;
-		}
-		if (n == 0) {
-			error = -EIO;
-			goto out_unlink;
-		}
-		done += (size_t)n;
-	}
-	if (fsync(fd) < 0) {
-		error = -errno;
-		goto out_unlink;
-	}
-	close(fd);
-	if (renameat(datafd, tmp, datafd, STORE_FORMAT_NAME) < 0) {
-		error = -errno;
-		unlinkat(datafd, tmp, 0);
-	}
-	return error;
-out_unlink:
-	close(fd);
-	unlinkat(datafd, tmp, 0);
-	return error;
-}
-
-/* Reads and checks data/format. */
-static int store_format_check(int datafd, const char *data_dir)
-{
-	char text[64];
-	size_t done = 0;
-	char *end;
-	unsigned long ver;
-	int fd, error = 0;
-
-	fd = openat(datafd, STORE_FORMAT_NAME, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (done < sizeof(text) - 1) {
-		ssize_t n = read(fd, text + done, sizeof(text) - 1 - done);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			error = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	close(fd);
-	if (error)
-		return error;
-	text[done] = '\0';
-	if (strncmp(text, STORE_FORMAT_MAGIC, strlen(STORE_FORMAT_MAGIC)))
-		goto out_corrupt;
-	errno = 0;
-	ver = strtoul(text + strlen(STORE_FORMAT_MAGIC), &end, 10);
-	if (errno || end == text + strlen(STORE_FORMAT_MAGIC) || *end != '\n')
-		goto out_corrupt;
-	if (ver != STORE_FORMAT_VERSION) {
-		ORCH_ERR("unsupported data store format: dir='%s' version=%lu want=%d",
-			 data_dir, ver, STORE_FORMAT_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	return 0;
-out_corrupt:
-	ORCH_ERR("corrupt data store format stamp: dir='%s' file='data/%s'",
-		 data_dir, STORE_FORMAT_NAME);
-	return -ORCH_ECORRUPT;
-}
-
-int orch_store_check_unused(const char *data_dir)
-{
-	char path[PATH_MAX];
-	int fd, error;
-
-	snprintf(path, sizeof(path), "%s/data", data_dir);
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	error = store_lock(fd, data_dir);
-	close(fd); /* drops the lock */
-	return error;
-}
-
-int orch_store_mkfs(const char *data_dir, bool force)
-{
-	uint64_t count;
-	int dirfd, datafd, error;
-
-	if (mkdir(data_dir, 0750) < 0 && errno != EEXIST)
-		return -errno;
-	dirfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return -errno;
-	if (mkdirat(dirfd, "data", 0750) < 0 && errno != EEXIST) {
-		error = -errno;
-		goto out_close_dir;
-	}
-	datafd = openat(dirfd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (datafd < 0) {
-		error = -errno;
-		goto out_close_dir;
-	}
-	error = store_lock(datafd, data_dir);
-	if (error)
-		goto out_close_data;
-	error = store_scan(datafd, false, &count);
-	if (error)
-		goto out_close_data;
-	if (count && !force) {
-		ORCH_ERR("data store not empty, mkfs needs force: dir='%s' objects=%llu",
-			 data_dir, (unsigned long long)count);
-		error = -EEXIST;
-		goto out_close_data;
-	}
-	if (count) {
-		error = store_scan(datafd, true, &count);
-		if (error)
-			goto out_close_data;
-	}
-	error = store_format_write(datafd);
-	if (error)
-		goto out_close_data;
-	/* The new directories, the wipe and the stamp, all at once. */
-	if (syncfs(datafd) < 0)
-		error = -errno;
-out_close_data:
-	close(datafd);
-out_close_dir:
-	close(dirfd);
-	return error;
-}
-
-static void store_log_not_made(const char *data_dir)
-{
-	ORCH_ERR("data store not initialised, run orchard mkfs: dir='%s'",
-		 data_dir);
 }
 
 int orch_store_open(const char *data_dir, struct orch_store **out)
 {
-	struct orch_store *st;
-	struct stat dsb, ssb;
+	struct orch_store *st = calloc(1, sizeof(*st));
+	char *dbp = NULL;
+	struct stat stb;
 	int error;
 
-	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	st->st_path = strdup(data_dir);
-	if (!st->st_path) {
+	st->st_blocks_fd = -1;
+	st->st_lock_fd = -1;
+	pthread_mutex_init(&st->st_pool_lock, NULL);
+	pthread_mutex_init(&st->st_seq_lock, NULL);
+	pthread_cond_init(&st->st_seq_cv, NULL);
+	store_killpoint_init();
+	error = orch_pcut_vfs_register();
+	if (error)
+		goto fail;
+	st->st_dir = strdup(data_dir);
+	dbp = store_path(data_dir, STORE_DB_NAME);
+	if (!st->st_dir || !dbp) {
 		error = -ENOMEM;
-		goto out_free;
+		goto fail;
 	}
-	error = store_open_dirs(data_dir, &st->st_dirfd, &st->st_datafd);
-	if (error == -ENOENT)
-		store_log_not_made(data_dir);
-	if (error)
-		goto out_free;
-	error = store_lock(st->st_datafd, data_dir);
-	if (error)
-		goto out_close_dirs;
-	error = store_format_check(st->st_datafd, data_dir);
-	if (error == -ENOENT)
-		store_log_not_made(data_dir);
-	if (error)
-		goto out_close_dirs;
-	error = store_scan(st->st_datafd, false, &st->st_objects);
-	if (error)
-		goto out_close_dirs;
-	if (fstat(st->st_dirfd, &dsb) < 0 || fstat(st->st_datafd, &ssb) < 0) {
+	if (access(dbp, F_OK) < 0) {
 		error = -errno;
-		goto out_close_dirs;
+		if (error == -ENOENT)
+			ORCH_ERR("no store in '%s': not initialised, run orchard mkfs", data_dir);
+		goto fail;
 	}
-	st->st_sync_data = dsb.st_dev != ssb.st_dev;
-	error = pthread_mutex_init(&st->st_sync_lock, NULL);
+	error = store_lock(data_dir, &st->st_lock_fd);
+	if (error)
+		goto fail;
+	error = db_open_path(dbp, false, false, &st->st_sync_db);
+	if (error)
+		goto fail;
+	/* data_dir/blocks: the sparse file, or a symlink to the device. */
+	st->st_blocks_path = store_path(data_dir, STORE_BLOCKS_NAME);
+	if (!st->st_blocks_path) {
+		error = -ENOMEM;
+		goto fail;
+	}
+	st->st_blocks_fd = open(st->st_blocks_path, O_RDWR | O_CLOEXEC);
+	if (st->st_blocks_fd < 0) {
+		error = -errno;
+		ORCH_ERR("store in '%s': cannot open '%s': %s", data_dir, st->st_blocks_path,
+			 strerror(errno));
+		goto fail;
+	}
+	if (fstat(st->st_blocks_fd, &stb) < 0) {
+		error = -errno;
+		goto fail;
+	}
+	st->st_sparse = S_ISREG(stb.st_mode);
+	error = store_load_geometry(st);
+	if (error)
+		goto fail;
+	error = store_writer_start(st);   /* also resumes work items */
+	if (error)
+		goto fail;
+	/* Blocks freed before a crash may still be on the way to disk. */
+	error = orch_store_sync(st);
 	if (error) {
-		error = -error;
-		goto out_close_dirs;
+		store_writer_stop(st);
+		goto fail;
 	}
-	store_fdc_init(st);
+	free(dbp);
 	*out = st;
 	return 0;
-out_close_dirs:
-	close(st->st_datafd);
-	close(st->st_dirfd);
-out_free:
-	free(st->st_path);
-	free(st);
+fail:
+	free(dbp);
+	store_free(st);
 	return error;
 }
 
@@ -897,11 +1192,120 @@ void orch_store_close(struct orch_store *st)
 {
 	if (!st)
 		return;
-	while (store_fdc_evict(st))
-		;
-	pthread_mutex_destroy(&st->st_sync_lock);
-	close(st->st_datafd);
-	close(st->st_dirfd);
-	free(st->st_path);
-	free(st);
+	store_writer_stop(st);
+	store_free(st);
+}
+
+/* --- Space and statistics ------------------------------------------------------------------ */
+
+int orch_store_statfs(struct orch_store *st, uint64_t *total, uint64_t *free_bytes,
+		      uint64_t *avail, uint64_t *objects)
+{
+	uint64_t freeb, objs, av;
+
+	pthread_mutex_lock(&st->st_seq_lock);
+	freeb = st->st_freeblks * ORCH_STORE_BLOCK;
+	objs = st->st_objects;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	av = freeb;
+	if (st->st_sparse) {
+		struct statvfs sv;
+
+		if (fstatvfs(st->st_blocks_fd, &sv) == 0 &&
+		    (uint64_t)sv.f_bavail * sv.f_frsize < av)
+			av = (uint64_t)sv.f_bavail * sv.f_frsize;
+	}
+	if (total)
+		*total = (st->st_blocks - 1) * ORCH_STORE_BLOCK;
+	if (free_bytes)
+		*free_bytes = freeb;
+	if (avail)
+		*avail = av;
+	if (objects)
+		*objects = objs;
+	return 0;
+}
+
+void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out)
+{
+	pthread_mutex_lock(&st->st_seq_lock);
+	*out = st->st_stats;
+	pthread_mutex_unlock(&st->st_seq_lock);
+}
+
+void orch_store_info(struct orch_store *st, struct orch_store_info *out)
+{
+	out->block_size = ORCH_STORE_BLOCK;
+	out->ag_blocks = st->st_ag_blocks;
+	out->ag_count = st->st_ag_count;
+	out->maxext = st->st_maxext;
+	out->blocks = st->st_blocks;
+	out->format = STORE_FORMAT;
+}
+
+/* --- Synchronous mutations ------------------------------------------------------------------ */
+
+struct sync_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void sync_done(struct orch_store_op *op)
+{
+	struct sync_wait *w = op->arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static int submit_wait(struct orch_store *st, struct orch_store_op *op)
+{
+	struct sync_wait w = { .done = false };
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	op->done = sync_done;
+	op->arg = &w;
+	orch_store_submit(st, op);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cv);
+	return op->status;
+}
+
+int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
+		     const void *buf, size_t len)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_WRITE, .handle = h, .off = off,
+				    .len = len, .buf = buf };
+
+	return submit_wait(st, &op);
+}
+
+int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_TRUNCATE, .handle = h, .off = size };
+
+	return submit_wait(st, &op);
+}
+
+int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off, uint64_t len)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_PUNCH, .handle = h, .off = off,
+				    .len = len };
+
+	return submit_wait(st, &op);
+}
+
+int orch_store_delete(struct orch_store *st, uint64_t h)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_DELETE, .handle = h };
+
+	return submit_wait(st, &op);
 }

@@ -4,10 +4,15 @@
  * server holds).  No network code: the server, unit tests, fuzzers and
  * offline tools link this directly.
  *
- * This header is the stable interface.  The backend behind it today keeps one
- * sparse file per object under data_dir/data/ (store.c); a later one is an
- * XFS-style extent store in data_dir/blocks with the same contract.  Callers
- * must rely on nothing but what is written here.
+ * It is an XFS-style extent store (docs/SPEC-store.md): one blocks file (or
+ * block device) of 4 KiB blocks in allocation groups, and indexes in a
+ * SQLite database, data_dir/store.db: the extent map (bmap), the reverse map
+ * (rmap), free space by block and by size, refcounts, per-block crc32c,
+ * bad blocks, work items and per-AG counters, all updated in one
+ * transaction per operation, so the owner of every block is always known.
+ * Every write is redirect-on-write: new data goes to free blocks and the
+ * mapping switches in the commit, so a crash leaves the old or the new
+ * state, never a mix.  Reads verify every block's checksum.
  *
  * Objects come into being on their first write (or a truncate to a non-zero
  * size) and go away on delete.  An object has a size: the end of its last
@@ -16,23 +21,25 @@
  * zeros.  The authoritative file size lives in the inode (meta), not here:
  * the store's size only bounds what a read returns.
  *
- * Threads: one struct orch_store is used by one thread, the server's loop
- * thread, except orch_store_sync(), which any thread (the flusher) may call
- * concurrently with everything but orch_store_open/close.  Nothing here
- * blocks on anything but the local disk.
+ * Threads: every function may be called from any thread once the store is
+ * open.  Mutations are queued to the store's one writer thread, which
+ * applies many per transaction when they queue up; the synchronous calls
+ * below wait for their operation, orch_store_submit() does not.  Reads run
+ * on the calling thread, on a read snapshot of their own.
  *
- * Durability: every call that returns 0 is visible at once to later calls
- * and survives a crash of the process (it is in the kernel's page cache).
- * It survives power loss only after a later orch_store_sync() returns 0.
- * orch_store_sync makes everything under data_dir durable, including meta.db
- * and its WAL: the server relies on this to make a client's fsync durable
- * with one call, and every backend must keep this promise.
+ * Durability: a mutation that completed (returned, or called its done
+ * callback) with 0 is visible at once to later calls and survives a crash of
+ * the process (it is committed to the WAL in the kernel's page cache).  It
+ * survives power loss only after a later orch_store_sync() returns 0, which
+ * flushes the data blocks first and then the store's WAL.  It does not
+ * cover data_dir/meta.db: the namespace syncs itself.  A power loss may
+ * lose unsynced operations; a read of a block whose data was lost returns
+ * -EIO or the old data, never wrong bytes.
  *
  * Errors: 0 or -errno.  Errors from the OS are passed through as -errno
  * (-ENOSPC, -EDQUOT, -EIO, -EMFILE, ...); the ones a function can return
- * beyond those are listed with it.  On an error a write, truncate or punch
- * may have been partly applied; the object stays readable.  Nothing here
- * asserts on what it finds on disk.
+ * beyond those are listed with it.  A failed mutation changed nothing.
+ * Nothing here asserts on what it finds on disk.
  */
 #ifndef ORCH_STORE_STORE_H
 #define ORCH_STORE_STORE_H
@@ -43,70 +50,107 @@
 
 /* No byte of an object lies at or past this offset (1 PiB). */
 #define ORCH_STORE_MAX_SIZE (1ull << 50)
+/* The allocation and checksum unit. */
+#define ORCH_STORE_BLOCK 4096u
+/* Largest write or read in one call (a frame's payload fits easily). */
+#define ORCH_STORE_MAX_IO (16u << 20)
 
 struct orch_store;
 
 /* --- Lifecycle ------------------------------------------------------------- */
 
+/* Layout chosen at mkfs; 0 in a field means its default. */
+struct orch_store_geom {
+	uint64_t size;          /* bytes of the blocks file (default 64 GiB);
+				   a block device's own size when it is one */
+	uint32_t ag_blocks;     /* blocks per allocation group: a power of two,
+				   64 .. 2^30 (default 2^20 = 4 GiB) */
+	uint32_t maxext;        /* longest mapped extent in blocks,
+				   1 .. ag_blocks (default 4096 = 16 MiB) */
+	const char *device;     /* NULL: data_dir/blocks, a sparse file; else
+				   a block device or file path used as is */
+};
+
 /*
- * Initialises the data store in @data_dir (created if missing; its parent
- * must exist): creates data_dir/data and stamps the store format in it.
- * Returns -EEXIST if the store already holds objects, unless @force, which
- * deletes them all first.  Re-running it on an empty store is allowed.
- * -EBUSY if the store is open (by this or another process).  Leaves
- * data_dir/meta.db and any other file alone.  Durable when it returns 0.
- * Any thread, with no store of @data_dir open.
+ * Initialises the store in @data_dir (created if missing; its parent must
+ * exist): lays out the blocks file in allocation groups and creates
+ * store.db.  -EEXIST if a store is there already, unless @force, which
+ * replaces it.  -EINVAL for a bad geometry (too small for one AG of 64
+ * blocks, ag_blocks not a power of two, maxext out of range).  -EBUSY if
+ * the store is open (by this or another process).  Leaves data_dir/meta.db
+ * and any other file alone.  Durable when it returns 0.
  */
-int orch_store_mkfs(const char *data_dir, bool force);
+int orch_store_mkfs(const char *data_dir, const struct orch_store_geom *g,
+		    bool force);
 
 /*
  * 0 if no process (a server, or mkfs) has the store in @data_dir open,
- * -EBUSY if one has; also 0 if there is no store.  mkfs --force asks before
- * it removes anything.  Any thread.
+ * -EBUSY if one has; also 0 if there is no store.  Any thread.
  */
 int orch_store_check_unused(const char *data_dir);
 
 /*
- * Opens the data store in @data_dir, exclusively: -EBUSY if it is open
- * already (by this or another process).  Returns -ENOENT if orch_store_mkfs
- * did not make it ("not initialised, run orchard mkfs" is logged),
- * -EPROTONOSUPPORT for another store format version, -ORCH_ECORRUPT if the
- * format stamp is unreadable, -ENOMEM.  Counts the objects (a scan of the
- * store).  On success *@out is the caller's until orch_store_close().
+ * Opens the store in @data_dir, exclusively: -EBUSY if it is open already
+ * (by this or another process).  -ENOENT if orch_store_mkfs did not make it
+ * ("not initialised, run orchard mkfs" is logged), -EPROTONOSUPPORT for a
+ * store format version this build does not know (logged with both
+ * versions), -EUCLEAN if its superblock or geometry is damaged.  Finishes
+ * the work items a crash interrupted and syncs before it returns, so blocks
+ * freed before the crash can be reused safely.  Starts the writer thread.
  */
 int orch_store_open(const char *data_dir, struct orch_store **out);
 
 /*
- * Closes @st (NULL is allowed) and releases every descriptor it holds.  Does
- * not sync: call orch_store_sync() first if durability is wanted.  No other
- * thread may be inside orch_store_sync(st) or call it later; @st is no longer
- * valid.
+ * Waits for queued mutations, stops the writer thread, and closes @st
+ * (NULL is allowed).  Does not sync: call orch_store_sync() first if
+ * durability is wanted.  No other thread may use @st any more.
  */
 void orch_store_close(struct orch_store *st);
 
-/* --- Object I/O (loop thread) ---------------------------------------------- */
+/* --- Mutations -------------------------------------------------------------- */
+
+enum orch_store_op_type {
+	ORCH_STORE_OP_WRITE,    /* @buf, @len bytes at @off */
+	ORCH_STORE_OP_TRUNCATE, /* size becomes @off */
+	ORCH_STORE_OP_PUNCH,    /* [@off, @off + @len) reads as zeros */
+	ORCH_STORE_OP_DELETE,
+};
+
+/*
+ * One queued mutation.  The caller fills the public fields, keeps the op
+ * and @buf valid until @done runs, and does not touch them meanwhile.
+ */
+struct orch_store_op {
+	enum orch_store_op_type type;
+	uint64_t handle;
+	uint64_t off;
+	uint64_t len;
+	const void *buf;
+	/* Runs once on the writer thread, after the commit; keep it short. */
+	void (*done)(struct orch_store_op *op);
+	void *arg;              /* the caller's */
+	int status;             /* set before @done: 0 or -errno */
+	/* Private to the store. */
+	struct orch_store_op *o_next;
+};
+
+/*
+ * Queues @op; its @done callback reports the result.  Operations are applied
+ * in the order they were submitted.  Errors are the ones of the synchronous
+ * call of the same type.
+ */
+void orch_store_submit(struct orch_store *st, struct orch_store_op *op);
 
 /*
  * Writes @len bytes of @buf at byte @off of object @h, creating the object
  * if it does not exist, and extending its size if the write ends past it.
- * @len 0 does nothing (and creates nothing).  Returns -EFBIG if
- * @off + @len > ORCH_STORE_MAX_SIZE (or past the backing file system's
- * largest file), -ENOSPC when the disk is full.  @buf is only read, and not
- * kept.
+ * @len 0 does nothing (and creates nothing).  -EFBIG if @off + @len >
+ * ORCH_STORE_MAX_SIZE, -EINVAL if @len > ORCH_STORE_MAX_IO, -ENOSPC when
+ * no free blocks are left, -EIO if an old block the write must merge with
+ * fails its checksum.
  */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 		     const void *buf, size_t len);
-
-/*
- * Reads up to @len bytes at byte @off of object @h into @buf.  *@got is the
- * number of bytes before the object's end: 0 if the object does not exist or
- * @off is at or past its size, less than @len if the object ends inside the
- * range.  Holes inside the object read as zeros.  Bytes of @buf past *@got
- * are left unchanged.  On error *@got is 0 and @buf's contents are
- * undefined.
- */
-int orch_store_read(struct orch_store *st, uint64_t h, uint64_t off, void *buf,
-		    size_t len, size_t *got);
 
 /*
  * Sets object @h's size to @size: shrinking frees everything past it,
@@ -119,54 +163,136 @@ int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size);
 /*
  * Frees bytes [@off, @off + @len) of object @h: they read as zeros after,
  * and the object's size does not change (a range past the end is ignored).
- * Nothing to do, and 0, if the object does not exist.  The space is given
- * back to the disk where the backing file system allows; otherwise the
- * range is overwritten with zeros.
+ * Nothing to do, and 0, if the object does not exist.
  */
 int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off,
 		     uint64_t len);
 
 /*
- * Deletes object @h and frees its space.  Returns 0 if it does not exist:
+ * Deletes object @h and frees its blocks.  Returns 0 if it does not exist:
  * intent records replay deletes after a crash, so this is idempotent.
  */
 int orch_store_delete(struct orch_store *st, uint64_t h);
 
+/* --- Reads ----------------------------------------------------------------- */
+
+/*
+ * Reads up to @len bytes (at most ORCH_STORE_MAX_IO) at byte @off of object
+ * @h into @buf.  *@got is the number of bytes before the object's end: 0 if
+ * the object does not exist or @off is at or past its size, less than @len
+ * if the object ends inside the range.  Holes inside the object read as
+ * zeros.  Bytes of @buf past *@got are left unchanged.  -EIO if a block
+ * fails its checksum (logged with the object, offset and physical block);
+ * then *@got is 0 and @buf's contents are undefined.
+ */
+int orch_store_read(struct orch_store *st, uint64_t h, uint64_t off, void *buf,
+		    size_t len, size_t *got);
+
+/*
+ * A read snapshot held open: every read through it sees the store as it
+ * was when it began, and the blocks it can see are not reused until it
+ * ends.  For long reads (copy, scrub) and tests.  At most a handful per
+ * thread; end each one.
+ */
+struct orch_store_snap;
+int orch_store_snap_begin(struct orch_store *st, struct orch_store_snap **out);
+int orch_store_snap_read(struct orch_store_snap *sn, uint64_t h, uint64_t off,
+			 void *buf, size_t len, size_t *got);
+void orch_store_snap_end(struct orch_store_snap *sn);
+
 /* --- Durability ------------------------------------------------------------ */
 
 /*
- * Makes every write, truncate, punch and delete that returned before this
- * call durable against power loss, and with them everything else under
- * data_dir, including meta.db and its WAL.  Any thread; safe concurrently
- * with the loop thread's calls; concurrent callers are serialised (each
- * call does a full flush: batching callers is the caller's business).
- * Returns -EIO (or -ENOSPC, -EDQUOT) if the kernel failed to write back some
- * data since the store was opened.  That data is lost, so the error is
- * sticky: every later call returns it too, until the store is reopened.
- * An operator must act (ERR is logged once).
+ * Makes every mutation that completed before this call durable against
+ * power loss: fdatasync of the blocks file, then a sync of the store's WAL.
+ * Concurrent callers share flushes: a caller waits for at most the flush
+ * in progress and one more.  Returns -EIO (or -ENOSPC, -EDQUOT) if the
+ * kernel failed to write back some data since the store was opened.  That
+ * data is lost, so the error is sticky until the store is reopened.
  */
 int orch_store_sync(struct orch_store *st);
 
-/* --- Space and statistics (loop thread) ------------------------------------ */
+/* --- Space and statistics --------------------------------------------------- */
 
 /*
- * Space of the backing file system in bytes: @total, @free_bytes (free for
- * root) and @avail (free for the server's user), and the number of objects
- * in the store.  Any output pointer may be NULL.
+ * Space in bytes: @total (data blocks of the store), @free_bytes (free
+ * blocks), @avail (free blocks, but no more than the file system under a
+ * sparse blocks file can still hold), and the number of objects.  Any
+ * output pointer may be NULL.
  */
 int orch_store_statfs(struct orch_store *st, uint64_t *total,
 		      uint64_t *free_bytes, uint64_t *avail, uint64_t *objects);
 
 /* Counters since orch_store_open, for `orchard stats`. */
 struct orch_store_stats {
-	uint64_t bytes_written;   /* by orch_store_write */
-	uint64_t bytes_read;      /* returned by orch_store_read (*got) */
+	uint64_t bytes_written;   /* by writes */
+	uint64_t bytes_read;      /* returned by reads (*got) */
 	uint64_t objects_created; /* by write or truncate */
 	uint64_t objects_deleted; /* by delete, when the object existed */
+	uint64_t ops;             /* mutations applied */
+	uint64_t commits;         /* write transactions: ops / commits = batching */
+	uint64_t syncs;           /* flushes done by orch_store_sync */
+	uint64_t sync_calls;      /* calls to it: sync_calls / syncs = sharing */
+	uint64_t csum_errors;     /* blocks that failed their checksum */
+	uint64_t work_chunks;     /* transactions of chunked operations */
 };
 
-/* Copies the counters into @out. */
-void orch_store_get_stats(const struct orch_store *st,
-			  struct orch_store_stats *out);
+void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out);
+
+/* --- Inspection: the reverse map (check.c) ------------------------------------ */
+
+/* Special owners of blocks, after every object number. */
+#define ORCH_STORE_OWN_FS        (-1)  /* superblock and static area */
+#define ORCH_STORE_OWN_DEFECTIVE (-2)  /* quarantined bad blocks */
+
+/* One reverse-map record: physical blocks and what owns them. */
+struct orch_store_rmap {
+	uint32_t ag, agbno, len;  /* blocks [agbno, agbno + len) of AG @ag */
+	int64_t owner;            /* object number (nid), or a special owner */
+	uint64_t handle;          /* the object's handle; 0 for special owners */
+	uint64_t fileoff;         /* in blocks, of the object */
+	uint32_t flags;
+};
+
+/*
+ * Calls @fn for every rmap record overlapping global blocks
+ * [@start, @end) (block = ag * ag_blocks + agbno), in key order, on one read
+ * snapshot: XFS's overlapped query, a bounded range scan because no record
+ * is longer than maxext.  Stops early and returns @fn's value if non-zero.
+ */
+typedef int (*orch_store_rmap_fn)(void *arg, const struct orch_store_rmap *r);
+int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
+		      orch_store_rmap_fn fn, void *arg);
+
+/* Geometry of an open store. */
+struct orch_store_info {
+	uint32_t block_size, ag_blocks, ag_count, maxext;
+	uint64_t blocks;          /* data blocks in all AGs */
+	uint32_t format;          /* store format version */
+};
+void orch_store_info(struct orch_store *st, struct orch_store_info *out);
+
+/* One broken rule found by the checker. */
+struct orch_store_finding {
+	const char *rule;         /* "I1" .. "I18", or "crc" */
+	const char *structure;    /* table: "rmap", "fsb", "bmap", ... */
+	int64_t ag;               /* -1 if not about one AG */
+	int64_t block;            /* agbno, or -1 */
+	uint64_t handle;          /* object handle, or 0 */
+	char detail[192];
+};
+typedef void (*orch_store_finding_fn)(void *arg,
+				      const struct orch_store_finding *f);
+
+/*
+ * Checks invariants I1 to I18 of research/rmap.md section 6.8 (as adapted in
+ * docs/SPEC-store.md) and every record's CRC, on one read snapshot, while
+ * the store keeps working.  Calls @fn for each finding (NULL: count only)
+ * and returns the number of findings (>= 0), or -errno if it could not
+ * check.  @data also reads every mapped block and verifies its checksum
+ * (I17).
+ */
+long orch_store_check(struct orch_store *st, bool data,
+		      orch_store_finding_fn fn, void *arg);
 
 #endif

@@ -1,20 +1,20 @@
 /*
  * A SQLite VFS shim for the power-cut simulation (common/pcut.h): every
- * write, truncate, create and delete of the namespace database, its WAL and
- * its shared-memory file is recorded before it happens, and a sync forgets
- * the file's records, so a simulated power cut puts meta.db and its WAL back
+ * write, truncate, create and delete of a database (meta.db, store.db), its
+ * WAL and its shared-memory file is recorded before it happens, and a sync forgets
+ * the file's records, so a simulated power cut puts each database and its WAL back
  * to what the disk would hold.  Registered as the default VFS only when the
  * simulation is on; otherwise SQLite's own unix VFS is used untouched.
  * Memory-mapped I/O is not offered (iVersion 2), so every write goes
  * through xWrite.
  */
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/pcut.h"
-#include "meta/meta_i.h"
 
 struct pcut_file {
 	sqlite3_file pf_base;  /* must be first */
@@ -247,7 +247,7 @@ static sqlite3_vfs pcut_vfs = {
 	.xGetLastError = pcut_last_error,
 };
 
-int orch_meta_vfs_pcut_register(void)
+int orch_pcut_vfs_register(void)
 {
 	if (!orch_pcut_enabled() || pcut_real_vfs)
 		return 0;

@@ -1,0 +1,446 @@
+/*
+ * Free space, checksums and busy extents, on the writer thread.
+ *
+ * Free space is kept twice, by block (fsb) and by size (fsc), with maximal
+ * extents: freeing merges with both neighbours.  The allocator is next-fit
+ * from a cursor, so a sequential writer gets contiguous blocks and its
+ * extents merge; it skips busy blocks, which were freed by a transaction
+ * that is not yet durable or that an open snapshot may still read (XFS's
+ * busy extents; research/rmap.md 6.5).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "store/writer_i.h"
+
+struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
+{
+	for (size_t i = 0; i < w->w_nagd; i++)
+		if (w->w_agd[i].ag == ag)
+			return &w->w_agd[i];
+	if (w->w_nagd == w->w_capagd) {
+		size_t cap = w->w_capagd ? w->w_capagd * 2 : 8;
+		struct w_agdelta *p = realloc(w->w_agd, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		w->w_agd = p;
+		w->w_capagd = cap;
+	}
+	w->w_agd[w->w_nagd] = (struct w_agdelta){ .ag = ag };
+	return &w->w_agd[w->w_nagd++];
+}
+
+/* --- Busy extents ------------------------------------------------------------------ */
+
+/* First busy extent ending after global block @g, or NULL. */
+static const struct w_busy *busy_after(const struct store_writer *w, uint64_t g)
+{
+	const struct w_busy *best = NULL;
+	size_t lo = 0, hi = w->w_nbusy;
+
+	/* Committed list: sorted and disjoint, so ends are sorted too. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->w_busy[mid].g + w->w_busy[mid].len <= g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < w->w_nbusy)
+		best = &w->w_busy[lo];
+	for (size_t i = 0; i < w->w_npend; i++) {
+		const struct w_busy *b = &w->w_pend[i];
+
+		if (b->g + b->len > g && (!best || b->g < best->g))
+			best = b;
+	}
+	return best;
+}
+
+static int busy_add(struct store_writer *w, uint64_t g, uint32_t len)
+{
+	if (w->w_npend == w->w_cappend) {
+		size_t cap = w->w_cappend ? w->w_cappend * 2 : 64;
+		struct w_busy *p = realloc(w->w_pend, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		w->w_pend = p;
+		w->w_cappend = cap;
+	}
+	w->w_pend[w->w_npend++] = (struct w_busy){ .g = g, .len = len };
+	return 0;
+}
+
+static int busy_cmp(const void *a, const void *b)
+{
+	const struct w_busy *x = a, *y = b;
+
+	return x->g < y->g ? -1 : x->g > y->g;
+}
+
+int w_busy_reserve(struct store_writer *w)
+{
+	size_t n = w->w_nbusy + w->w_npend;
+
+	if (n > w->w_capbusy) {
+		size_t cap = ORCH_MAX(n, w->w_capbusy * 2);
+		struct w_busy *p = realloc(w->w_busy, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		w->w_busy = p;
+		w->w_capbusy = cap;
+	}
+	return 0;
+}
+
+void w_busy_commit(struct store_writer *w, uint64_t seq)
+{
+	if (!w->w_npend)
+		return;
+	for (size_t i = 0; i < w->w_npend; i++) {
+		w->w_pend[i].seq = seq;
+		w->w_busy[w->w_nbusy++] = w->w_pend[i];
+	}
+	w->w_npend = 0;
+	qsort(w->w_busy, w->w_nbusy, sizeof(*w->w_busy), busy_cmp);
+}
+
+void w_busy_release(struct store_writer *w)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t durable, oldest, upto;
+	size_t j = 0;
+
+	if (!w->w_nbusy)
+		return;
+	pthread_mutex_lock(&st->st_seq_lock);
+	durable = st->st_durable;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	oldest = store_oldest_snap(st);
+	if (durable == w->w_rel_durable && oldest == w->w_rel_oldest)
+		return;
+	w->w_rel_durable = durable;
+	w->w_rel_oldest = oldest;
+	upto = ORCH_MIN(durable, oldest);
+	for (size_t i = 0; i < w->w_nbusy; i++)
+		if (w->w_busy[i].seq > upto)
+			w->w_busy[j++] = w->w_busy[i];
+	w->w_nbusy = j;
+}
+
+void w_busy_free(struct store_writer *w)
+{
+	free(w->w_busy);
+	free(w->w_pend);
+	w->w_busy = w->w_pend = NULL;
+	w->w_nbusy = w->w_npend = w->w_capbusy = w->w_cappend = 0;
+}
+
+/* --- Free-space records -------------------------------------------------------------- */
+
+static int fs_ins(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	int64_t f[3] = { ag, agbno, len };
+	int error;
+
+	error = w_exec(w, S_FSB_INS, W_ARGS(ag, agbno, len,
+					   store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0)));
+	if (error)
+		return error;
+	f[1] = len;
+	f[2] = agbno;
+	return w_exec(w, S_FSC_INS, W_ARGS(ag, len, agbno,
+					   store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0)));
+}
+
+static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	int error = w_exec(w, S_FSB_DEL, W_ARGS(ag, agbno));
+
+	return error ? error : w_exec(w, S_FSC_DEL, W_ARGS(ag, len, agbno));
+}
+
+/*
+ * In AG @ag from block @from on, the first free run not busy: *@s and
+ * *@len (0 if none), and the free record (*@ra, *@rl) that holds it.
+ */
+static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t *s,
+		    uint32_t *len, uint32_t *ra, uint32_t *rl)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t agstart = store_gblock(st, ag, 0);
+	sqlite3_stmt *q;
+	int rc;
+
+	*len = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		/* Pass 0: the record holding @from; pass 1: records after it. */
+		if (pass == 0) {
+			rc = w_row(w, S_FSB_LE, W_ARGS(ag, from));
+			if (rc < 0)
+				return rc;
+			if (rc == 0)
+				continue;
+			q = w->w_stmt[S_FSB_LE];
+		} else {
+			q = w_bind(w, S_FSB_GT, W_ARGS(ag, from));
+			rc = sqlite3_step(q);
+			if (rc != SQLITE_ROW) {
+				sqlite3_reset(q);
+				return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "fsb");
+			}
+		}
+		do {
+			uint32_t a = (uint32_t)sqlite3_column_int64(q, 0);
+			uint32_t l = (uint32_t)sqlite3_column_int64(q, 1);
+			uint64_t x = ORCH_MAX(a, from), e = (uint64_t)a + l;
+
+			while (x < e) {
+				const struct w_busy *b = busy_after(w, agstart + x);
+
+				if (b && b->g <= agstart + x) {
+					x = b->g + b->len - agstart;
+					continue;
+				}
+				if (b && b->g - agstart < e)
+					e = b->g - agstart;
+				*s = (uint32_t)x;
+				*len = (uint32_t)(e - x);
+				*ra = a;
+				*rl = l;
+				sqlite3_reset(q);
+				return 0;
+			}
+		} while (pass == 1 && (rc = sqlite3_step(q)) == SQLITE_ROW);
+		sqlite3_reset(q);
+		if (pass == 1 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+			return store_sql_err(w->w_db, rc, "fsb");
+	}
+	return 0;
+}
+
+int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
+	    uint32_t *got)
+{
+	struct orch_store *st = w->w_st;
+	uint32_t ag = (uint32_t)(w->w_cursor >> st->st_ag_shift);
+	uint32_t from = (uint32_t)(w->w_cursor & (st->st_ag_blocks - 1));
+	bool synced = false;
+
+	if (ag >= st->st_ag_count) {
+		ag = 0;
+		from = 0;
+	}
+	want = ORCH_MIN(want, st->st_maxext);
+	for (uint32_t tries = 0; tries <= st->st_ag_count; tries++) {
+		uint32_t s, len, ra, rl, take;
+		struct w_agdelta *d;
+		int error = find_run(w, ag, from, &s, &len, &ra, &rl);
+
+		if (error)
+			return error;
+		if (len == 0) {
+			ag = ag + 1 == st->st_ag_count ? 0 : ag + 1;
+			from = 0;
+			if (tries == st->st_ag_count && !synced && w->w_nbusy) {
+				/* Only busy blocks left: make their frees durable. */
+				synced = true;
+				error = orch_store_sync(st);
+				if (error)
+					return error;
+				w->w_rel_durable = UINT64_MAX;
+				w_busy_release(w);
+				tries = 0;
+			}
+			continue;
+		}
+		take = ORCH_MIN(want, len);
+		d = w_agd(w, ag);
+		if (!d)
+			return -ENOMEM;
+		error = fs_del(w, ag, ra, rl);
+		if (!error && s > ra)
+			error = fs_ins(w, ag, ra, s - ra);
+		if (!error && s + take < ra + rl)
+			error = fs_ins(w, ag, s + take, ra + rl - (s + take));
+		if (error)
+			return error;
+		d->freeblks -= take;
+		d->nfree += (s > ra) + (s + take < ra + rl) - 1;
+		*agp = ag;
+		*agbnop = s;
+		*got = take;
+		w->w_cursor = store_gblock(st, ag, s) + take;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	struct orch_store *st = w->w_st;
+	struct w_agdelta *d = w_agd(w, ag);
+	uint32_t start = agbno, end = agbno + len;
+	int merged = 0, rc, error;
+
+	if (!d)
+		return -ENOMEM;
+	/* Shared blocks drop a reference instead; only clones share (issue 5). */
+	rc = w_row(w, S_REFC_ANY, W_ARGS(ag, (int64_t)agbno - st->st_maxext, end, agbno));
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		sqlite3_reset(w->w_stmt[S_REFC_ANY]);
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: freeing shared blocks %u/%u+%u "
+				   "is not supported by this version", ag, agbno, len);
+		return -EOPNOTSUPP;
+	}
+	if (agbno > 0) {
+		rc = w_row(w, S_FSB_LE, W_ARGS(ag, agbno - 1));
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			uint32_t a = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 0);
+			uint32_t l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 1);
+
+			sqlite3_reset(w->w_stmt[S_FSB_LE]);
+			if (a + l > agbno) {
+				ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: freeing free blocks "
+						   "%u/%u+%u", ag, agbno, len);
+				return -ORCH_ECORRUPT;
+			}
+			if (a + l == agbno) {
+				error = fs_del(w, ag, a, l);
+				if (error)
+					return error;
+				start = a;
+				merged++;
+			}
+		}
+	}
+	rc = w_row(w, S_FSB_AT, W_ARGS(ag, end));
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		uint32_t l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_AT], 0);
+
+		sqlite3_reset(w->w_stmt[S_FSB_AT]);
+		error = fs_del(w, ag, end, l);
+		if (error)
+			return error;
+		end += l;
+		merged++;
+	}
+	error = fs_ins(w, ag, start, end - start);
+	if (error)
+		return error;
+	d->freeblks += len;
+	d->nfree += 1 - merged;
+	/* Their checksums go with them. */
+	error = w_csum_set(w, ag, agbno, len, NULL);
+	if (error)
+		return error;
+	return busy_add(w, store_gblock(st, ag, agbno), len);
+}
+
+/* --- Checksums ------------------------------------------------------------------------ */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Sets (or with @sums NULL, clears) the checksums of @n blocks from @agbno. */
+int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
+	       const uint32_t *sums)
+{
+	uint32_t b = agbno, end = agbno + n;
+
+	while (b < end) {
+		uint32_t grp = b / STORE_CSUM_GROUP;
+		uint32_t gend = ORCH_MIN(end, (grp + 1) * STORE_CSUM_GROUP);
+		uint8_t blob[STORE_CSUM_GROUP * 4];
+		uint64_t valid = 0;
+		int64_t f[3];
+		int rc, error;
+
+		memset(blob, 0, sizeof(blob));
+		rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
+			const void *p = sqlite3_column_blob(q, 1);
+
+			valid = (uint64_t)sqlite3_column_int64(q, 0);
+			if (p && sqlite3_column_bytes(q, 1) == (int)sizeof(blob))
+				memcpy(blob, p, sizeof(blob));
+			else
+				valid = 0;   /* a damaged row is rewritten whole */
+			sqlite3_reset(q);
+		}
+		for (; b < gend; b++) {
+			uint32_t i = b % STORE_CSUM_GROUP;
+
+			if (sums) {
+				put32(blob + 4 * i, sums[b - agbno]);
+				valid |= 1ull << i;
+			} else {
+				put32(blob + 4 * i, 0);
+				valid &= ~(1ull << i);
+			}
+		}
+		if (!valid) {
+			error = rc ? w_exec(w, S_CSUM_DEL, W_ARGS(ag, grp)) : 0;
+		} else {
+			sqlite3_stmt *q;
+
+			f[0] = ag;
+			f[1] = grp;
+			f[2] = (int64_t)valid;
+			q = w_bind(w, S_CSUM_PUT, W_ARGS(ag, grp, (int64_t)valid));
+			sqlite3_bind_blob(q, 4, blob, sizeof(blob), SQLITE_TRANSIENT);
+			sqlite3_bind_int64(q, 5, store_rec_crc(STORE_TBL_CSUM, f, 3, blob,
+								sizeof(blob)));
+			rc = sqlite3_step(q);
+			sqlite3_reset(q);
+			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "csum");
+		}
+		if (error)
+			return error;
+	}
+	return 0;
+}
+
+int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
+	       bool *valid)
+{
+	uint32_t grp = agbno / STORE_CSUM_GROUP, i = agbno % STORE_CSUM_GROUP;
+	int rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
+
+	*valid = false;
+	if (rc <= 0)
+		return rc;
+	{
+		sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
+		const uint8_t *p = sqlite3_column_blob(q, 1);
+		uint64_t bits = (uint64_t)sqlite3_column_int64(q, 0);
+
+		if (p && sqlite3_column_bytes(q, 1) == STORE_CSUM_GROUP * 4 && (bits >> i & 1)) {
+			p += 4 * i;
+			*sum = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			       (uint32_t)p[3] << 24;
+			*valid = true;
+		}
+		sqlite3_reset(q);
+	}
+	return 0;
+}

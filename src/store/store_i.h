@@ -1,0 +1,228 @@
+/*
+ * Inside the extent store: the on-disk schema, the store object, the read
+ * connection pool and the helpers the store's files share.  Nothing outside
+ * src/store includes this.  The format is described for operators in
+ * docs/SPEC-store.md; keep the two in step.
+ */
+#ifndef ORCH_STORE_STORE_I_H
+#define ORCH_STORE_STORE_I_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define STORE_FORMAT 1
+#define STORE_DB_NAME "store.db"
+#define STORE_BLOCKS_NAME "blocks"
+#define STORE_SB_MAGIC "ORCHSTOR"
+
+#define STORE_DEFAULT_SIZE (64ull << 30)
+#define STORE_DEFAULT_AG_BLOCKS (1u << 20)
+#define STORE_DEFAULT_MAXEXT 4096u
+#define STORE_MIN_AG_BLOCKS 64u
+#define STORE_MAX_AG_BLOCKS (1u << 30)
+
+/* Blocks per csum record: one row holds 64 crc32c values and a valid bitmap. */
+#define STORE_CSUM_GROUP 64u
+
+/* Extents a chunk of a long truncate, punch or delete frees per transaction. */
+#define STORE_WORK_CHUNK 256u
+
+/* Object flags. */
+#define STORE_OBJ_REFLINK 0x1u    /* may share blocks (set by clones) */
+#define STORE_OBJ_DYING 0x2u      /* being deleted by a work item: absent */
+/* bmap / rmap flags. */
+#define STORE_EXT_UNWRITTEN 0x1u  /* allocated, reads as zeros (unused so far) */
+
+/* Work item types. */
+enum store_work_type {
+	STORE_WORK_TRUNCATE = 1,  /* nid, a = new size in bytes */
+	STORE_WORK_PUNCH = 2,     /* nid, a = first block, b = end block */
+	STORE_WORK_DELETE = 3,    /* nid */
+};
+
+/*
+ * The tables.  Every integer is an SQLite INTEGER (signed 64 bits); u64
+ * values that may reach 2^63 (handles, the csum valid bitmap) are stored
+ * through store_key_u64() so that they sort as unsigned.  Every record ends
+ * in crc = crc32c of its fields (store_rec_crc), so a scrub notices bit rot
+ * or a stray write in any single record.  The tuple (ag, agbno) sorts as the
+ * global block number ag * ag_blocks + agbno.
+ */
+#define STORE_SCHEMA \
+	"CREATE TABLE smeta(k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;" \
+	"CREATE TABLE agstat(ag INTEGER PRIMARY KEY, blocks INTEGER NOT NULL," \
+	"  freeblks INTEGER NOT NULL, longest INTEGER NOT NULL," \
+	"  nfree INTEGER NOT NULL, nrmap INTEGER NOT NULL, nrefc INTEGER NOT NULL," \
+	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
+	"CREATE TABLE obj(nid INTEGER PRIMARY KEY, handle INTEGER NOT NULL," \
+	"  size INTEGER NOT NULL, flags INTEGER NOT NULL," \
+	"  nextents INTEGER NOT NULL, nblocks INTEGER NOT NULL," \
+	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
+	"CREATE INDEX obj_handle ON obj(handle);" \
+	"CREATE TABLE bmap(nid INTEGER NOT NULL, off INTEGER NOT NULL," \
+	"  ag INTEGER NOT NULL, agbno INTEGER NOT NULL, len INTEGER NOT NULL," \
+	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(nid, off)) WITHOUT ROWID;" \
+	"CREATE TABLE rmap(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
+	"  owner INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL," \
+	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, agbno, owner, off)) WITHOUT ROWID;" \
+	"CREATE TABLE fsb(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
+	"  len INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
+	"CREATE TABLE fsc(ag INTEGER NOT NULL, len INTEGER NOT NULL," \
+	"  agbno INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, len, agbno)) WITHOUT ROWID;" \
+	"CREATE TABLE refc(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
+	"  len INTEGER NOT NULL, refcount INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
+	"CREATE TABLE csum(ag INTEGER NOT NULL, grp INTEGER NOT NULL," \
+	"  valid INTEGER NOT NULL, sums BLOB NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, grp)) WITHOUT ROWID;" \
+	"CREATE TABLE bad(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
+	"  len INTEGER NOT NULL, first_seen INTEGER NOT NULL," \
+	"  source INTEGER NOT NULL, crc INTEGER NOT NULL," \
+	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
+	"CREATE TABLE work(seq INTEGER PRIMARY KEY, type INTEGER NOT NULL," \
+	"  nid INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL," \
+	"  progress INTEGER NOT NULL, crc INTEGER NOT NULL) WITHOUT ROWID;"
+
+/* Record CRC domains: the table a record belongs to is part of its CRC. */
+enum store_tbl {
+	STORE_TBL_AGSTAT = 1,
+	STORE_TBL_OBJ,
+	STORE_TBL_BMAP,
+	STORE_TBL_RMAP,
+	STORE_TBL_FSB,
+	STORE_TBL_FSC,
+	STORE_TBL_REFC,
+	STORE_TBL_CSUM,
+	STORE_TBL_BAD,
+	STORE_TBL_WORK,
+};
+
+/*
+ * crc32c over the table tag and @n fields, each as 8 little-endian bytes,
+ * then @blob (may be NULL).  In the column order of the table, crc excluded.
+ */
+uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
+		       const void *blob, size_t bloblen);
+
+/* u64 <-> SQLite INTEGER, order-preserving (flip the sign bit). */
+static inline int64_t store_key_u64(uint64_t v)
+{
+	return (int64_t)(v ^ 0x8000000000000000ull);
+}
+
+static inline uint64_t store_unkey_u64(int64_t v)
+{
+	return (uint64_t)v ^ 0x8000000000000000ull;
+}
+
+/* A connection for reads: pooled, one thread at a time. */
+struct store_conn {
+	sqlite3 *c_db;
+	sqlite3_stmt *c_obj;      /* nid, size by handle */
+	sqlite3_stmt *c_bmap_le;  /* last extent starting at or before a block */
+	sqlite3_stmt *c_bmap_gt;  /* extents starting in (a, b) */
+	sqlite3_stmt *c_csum;     /* csum rows of an AG's groups [a, b] */
+	uint64_t c_epoch;         /* commit count when its snapshot began */
+	bool c_active;            /* a snapshot is registered */
+	struct store_conn *c_next;
+	struct store_conn *c_reg_next;  /* registry of active snapshots */
+};
+
+struct store_busy;
+struct store_writer;
+
+struct orch_store {
+	char *st_dir;
+	char *st_blocks_path;
+	int st_blocks_fd;
+	int st_lock_fd;               /* flock()ed: one opener at a time */
+	bool st_sparse;               /* blocks is a regular file */
+
+	/* Geometry, fixed at mkfs. */
+	uint32_t st_ag_blocks, st_ag_shift, st_ag_count, st_maxext;
+	uint64_t st_blocks;           /* total, including the static area */
+
+	/* Read side. */
+	pthread_mutex_t st_pool_lock;
+	struct store_conn *st_pool;   /* idle read connections */
+	struct store_conn *st_active; /* snapshots in progress */
+
+	/* Commit and durability sequence numbers (by st_seq_lock). */
+	pthread_mutex_t st_seq_lock;
+	pthread_cond_t st_seq_cv;
+	uint64_t st_committed;        /* write transactions committed */
+	uint64_t st_durable;          /* ... of which known to be on disk */
+	uint64_t st_sync_started, st_sync_done;  /* flush generations */
+	bool st_syncing;
+	int st_sync_err;              /* sticky */
+	sqlite3 *st_sync_db;          /* connection whose WAL handle is synced */
+
+	struct store_writer *st_writer;
+
+	/* Statistics: the writer's and syncs' under st_seq_lock, reads atomic. */
+	struct orch_store_stats st_stats;
+	uint64_t st_objects;          /* by the writer thread */
+	uint64_t st_freeblks;         /* by the writer thread */
+};
+
+/* Global block number <-> (ag, agbno). */
+static inline uint64_t store_gblock(const struct orch_store *st, uint32_t ag,
+				    uint32_t agbno)
+{
+	return ((uint64_t)ag << st->st_ag_shift) | agbno;
+}
+
+/* Blocks in AG @ag (the last one may be short). */
+static inline uint32_t store_ag_len(const struct orch_store *st, uint32_t ag)
+{
+	uint64_t start = (uint64_t)ag << st->st_ag_shift;
+	uint64_t left = st->st_blocks - start;
+
+	return left < st->st_ag_blocks ? (uint32_t)left : st->st_ag_blocks;
+}
+
+/* Opens a connection to store.db with the store's pragmas. */
+int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
+
+/*
+ * Takes a read connection and begins a snapshot on it, registered so that
+ * no block it can see is reused until store_snap_put().  For reads, the
+ * owners query and the checker.
+ */
+int store_snap_get(struct orch_store *st, struct store_conn **out);
+void store_snap_put(struct orch_store *st, struct store_conn *c);
+
+/* Oldest snapshot still active, as a commit count (UINT64_MAX if none). */
+uint64_t store_oldest_snap(struct orch_store *st);
+
+/* Maps an SQLite result code to -errno (logging unexpected ones). */
+int store_sql_err(sqlite3 *db, int rc, const char *what);
+
+/* pread/pwrite of whole blocks of the blocks file, with retries. */
+int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
+		       void *buf);
+int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
+			const void *buf);
+
+/*
+ * Crash-test hook: ORCH_STORE_KILL=<point>[:<n>] makes the process SIGKILL
+ * itself the n-th time (default 1st) it passes @point: "data" (data
+ * written, not committed), "commit" (committed, not acknowledged), "flush"
+ * (blocks flushed, WAL not synced), "chunk" (one chunk of a work item
+ * committed).  Read once at open; one branch when unset.
+ */
+void store_killpoint(const char *point);
+
+/* Writer thread (writer.c). */
+int store_writer_start(struct orch_store *st);
+void store_writer_stop(struct orch_store *st);
+
+#endif

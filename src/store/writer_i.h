@@ -1,0 +1,99 @@
+/*
+ * The writer thread's state, shared by writer.c (operations, transactions,
+ * work items) and alloc.c (free space and busy extents).  Only the writer
+ * thread touches it, except the queue (w_lock).
+ */
+#ifndef ORCH_STORE_WRITER_I_H
+#define ORCH_STORE_WRITER_I_H
+
+#include "store/store_i.h"
+
+enum w_stmt {
+	S_OBJ_BY_HANDLE, S_OBJ_BY_NID, S_OBJ_PUT, S_OBJ_DEL,
+	S_BMAP_LE, S_BMAP_RANGE, S_BMAP_LAST, S_BMAP_INS, S_BMAP_DEL, S_BMAP_COUNT,
+	S_RMAP_INS, S_RMAP_DEL,
+	S_FSB_LE, S_FSB_GT, S_FSB_AT, S_FSB_INS, S_FSB_DEL, S_FSC_INS, S_FSC_DEL, S_FSC_MAX,
+	S_AG_GET, S_AG_PUT,
+	S_CSUM_GET, S_CSUM_PUT, S_CSUM_DEL,
+	S_REFC_ANY,
+	S_WORK_PUT, S_WORK_DEL, S_WORK_ALL,
+	S_SMETA_PUT,
+	S_NSTMT
+};
+
+/* Blocks freed by commit @seq (0 while its transaction is open). */
+struct w_busy {
+	uint64_t g;
+	uint32_t len;
+	uint64_t seq;
+};
+
+/* Counter changes of one AG made by the operation being applied. */
+struct w_agdelta {
+	uint32_t ag;
+	int64_t freeblks, nfree, nrmap, nrefc;
+};
+
+struct store_writer {
+	struct orch_store *w_st;
+	sqlite3 *w_db;
+	sqlite3_stmt *w_stmt[S_NSTMT];
+	pthread_t w_thread;
+	bool w_started;
+
+	/* The queue: by w_lock. */
+	pthread_mutex_t w_lock;
+	pthread_cond_t w_cv;
+	struct orch_store_op *w_head, **w_tail;
+	bool w_stop;
+
+	/* Allocation. */
+	uint64_t w_cursor;            /* next-fit: global block to try next */
+	struct w_busy *w_busy;        /* committed frees, sorted by g, disjoint */
+	size_t w_nbusy, w_capbusy;
+	struct w_busy *w_pend;        /* frees of the open transaction */
+	size_t w_npend, w_cappend;
+	uint64_t w_rel_durable, w_rel_oldest;  /* last release pass saw these */
+
+	/* The operation being applied. */
+	struct w_agdelta *w_agd;
+	size_t w_nagd, w_capagd;
+
+	/* The transaction being built. */
+	int64_t w_next_nid, w_next_work;
+	bool w_meta_dirty;
+	int64_t w_dobjects, w_dfree;  /* of the ops applied so far */
+	uint64_t w_txn_ops, w_txn_bytes, w_txn_created, w_txn_deleted;
+
+	uint8_t *w_buf;               /* data of one write, block aligned */
+	size_t w_bufcap;
+};
+
+/* Binds @n integers to statement @id (after a reset). */
+sqlite3_stmt *w_bind(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+/* Binds, steps once: 1 = a row (read it, then sqlite3_reset), 0 = done, <0. */
+int w_row(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+/* Binds and runs to completion: 0 or -errno. */
+int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+
+#define W_ARGS(...) (const int64_t[]){ __VA_ARGS__ }, \
+	(int)(sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t))
+
+/* alloc.c */
+struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag);
+int w_alloc(struct store_writer *w, uint32_t want, uint32_t *ag, uint32_t *agbno,
+	    uint32_t *got);
+int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
+	       const uint32_t *sums);
+int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
+	       bool *valid);
+/* Makes room to move the open transaction's frees to the busy list. */
+int w_busy_reserve(struct store_writer *w);
+/* Moves them there as commit @seq (after w_busy_reserve). */
+void w_busy_commit(struct store_writer *w, uint64_t seq);
+/* Returns busy blocks that no snapshot can see and that are durable. */
+void w_busy_release(struct store_writer *w);
+void w_busy_free(struct store_writer *w);
+
+#endif
