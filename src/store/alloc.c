@@ -36,34 +36,85 @@ struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
 
 /* --- Busy extents ------------------------------------------------------------------ */
 
-/* First busy extent ending after global block @g, or NULL. */
-static const struct w_busy *busy_after(const struct store_writer *w, uint64_t g)
+/*
+ * A bitmap per AG answers "is this block busy" and "where does the busy
+ * (or free) run end" in a few word operations, whatever the number of busy
+ * extents; the extents themselves queue in commit order, so releasing them
+ * pops from the front.
+ */
+
+int w_busy_init(struct store_writer *w)
 {
-	const struct w_busy *best = NULL;
-	size_t lo = 0, hi = w->w_nbusy;
+	uint32_t n = w->w_st->st_ag_count;
 
-	/* Committed list: sorted and disjoint, so ends are sorted too. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (w->w_busy[mid].g + w->w_busy[mid].len <= g)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < w->w_nbusy)
-		best = &w->w_busy[lo];
-	for (size_t i = 0; i < w->w_npend; i++) {
-		const struct w_busy *b = &w->w_pend[i];
-
-		if (b->g + b->len > g && (!best || b->g < best->g))
-			best = b;
-	}
-	return best;
+	w->w_busy_bits = calloc(n, sizeof(*w->w_busy_bits));
+	w->w_busy_cnt = calloc(n, sizeof(*w->w_busy_cnt));
+	return w->w_busy_bits && w->w_busy_cnt ? 0 : -ENOMEM;
 }
 
-static int busy_add(struct store_writer *w, uint64_t g, uint32_t len)
+static bool bit_get(const uint64_t *bits, uint32_t b)
 {
+	return bits && (bits[b / 64] >> (b % 64) & 1);
+}
+
+/* First block in [b, end) whose bit equals @want, or @end. */
+static uint32_t bit_find(const uint64_t *bits, uint32_t b, uint32_t end, bool want)
+{
+	if (!bits)
+		return want ? end : b;
+	while (b < end) {
+		uint64_t word = bits[b / 64];
+
+		if (!want)
+			word = ~word;
+		word >>= b % 64;
+		if (word)
+			return ORCH_MIN(end, b + (uint32_t)__builtin_ctzll(word));
+		b = (b / 64 + 1) * 64;
+	}
+	return end;
+}
+
+/* Sets (or clears) the bits of AG blocks [b, b + len). */
+static int bits_set(struct store_writer *w, uint32_t ag, uint32_t b, uint32_t len, bool on)
+{
+	uint64_t *bits = w->w_busy_bits[ag];
+
+	if (!bits) {
+		if (!on)
+			return 0;
+		bits = calloc((w->w_st->st_ag_blocks + 63) / 64, sizeof(*bits));
+		if (!bits)
+			return -ENOMEM;
+		w->w_busy_bits[ag] = bits;
+	}
+	for (uint32_t i = b; i < b + len; i++) {
+		if (on)
+			bits[i / 64] |= 1ull << (i % 64);
+		else
+			bits[i / 64] &= ~(1ull << (i % 64));
+	}
+	if (on) {
+		w->w_busy_cnt[ag] += len;
+	} else if ((w->w_busy_cnt[ag] -= len) == 0) {
+		free(bits);
+		w->w_busy_bits[ag] = NULL;
+	}
+	return 0;
+}
+
+static int busy_unset(struct store_writer *w, const struct w_busy *b)
+{
+	struct orch_store *st = w->w_st;
+
+	return bits_set(w, (uint32_t)(b->g >> st->st_ag_shift),
+			(uint32_t)(b->g & (st->st_ag_blocks - 1)), b->len, false);
+}
+
+static int busy_add(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	int error;
+
 	if (w->w_npend == w->w_cappend) {
 		size_t cap = w->w_cappend ? w->w_cappend * 2 : 64;
 		struct w_busy *p = realloc(w->w_pend, cap * sizeof(*p));
@@ -73,15 +124,18 @@ static int busy_add(struct store_writer *w, uint64_t g, uint32_t len)
 		w->w_pend = p;
 		w->w_cappend = cap;
 	}
-	w->w_pend[w->w_npend++] = (struct w_busy){ .g = g, .len = len };
+	error = bits_set(w, ag, agbno, len, true);
+	if (error)
+		return error;
+	w->w_pend[w->w_npend++] = (struct w_busy){ .g = store_gblock(w->w_st, ag, agbno),
+						   .len = len };
 	return 0;
 }
 
-static int busy_cmp(const void *a, const void *b)
+void w_busy_undo(struct store_writer *w, size_t mark)
 {
-	const struct w_busy *x = a, *y = b;
-
-	return x->g < y->g ? -1 : x->g > y->g;
+	while (w->w_npend > mark)
+		busy_unset(w, &w->w_pend[--w->w_npend]);
 }
 
 int w_busy_reserve(struct store_writer *w)
@@ -90,11 +144,15 @@ int w_busy_reserve(struct store_writer *w)
 
 	if (n > w->w_capbusy) {
 		size_t cap = ORCH_MAX(n, w->w_capbusy * 2);
-		struct w_busy *p = realloc(w->w_busy, cap * sizeof(*p));
+		struct w_busy *p = malloc(cap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
+		for (size_t i = 0; i < w->w_nbusy; i++)
+			p[i] = w->w_busy[(w->w_bhead + i) % w->w_capbusy];
+		free(w->w_busy);
 		w->w_busy = p;
+		w->w_bhead = 0;
 		w->w_capbusy = cap;
 	}
 	return 0;
@@ -102,21 +160,17 @@ int w_busy_reserve(struct store_writer *w)
 
 void w_busy_commit(struct store_writer *w, uint64_t seq)
 {
-	if (!w->w_npend)
-		return;
 	for (size_t i = 0; i < w->w_npend; i++) {
 		w->w_pend[i].seq = seq;
-		w->w_busy[w->w_nbusy++] = w->w_pend[i];
+		w->w_busy[(w->w_bhead + w->w_nbusy++) % w->w_capbusy] = w->w_pend[i];
 	}
 	w->w_npend = 0;
-	qsort(w->w_busy, w->w_nbusy, sizeof(*w->w_busy), busy_cmp);
 }
 
 void w_busy_release(struct store_writer *w)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t durable, oldest, upto;
-	size_t j = 0;
 
 	if (!w->w_nbusy)
 		return;
@@ -129,16 +183,24 @@ void w_busy_release(struct store_writer *w)
 	w->w_rel_durable = durable;
 	w->w_rel_oldest = oldest;
 	upto = ORCH_MIN(durable, oldest);
-	for (size_t i = 0; i < w->w_nbusy; i++)
-		if (w->w_busy[i].seq > upto)
-			w->w_busy[j++] = w->w_busy[i];
-	w->w_nbusy = j;
+	while (w->w_nbusy && w->w_busy[w->w_bhead].seq <= upto) {
+		busy_unset(w, &w->w_busy[w->w_bhead]);
+		w->w_bhead = (w->w_bhead + 1) % w->w_capbusy;
+		w->w_nbusy--;
+	}
 }
 
 void w_busy_free(struct store_writer *w)
 {
+	if (w->w_busy_bits)
+		for (uint32_t i = 0; i < w->w_st->st_ag_count; i++)
+			free(w->w_busy_bits[i]);
+	free(w->w_busy_bits);
+	free(w->w_busy_cnt);
 	free(w->w_busy);
 	free(w->w_pend);
+	w->w_busy_bits = NULL;
+	w->w_busy_cnt = NULL;
 	w->w_busy = w->w_pend = NULL;
 	w->w_nbusy = w->w_npend = w->w_capbusy = w->w_cappend = 0;
 }
@@ -169,13 +231,12 @@ static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 
 /*
  * In AG @ag from block @from on, the first free run not busy: *@s and
- * *@len (0 if none), and the free record (*@ra, *@rl) that holds it.
+ * *@len (0 if none; at most @want), and the free record (*@ra, *@rl) that
+ * holds it.
  */
-static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t *s,
-		    uint32_t *len, uint32_t *ra, uint32_t *rl)
+static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t want,
+		    uint32_t *s, uint32_t *len, uint32_t *ra, uint32_t *rl)
 {
-	struct orch_store *st = w->w_st;
-	uint64_t agstart = store_gblock(st, ag, 0);
 	sqlite3_stmt *q;
 	int rc;
 
@@ -200,19 +261,15 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 		do {
 			uint32_t a = (uint32_t)sqlite3_column_int64(q, 0);
 			uint32_t l = (uint32_t)sqlite3_column_int64(q, 1);
-			uint64_t x = ORCH_MAX(a, from), e = (uint64_t)a + l;
+			const uint64_t *bits = w->w_busy_bits[ag];
+			uint32_t e = a + l, x = ORCH_MAX(a, from);
 
-			while (x < e) {
-				const struct w_busy *b = busy_after(w, agstart + x);
-
-				if (b && b->g <= agstart + x) {
-					x = b->g + b->len - agstart;
-					continue;
-				}
-				if (b && b->g - agstart < e)
-					e = b->g - agstart;
-				*s = (uint32_t)x;
-				*len = (uint32_t)(e - x);
+			if (x < e && bit_get(bits, x))
+				x = bit_find(bits, x, e, false);
+			if (x < e) {
+				*s = x;
+				/* Look no further than needed: free extents can be huge. */
+				*len = bit_find(bits, x, x + ORCH_MIN(e - x, want), true) - x;
 				*ra = a;
 				*rl = l;
 				sqlite3_reset(q);
@@ -242,7 +299,7 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 	for (uint32_t tries = 0; tries <= st->st_ag_count; tries++) {
 		uint32_t s, len, ra, rl, take;
 		struct w_agdelta *d;
-		int error = find_run(w, ag, from, &s, &len, &ra, &rl);
+		int error = find_run(w, ag, from, want, &s, &len, &ra, &rl);
 
 		if (error)
 			return error;
@@ -347,7 +404,7 @@ int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 	error = w_csum_set(w, ag, agbno, len, NULL);
 	if (error)
 		return error;
-	return busy_add(w, store_gblock(st, ag, agbno), len);
+	return busy_add(w, ag, agbno, len);
 }
 
 /* --- Checksums ------------------------------------------------------------------------ */

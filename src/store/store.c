@@ -200,12 +200,6 @@ int orch_store_check_unused(const char *data_dir)
 	return 0;
 }
 
-struct store_sb {
-	uint32_t format, block_size, ag_blocks, maxext;
-	uint64_t blocks;
-	uint8_t uuid[16];
-};
-
 static void put32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
@@ -242,8 +236,7 @@ static void sb_encode(const struct store_sb *sb, uint8_t *blk)
 	put32(blk + 48, orch_crc32c(0, blk, 48));
 }
 
-/* 0, -ENOENT (no superblock at all), -EUCLEAN (damaged) or -EPROTONOSUPPORT. */
-static int sb_decode(const uint8_t *blk, struct store_sb *sb)
+int store_sb_decode(const uint8_t *blk, struct store_sb *sb)
 {
 	if (memcmp(blk, STORE_SB_MAGIC, 8) != 0)
 		return -ENOENT;
@@ -257,6 +250,11 @@ static int sb_decode(const uint8_t *blk, struct store_sb *sb)
 	memcpy(sb->uuid, blk + 32, 16);
 	if (sb->format != STORE_FORMAT)
 		return -EPROTONOSUPPORT;
+	if (sb->block_size != ORCH_STORE_BLOCK || sb->ag_blocks < STORE_MIN_AG_BLOCKS ||
+	    sb->ag_blocks > STORE_MAX_AG_BLOCKS || (sb->ag_blocks & (sb->ag_blocks - 1)) ||
+	    sb->maxext < 1 || sb->maxext > sb->ag_blocks || sb->blocks < STORE_MIN_AG_BLOCKS ||
+	    sb->blocks / sb->ag_blocks >= (1ull << 31))
+		return -ORCH_ECORRUPT;
 	return 0;
 }
 
@@ -282,7 +280,7 @@ static int db_open_path(const char *path, bool readonly, bool create, sqlite3 **
 	rc = sqlite3_exec(db,
 			  "PRAGMA journal_mode=WAL;"
 			  "PRAGMA synchronous=NORMAL;"
-			  "PRAGMA wal_autocheckpoint=1000;"
+			  "PRAGMA wal_autocheckpoint=0;"
 			  "PRAGMA cache_size=-16384;",
 			  NULL, NULL, NULL);
 	if (rc != SQLITE_OK && !readonly) {
@@ -971,6 +969,22 @@ static int sync_wal(struct orch_store *st)
 	return rc == SQLITE_OK ? 0 : -EIO;
 }
 
+/*
+ * Copies the WAL into store.db once it has grown: here, where a flush was
+ * asked for anyway, never on the path of a write (automatic checkpoints
+ * are off; a checkpoint fsyncs).
+ */
+static void store_checkpoint(struct orch_store *st)
+{
+	int log = 0, done = 0;
+
+	if (atomic_load(&st->st_wal_pages) < STORE_CKPT_PAGES)
+		return;
+	if (sqlite3_wal_checkpoint_v2(st->st_sync_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+				      &done) == SQLITE_OK && done >= log)
+		atomic_store(&st->st_wal_pages, 0);
+}
+
 static int store_flush(struct orch_store *st)
 {
 	uint64_t mark = orch_pcut_mark();
@@ -984,6 +998,8 @@ static int store_flush(struct orch_store *st)
 		store_killpoint("flush");
 		error = sync_wal(st);
 	}
+	if (!error)
+		store_checkpoint(st);
 	return error;
 }
 
@@ -1078,7 +1094,7 @@ static int store_load_geometry(struct orch_store *st)
 	error = store_pread_blocks(st, 0, 1, blk);
 	if (error)
 		goto out;
-	error = sb_decode(blk, &sb);
+	error = store_sb_decode(blk, &sb);
 	if (error == -EPROTONOSUPPORT) {
 		ORCH_ERR("store in '%s': blocks file has format version %u; this orchardd "
 			 "supports version %d", st->st_dir, sb.format, STORE_FORMAT);
@@ -1095,10 +1111,7 @@ static int store_load_geometry(struct orch_store *st)
 		error = -ORCH_ECORRUPT;
 		goto out;
 	}
-	if (sb.ag_blocks < STORE_MIN_AG_BLOCKS || sb.ag_blocks > STORE_MAX_AG_BLOCKS ||
-	    (sb.ag_blocks & (sb.ag_blocks - 1)) || sb.maxext < 1 || sb.maxext > sb.ag_blocks ||
-	    sb.blocks < STORE_MIN_AG_BLOCKS ||
-	    (uint64_t)v[3] != (sb.blocks + sb.ag_blocks - 1) / sb.ag_blocks) {
+	if ((uint64_t)v[3] != (sb.blocks + sb.ag_blocks - 1) / sb.ag_blocks) {
 		ORCH_ERR("store in '%s': impossible geometry", st->st_dir);
 		error = -ORCH_ECORRUPT;
 		goto out;

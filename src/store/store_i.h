@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,11 @@
 
 /* Blocks per csum record: one row holds 64 crc32c values and a valid bitmap. */
 #define STORE_CSUM_GROUP 64u
+
+/* WAL pages (4 KiB) after which a sync also checkpoints, and after which
+ * the writer does it itself because nobody syncs. */
+#define STORE_CKPT_PAGES 4096
+#define STORE_CKPT_PAGES_WRITER 65536
 
 /* Extents a chunk of a long truncate, punch or delete frees per transaction. */
 #define STORE_WORK_CHUNK 256u
@@ -166,6 +172,7 @@ struct orch_store {
 	sqlite3 *st_sync_db;          /* connection whose WAL handle is synced */
 
 	struct store_writer *st_writer;
+	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
 
 	/* Statistics: the writer's and syncs' under st_seq_lock, reads atomic. */
 	struct orch_store_stats st_stats;
@@ -188,6 +195,21 @@ static inline uint32_t store_ag_len(const struct orch_store *st, uint32_t ag)
 
 	return left < st->st_ag_blocks ? (uint32_t)left : st->st_ag_blocks;
 }
+
+/* The superblock, block 0 of the blocks file (docs/SPEC-store.md). */
+struct store_sb {
+	uint32_t format, block_size, ag_blocks, maxext;
+	uint64_t blocks;
+	uint8_t uuid[16];
+};
+
+/*
+ * Decodes and validates a superblock from one 4096-byte block: 0,
+ * -ENOENT (no magic: not a store), -EUCLEAN (bad CRC or impossible
+ * geometry) or -EPROTONOSUPPORT (another format version; sb->format says
+ * which).
+ */
+int store_sb_decode(const uint8_t *blk, struct store_sb *sb);
 
 /* Opens a connection to store.db with the store's pragmas. */
 int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);

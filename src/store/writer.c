@@ -686,7 +686,7 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op)
 		return w_sql_exec(w, "RELEASE op");
 	w_sql_exec(w, "ROLLBACK TO op");
 	w_sql_exec(w, "RELEASE op");
-	w->w_npend = pend;
+	w_busy_undo(w, pend);
 	w->w_dobjects = dobj;
 	w->w_dfree = dfree;
 	w->w_txn_created = created;
@@ -735,10 +735,17 @@ static int txn_commit(struct store_writer *w)
 		error = w_sql_exec(w, "COMMIT");
 	if (error) {
 		sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-		w->w_npend = 0;
+		w_busy_undo(w, 0);
 		return error;
 	}
 	w->w_meta_dirty = false;
+	if (atomic_load(&st->st_wal_pages) > STORE_CKPT_PAGES_WRITER) {
+		int log = 0, ckpt = 0;
+
+		if (sqlite3_wal_checkpoint_v2(w->w_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+					      &ckpt) == SQLITE_OK && ckpt >= log)
+			atomic_store(&st->st_wal_pages, 0);
+	}
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
 	w_busy_commit(w, st->st_committed);
@@ -836,7 +843,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 			error = agstat_apply(w);
 		if (error) {
 			sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-			w->w_npend = 0;
+			w_busy_undo(w, 0);
 			break;
 		}
 		error = txn_commit(w);
@@ -901,7 +908,7 @@ static int run_long(struct store_writer *w, struct orch_store_op *op)
 		error = agstat_apply(w);
 	if (error) {
 		sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-		w->w_npend = 0;
+		w_busy_undo(w, 0);
 		return error;
 	}
 	w->w_txn_ops = 1;
@@ -1097,6 +1104,16 @@ static int load_counters(struct store_writer *w)
 	return 0;
 }
 
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct orch_store *st = arg;
+
+	(void)db;
+	(void)name;
+	atomic_store(&st->st_wal_pages, pages);
+	return SQLITE_OK;
+}
+
 int store_writer_start(struct orch_store *st)
 {
 	struct store_writer *w = calloc(1, sizeof(*w));
@@ -1110,6 +1127,8 @@ int store_writer_start(struct orch_store *st)
 	pthread_mutex_init(&w->w_lock, NULL);
 	pthread_cond_init(&w->w_cv, NULL);
 	error = store_db_open(st, false, &w->w_db);
+	if (!error)
+		sqlite3_wal_hook(w->w_db, wal_hook, st);
 	for (int i = 0; !error && i < S_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(w->w_db, w_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					    &w->w_stmt[i], NULL);
@@ -1117,6 +1136,8 @@ int store_writer_start(struct orch_store *st)
 		if (rc != SQLITE_OK)
 			error = store_sql_err(w->w_db, rc, w_sql[i]);
 	}
+	if (!error)
+		error = w_busy_init(w);
 	if (!error)
 		error = load_counters(w);
 	st->st_writer = w;

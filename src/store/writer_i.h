@@ -49,8 +49,10 @@ struct store_writer {
 
 	/* Allocation. */
 	uint64_t w_cursor;            /* next-fit: global block to try next */
-	struct w_busy *w_busy;        /* committed frees, sorted by g, disjoint */
-	size_t w_nbusy, w_capbusy;
+	uint64_t **w_busy_bits;       /* per AG, a bit per busy block (or NULL) */
+	uint32_t *w_busy_cnt;         /* per AG, busy blocks */
+	struct w_busy *w_busy;        /* committed frees, oldest first (a ring) */
+	size_t w_bhead, w_nbusy, w_capbusy;
 	struct w_busy *w_pend;        /* frees of the open transaction */
 	size_t w_npend, w_cappend;
 	uint64_t w_rel_durable, w_rel_oldest;  /* last release pass saw these */
@@ -88,6 +90,9 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums);
 int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid);
+int w_busy_init(struct store_writer *w);
+/* Undoes the frees of the open transaction made after @mark (= w_npend then). */
+void w_busy_undo(struct store_writer *w, size_t mark);
 /* Makes room to move the open transaction's frees to the busy list. */
 int w_busy_reserve(struct store_writer *w);
 /* Moves them there as commit @seq (after w_busy_reserve). */
