@@ -309,16 +309,23 @@ static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
 	sqlite3_stmt *s;
 	int rc;
 
-	rc = sqlite3_prepare_v2(db, "SELECT v FROM smeta WHERE k=?", -1, &s, NULL);
+	rc = sqlite3_prepare_v2(db, "SELECT v, crc FROM smeta WHERE k=?", -1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return store_sql_err(db, rc, "smeta");
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_ROW) {
 		*v = sqlite3_column_int64(s, 0);
+		if (sqlite3_column_int64(s, 1) != store_rec_crc(STORE_TBL_SMETA, v, 1, k, strlen(k)))
+			rc = SQLITE_CORRUPT;
+	}
 	sqlite3_finalize(s);
 	if (rc == SQLITE_ROW)
 		return 0;
+	if (rc == SQLITE_CORRUPT) {
+		ORCH_ERR("store.db: smeta '%s' fails its CRC", k);
+		return -ORCH_ECORRUPT;
+	}
 	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(db, rc, "smeta");
 }
 
@@ -374,12 +381,14 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 				   sb->maxext, (int64_t)sb->blocks, 1, 1,
 				   (int64_t)(uh & INT64_MAX), (int64_t)(ul & INT64_MAX) };
 
-		rc = sqlite3_prepare_v2(db, "INSERT INTO smeta VALUES(?,?)", -1, &s, NULL);
+		rc = sqlite3_prepare_v2(db, "INSERT INTO smeta VALUES(?,?,?)", -1, &s, NULL);
 		if (rc != SQLITE_OK)
 			goto fail;
 		for (size_t i = 0; i < ORCH_ARRAY_SIZE(keys); i++) {
 			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
 			sqlite3_bind_int64(s, 2, vals[i]);
+			sqlite3_bind_int64(s, 3, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1,
+							       keys[i], strlen(keys[i])));
 			if (sqlite3_step(s) != SQLITE_DONE)
 				goto fail;
 			sqlite3_reset(s);

@@ -52,14 +52,16 @@ enum store_work_type {
 
 /*
  * The tables.  Every integer is an SQLite INTEGER (signed 64 bits); u64
- * values that may reach 2^63 (handles, the csum valid bitmap) are stored
- * through store_key_u64() so that they sort as unsigned.  Every record ends
+ * handles, which may reach 2^63, are stored through store_key_u64() so that
+ * they sort as unsigned; the csum valid bitmap, never sorted, is stored as
+ * an (int64_t) cast of its bits.  Every record ends
  * in crc = crc32c of its fields (store_rec_crc), so a scrub notices bit rot
  * or a stray write in any single record.  The tuple (ag, agbno) sorts as the
  * global block number ag * ag_blocks + agbno.
  */
 #define STORE_SCHEMA \
-	"CREATE TABLE smeta(k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;" \
+	"CREATE TABLE smeta(k TEXT PRIMARY KEY, v INTEGER NOT NULL," \
+	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
 	"CREATE TABLE agstat(ag INTEGER PRIMARY KEY, blocks INTEGER NOT NULL," \
 	"  freeblks INTEGER NOT NULL, longest INTEGER NOT NULL," \
 	"  nfree INTEGER NOT NULL, nrmap INTEGER NOT NULL, nrefc INTEGER NOT NULL," \
@@ -109,6 +111,7 @@ enum store_tbl {
 	STORE_TBL_CSUM,
 	STORE_TBL_BAD,
 	STORE_TBL_WORK,
+	STORE_TBL_SMETA,          /* fields: v; blob: the key's text */
 };
 
 /*

@@ -71,7 +71,7 @@ static const char *const w_sql[S_NSTMT] = {
 	[S_WORK_PUT] = "INSERT OR REPLACE INTO work VALUES(?,?,?,?,?,?,?)",
 	[S_WORK_DEL] = "DELETE FROM work WHERE seq=?",
 	[S_WORK_ALL] = "SELECT seq, type, nid, a, b, progress FROM work ORDER BY seq",
-	[S_SMETA_PUT] = "UPDATE smeta SET v=? WHERE k=?",
+	[S_SMETA_PUT] = "UPDATE smeta SET v=?, crc=? WHERE k=?",
 };
 
 /* --- Statement helpers ------------------------------------------------------------- */
@@ -721,7 +721,9 @@ static int txn_commit(struct store_writer *w)
 
 			sqlite3_reset(s);
 			sqlite3_bind_int64(s, 1, vals[i]);
-			sqlite3_bind_text(s, 2, keys[i], -1, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 2, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1, keys[i],
+							       strlen(keys[i])));
+			sqlite3_bind_text(s, 3, keys[i], -1, SQLITE_STATIC);
 			rc = sqlite3_step(s);
 			sqlite3_reset(s);
 			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "smeta");
@@ -1073,8 +1075,8 @@ static int load_counters(struct store_writer *w)
 {
 	struct orch_store *st = w->w_st;
 	const char *sql[] = {
-		"SELECT v FROM smeta WHERE k='next_nid'",
-		"SELECT v FROM smeta WHERE k='next_work'",
+		"SELECT v, crc, k FROM smeta WHERE k='next_nid'",
+		"SELECT v, crc, k FROM smeta WHERE k='next_work'",
 		"SELECT coalesce(sum(freeblks), 0) FROM agstat",
 		"SELECT count(*) FROM obj WHERE (flags & 2)=0",
 	};
@@ -1087,8 +1089,14 @@ static int load_counters(struct store_writer *w)
 		if (rc != SQLITE_OK)
 			return store_sql_err(w->w_db, rc, sql[i]);
 		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
+		if (rc == SQLITE_ROW) {
 			v[i] = sqlite3_column_int64(s, 0);
+			if (i < 2 && sqlite3_column_int64(s, 1) !=
+				     store_rec_crc(STORE_TBL_SMETA, &v[i], 1,
+						   sqlite3_column_text(s, 2),
+						   (size_t)sqlite3_column_bytes(s, 2)))
+				v[i] = -1;   /* refused below */
+		}
 		sqlite3_finalize(s);
 		if (rc != SQLITE_ROW)
 			return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(w->w_db, rc, sql[i]);

@@ -1,0 +1,1638 @@
+/*
+ * Inspection of the extent store: the owners query (XFS's overlapped rmap
+ * query) and the invariant checker (research/rmap.md 6.7-6.8, as adapted in
+ * docs/SPEC-store.md).  Both run on one read snapshot while the store keeps
+ * working, with statements of their own on the snapshot's connection.
+ *
+ * The checker never trusts a value it reads: every field is range-checked
+ * before it is used as a block number, a length or an array index, and no
+ * allocation is sized by a stored value, only by the rows actually read.
+ * It works in three passes:
+ *
+ *  1. Objects: obj and bmap in key order, merged by nid.  Per object the
+ *     extents must be sorted, disjoint, inside the size and counted right
+ *     (I7), well formed (I4), below next_nid (I10) and mirrored by an rmap
+ *     record (I8, one point lookup per extent).
+ *
+ *  2. AGs, one at a time: the AG's rmap, fsb, fsc, refc, csum and bad
+ *     records are loaded in key order (memory proportional to the records,
+ *     never to the blocks).  Each record is checked on its own (crc, I4, I5,
+ *     I6, I9, I10, I15); then the interval records become start/end events,
+ *     and one sweep over the sorted events walks the AG as elementary
+ *     segments with constant coverage: how many free extents, rmap records
+ *     (data, written, special, OWN_FS), refc records and bad records cover
+ *     it.  Each segment is judged once (I1, I6, I11-I14, I16, I18), the csum
+ *     rows are consumed by a cursor as the segments pass their groups.  Set
+ *     equalities (fsb = fsc, bad = OWN_DEFECTIVE) are merges of sorted
+ *     lists, the counters (I3) are sums over the loaded records.  With
+ *     @data, the blocks of every written data extent are read in runs of up
+ *     to 256 and compared with their checksums (I17).
+ *
+ *  3. Records outside every AG (any AG-keyed table).
+ *
+ * The work table is read first: an object whose truncate or delete is a
+ * work item in progress may still map blocks past its new size.
+ *
+ * Reports of one rule are capped (CHK_REPORT_MAX per run); the return value
+ * still counts every finding.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/util.h"
+#include "store/store_i.h"
+
+/* Reports of one rule passed to the callback per check run. */
+#define CHK_REPORT_MAX 100
+/* Blocks per read of the data check. */
+#define CHK_READ_RUN 256u
+/* Bytes of a csum row's sums blob. */
+#define CHK_SUMS_BYTES (STORE_CSUM_GROUP * 4u)
+/* Owners named in one sharing finding. */
+#define CHK_NAME_OWNERS 4
+
+/* --- The owners query ------------------------------------------------------- */
+
+int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
+		      orch_store_rmap_fn fn, void *arg)
+{
+	struct store_conn *c;
+	sqlite3_stmt *s = NULL;
+	uint64_t mask = st->st_ag_blocks - 1;
+	uint32_t ag, ag_last;
+	int error, rc;
+
+	if (end > st->st_blocks)
+		end = st->st_blocks;
+	if (start >= end)
+		return 0;
+	error = store_snap_get(st, &c);
+	if (error)
+		return error;
+	rc = sqlite3_prepare_v2(c->c_db,
+		"SELECT r.agbno, r.owner, r.off, r.len, r.flags, o.handle"
+		" FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner"
+		" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
+		" ORDER BY r.ag, r.agbno, r.owner, r.off", -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		error = store_sql_err(c->c_db, rc, "owners prepare");
+		goto out_put;
+	}
+	ag_last = (uint32_t)((end - 1) >> st->st_ag_shift);
+	for (ag = (uint32_t)(start >> st->st_ag_shift);
+	     ag <= ag_last && ag < st->st_ag_count && !error; ag++) {
+		uint64_t ag0 = (uint64_t)ag << st->st_ag_shift;
+		int64_t lo = start > ag0 ? (int64_t)(start & mask) : 0;
+		int64_t hi = ag == ag_last ? (int64_t)((end - 1) & mask) + 1 :
+			     (int64_t)store_ag_len(st, ag);
+		int64_t from = lo - (int64_t)st->st_maxext + 1;
+
+		sqlite3_bind_int64(s, 1, ag);
+		sqlite3_bind_int64(s, 2, from > 0 ? from : 0);
+		sqlite3_bind_int64(s, 3, hi);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct orch_store_rmap r;
+			int64_t agbno = sqlite3_column_int64(s, 0);
+			int64_t len = sqlite3_column_int64(s, 3);
+
+			/* Overlaps [lo, hi): starts below hi, ends past lo. */
+			if (len < 1 || len <= lo - agbno)
+				continue;
+			memset(&r, 0, sizeof(r));
+			r.ag = ag;
+			r.agbno = (uint32_t)agbno;
+			r.len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+			r.owner = sqlite3_column_int64(s, 1);
+			r.fileoff = (uint64_t)sqlite3_column_int64(s, 2);
+			r.flags = (uint32_t)sqlite3_column_int64(s, 4);
+			if (r.owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
+				r.handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+			error = fn(arg, &r);
+			if (error)
+				break;
+		}
+		if (!error && rc != SQLITE_DONE)
+			error = store_sql_err(c->c_db, rc, "owners step");
+		sqlite3_reset(s);
+	}
+	sqlite3_finalize(s);
+out_put:
+	store_snap_put(st, c);
+	return error;
+}
+
+/* --- Checker state ---------------------------------------------------------- */
+
+/* Rules: 0 = crc, n = In. */
+#define CHK_NRULES 19
+static const char *const chk_rule_name[CHK_NRULES] = {
+	"crc", "I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10",
+	"I11", "I12", "I13", "I14", "I15", "I16", "I17", "I18",
+};
+
+/* A growable array; grows only with rows actually read. */
+struct chk_vec {
+	void *v;
+	size_t n, cap;
+};
+
+/* One rmap record of the AG being checked. */
+struct chk_rrec {
+	int64_t agbno, len, owner, off, flags;
+	uint32_t start, end;    /* clipped to the AG; empty: not swept */
+};
+
+/* One fsb, fsc or bad record (fsc: sorted by agbno too). */
+struct chk_frec {
+	int64_t agbno, len;
+	uint32_t start, end;
+};
+
+/* One refc record. */
+struct chk_crec {
+	int64_t agbno, len, count;
+	uint32_t start, end;
+};
+
+/* One csum row with a sane group number. */
+struct chk_srec {
+	int64_t grp;
+	uint64_t valid;
+	bool sums_ok;           /* sums is CHK_SUMS_BYTES long, crc good */
+	uint8_t sums[CHK_SUMS_BYTES];
+};
+
+enum chk_ev_kind { EV_RMAP, EV_FSB, EV_REFC, EV_BAD };
+
+struct chk_ev {
+	uint32_t pos;
+	uint8_t kind;
+	int8_t delta;
+	uint32_t idx;
+};
+
+/* Coverage of the current segment of the sweep. */
+struct chk_cnt {
+	int64_t nfree, nrmap, ndata, nwritten, nfs, nspecial;
+	int64_t nrefc, refcount, nbad;
+};
+
+/* The AG being checked. */
+struct chk_ag {
+	uint32_t ag, len;
+	struct chk_vec rmap, fsb, fsc, refc, csum, bad, ev;
+	uint32_t *act;          /* rmap records covering the segment */
+	uint32_t *apos;         /* rmap index -> its slot in act */
+	size_t nact, act_cap;
+	struct chk_cnt cnt;
+	size_t ccur;            /* csum cursor of the sweep */
+	int run_kind;           /* I1 finding being coalesced, 0: none */
+	uint32_t run_a, run_b;
+};
+
+enum {
+	Q_OBJ,          /* handle, flags by nid */
+	Q_BMAP,         /* bmap by key */
+	Q_RMAP,         /* rmap by key */
+	Q_AGSTAT,
+	Q_AG_RMAP,
+	Q_AG_FSB,
+	Q_AG_FSC,
+	Q_AG_REFC,
+	Q_AG_CSUM,
+	Q_AG_BAD,
+	Q_NR,
+};
+
+static const char *const chk_sql_text[Q_NR] = {
+	[Q_OBJ] = "SELECT handle, flags FROM obj WHERE nid = ?1",
+	[Q_BMAP] = "SELECT ag, agbno, len, flags FROM bmap"
+		   " WHERE nid = ?1 AND off = ?2",
+	[Q_RMAP] = "SELECT len, flags FROM rmap"
+		   " WHERE ag = ?1 AND agbno = ?2 AND owner = ?3 AND off = ?4",
+	[Q_AGSTAT] = "SELECT blocks, freeblks, longest, nfree, nrmap, nrefc, crc"
+		     " FROM agstat WHERE ag = ?1",
+	[Q_AG_RMAP] = "SELECT agbno, owner, off, len, flags, crc FROM rmap"
+		      " WHERE ag = ?1 ORDER BY ag, agbno, owner, off",
+	[Q_AG_FSB] = "SELECT agbno, len, crc FROM fsb WHERE ag = ?1"
+		     " ORDER BY ag, agbno",
+	[Q_AG_FSC] = "SELECT len, agbno, crc FROM fsc WHERE ag = ?1"
+		     " ORDER BY agbno, len",
+	[Q_AG_REFC] = "SELECT agbno, len, refcount, crc FROM refc WHERE ag = ?1"
+		      " ORDER BY ag, agbno",
+	[Q_AG_CSUM] = "SELECT grp, valid, sums, crc FROM csum WHERE ag = ?1"
+		      " ORDER BY ag, grp",
+	[Q_AG_BAD] = "SELECT agbno, len, first_seen, source, crc FROM bad"
+		     " WHERE ag = ?1 ORDER BY ag, agbno",
+};
+
+struct chk {
+	struct orch_store *st;
+	sqlite3 *db;
+	sqlite3_stmt *q[Q_NR];
+	orch_store_finding_fn fn;
+	void *arg;
+	bool data;
+	long found;
+	unsigned reported[CHK_NRULES];
+	int64_t next_nid;       /* INT64_MAX if smeta lacks it */
+	/* The last object looked up by nid. */
+	int64_t o_nid;
+	bool o_cached, o_exists;
+	uint64_t o_handle;
+	int64_t o_flags;
+	uint8_t *buf;           /* data check: CHK_READ_RUN blocks */
+	struct chk_vec work;    /* pending work items, by nid */
+};
+
+static void chk_report(struct chk *ck, int rule, const char *structure,
+		       int64_t ag, int64_t block, uint64_t handle,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+static void chk_report(struct chk *ck, int rule, const char *structure,
+		       int64_t ag, int64_t block, uint64_t handle,
+		       const char *fmt, ...)
+{
+	struct orch_store_finding f;
+	va_list ap;
+
+	ck->found++;
+	if (!ck->fn || ck->reported[rule] >= CHK_REPORT_MAX)
+		return;
+	ck->reported[rule]++;
+	f.rule = chk_rule_name[rule];
+	f.structure = structure;
+	f.ag = ag;
+	f.block = block;
+	f.handle = handle;
+	va_start(ap, fmt);
+	vsnprintf(f.detail, sizeof(f.detail), fmt, ap);
+	va_end(ap);
+	ck->fn(ck->arg, &f);
+}
+
+/* Appends a zeroed element to @vec; NULL when out of memory. */
+static void *chk_vec_push(struct chk_vec *vec, size_t size)
+{
+	char *p;
+
+	if (vec->n == vec->cap) {
+		size_t cap = vec->cap ? vec->cap * 2 : 64;
+
+		if (cap > SIZE_MAX / size)
+			return NULL;
+		p = realloc(vec->v, cap * size);
+		if (!p)
+			return NULL;
+		vec->v = p;
+		vec->cap = cap;
+	}
+	p = (char *)vec->v + vec->n++ * size;
+	memset(p, 0, size);
+	return p;
+}
+
+static void chk_vec_free(struct chk_vec *vec)
+{
+	free(vec->v);
+	vec->v = NULL;
+	vec->n = vec->cap = 0;
+}
+
+/* Checks the crc column of a row; @what names the table. */
+static bool chk_crc(struct chk *ck, enum store_tbl t, const char *what,
+		    const int64_t *f, int n, const void *blob, size_t bloblen,
+		    int64_t stored, int64_t ag, int64_t block, uint64_t handle)
+{
+	uint32_t crc = store_rec_crc(t, f, n, blob, bloblen);
+
+	if (stored == (int64_t)crc)
+		return true;
+	chk_report(ck, 0, what, ag, block, handle,
+		   "record crc %#" PRIx64 " != computed %#" PRIx32,
+		   (uint64_t)stored, crc);
+	return false;
+}
+
+/*
+ * The object @nid: whether it exists, its handle and flags.  One entry
+ * cache: rmap records of one owner tend to come together.
+ */
+static int chk_obj_lookup(struct chk *ck, int64_t nid)
+{
+	sqlite3_stmt *s = ck->q[Q_OBJ];
+	int rc;
+
+	if (ck->o_cached && ck->o_nid == nid)
+		return 0;
+	ck->o_cached = false;
+	sqlite3_bind_int64(s, 1, nid);
+	rc = sqlite3_step(s);
+	ck->o_exists = rc == SQLITE_ROW;
+	if (ck->o_exists) {
+		ck->o_handle = store_unkey_u64(sqlite3_column_int64(s, 0));
+		ck->o_flags = sqlite3_column_int64(s, 1);
+	} else {
+		ck->o_handle = 0;
+		ck->o_flags = 0;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sql_err(ck->db, rc, "check obj lookup");
+	ck->o_nid = nid;
+	ck->o_cached = true;
+	return 0;
+}
+
+/* --- smeta ------------------------------------------------------------------ */
+
+/* Every smeta record's crc, and next_nid for I10. */
+static int chk_smeta(struct chk *ck)
+{
+	sqlite3_stmt *s;
+	bool have = false;
+	int rc;
+
+	ck->next_nid = INT64_MAX;
+	rc = sqlite3_prepare_v2(ck->db, "SELECT k, v, crc FROM smeta ORDER BY k",
+				-1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return store_sql_err(ck->db, rc, "check smeta prepare");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const unsigned char *k = sqlite3_column_text(s, 0);
+		int bytes = sqlite3_column_bytes(s, 0);
+		int64_t v = sqlite3_column_int64(s, 1);
+
+		if (!chk_crc(ck, STORE_TBL_SMETA, "smeta", &v, 1, k,
+			     k && bytes > 0 ? (size_t)bytes : 0,
+			     sqlite3_column_int64(s, 2), -1, -1, 0))
+			continue;
+		if (k && !strcmp((const char *)k, "next_nid")) {
+			ck->next_nid = v;
+			have = true;
+		}
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return store_sql_err(ck->db, rc, "check smeta");
+	if (!have)
+		chk_report(ck, 10, "smeta", -1, -1, 0,
+			   "smeta has no valid next_nid");
+	else if (ck->next_nid < 1)
+		chk_report(ck, 10, "smeta", -1, -1, 0,
+			   "smeta next_nid %" PRId64 " below 1", ck->next_nid);
+	return 0;
+}
+
+/* --- Work items ----------------------------------------------------------- */
+
+/* A pending truncate, punch or delete: its object may be half done. */
+struct chk_wrec {
+	int64_t nid, type, a;
+};
+
+/* Checks the work table and keeps its items, by nid, for pass 1. */
+static int chk_work_load(struct chk *ck)
+{
+	sqlite3_stmt *s;
+	int rc, error = 0;
+
+	rc = sqlite3_prepare_v2(ck->db,
+		"SELECT seq, type, nid, a, b, progress, crc FROM work"
+		" ORDER BY nid, seq", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return store_sql_err(ck->db, rc, "check work prepare");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct chk_wrec *k;
+		int64_t f[6];
+
+		for (int i = 0; i < 6; i++)
+			f[i] = sqlite3_column_int64(s, i);
+		chk_crc(ck, STORE_TBL_WORK, "work", f, 6, NULL, 0,
+			sqlite3_column_int64(s, 6), -1, -1, 0);
+		if (f[2] < 1 || f[2] >= ck->next_nid)
+			chk_report(ck, 10, "work", -1, -1, 0,
+				   "work item %" PRId64 ": nid %" PRId64
+				   " not below next_nid %" PRId64, f[0], f[2],
+				   ck->next_nid);
+		k = chk_vec_push(&ck->work, sizeof(*k));
+		if (!k) {
+			error = -ENOMEM;
+			break;
+		}
+		k->nid = f[2], k->type = f[1], k->a = f[3];
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check work scan");
+	sqlite3_finalize(s);
+	return error;
+}
+
+/*
+ * True if a pending truncate or delete of object @nid has still to free
+ * its extent [@off, @off + @len): the size was set in the item's first
+ * transaction, the extents past it go chunk by chunk.
+ */
+static bool chk_work_pending(const struct chk *ck, int64_t nid, int64_t off,
+			     int64_t len)
+{
+	const struct chk_wrec *k = ck->work.v;
+	size_t lo = 0, hi = ck->work.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (k[mid].nid < nid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < ck->work.n && k[lo].nid == nid; lo++)
+		if ((k[lo].type == STORE_WORK_TRUNCATE ||
+		     k[lo].type == STORE_WORK_DELETE) &&
+		    len > 0 && len <= INT64_MAX - off && off + len > k[lo].a)
+			return true;
+	return false;
+}
+
+/* --- Pass 1: objects and their extent maps ------------------------------- */
+
+struct chk_obj {
+	int64_t nid, handle, size, flags, nextents, nblocks;
+	uint64_t h;
+	/* Recomputed from the bmap. */
+	uint64_t n, sum;
+	int64_t prev_end;       /* end of the previous extent, in blocks */
+};
+
+/* Checks one bmap row (@o NULL: its object does not exist). */
+static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
+{
+	const struct orch_store *st = ck->st;
+	int64_t f[6];
+	int64_t nid, off, ag, agbno, len, flags;
+	uint64_t h = o ? o->h : 0;
+	sqlite3_stmt *q = ck->q[Q_RMAP];
+	int rc;
+
+	for (int i = 0; i < 6; i++)
+		f[i] = sqlite3_column_int64(s, i);
+	nid = f[0], off = f[1], ag = f[2], agbno = f[3], len = f[4], flags = f[5];
+	chk_crc(ck, STORE_TBL_BMAP, "bmap", f, 6, NULL, 0,
+		sqlite3_column_int64(s, 6), ag, agbno, h);
+
+	if (!o)
+		chk_report(ck, 7, "bmap", ag, agbno, 0,
+			   "bmap record nid %" PRId64 " off %" PRId64
+			   " of no object", nid, off);
+
+	/* I4: a sane extent. */
+	if (len < 1 || len > (int64_t)st->st_maxext)
+		chk_report(ck, 4, "bmap", ag, agbno, h,
+			   "nid %" PRId64 " off %" PRId64 ": length %" PRId64
+			   " not in 1..%" PRIu32, nid, off, len, st->st_maxext);
+	if (ag < 0 || ag >= (int64_t)st->st_ag_count)
+		chk_report(ck, 4, "bmap", ag, agbno, h,
+			   "nid %" PRId64 " off %" PRId64 ": AG %" PRId64
+			   " does not exist", nid, off, ag);
+	else if (agbno < 0 || agbno >= (int64_t)store_ag_len(st, (uint32_t)ag) ||
+		 (len > 0 && len > (int64_t)store_ag_len(st, (uint32_t)ag) - agbno))
+		chk_report(ck, 4, "bmap", ag, agbno, h,
+			   "nid %" PRId64 " off %" PRId64 ": blocks %" PRId64
+			   "+%" PRId64 " outside AG of %" PRIu32, nid, off,
+			   agbno, len, store_ag_len(st, (uint32_t)ag));
+
+	/* I7: sorted, disjoint, inside the size; counted. */
+	if (o) {
+		int64_t size_blocks = (o->size + ORCH_STORE_BLOCK - 1) /
+				      ORCH_STORE_BLOCK;
+
+		o->n++;
+		o->sum += (uint64_t)len;
+		if (off < 0) {
+			chk_report(ck, 7, "bmap", ag, agbno, h,
+				   "nid %" PRId64 ": extent at negative offset %"
+				   PRId64, nid, off);
+		} else {
+			if (off < o->prev_end)
+				chk_report(ck, 7, "bmap", ag, agbno, h,
+					   "nid %" PRId64 ": extent at %" PRId64
+					   " overlaps the one before (ends %"
+					   PRId64 ")", nid, off, o->prev_end);
+			if (o->size >= 0 &&
+			    (off >= size_blocks ||
+			     (len > 0 && len > size_blocks - off)) &&
+			    !chk_work_pending(ck, nid, off, len))
+				chk_report(ck, 7, "bmap", ag, agbno, h,
+					   "nid %" PRId64 ": extent %" PRId64
+					   "+%" PRId64 " past the size %" PRId64
+					   " (%" PRId64 " blocks)", nid, off,
+					   len, o->size, size_blocks);
+			if (len > 0 && off + len > o->prev_end &&
+			    len <= INT64_MAX - off)
+				o->prev_end = off + len;
+		}
+	}
+
+	/* I8: the matching rmap record. */
+	sqlite3_bind_int64(q, 1, ag);
+	sqlite3_bind_int64(q, 2, agbno);
+	sqlite3_bind_int64(q, 3, nid);
+	sqlite3_bind_int64(q, 4, off);
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE) {
+		chk_report(ck, 8, "bmap", ag, agbno, h,
+			   "nid %" PRId64 " off %" PRId64 " len %" PRId64
+			   ": no rmap record", nid, off, len);
+	} else if (rc == SQLITE_ROW) {
+		int64_t rlen = sqlite3_column_int64(q, 0);
+		int64_t rflags = sqlite3_column_int64(q, 1);
+
+		if (rlen != len || rflags != flags)
+			chk_report(ck, 8, "bmap", ag, agbno, h,
+				   "nid %" PRId64 " off %" PRId64 ": bmap len %"
+				   PRId64 " flags %#" PRIx64 ", rmap len %"
+				   PRId64 " flags %#" PRIx64, nid, off, len,
+				   (uint64_t)flags, rlen, (uint64_t)rflags);
+	}
+	sqlite3_reset(q);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sql_err(ck->db, rc, "check rmap lookup");
+	return 0;
+}
+
+static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
+{
+	int64_t f[6];
+
+	for (int i = 0; i < 6; i++)
+		f[i] = sqlite3_column_int64(s, i);
+	memset(o, 0, sizeof(*o));
+	o->nid = f[0], o->handle = f[1], o->size = f[2], o->flags = f[3];
+	o->nextents = f[4], o->nblocks = f[5];
+	o->h = store_unkey_u64(o->handle);
+	chk_crc(ck, STORE_TBL_OBJ, "obj", f, 6, NULL, 0,
+		sqlite3_column_int64(s, 6), -1, -1, o->h);
+	if (o->nid < 1 || o->nid >= ck->next_nid)
+		chk_report(ck, 10, "obj", -1, -1, o->h,
+			   "nid %" PRId64 " not in [1, next_nid %" PRId64 ")",
+			   o->nid, ck->next_nid);
+	if (o->size < 0 || (uint64_t)o->size > ORCH_STORE_MAX_SIZE) {
+		chk_report(ck, 7, "obj", -1, -1, o->h,
+			   "nid %" PRId64 ": size %" PRId64 " out of range",
+			   o->nid, o->size);
+		o->size = -1;   /* no extent-past-size checks */
+	}
+}
+
+static void chk_obj_end(struct chk *ck, struct chk_obj *o)
+{
+	if ((uint64_t)o->nextents != o->n)
+		chk_report(ck, 7, "obj", -1, -1, o->h,
+			   "nid %" PRId64 ": nextents %" PRId64 ", %" PRIu64
+			   " bmap records", o->nid, o->nextents, o->n);
+	if ((uint64_t)o->nblocks != o->sum)
+		chk_report(ck, 7, "obj", -1, -1, o->h,
+			   "nid %" PRId64 ": nblocks %" PRId64 ", extents sum to %"
+			   PRIu64, o->nid, o->nblocks, o->sum);
+}
+
+static int chk_objects(struct chk *ck)
+{
+	sqlite3_stmt *so = NULL, *sb = NULL;
+	struct chk_obj o;
+	int rc, rb, error = 0;
+
+	rc = sqlite3_prepare_v2(ck->db,
+		"SELECT nid, handle, size, flags, nextents, nblocks, crc FROM obj"
+		" ORDER BY nid", -1, &so, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(ck->db,
+			"SELECT nid, off, ag, agbno, len, flags, crc FROM bmap"
+			" ORDER BY nid, off", -1, &sb, NULL);
+	if (rc != SQLITE_OK) {
+		error = store_sql_err(ck->db, rc, "check objects prepare");
+		goto out;
+	}
+	rb = sqlite3_step(sb);
+	while ((rc = sqlite3_step(so)) == SQLITE_ROW) {
+		chk_obj_start(ck, so, &o);
+		/* bmap records of missing objects before this one */
+		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) < o.nid) {
+			error = chk_bmap_row(ck, sb, NULL);
+			if (error)
+				goto out;
+			rb = sqlite3_step(sb);
+		}
+		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) == o.nid) {
+			error = chk_bmap_row(ck, sb, &o);
+			if (error)
+				goto out;
+			rb = sqlite3_step(sb);
+		}
+		chk_obj_end(ck, &o);
+	}
+	if (rc != SQLITE_DONE) {
+		error = store_sql_err(ck->db, rc, "check obj scan");
+		goto out;
+	}
+	while (rb == SQLITE_ROW) {
+		error = chk_bmap_row(ck, sb, NULL);
+		if (error)
+			goto out;
+		rb = sqlite3_step(sb);
+	}
+	if (rb != SQLITE_DONE)
+		error = store_sql_err(ck->db, rb, "check bmap scan");
+out:
+	sqlite3_finalize(so);
+	sqlite3_finalize(sb);
+	return error;
+}
+
+/* --- Pass 2: one AG --------------------------------------------------------- */
+
+/*
+ * Clips [agbno, agbno + len) to the AG into @start/@end and reports I4;
+ * false if nothing of it can be swept.
+ */
+static bool chk_clip(struct chk *ck, struct chk_ag *a, const char *what,
+		     int64_t agbno, int64_t len, bool capped, uint32_t *start,
+		     uint32_t *end, uint64_t h)
+{
+	const struct orch_store *st = ck->st;
+
+	*start = *end = 0;
+	if (len < 1) {
+		chk_report(ck, 4, what, a->ag, agbno, h,
+			   "length %" PRId64 " below 1", len);
+		return false;
+	}
+	if (agbno < 0 || agbno >= (int64_t)a->len) {
+		chk_report(ck, 4, what, a->ag, agbno, h,
+			   "starts outside the AG of %" PRIu32 " blocks", a->len);
+		return false;
+	}
+	if (capped && len > (int64_t)st->st_maxext)
+		chk_report(ck, 4, what, a->ag, agbno, h,
+			   "length %" PRId64 " above maxext %" PRIu32, len,
+			   st->st_maxext);
+	*start = (uint32_t)agbno;
+	if (len > (int64_t)a->len - agbno) {
+		chk_report(ck, 4, what, a->ag, agbno, h,
+			   "length %" PRId64 " crosses the AG end %" PRIu32,
+			   len, a->len);
+		*end = a->len;
+	} else {
+		*end = (uint32_t)(agbno + len);
+	}
+	return true;
+}
+
+static int chk_ev_add(struct chk_ag *a, uint32_t start, uint32_t end,
+		      enum chk_ev_kind kind, size_t idx)
+{
+	struct chk_ev *e;
+
+	e = chk_vec_push(&a->ev, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	*e = (struct chk_ev){ .pos = start, .kind = kind, .delta = 1,
+			      .idx = (uint32_t)idx };
+	e = chk_vec_push(&a->ev, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	*e = (struct chk_ev){ .pos = end, .kind = kind, .delta = -1,
+			      .idx = (uint32_t)idx };
+	return 0;
+}
+
+/* I9: a data-owner rmap record must have the same bmap record. */
+static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
+			    const struct chk_rrec *r, uint64_t h)
+{
+	sqlite3_stmt *q = ck->q[Q_BMAP];
+	int rc;
+
+	sqlite3_bind_int64(q, 1, r->owner);
+	sqlite3_bind_int64(q, 2, r->off);
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE) {
+		chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
+			   "owner %" PRId64 " off %" PRId64 " len %" PRId64
+			   ": no bmap record", r->owner, r->off, r->len);
+	} else if (rc == SQLITE_ROW) {
+		int64_t bag = sqlite3_column_int64(q, 0);
+		int64_t bagbno = sqlite3_column_int64(q, 1);
+		int64_t blen = sqlite3_column_int64(q, 2);
+		int64_t bflags = sqlite3_column_int64(q, 3);
+
+		if (bag != a->ag || bagbno != r->agbno || blen != r->len ||
+		    bflags != r->flags)
+			chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
+				   "owner %" PRId64 " off %" PRId64 ": rmap %"
+				   PRId64 "+%" PRId64 " flags %#" PRIx64
+				   ", bmap AG %" PRId64 " %" PRId64 "+%" PRId64
+				   " flags %#" PRIx64, r->owner, r->off,
+				   r->agbno, r->len, (uint64_t)r->flags, bag,
+				   bagbno, blen, (uint64_t)bflags);
+	}
+	sqlite3_reset(q);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sql_err(ck->db, rc, "check bmap lookup");
+	return 0;
+}
+
+static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
+{
+	sqlite3_stmt *s = ck->q[Q_AG_RMAP];
+	int rc, error = 0;
+
+	sqlite3_bind_int64(s, 1, a->ag);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t f[6];
+		struct chk_rrec *r;
+		uint64_t h = 0;
+
+		r = chk_vec_push(&a->rmap, sizeof(*r));
+		if (!r || a->rmap.n > UINT32_MAX) {
+			error = -ENOMEM;
+			break;
+		}
+		f[0] = a->ag;
+		for (int i = 0; i < 5; i++)
+			f[i + 1] = sqlite3_column_int64(s, i);
+		/* key order (ag, agbno, owner, off), then len, flags */
+		r->agbno = f[1], r->owner = f[2], r->off = f[3];
+		r->len = f[4], r->flags = f[5];
+		if (r->owner > 0) {
+			error = chk_obj_lookup(ck, r->owner);
+			if (error)
+				break;
+			h = ck->o_exists ? ck->o_handle : 0;
+		}
+		chk_crc(ck, STORE_TBL_RMAP, "rmap", f, 6, NULL, 0,
+			sqlite3_column_int64(s, 5), a->ag, r->agbno, h);
+		chk_clip(ck, a, "rmap", r->agbno, r->len, true, &r->start,
+			 &r->end, h);
+
+		if (r->owner == 0 || r->owner < ORCH_STORE_OWN_DEFECTIVE)
+			chk_report(ck, 15, "rmap", a->ag, r->agbno, 0,
+				   "unknown owner %" PRId64, r->owner);
+		if (r->owner < 0 && (r->off != 0 || r->flags != 0))
+			chk_report(ck, 5, "rmap", a->ag, r->agbno, 0,
+				   "owner %" PRId64 " with off %" PRId64
+				   " flags %#" PRIx64, r->owner, r->off,
+				   (uint64_t)r->flags);
+		if (r->owner == ORCH_STORE_OWN_FS &&
+		    (a->ag != 0 || r->agbno != 0 || r->len != 1))
+			chk_report(ck, 6, "rmap", a->ag, r->agbno, 0,
+				   "OWN_FS owns %" PRId64 "+%" PRId64
+				   ", not block 0 of AG 0", r->agbno, r->len);
+		if (r->owner <= 0)
+			continue;
+		if (r->owner >= ck->next_nid)
+			chk_report(ck, 10, "rmap", a->ag, r->agbno, h,
+				   "owner %" PRId64 " not below next_nid %"
+				   PRId64, r->owner, ck->next_nid);
+
+		/* I9: the object and its bmap record. */
+		if (!ck->o_exists)
+			chk_report(ck, 9, "rmap", a->ag, r->agbno, 0,
+				   "owner %" PRId64 " off %" PRId64
+				   ": no such object", r->owner, r->off);
+		error = chk_rmap_to_bmap(ck, a, r, h);
+		if (error)
+			break;
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check rmap scan");
+	sqlite3_reset(s);
+	return error;
+}
+
+/* fsb and bad: (agbno, len, ...) in agbno order; @bad: the bad table. */
+static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
+{
+	sqlite3_stmt *s = ck->q[bad ? Q_AG_BAD : Q_AG_FSB];
+	struct chk_vec *vec = bad ? &a->bad : &a->fsb;
+	const char *what = bad ? "bad" : "fsb";
+	int ncol = bad ? 5 : 3;
+	int rc, error = 0;
+
+	sqlite3_bind_int64(s, 1, a->ag);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct chk_frec *r = chk_vec_push(vec, sizeof(*r));
+		int64_t f[5];
+
+		if (!r || vec->n > UINT32_MAX) {
+			error = -ENOMEM;
+			break;
+		}
+		f[0] = a->ag;
+		for (int i = 0; i < ncol - 1; i++)
+			f[i + 1] = sqlite3_column_int64(s, i);
+		r->agbno = f[1];
+		r->len = f[2];
+		chk_crc(ck, bad ? STORE_TBL_BAD : STORE_TBL_FSB, what, f, ncol,
+			NULL, 0, sqlite3_column_int64(s, ncol - 1), a->ag,
+			r->agbno, 0);
+		chk_clip(ck, a, what, r->agbno, r->len, false, &r->start,
+			 &r->end, 0);
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check extent scan");
+	sqlite3_reset(s);
+	return error;
+}
+
+/* fsc, sorted by (agbno, len) for the comparison with fsb. */
+static int chk_ag_fsc(struct chk *ck, struct chk_ag *a)
+{
+	sqlite3_stmt *s = ck->q[Q_AG_FSC];
+	int rc, error = 0;
+
+	sqlite3_bind_int64(s, 1, a->ag);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct chk_frec *r = chk_vec_push(&a->fsc, sizeof(*r));
+		int64_t f[3];
+
+		if (!r) {
+			error = -ENOMEM;
+			break;
+		}
+		f[0] = a->ag;
+		f[1] = sqlite3_column_int64(s, 0);
+		f[2] = sqlite3_column_int64(s, 1);
+		r->len = f[1];
+		r->agbno = f[2];
+		chk_crc(ck, STORE_TBL_FSC, "fsc", f, 3, NULL, 0,
+			sqlite3_column_int64(s, 2), a->ag, r->agbno, 0);
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check fsc scan");
+	sqlite3_reset(s);
+	return error;
+}
+
+static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
+{
+	sqlite3_stmt *s = ck->q[Q_AG_REFC];
+	struct chk_crec *prev = NULL;
+	int rc, error = 0;
+
+	sqlite3_bind_int64(s, 1, a->ag);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct chk_crec *r = chk_vec_push(&a->refc, sizeof(*r));
+		int64_t f[4];
+
+		if (!r || a->refc.n > UINT32_MAX) {
+			error = -ENOMEM;
+			break;
+		}
+		prev = a->refc.n > 1 ? r - 1 : NULL;
+		f[0] = a->ag;
+		for (int i = 0; i < 3; i++)
+			f[i + 1] = sqlite3_column_int64(s, i);
+		r->agbno = f[1], r->len = f[2], r->count = f[3];
+		chk_crc(ck, STORE_TBL_REFC, "refc", f, 4, NULL, 0,
+			sqlite3_column_int64(s, 3), a->ag, r->agbno, 0);
+		chk_clip(ck, a, "refc", r->agbno, r->len, true, &r->start,
+			 &r->end, 0);
+		if (r->count < 2)
+			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+				   "refcount %" PRId64 " below 2", r->count);
+		if (prev && prev->end > prev->start && r->end > r->start &&
+		    prev->end == r->start && prev->count == r->count)
+			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+				   "adjacent records with refcount %" PRId64
+				   " not merged", r->count);
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check refc scan");
+	sqlite3_reset(s);
+	return error;
+}
+
+static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
+{
+	sqlite3_stmt *s = ck->q[Q_AG_CSUM];
+	int64_t ngrp = ((int64_t)a->len + STORE_CSUM_GROUP - 1) /
+		       STORE_CSUM_GROUP;
+	int rc, error = 0;
+
+	sqlite3_bind_int64(s, 1, a->ag);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct chk_srec *r;
+		int64_t f[3];
+		const void *blob;
+		int bytes;
+		uint64_t tail;
+		bool crc_ok;
+
+		f[0] = a->ag;
+		f[1] = sqlite3_column_int64(s, 0);
+		f[2] = sqlite3_column_int64(s, 1);
+		blob = sqlite3_column_blob(s, 2);
+		bytes = sqlite3_column_bytes(s, 2);
+		crc_ok = chk_crc(ck, STORE_TBL_CSUM, "csum", f, 3, blob,
+			blob && bytes > 0 ? (size_t)bytes : 0,
+			sqlite3_column_int64(s, 3), a->ag,
+			f[1] >= 0 && f[1] < ngrp ? f[1] * STORE_CSUM_GROUP : -1,
+			0);
+		if (f[1] < 0 || f[1] >= ngrp) {
+			chk_report(ck, 4, "csum", a->ag, -1, 0,
+				   "group %" PRId64 " outside the AG's %" PRId64,
+				   f[1], ngrp);
+			continue;
+		}
+		r = chk_vec_push(&a->csum, sizeof(*r));
+		if (!r) {
+			error = -ENOMEM;
+			break;
+		}
+		r->grp = f[1];
+		r->valid = (uint64_t)f[2];
+		if (bytes == CHK_SUMS_BYTES && blob) {
+			/* A damaged row is no reference for the data check. */
+			memcpy(r->sums, blob, CHK_SUMS_BYTES);
+			r->sums_ok = crc_ok;
+		} else {
+			chk_report(ck, 4, "csum", a->ag, r->grp * STORE_CSUM_GROUP,
+				   0, "group %" PRId64 ": sums is %d bytes, not %u",
+				   r->grp, bytes, CHK_SUMS_BYTES);
+		}
+		if (!r->valid)
+			chk_report(ck, 16, "csum", a->ag,
+				   r->grp * STORE_CSUM_GROUP, 0,
+				   "group %" PRId64 " has no valid bit but was kept",
+				   r->grp);
+		/* Bits past the AG's end (its last group may be partial). */
+		tail = (uint64_t)a->len - (uint64_t)r->grp * STORE_CSUM_GROUP;
+		if (tail < 64 && (r->valid >> tail))
+			chk_report(ck, 16, "csum", a->ag,
+				   r->grp * STORE_CSUM_GROUP, 0,
+				   "group %" PRId64 " has valid bits past the AG end",
+				   r->grp);
+	}
+	if (!error && rc != SQLITE_DONE)
+		error = store_sql_err(ck->db, rc, "check csum scan");
+	sqlite3_reset(s);
+	return error;
+}
+
+/* I3: the AG's counters against the records just loaded. */
+static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
+{
+	sqlite3_stmt *s = ck->q[Q_AGSTAT];
+	const struct chk_frec *fs = a->fsb.v;
+	uint64_t sum = 0, longest = 0;
+	int64_t f[7];
+	int rc;
+
+	for (size_t i = 0; i < a->fsb.n; i++) {
+		sum += (uint64_t)fs[i].len;
+		if (fs[i].len > 0 && (uint64_t)fs[i].len > longest)
+			longest = (uint64_t)fs[i].len;
+	}
+	sqlite3_bind_int64(s, 1, a->ag);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE) {
+		chk_report(ck, 3, "agstat", a->ag, -1, 0, "no agstat record");
+	} else if (rc == SQLITE_ROW) {
+		f[0] = a->ag;
+		for (int i = 0; i < 6; i++)
+			f[i + 1] = sqlite3_column_int64(s, i);
+		chk_crc(ck, STORE_TBL_AGSTAT, "agstat", f, 7, NULL, 0,
+			sqlite3_column_int64(s, 6), a->ag, -1, 0);
+		if (f[1] != (int64_t)a->len)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "blocks %" PRId64 ", the AG has %" PRIu32,
+				   f[1], a->len);
+		if ((uint64_t)f[2] != sum)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "freeblks %" PRId64 ", free extents sum to %"
+				   PRIu64, f[2], sum);
+		if ((uint64_t)f[3] != longest)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "longest %" PRId64 ", longest free extent %"
+				   PRIu64, f[3], longest);
+		if ((uint64_t)f[4] != a->fsb.n)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "nfree %" PRId64 ", %zu fsb records", f[4],
+				   a->fsb.n);
+		if ((uint64_t)f[5] != a->rmap.n)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "nrmap %" PRId64 ", %zu rmap records", f[5],
+				   a->rmap.n);
+		if ((uint64_t)f[6] != a->refc.n)
+			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+				   "nrefc %" PRId64 ", %zu refc records", f[6],
+				   a->refc.n);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sql_err(ck->db, rc, "check agstat lookup");
+	return 0;
+}
+
+static int chk_frec_cmp(const struct chk_frec *x, const struct chk_frec *y)
+{
+	if (x->agbno != y->agbno)
+		return x->agbno < y->agbno ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return 0;
+}
+
+/* I2: fsb and fsc hold the same extents; no two fsb extents adjacent. */
+static void chk_ag_free_sets(struct chk *ck, struct chk_ag *a)
+{
+	const struct chk_frec *b = a->fsb.v, *c = a->fsc.v;
+	size_t i = 0, j = 0;
+
+	for (i = 1; i < a->fsb.n; i++)
+		if (b[i - 1].end > b[i - 1].start && b[i].end > b[i].start &&
+		    b[i - 1].end == b[i].start)
+			chk_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
+				   "free extents %" PRId64 "+%" PRId64 " and %"
+				   PRId64 "+%" PRId64 " are adjacent",
+				   b[i - 1].agbno, b[i - 1].len, b[i].agbno,
+				   b[i].len);
+	i = 0;
+	while (i < a->fsb.n || j < a->fsc.n) {
+		int d = i == a->fsb.n ? 1 : j == a->fsc.n ? -1 :
+			chk_frec_cmp(&b[i], &c[j]);
+
+		if (d < 0) {
+			chk_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
+				   "free extent %" PRId64 "+%" PRId64
+				   " missing from fsc", b[i].agbno, b[i].len);
+			i++;
+		} else if (d > 0) {
+			chk_report(ck, 2, "fsc", a->ag, c[j].agbno, 0,
+				   "fsc extent %" PRId64 "+%" PRId64
+				   " not in fsb", c[j].agbno, c[j].len);
+			j++;
+		} else {
+			i++, j++;
+		}
+	}
+}
+
+/* I18: bad records equal the OWN_DEFECTIVE rmap records. */
+static void chk_ag_bad_sets(struct chk *ck, struct chk_ag *a)
+{
+	const struct chk_frec *b = a->bad.v;
+	const struct chk_rrec *r = a->rmap.v;
+	size_t i = 0, j = 0;
+
+	for (;;) {
+		while (j < a->rmap.n && r[j].owner != ORCH_STORE_OWN_DEFECTIVE)
+			j++;
+		if (i == a->bad.n && j == a->rmap.n)
+			break;
+		if (j == a->rmap.n || (i < a->bad.n && b[i].agbno < r[j].agbno)) {
+			chk_report(ck, 18, "bad", a->ag, b[i].agbno, 0,
+				   "bad blocks %" PRId64 "+%" PRId64
+				   " have no OWN_DEFECTIVE rmap record",
+				   b[i].agbno, b[i].len);
+			i++;
+		} else if (i == a->bad.n || r[j].agbno < b[i].agbno) {
+			chk_report(ck, 18, "rmap", a->ag, r[j].agbno, 0,
+				   "OWN_DEFECTIVE blocks %" PRId64 "+%" PRId64
+				   " have no bad record", r[j].agbno, r[j].len);
+			j++;
+		} else {
+			if (b[i].len != r[j].len)
+				chk_report(ck, 18, "bad", a->ag, b[i].agbno, 0,
+					   "bad record of %" PRId64
+					   " blocks, OWN_DEFECTIVE record of %"
+					   PRId64, b[i].len, r[j].len);
+			i++, j++;
+		}
+	}
+}
+
+/* --- The sweep -------------------------------------------------------------- */
+
+static int chk_ev_cmp(const void *x, const void *y)
+{
+	const struct chk_ev *p = x, *q = y;
+
+	return p->pos < q->pos ? -1 : p->pos > q->pos;
+}
+
+static int chk_act_add(struct chk_ag *a, uint32_t idx)
+{
+	if (a->nact == a->act_cap) {
+		size_t cap = a->act_cap ? a->act_cap * 2 : 16;
+		uint32_t *p = realloc(a->act, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		a->act = p;
+		a->act_cap = cap;
+	}
+	a->apos[idx] = (uint32_t)a->nact;
+	a->act[a->nact++] = idx;
+	return 0;
+}
+
+static void chk_act_del(struct chk_ag *a, uint32_t idx)
+{
+	uint32_t slot = a->apos[idx];
+
+	a->act[slot] = a->act[--a->nact];
+	a->apos[a->act[slot]] = slot;
+}
+
+static int chk_ev_apply(struct chk_ag *a, const struct chk_ev *e)
+{
+	struct chk_cnt *n = &a->cnt;
+
+	switch (e->kind) {
+	case EV_RMAP: {
+		const struct chk_rrec *r = (const struct chk_rrec *)a->rmap.v +
+					   e->idx;
+
+		n->nrmap += e->delta;
+		if (r->owner > 0) {
+			n->ndata += e->delta;
+			if (!(r->flags & STORE_EXT_UNWRITTEN))
+				n->nwritten += e->delta;
+		} else {
+			n->nspecial += e->delta;
+			if (r->owner == ORCH_STORE_OWN_FS)
+				n->nfs += e->delta;
+		}
+		if (e->delta > 0)
+			return chk_act_add(a, e->idx);
+		chk_act_del(a, e->idx);
+		return 0;
+	}
+	case EV_FSB:
+		n->nfree += e->delta;
+		return 0;
+	case EV_REFC: {
+		const struct chk_crec *r = (const struct chk_crec *)a->refc.v +
+					   e->idx;
+
+		n->nrefc += e->delta;
+		/* Counts are checked per record; keep the sum bounded. */
+		n->refcount += e->delta * (r->count > 0 && r->count < INT32_MAX ?
+					   r->count : 0);
+		return 0;
+	}
+	case EV_BAD:
+		n->nbad += e->delta;
+		return 0;
+	}
+	return 0;
+}
+
+static const char *const chk_i1_what[] = {
+	NULL,
+	"in more than one free extent",
+	"both free and owned",
+	"neither free nor owned",
+};
+
+/* Reports the I1 run in progress if @kind does not continue it. */
+static void chk_i1_run(struct chk *ck, struct chk_ag *a, int kind,
+		       uint32_t start, uint32_t end)
+{
+	if (a->run_kind && (kind != a->run_kind || start != a->run_b)) {
+		chk_report(ck, 1, a->run_kind == 3 ? "rmap" : "fsb", a->ag,
+			   a->run_a, 0, "blocks %" PRIu32 "..%" PRIu32 " %s",
+			   a->run_a, a->run_b - 1, chk_i1_what[a->run_kind]);
+		a->run_kind = 0;
+	}
+	if (!kind)
+		return;
+	if (!a->run_kind) {
+		a->run_kind = kind;
+		a->run_a = start;
+	}
+	a->run_b = end;
+}
+
+/* I16 over segment [@start, @end): valid bits set iff @written. */
+static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
+			 uint32_t end, bool written)
+{
+	const struct chk_srec *cs = a->csum.v;
+	int64_t g0 = start / STORE_CSUM_GROUP, g1 = (end - 1) / STORE_CSUM_GROUP;
+	int64_t expect = g0, first = -1;
+	uint64_t nbad = 0;
+	size_t k;
+
+	while (a->ccur < a->csum.n && cs[a->ccur].grp < g0)
+		a->ccur++;
+	for (k = a->ccur; k < a->csum.n && cs[k].grp <= g1; k++) {
+		int64_t base = cs[k].grp * STORE_CSUM_GROUP;
+		uint32_t lo, hi;
+		uint64_t mask, bad;
+
+		if (written && cs[k].grp > expect) {
+			int64_t from = ORCH_MAX((int64_t)start,
+						expect * STORE_CSUM_GROUP);
+
+			nbad += (uint64_t)(base - from);
+			if (first < 0)
+				first = from;
+		}
+		expect = cs[k].grp + 1;
+		lo = (uint32_t)(ORCH_MAX((int64_t)start, base) - base);
+		hi = (uint32_t)(ORCH_MIN((int64_t)end, base + STORE_CSUM_GROUP) -
+				base);
+		mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
+		bad = mask & (written ? ~cs[k].valid : cs[k].valid);
+		if (bad) {
+			nbad += (uint64_t)__builtin_popcountll(bad);
+			if (first < 0)
+				first = base + __builtin_ctzll(bad);
+		}
+	}
+	if (written && expect <= g1) {
+		int64_t from = ORCH_MAX((int64_t)start, expect * STORE_CSUM_GROUP);
+
+		nbad += (uint64_t)((int64_t)end - from);
+		if (first < 0)
+			first = from;
+	}
+	if (nbad)
+		chk_report(ck, 16, "csum", a->ag, first, 0,
+			   written ? "%" PRIu64 " blocks of a written extent in %"
+				     PRIu32 "..%" PRIu32 " have no checksum" :
+				     "%" PRIu64 " blocks of %" PRIu32 "..%" PRIu32
+				     " have a checksum but no written extent",
+			   nbad, start, end - 1);
+}
+
+/* Owners covering the segment, for a finding: "5, 9, -1". */
+static void chk_owner_list(struct chk_ag *a, char *buf, size_t size)
+{
+	const struct chk_rrec *r = a->rmap.v;
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < a->nact && i < CHK_NAME_OWNERS; i++) {
+		int n = snprintf(buf + used, size - used, "%s%" PRId64,
+				 i ? ", " : "", r[a->act[i]].owner);
+
+		if (n < 0 || (size_t)n >= size - used)
+			return;
+		used += (size_t)n;
+	}
+	if (a->nact > CHK_NAME_OWNERS && used + 5 < size)
+		snprintf(buf + used, size - used, ", ...");
+}
+
+/* Judges one segment of constant coverage. */
+static int chk_segment(struct chk *ck, struct chk_ag *a, uint32_t start,
+		       uint32_t end)
+{
+	const struct chk_cnt *n = &a->cnt;
+	const struct chk_rrec *r = a->rmap.v;
+	char owners[64];
+	int kind = 0, error;
+
+	if (n->nfree > 1)
+		kind = 1;
+	else if (n->nfree == 1 && n->nrmap > 0)
+		kind = 2;
+	else if (n->nfree == 0 && n->nrmap == 0)
+		kind = 3;
+	chk_i1_run(ck, a, kind, start, end);
+
+	if (a->ag == 0 && start == 0 && (n->nfs != 1 || n->nrmap != 1))
+		chk_report(ck, 6, "rmap", 0, 0, 0,
+			   "block 0 has %" PRId64 " OWN_FS and %" PRId64
+			   " other owners", n->nfs, n->nrmap - n->nfs);
+
+	if (n->nrefc > 1)
+		chk_report(ck, 12, "refc", a->ag, start, 0,
+			   "blocks %" PRIu32 "..%" PRIu32 " in %" PRId64
+			   " refc records", start, end - 1, n->nrefc);
+	else if (n->ndata >= 2 && (n->nrefc != 1 || n->refcount != n->ndata))
+		chk_report(ck, 11, "refc", a->ag, start, 0,
+			   "blocks %" PRIu32 "..%" PRIu32 " have %" PRId64
+			   " data owners, refcount %" PRId64, start, end - 1,
+			   n->ndata, n->nrefc ? n->refcount : 0);
+	else if (n->ndata < 2 && n->nrefc)
+		chk_report(ck, 11, "refc", a->ag, start, 0,
+			   "blocks %" PRIu32 "..%" PRIu32 " have %" PRId64
+			   " data owners but a refc record", start, end - 1,
+			   n->ndata);
+
+	if (n->nspecial > 0 && n->nrmap > 1) {
+		chk_owner_list(a, owners, sizeof(owners));
+		chk_report(ck, 14, "rmap", a->ag, start, 0,
+			   "blocks %" PRIu32 "..%" PRIu32
+			   " of a special owner shared: owners %s", start,
+			   end - 1, owners);
+	}
+	if (n->ndata >= 2) {
+		for (size_t i = 0; i < a->nact; i++) {
+			const struct chk_rrec *ri = &r[a->act[i]];
+
+			bool seen = false;
+
+			if (ri->owner <= 0)
+				continue;
+			/* One finding per owner, even if it maps a block twice. */
+			for (size_t j = 0; j < i && j < CHK_NAME_OWNERS * 4; j++)
+				seen |= r[a->act[j]].owner == ri->owner;
+			if (seen)
+				continue;
+			error = chk_obj_lookup(ck, ri->owner);
+			if (error)
+				return error;
+			if (ck->o_exists && !(ck->o_flags & STORE_OBJ_REFLINK))
+				chk_report(ck, 13, "rmap", a->ag, start,
+					   ck->o_handle,
+					   "object nid %" PRId64 " without "
+					   "REFLINK shares blocks %" PRIu32
+					   "..%" PRIu32 " (%" PRId64 " owners)",
+					   ri->owner, start, end - 1, n->ndata);
+		}
+	}
+	if (n->nbad > 0 && n->nfree > 0)
+		chk_report(ck, 18, "fsb", a->ag, start, 0,
+			   "bad blocks %" PRIu32 "..%" PRIu32 " are free", start,
+			   end - 1);
+	chk_seg_csum(ck, a, start, end, n->nwritten > 0);
+	return 0;
+}
+
+static int chk_ag_sweep(struct chk *ck, struct chk_ag *a)
+{
+	const struct chk_rrec *rr = a->rmap.v;
+	const struct chk_frec *fs = a->fsb.v, *bd = a->bad.v;
+	const struct chk_crec *rc = a->refc.v;
+	const struct chk_ev *ev;
+	uint32_t pos = 0, next;
+	size_t k = 0;
+	int error = 0;
+
+	a->ev.n = 0;
+	for (size_t i = 0; i < a->rmap.n && !error; i++)
+		if (rr[i].end > rr[i].start)
+			error = chk_ev_add(a, rr[i].start, rr[i].end, EV_RMAP, i);
+	for (size_t i = 0; i < a->fsb.n && !error; i++)
+		if (fs[i].end > fs[i].start)
+			error = chk_ev_add(a, fs[i].start, fs[i].end, EV_FSB, i);
+	for (size_t i = 0; i < a->refc.n && !error; i++)
+		if (rc[i].end > rc[i].start)
+			error = chk_ev_add(a, rc[i].start, rc[i].end, EV_REFC, i);
+	for (size_t i = 0; i < a->bad.n && !error; i++)
+		if (bd[i].end > bd[i].start)
+			error = chk_ev_add(a, bd[i].start, bd[i].end, EV_BAD, i);
+	if (error)
+		return error;
+	free(a->apos);
+	a->apos = malloc((a->rmap.n ? a->rmap.n : 1) * sizeof(*a->apos));
+	if (!a->apos)
+		return -ENOMEM;
+	if (a->ev.n)
+		qsort(a->ev.v, a->ev.n, sizeof(struct chk_ev), chk_ev_cmp);
+	ev = a->ev.v;
+	memset(&a->cnt, 0, sizeof(a->cnt));
+	a->nact = 0;
+	a->ccur = 0;
+	a->run_kind = 0;
+	while (pos < a->len) {
+		while (k < a->ev.n && ev[k].pos == pos) {
+			error = chk_ev_apply(a, &ev[k++]);
+			if (error)
+				return error;
+		}
+		next = k < a->ev.n && ev[k].pos < a->len ? ev[k].pos : a->len;
+		error = chk_segment(ck, a, pos, next);
+		if (error)
+			return error;
+		pos = next;
+	}
+	chk_i1_run(ck, a, 0, a->len, a->len);
+	return 0;
+}
+
+/* --- I17: the data ----------------------------------------------------------- */
+
+static const struct chk_srec *chk_csum_find(const struct chk_ag *a, int64_t grp)
+{
+	const struct chk_srec *cs = a->csum.v;
+	size_t lo = 0, hi = a->csum.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cs[mid].grp < grp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->csum.n && cs[lo].grp == grp ? &cs[lo] : NULL;
+}
+
+static int chk_ag_data(struct chk *ck, struct chk_ag *a)
+{
+	const struct chk_rrec *rr = a->rmap.v;
+	struct orch_store *st = ck->st;
+	int error;
+
+	for (size_t i = 0; i < a->rmap.n; i++) {
+		const struct chk_rrec *r = &rr[i];
+		uint64_t h;
+
+		if (r->owner <= 0 || (r->flags & STORE_EXT_UNWRITTEN) ||
+		    r->end <= r->start)
+			continue;
+		error = chk_obj_lookup(ck, r->owner);
+		if (error)
+			return error;
+		h = ck->o_exists ? ck->o_handle : 0;
+		for (uint32_t b = r->start; b < r->end; b += CHK_READ_RUN) {
+			uint32_t n = ORCH_MIN(r->end - b, CHK_READ_RUN);
+			uint64_t g = store_gblock(st, a->ag, b);
+
+			error = store_pread_blocks(st, g, n, ck->buf);
+			if (error) {
+				chk_report(ck, 17, "data", a->ag, b, h,
+					   "read of blocks %" PRIu64 "+%" PRIu32
+					   " failed: %s", g, n, strerror(-error));
+				continue;
+			}
+			for (uint32_t j = 0; j < n; j++) {
+				uint32_t blk = b + j;
+				const struct chk_srec *cs;
+				uint32_t bit = blk % STORE_CSUM_GROUP;
+				uint32_t want, got;
+				const uint8_t *p;
+
+				cs = chk_csum_find(a, blk / STORE_CSUM_GROUP);
+				if (!cs || !cs->sums_ok ||
+				    !(cs->valid & (1ull << bit)))
+					continue;  /* I16 said so */
+				p = cs->sums + 4 * bit;
+				want = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+				       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+				got = orch_crc32c(0, ck->buf +
+						  (size_t)j * ORCH_STORE_BLOCK,
+						  ORCH_STORE_BLOCK);
+				if (got != want)
+					chk_report(ck, 17, "data", a->ag, blk, h,
+						   "object nid %" PRId64
+						   " byte offset %" PRIu64
+						   ": physical block %" PRIu64
+						   " crc32c %08" PRIx32
+						   ", csum %08" PRIx32,
+						   r->owner,
+						   ((uint64_t)r->off + blk -
+						    r->start) * ORCH_STORE_BLOCK,
+						   g + j, got, want);
+			}
+		}
+	}
+	return 0;
+}
+
+static void chk_ag_reset(struct chk_ag *a)
+{
+	a->rmap.n = a->fsb.n = a->fsc.n = a->refc.n = 0;
+	a->csum.n = a->bad.n = a->ev.n = 0;
+}
+
+static void chk_ag_fini(struct chk_ag *a)
+{
+	chk_vec_free(&a->rmap);
+	chk_vec_free(&a->fsb);
+	chk_vec_free(&a->fsc);
+	chk_vec_free(&a->refc);
+	chk_vec_free(&a->csum);
+	chk_vec_free(&a->bad);
+	chk_vec_free(&a->ev);
+	free(a->act);
+	free(a->apos);
+}
+
+static int chk_ag(struct chk *ck, struct chk_ag *a, uint32_t ag)
+{
+	int error;
+
+	chk_ag_reset(a);
+	a->ag = ag;
+	a->len = store_ag_len(ck->st, ag);
+	error = chk_ag_rmap(ck, a);
+	if (!error)
+		error = chk_ag_extents(ck, a, false);
+	if (!error)
+		error = chk_ag_fsc(ck, a);
+	if (!error)
+		error = chk_ag_refc(ck, a);
+	if (!error)
+		error = chk_ag_csum(ck, a);
+	if (!error)
+		error = chk_ag_extents(ck, a, true);
+	if (!error)
+		error = chk_ag_stat(ck, a);
+	if (error)
+		return error;
+	chk_ag_free_sets(ck, a);
+	chk_ag_bad_sets(ck, a);
+	error = chk_ag_sweep(ck, a);
+	if (!error && ck->data)
+		error = chk_ag_data(ck, a);
+	return error;
+}
+
+/* --- Pass 3: records outside every AG ------------------------------------ */
+
+static int chk_outside(struct chk *ck)
+{
+	static const char *const tables[] = {
+		"agstat", "rmap", "fsb", "fsc", "refc", "csum", "bad",
+	};
+	char sql[192];
+	int error = 0;
+
+	for (size_t t = 0; t < ORCH_ARRAY_SIZE(tables) && !error; t++) {
+		sqlite3_stmt *s;
+		int rc;
+
+		/* Two index ranges; "ag < 0 OR ag >= ?" would scan the table. */
+		snprintf(sql, sizeof(sql),
+			 "SELECT ag, count(*) FROM %s WHERE ag < 0 GROUP BY ag"
+			 " UNION ALL SELECT ag, count(*) FROM %s WHERE ag >= ?1"
+			 " GROUP BY ag", tables[t], tables[t]);
+		rc = sqlite3_prepare_v2(ck->db, sql, -1, &s, NULL);
+		if (rc != SQLITE_OK)
+			return store_sql_err(ck->db, rc, "check outside prepare");
+		sqlite3_bind_int64(s, 1, ck->st->st_ag_count);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+			chk_report(ck, 4, tables[t], sqlite3_column_int64(s, 0),
+				   -1, 0, "%" PRId64 " records in AG %" PRId64
+				   " of %" PRIu32, (int64_t)sqlite3_column_int64(s, 1),
+				   (int64_t)sqlite3_column_int64(s, 0),
+				   ck->st->st_ag_count);
+		if (rc != SQLITE_DONE)
+			error = store_sql_err(ck->db, rc, "check outside");
+		sqlite3_finalize(s);
+	}
+	return error;
+}
+
+/* --- Entry point -------------------------------------------------------------- */
+
+long orch_store_check(struct orch_store *st, bool data,
+		      orch_store_finding_fn fn, void *arg)
+{
+	struct chk ck = { .st = st, .fn = fn, .arg = arg, .data = data };
+	struct chk_ag a;
+	struct store_conn *c;
+	int error, rc;
+
+	memset(&a, 0, sizeof(a));
+	if (data) {
+		ck.buf = malloc((size_t)CHK_READ_RUN * ORCH_STORE_BLOCK);
+		if (!ck.buf)
+			return -ENOMEM;
+	}
+	error = store_snap_get(st, &c);
+	if (error) {
+		free(ck.buf);
+		return error;
+	}
+	ck.db = c->c_db;
+	for (int i = 0; i < Q_NR && !error; i++) {
+		rc = sqlite3_prepare_v2(ck.db, chk_sql_text[i], -1, &ck.q[i], NULL);
+		if (rc != SQLITE_OK)
+			error = store_sql_err(ck.db, rc, "check prepare");
+	}
+	if (!error)
+		error = chk_smeta(&ck);
+	if (!error)
+		error = chk_work_load(&ck);
+	if (!error)
+		error = chk_objects(&ck);
+	for (uint32_t ag = 0; !error && ag < st->st_ag_count; ag++)
+		error = chk_ag(&ck, &a, ag);
+	if (!error)
+		error = chk_outside(&ck);
+	for (int i = 0; i < Q_NR; i++)
+		sqlite3_finalize(ck.q[i]);
+	store_snap_put(st, c);
+	chk_ag_fini(&a);
+	chk_vec_free(&ck.work);
+	free(ck.buf);
+	return error ? error : ck.found;
+}
