@@ -3,22 +3,29 @@
  *
  * Each server has one struct rpc_conn.  A call encodes its frame, makes
  * sure the connection is up (connecting it if needed, bounded by the call's
- * deadline), enters the in-flight table under c_lock, writes the frame under
- * c_send_lock and sleeps on its own condvar.  The receiver thread reads
- * frames, finds the call by reqid, hands it the payload and wakes it; the
- * reply is decoded by the waiting thread, not by the receiver, so decoding
- * large READ replies runs in parallel.
+ * deadline), enters the in-flight table under c_lock, and writes the frame
+ * under c_send_lock.  Waiting is leader/follower: the first waiting caller
+ * takes the reader role and reads frames itself, handing each reply to its
+ * call (a condvar signal) until its own arrives; then it passes the role to
+ * another waiting call.  In the common case (one request at a time) the
+ * reply wakes the thread that waits for it and nobody else: a receiver
+ * thread would add a second wakeup per request, about a third of a
+ * round trip on a loaded two-core machine.  The reply is decoded by its own
+ * caller, so decoding large READ replies runs in parallel.
+ *
+ * With nothing in flight nobody reads: a connection the server closed is
+ * noticed (poll for a hang-up) before the next request is written on it.
  *
  * Lock order: c_send_lock, then c_lock.  No lock is held across a wait for
  * the peer except c_send_lock while a frame is being written, and that write
  * is bounded by the call's deadline.
  *
- * Socket lifetime: the receiver never closes the socket.  On a read error it
+ * Socket lifetime: a reader never closes the socket.  On a read error it
  * fails the calls in flight, marks the connection down and shutdown()s the
  * socket, which also makes any writer fail at once.  The socket is closed
- * only by the next connector (after joining the old receiver) or by destroy,
- * both holding c_send_lock, so a writer can never write into a descriptor
- * number that has been reused for another socket.
+ * only by the next connector (once no reader holds it) or by destroy, both
+ * holding c_send_lock, so nobody can read or write a descriptor number that
+ * has been reused for another socket.
  */
 #include "client/rpc.h"
 
@@ -45,11 +52,12 @@
 #define RPC_BUCKETS 64            /* in-flight table size per connection */
 #define RPC_HANDSHAKE_MAXFRAME 4096 /* HELLO and AUTH replies are tiny */
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
+#define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
 	RPC_CONNECTING, /* one caller is connecting; the others wait */
-	RPC_UP,         /* handshake done, receiver running */
+	RPC_UP,         /* handshake done */
 };
 
 struct orch_call {
@@ -70,15 +78,24 @@ struct rpc_conn {
 	struct orch_client *c_client;
 	unsigned int c_index;        /* server index in the config */
 	pthread_mutex_t c_send_lock; /* one frame written at a time; guards c_fd use */
-	pthread_mutex_t c_lock;      /* protects everything below */
-	pthread_cond_t c_state_cond; /* broadcast when a connect attempt ends */
+	pthread_mutex_t c_lock;      /* protects everything below but the reader state */
+	pthread_cond_t c_state_cond; /* broadcast when a connect attempt ends, or
+					the reader role is given up */
 	enum rpc_state c_state;
 	int c_fd;                    /* -1 when closed; closed under both locks */
 	uint64_t c_gen;              /* bumped on every successful connect */
-	bool c_thread_live;          /* c_thread exists and is not joined */
 	bool c_closing;              /* destroy is tearing it down: no notice */
-	pthread_t c_thread;
+	bool c_reading;              /* a caller holds the reader role */
+	unsigned int c_inflight;     /* calls in the table */
 	struct orch_call *c_calls[RPC_BUCKETS]; /* in flight, by reqid */
+
+	/* Reader state: only the holder of the reader role touches it. */
+	uint8_t *c_rbuf;             /* RPC_RBUF bytes */
+	size_t c_rpos, c_rlen;       /* unread bytes are c_rbuf[c_rpos, c_rlen) */
+	bool c_have_hdr;             /* a frame is half read: */
+	struct orch_frame_hdr c_hdr; /* its header */
+	uint8_t *c_payload;          /* its payload so far */
+	size_t c_pgot;
 };
 
 struct orch_client {
@@ -206,24 +223,6 @@ static int rpc_recv_deadline(int fd, uint8_t *p, size_t n, uint64_t deadline_ms)
 		else if (r == 0)
 			return -EIO;
 		else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -EIO;
-	}
-	return 0;
-}
-
-/* Reads exactly @n bytes, blocking (receiver thread).  0, or -EIO on EOF/error. */
-static int rpc_recv_all(int fd, uint8_t *p, size_t n)
-{
-	size_t done = 0;
-
-	while (done < n) {
-		ssize_t r = recv(fd, p + done, n - done, 0);
-
-		if (r > 0)
-			done += (size_t)r;
-		else if (r == 0)
-			return -EIO;
-		else if (errno != EINTR)
 			return -EIO;
 	}
 	return 0;
@@ -433,6 +432,7 @@ static void rpc_table_insert(struct rpc_conn *c, struct orch_call *call)
 	call->ca_next = *b;
 	*b = call;
 	call->ca_queued = true;
+	c->c_inflight++;
 }
 
 /* Unlinks and returns the call with @reqid, or NULL (timed out, or never ours). */
@@ -445,6 +445,7 @@ static struct orch_call *rpc_table_take(struct rpc_conn *c, uint64_t reqid)
 			*p = call->ca_next;
 			call->ca_next = NULL;
 			call->ca_queued = false;
+			c->c_inflight--;
 			return call;
 		}
 	}
@@ -465,50 +466,197 @@ static void rpc_table_fail_all(struct rpc_conn *c, int error)
 			pthread_cond_signal(&call->ca_cond);
 		}
 	}
+	c->c_inflight = 0;
 }
 
-/* --- Receiver ------------------------------------------------------------------------ */
+/* Wakes one waiting call so that it takes the reader role. */
+static void rpc_table_wake_one(struct rpc_conn *c)
+{
+	if (!c->c_inflight)
+		return;
+	for (size_t i = 0; i < RPC_BUCKETS; i++) {
+		if (c->c_calls[i]) {
+			pthread_cond_signal(&c->c_calls[i]->ca_cond);
+			return;
+		}
+	}
+}
+
+/* --- Reading: the reader role ----------------------------------------------------- */
 
 /*
- * Reads frames until the socket fails, then fails every call in flight and
- * marks the connection down.  The header is checked against ORCH_MAXFRAME
- * before the payload is allocated, so a peer cannot make us allocate more.
+ * Reads more bytes into the buffer, waiting until the deadline.  0 when
+ * some arrived, -ETIMEDOUT, or -EIO on end of stream or error.
  */
-static void *rpc_receiver_main(void *arg)
+static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 {
-	struct rpc_conn *c = arg;
-	const char *name = c->c_client->cl_cfg.servers[c->c_index].name;
-	bool closing;
-	int fd;
-
-	pthread_mutex_lock(&c->c_lock);
-	fd = c->c_fd;
-	pthread_mutex_unlock(&c->c_lock);
-
+	if (c->c_rpos == c->c_rlen) {
+		c->c_rpos = c->c_rlen = 0;
+	} else if (c->c_rlen == RPC_RBUF) {
+		memmove(c->c_rbuf, c->c_rbuf + c->c_rpos, c->c_rlen - c->c_rpos);
+		c->c_rlen -= c->c_rpos;
+		c->c_rpos = 0;
+	}
 	for (;;) {
-		uint8_t hb[ORCH_FRAME_HDR];
-		struct orch_frame_hdr h;
-		struct orch_call *call;
-		uint8_t *payload;
+		ssize_t r = recv(fd, c->c_rbuf + c->c_rlen, RPC_RBUF - c->c_rlen, MSG_DONTWAIT);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int ms, rc;
 
-		if (rpc_recv_all(fd, hb, sizeof(hb)))
-			break;
-		orch_frame_hdr_decode(hb, &h);
-		if (h.length > ORCH_MAXFRAME) {
+		if (r > 0) {
+			c->c_rlen += (size_t)r;
+			return 0;
+		}
+		if (r == 0)
+			return -EIO;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -EIO;
+		ms = rpc_remaining_ms(deadline_ms);
+		if (ms == 0)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno != EINTR)
+			return -EIO;
+	}
+}
+
+/* Reads straight into the payload: for the big part of a big frame. */
+static int rpc_recv_payload(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+{
+	for (;;) {
+		ssize_t r = recv(fd, c->c_payload + c->c_pgot, c->c_hdr.length - c->c_pgot,
+				 MSG_DONTWAIT);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int ms, rc;
+
+		if (r > 0) {
+			c->c_pgot += (size_t)r;
+			return 0;
+		}
+		if (r == 0)
+			return -EIO;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -EIO;
+		ms = rpc_remaining_ms(deadline_ms);
+		if (ms == 0)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno != EINTR)
+			return -EIO;
+	}
+}
+
+/*
+ * Reads one whole frame: 0 with *@h and *@payload (the caller's), or
+ * -ETIMEDOUT (a half-read frame stays for the next reader), -EIO, -EPROTO.
+ * The header is checked against ORCH_MAXFRAME before the payload is
+ * allocated, so a peer cannot make us allocate more.
+ */
+static int rpc_read_frame(struct rpc_conn *c, int fd, uint64_t deadline_ms,
+			  struct orch_frame_hdr *h, uint8_t **payload)
+{
+	const char *name = c->c_client->cl_cfg.servers[c->c_index].name;
+	int error;
+
+	if (!c->c_have_hdr) {
+		while (c->c_rlen - c->c_rpos < ORCH_FRAME_HDR) {
+			error = rpc_fill(c, fd, deadline_ms);
+			if (error)
+				return error;
+		}
+		orch_frame_hdr_decode(c->c_rbuf + c->c_rpos, &c->c_hdr);
+		c->c_rpos += ORCH_FRAME_HDR;
+		if (c->c_hdr.length > ORCH_MAXFRAME) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 					   "oversized frame from server '%s': type=0x%04x length=%u",
-					   name, h.type, h.length);
-			break;
+					   name, c->c_hdr.type, c->c_hdr.length);
+			return -EPROTO;
 		}
-		payload = malloc(h.length ? h.length : 1);
-		if (!payload) {
+		c->c_payload = malloc(c->c_hdr.length ? c->c_hdr.length : 1);
+		if (!c->c_payload) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 					   "cannot allocate reply from server '%s': length=%u",
-					   name, h.length);
-			break;
+					   name, c->c_hdr.length);
+			return -EPROTO;
 		}
-		if (rpc_recv_all(fd, payload, h.length)) {
-			free(payload);
+		c->c_pgot = 0;
+		c->c_have_hdr = true;
+	}
+	while (c->c_pgot < c->c_hdr.length) {
+		size_t want = c->c_hdr.length - c->c_pgot;
+
+		if (c->c_rpos < c->c_rlen) {
+			size_t n = ORCH_MIN(want, c->c_rlen - c->c_rpos);
+
+			memcpy(c->c_payload + c->c_pgot, c->c_rbuf + c->c_rpos, n);
+			c->c_rpos += n;
+			c->c_pgot += n;
+			continue;
+		}
+		error = want >= RPC_RBUF / 2 ? rpc_recv_payload(c, fd, deadline_ms)
+					     : rpc_fill(c, fd, deadline_ms);
+		if (error)
+			return error;
+	}
+	*h = c->c_hdr;
+	*payload = c->c_payload;
+	c->c_payload = NULL;
+	c->c_have_hdr = false;
+	return 0;
+}
+
+/* Forgets a half-read frame and buffered bytes (the stream is gone). */
+static void rpc_reader_reset(struct rpc_conn *c)
+{
+	free(c->c_payload);
+	c->c_payload = NULL;
+	c->c_have_hdr = false;
+	c->c_rpos = c->c_rlen = 0;
+}
+
+/*
+ * The connection broke (c_lock held, generation @gen): fails the calls in
+ * flight, marks it down and shuts the socket down.
+ */
+static void rpc_conn_broken_locked(struct rpc_conn *c, int fd)
+{
+	const char *name = c->c_client->cl_cfg.servers[c->c_index].name;
+
+	rpc_table_fail_all(c, -EIO);
+	if (c->c_state == RPC_UP && !c->c_closing)
+		ORCH_NOTICE("connection lost: server='%s'", name);
+	c->c_state = RPC_DOWN;
+	/* Wakes a writer blocked on this socket; the next connector closes it. */
+	shutdown(fd, SHUT_RDWR);
+}
+
+/*
+ * Reads frames as the holder of the reader role until @call is done or its
+ * deadline passes, handing other replies to their calls.  Called and
+ * returns with c_lock held; gives up the role before it returns.
+ */
+static void rpc_read_until(struct rpc_conn *c, struct orch_call *call)
+{
+	int fd = c->c_fd;
+
+	c->c_reading = true;
+	while (!call->ca_done) {
+		struct orch_frame_hdr h;
+		struct orch_call *to;
+		uint8_t *payload = NULL;
+		int error;
+
+		pthread_mutex_unlock(&c->c_lock);
+		error = rpc_read_frame(c, fd, call->ca_deadline_ms, &h, &payload);
+		pthread_mutex_lock(&c->c_lock);
+		if (error == -ETIMEDOUT)
+			break;
+		if (error) {
+			rpc_reader_reset(c);
+			rpc_conn_broken_locked(c, fd);
 			break;
 		}
 		/* Pushes are future cache invalidations; nothing uses them yet. */
@@ -516,71 +664,44 @@ static void *rpc_receiver_main(void *arg)
 			free(payload);
 			continue;
 		}
-		pthread_mutex_lock(&c->c_lock);
-		call = rpc_table_take(c, h.reqid);
-		if (call) {
-			call->ca_hdr = h;
-			call->ca_payload = payload;
-			call->ca_done = true;
-			pthread_cond_signal(&call->ca_cond);
-			payload = NULL;
+		to = rpc_table_take(c, h.reqid);
+		if (!to) {
+			free(payload); /* a late reply to a call that timed out */
+			continue;
 		}
-		pthread_mutex_unlock(&c->c_lock);
-		free(payload); /* a late reply to a call that timed out */
+		to->ca_hdr = h;
+		to->ca_payload = payload;
+		to->ca_done = true;
+		if (to != call)
+			pthread_cond_signal(&to->ca_cond);
 	}
-
-	pthread_mutex_lock(&c->c_lock);
-	rpc_table_fail_all(c, -EIO);
-	c->c_state = RPC_DOWN;
-	closing = c->c_closing;
-	pthread_mutex_unlock(&c->c_lock);
-	/* Wakes a writer blocked on this socket; the connector closes it. */
-	shutdown(fd, SHUT_RDWR);
-	if (!closing)
-		ORCH_NOTICE("connection lost: server='%s'", name);
-	return NULL;
+	c->c_reading = false;
+	rpc_table_wake_one(c);
+	pthread_cond_broadcast(&c->c_state_cond);
 }
 
 /* --- Connecting ---------------------------------------------------------------------- */
 
 /*
- * Closes the previous socket, after its receiver has exited.  Called by the
- * connector with no lock held, while c_state is RPC_CONNECTING (so nobody
- * else starts a receiver or uses a new socket meanwhile).
+ * Closes the previous socket once no reader holds it.  Called by the
+ * connector while c_state is RPC_CONNECTING (so nobody takes the reader
+ * role or uses a new socket meanwhile), and by destroy.
  */
 static void rpc_conn_reap(struct rpc_conn *c)
 {
-	pthread_t thread;
-	bool live;
-
 	pthread_mutex_lock(&c->c_lock);
-	live = c->c_thread_live;
-	thread = c->c_thread;
-	c->c_thread_live = false;
+	while (c->c_reading)
+		pthread_cond_wait(&c->c_state_cond, &c->c_lock);
 	pthread_mutex_unlock(&c->c_lock);
-	if (live)
-		pthread_join(thread, NULL);
 
 	pthread_mutex_lock(&c->c_send_lock);
 	pthread_mutex_lock(&c->c_lock);
 	if (c->c_fd >= 0)
 		close(c->c_fd);
 	c->c_fd = -1;
+	rpc_reader_reset(c);
 	pthread_mutex_unlock(&c->c_lock);
 	pthread_mutex_unlock(&c->c_send_lock);
-}
-
-/* Starts the receiver with every signal blocked: signals belong to the app. */
-static int rpc_receiver_start(struct rpc_conn *c)
-{
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&c->c_thread, NULL, rpc_receiver_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -rc;
 }
 
 /* Dials and authenticates; on success the connection is up.  Connector only. */
@@ -600,19 +721,8 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	if (error)
 		goto out_close;
 
-	/*
-	 * Up before the receiver runs: it may fail at once and must then find
-	 * a state to mark down, not have it overwritten with UP afterwards.
-	 */
 	pthread_mutex_lock(&c->c_lock);
 	c->c_fd = fd;
-	error = rpc_receiver_start(c);
-	if (error) {
-		c->c_fd = -1;
-		pthread_mutex_unlock(&c->c_lock);
-		goto out_close;
-	}
-	c->c_thread_live = true;
 	c->c_gen++;
 	c->c_state = RPC_UP;
 	pthread_mutex_unlock(&c->c_lock);
@@ -641,6 +751,14 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 	rpc_timespec(deadline_ms, &ts);
 	pthread_mutex_lock(&c->c_lock);
 	for (;;) {
+		if (c->c_state == RPC_UP && !c->c_reading && !c->c_inflight) {
+			/* Nobody reads an idle connection: did the server go away? */
+			struct pollfd pfd = { .fd = c->c_fd, .events = POLLIN | POLLRDHUP };
+
+			if (poll(&pfd, 1, 0) == 1 &&
+			    (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+				rpc_conn_broken_locked(c, c->c_fd);
+		}
 		if (c->c_state == RPC_UP) {
 			*gen = c->c_gen;
 			return 0;
@@ -692,8 +810,8 @@ static void rpc_count(struct orch_client *cl, uint16_t type)
 /*
  * Writes @frame on connection generation @gen.  Returns 0, -EIO if that
  * connection is gone, or -ETIMEDOUT.  A frame cut in the middle would
- * desynchronise the stream, so that case shuts the socket down (the receiver
- * then fails every call on it).
+ * desynchronise the stream, so that case shuts the socket down and every
+ * call on it fails.
  */
 static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_buf *frame,
 			  uint64_t deadline_ms)
@@ -710,8 +828,15 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
 		return -EIO;
 	}
 	error = rpc_send_all(fd, frame->b_data, frame->b_len, deadline_ms, &sent);
-	if (error && (error != -ETIMEDOUT || sent > 0))
-		shutdown(fd, SHUT_RDWR);
+	if (error && (error != -ETIMEDOUT || sent > 0)) {
+		/* A reader would notice; with none, the calls waiting would not. */
+		pthread_mutex_lock(&c->c_lock);
+		if (c->c_gen == gen && c->c_state == RPC_UP && !c->c_reading)
+			rpc_conn_broken_locked(c, fd);
+		else
+			shutdown(fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->c_lock);
+	}
 	pthread_mutex_unlock(&c->c_send_lock);
 	return error;
 }
@@ -822,10 +947,17 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 	rpc_timespec(call->ca_deadline_ms, &ts);
 	pthread_mutex_lock(&c->c_lock);
 	while (!call->ca_done) {
-		if (pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts) == ETIMEDOUT &&
-		    !call->ca_done) {
-			/* Out of the table: a late reply is dropped by the receiver. */
-			rpc_table_take(c, call->ca_reqid);
+		if (!c->c_reading && c->c_state == RPC_UP && call->ca_queued) {
+			rpc_read_until(c, call);
+			if (call->ca_done)
+				break;
+		} else if (pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts) != ETIMEDOUT) {
+			continue;
+		}
+		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done) {
+			/* Out of the table: a late reply is dropped by its reader. */
+			if (call->ca_queued)
+				rpc_table_take(c, call->ca_reqid);
 			error = -ETIMEDOUT;
 			break;
 		}
@@ -898,9 +1030,16 @@ int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
 		c->c_index = i;
 		c->c_fd = -1;
 		c->c_state = RPC_DOWN;
-		error = rpc_cond_init(&c->c_state_cond);
-		if (error)
+		c->c_rbuf = malloc(RPC_RBUF);
+		if (!c->c_rbuf) {
+			error = -ENOMEM;
 			goto out_destroy_conns;
+		}
+		error = rpc_cond_init(&c->c_state_cond);
+		if (error) {
+			free(c->c_rbuf);
+			goto out_destroy_conns;
+		}
 		pthread_mutex_init(&c->c_lock, NULL);
 		pthread_mutex_init(&c->c_send_lock, NULL);
 	}
@@ -908,6 +1047,7 @@ int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
 	return 0;
 out_destroy_conns:
 	while (i-- > 0) {
+		free(cl->cl_conns[i].c_rbuf);
 		pthread_cond_destroy(&cl->cl_conns[i].c_state_cond);
 		pthread_mutex_destroy(&cl->cl_conns[i].c_lock);
 		pthread_mutex_destroy(&cl->cl_conns[i].c_send_lock);
@@ -925,13 +1065,11 @@ void orch_client_destroy(struct orch_client *cl)
 	for (unsigned int i = 0; i < cl->cl_cfg.nservers; i++) {
 		struct rpc_conn *c = &cl->cl_conns[i];
 
-		/* shutdown() ends the receiver's blocking recv(). */
 		pthread_mutex_lock(&c->c_lock);
 		c->c_closing = true;
-		if (c->c_fd >= 0)
-			shutdown(c->c_fd, SHUT_RDWR);
 		pthread_mutex_unlock(&c->c_lock);
 		rpc_conn_reap(c);
+		free(c->c_rbuf);
 		pthread_cond_destroy(&c->c_state_cond);
 		pthread_mutex_destroy(&c->c_lock);
 		pthread_mutex_destroy(&c->c_send_lock);

@@ -6,9 +6,9 @@
  * connection fails the calls in flight on it (-EIO) and is re-established by
  * the next call, so the client recovers by itself when the server returns.
  *
- * Threads: every function may be called from any thread concurrently.  Each
- * connection has one receiver thread.  No lock is held while waiting for a
- * reply.
+ * Threads: every function may be called from any thread concurrently.  The
+ * library starts no threads: callers waiting for replies take turns reading
+ * each connection.  No lock is held while waiting for a reply.
  */
 #ifndef ORCH_CLIENT_RPC_H
 #define ORCH_CLIENT_RPC_H
@@ -28,7 +28,7 @@ struct orch_call;
  */
 int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out);
 
-/* Closes connections, joins threads.  Calls in flight must have finished. */
+/* Closes connections.  Calls in flight must have finished. */
 void orch_client_destroy(struct orch_client *cl);
 
 /* The configuration the client was made with. */
