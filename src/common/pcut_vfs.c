@@ -59,10 +59,12 @@ static int pcut_truncate(sqlite3_file *f, sqlite3_int64 size)
 static int pcut_sync(sqlite3_file *f, int flags)
 {
 	struct pcut_file *p = (struct pcut_file *)f;
+	/* Writes by other threads while the sync runs may not be covered. */
+	uint64_t mark = orch_pcut_mark();
 	int rc = p->pf_real->pMethods->xSync(p->pf_real, flags);
 
 	if (rc == SQLITE_OK && p->pf_path)
-		orch_pcut_synced(p->pf_path);
+		orch_pcut_synced_upto(p->pf_path, mark);
 	return rc;
 }
 

@@ -345,6 +345,8 @@ static int geom_resolve(const struct orch_store_geom *g, int fd, bool is_dev,
 			size = devsize;
 	}
 	*agb = g && g->ag_blocks ? g->ag_blocks : STORE_DEFAULT_AG_BLOCKS;
+	if (g && g->maxext > *agb)
+		return -EINVAL;
 	*maxext = g && g->maxext ? g->maxext : STORE_DEFAULT_MAXEXT;
 	*blocks = size / ORCH_STORE_BLOCK;
 	if (*agb < STORE_MIN_AG_BLOCKS || *agb > STORE_MAX_AG_BLOCKS ||
@@ -649,7 +651,8 @@ int store_snap_get(struct orch_store *st, struct store_conn **out)
 	c->c_reg_next = st->st_active;
 	st->st_active = c;
 	pthread_mutex_unlock(&st->st_pool_lock);
-	rc = sqlite3_exec(c->c_db, "BEGIN", NULL, NULL, NULL);
+	/* A deferred BEGIN takes its snapshot at the first read: read now. */
+	rc = sqlite3_exec(c->c_db, "BEGIN; SELECT 1 FROM smeta LIMIT 1", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		error = store_sql_err(c->c_db, rc, "begin read");
 		store_snap_put(st, c);

@@ -622,8 +622,7 @@ static int agstat_apply(struct store_writer *w)
 		int64_t f[7];
 		int rc;
 
-		if (!d->freeblks && !d->nfree && !d->nrmap && !d->nrefc)
-			continue;
+		/* No skipping when the deltas cancel: the longest extent may have moved. */
 		rc = w_row(w, S_AG_GET, W_ARGS(d->ag));
 		if (rc <= 0)
 			return rc ? rc : -ORCH_ECORRUPT;
@@ -818,11 +817,12 @@ static int work_chunk(struct store_writer *w, struct w_work *k, bool *finished)
 	if (!o.nid || k->progress <= k->a) {
 		*finished = true;
 		error = w_exec(w, S_WORK_DEL, W_ARGS(k->seq));
-		if (!error && o.nid && k->type == STORE_WORK_DELETE) {
-			error = w_exec(w, S_OBJ_DEL, W_ARGS(o.nid));
-			w->w_txn_deleted++;
-		}
-		return error;
+		if (error || !o.nid)
+			return error;
+		if (k->type != STORE_WORK_DELETE)
+			return obj_save(w, &o);
+		w->w_txn_deleted++;
+		return w_exec(w, S_OBJ_DEL, W_ARGS(o.nid));
 	}
 	error = obj_save(w, &o);
 	return error ? error : work_save(w, k);
