@@ -150,10 +150,15 @@ static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
 		   "name = %s\n"
 		   "id = %s\n"
 		   "key_file = " GC_KEY "\n"
-		   "strip_size = %u\n",
+		   "strip_size = %u\n"
+		   "; Store geometry, read by mkfs (0: the default in the comment):\n"
+		   "; store_size = 0       ; blocks file of each server, sparse (64G)\n"
+		   "; store_ag_blocks = 0  ; blocks per allocation group, a power of two (1048576)\n"
+		   "; store_maxext = 0     ; longest extent in blocks (4096)\n",
 		g->name, id, g->strip_size);
 	for (unsigned int i = 0; i < g->nservers; i++)
-		fprintf(f, "\n[server s%u]\naddress = 127.0.0.1:%u\ndata_dir = s%u\n",
+		fprintf(f, "\n[server s%u]\naddress = 127.0.0.1:%u\ndata_dir = s%u\n"
+			   "; store_device = /dev/...  ; the blocks on a device, not data_dir/blocks\n",
 			i, ports[i], i);
 	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
 		error = -errno;

@@ -31,13 +31,19 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "      --name NAME        cluster name (default: orchard)\n"
 	  "      --strip-size BYTES default strip size, a multiple of 4K (default: 64K)\n" },
 	{ "mkfs", orch_cmd_mkfs, "initialise one server's data directory",
-	  "usage: orchard [-c CONF] mkfs -n NAME [--force]\n"
+	  "usage: orchard [-c CONF] mkfs -n NAME [--force] [GEOMETRY OPTIONS]\n"
 	  "\n"
 	  "Creates the data directory of server NAME (from its [server NAME] section)\n"
-	  "and initialises an empty namespace and extent store in it.\n"
+	  "and initialises an empty namespace and extent store in it, with the store\n"
+	  "geometry of the config's store_size, store_ag_blocks and store_maxext (and\n"
+	  "the server's store_device), and prints the geometry it made.\n"
 	  "\n" CONF_OPT
-	  "  -n, --name NAME    the server to initialise\n"
-	  "  -f, --force        wipe a data directory that already holds data\n" },
+	  "  -n, --name NAME       the server to initialise\n"
+	  "  -f, --force           wipe a data directory that already holds data\n"
+	  "      --store-size SIZE size of the blocks file, K/M/G/T suffixes (0: 64G)\n"
+	  "      --ag-blocks N     blocks per allocation group, a power of two (0: 1048576)\n"
+	  "      --maxext N        longest extent in blocks (0: 4096)\n"
+	  "The geometry options override the config for this mkfs.\n" },
 	{ "local", orch_cmd_local, "start or stop a cluster on this host",
 	  "usage: orchard local up DIR [--servers N] [--mount MNT]\n"
 	  "       orchard local down DIR\n"

@@ -41,6 +41,70 @@ static int cfg_u32(const char *val, uint32_t min, uint32_t max, uint32_t *out)
 	return 0;
 }
 
+int orch_cfg_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K':
+		shift = 10;
+		break;
+	case 'm': case 'M':
+		shift = 20;
+		break;
+	case 'g': case 'G':
+		shift = 30;
+		break;
+	case 't': case 'T':
+		shift = 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext,
+			      const char *const names[3], const char *where, char *err,
+			      size_t errlen)
+{
+	uint32_t ag = ag_blocks ? ag_blocks : ORCH_CFG_STORE_AG_DEFAULT;
+
+	if (size && size < ORCH_CFG_STORE_SIZE_MIN) {
+		snprintf(err, errlen, "bad %s %llu%s: want 0 (default 64G) or at least 256K "
+			 "(64 blocks of 4K)", names[0], (unsigned long long)size, where);
+		return -EINVAL;
+	}
+	if (ag_blocks && (ag_blocks < ORCH_CFG_STORE_AG_MIN || ag_blocks > ORCH_CFG_STORE_AG_MAX ||
+			  (ag_blocks & (ag_blocks - 1)))) {
+		snprintf(err, errlen, "bad %s %u%s: want 0 (default %u) or a power of two "
+			 "from %u to %u", names[1], ag_blocks, where, ORCH_CFG_STORE_AG_DEFAULT,
+			 ORCH_CFG_STORE_AG_MIN, ORCH_CFG_STORE_AG_MAX);
+		return -EINVAL;
+	}
+	if (maxext > ag) {
+		snprintf(err, errlen, "bad %s %u%s: want 0 (default 4096) or 1 to %u "
+			 "(the blocks of one allocation group)", names[2], maxext, where, ag);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port)
 {
 	const char *colon = strrchr(s, ':');
@@ -84,6 +148,12 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 10, 3600000, &cfg->op_timeout_ms);
 		else if (strcmp(name, "commit_interval_ms") == 0)
 			bad = cfg_u32(value, 1, 3600000, &cfg->commit_interval_ms);
+		else if (strcmp(name, "store_size") == 0)
+			bad = orch_cfg_parse_size(value, &cfg->store_size) ? 3 : 0;
+		else if (strcmp(name, "store_ag_blocks") == 0)
+			bad = cfg_u32(value, 0, UINT32_MAX, &cfg->store_ag_blocks) ? 4 : 0;
+		else if (strcmp(name, "store_maxext") == 0)
+			bad = cfg_u32(value, 0, UINT32_MAX, &cfg->store_maxext) ? 4 : 0;
 		else
 			bad = 2;
 	} else if (strncmp(section, "server ", 7) == 0) {
@@ -111,16 +181,28 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = orch_cfg_parse_address(value, s->host, sizeof(s->host), &s->port) != 0;
 		else if (strcmp(name, "data_dir") == 0)
 			cfg_resolve(p->dir, value, s->data_dir, sizeof(s->data_dir));
+		else if (strcmp(name, "store_device") == 0)
+			bad = !*value;
 		else
 			bad = 2;
+		if (!bad && strcmp(name, "store_device") == 0)
+			cfg_resolve(p->dir, value, s->store_device, sizeof(s->store_device));
 	} else {
 		snprintf(p->err, p->errlen, "unknown section '[%s]'", section);
 		p->error = -EINVAL;
 		return 1;
 	}
-	if (bad) {
-		snprintf(p->err, p->errlen, bad == 2 ? "unknown setting '%s' in [%s]" : "bad value for '%s' in [%s]",
+	if (bad == 2)
+		snprintf(p->err, p->errlen, "unknown setting '%s' in [%s]", name, section);
+	else if (bad == 3)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want a byte count, "
+			 "with an optional K, M, G or T suffix", name, section);
+	else if (bad == 4)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want a number of blocks",
 			 name, section);
+	else if (bad)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]", name, section);
+	if (bad) {
 		p->error = -EINVAL;
 	}
 	return 1;
@@ -137,6 +219,11 @@ static void cfg_defaults(struct orch_cfg *cfg)
 
 static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
 {
+	static const char *const store_keys[3] = {
+		"store_size", "store_ag_blocks", "store_maxext",
+	};
+	int error;
+
 	if (cfg->nservers == 0) {
 		snprintf(err, errlen, "no [server NAME] section");
 		return -EINVAL;
@@ -156,7 +243,10 @@ static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
 			return -EINVAL;
 		}
 	}
-	return 0;
+	error = orch_cfg_check_store_geom(cfg->store_size, cfg->store_ag_blocks,
+					  cfg->store_maxext, store_keys, " in [cluster]", err,
+					  errlen);
+	return error;
 }
 
 int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,

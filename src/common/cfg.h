@@ -8,11 +8,17 @@
  *   strip_size = 65536
  *   op_timeout_ms = 10000
  *   commit_interval_ms = 1000
+ *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
+ *   store_ag_blocks = 0     ; blocks per allocation group (0: 1048576)
+ *   store_maxext = 0        ; longest extent in blocks (0: 4096)
  *
  *   [server s0]
  *   address = 127.0.0.1:7400
  *   data_dir = s0
+ *   store_device = /dev/sdb ; optional: the blocks on a device or file
  *
+ * The store_* settings are read by mkfs only (they are the store's geometry,
+ * docs/SPEC-store.md); 0 means the store's default.
  * Servers are numbered in the order their sections appear; that number is the
  * top 16 bits of every handle the server creates, so it must never change.
  */
@@ -28,12 +34,18 @@
 #define ORCH_CFG_NAME_MAX 64
 #define ORCH_STRIP_MIN 4096u
 #define ORCH_STRIP_MAX (16u << 20)
+/* Limits of the store geometry settings (store/store.h). */
+#define ORCH_CFG_STORE_SIZE_MIN (64ull * 4096)   /* one AG of 64 blocks */
+#define ORCH_CFG_STORE_AG_MIN 64u
+#define ORCH_CFG_STORE_AG_MAX (1u << 30)
+#define ORCH_CFG_STORE_AG_DEFAULT (1u << 20)
 
 struct orch_server_cfg {
 	char name[ORCH_CFG_NAME_MAX]; /* section name after "server " */
 	char host[256];               /* numeric or resolvable host */
 	uint16_t port;
 	char data_dir[PATH_MAX]; /* absolute */
+	char store_device[PATH_MAX]; /* absolute; "" = data_dir/blocks */
 };
 
 struct orch_cfg {
@@ -44,6 +56,9 @@ struct orch_cfg {
 	uint32_t strip_size;
 	uint32_t op_timeout_ms;
 	uint32_t commit_interval_ms;
+	uint64_t store_size;          /* bytes; 0 = the store's default */
+	uint32_t store_ag_blocks;     /* 0 = default */
+	uint32_t store_maxext;        /* 0 = default */
 	unsigned int nservers;
 	struct orch_server_cfg servers[ORCH_SERVERS_MAX];
 	uint8_t key[ORCH_KEY_LEN]; /* filled by orch_cfg_load_key() */
@@ -67,6 +82,24 @@ int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name);
  * others can read (-EPERM), like ssh does.  Returns 0 or -errno, reason in @err.
  */
 int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen);
+
+/*
+ * Parses a byte count with an optional K, M, G or T suffix (powers of 1024,
+ * "KiB" and "KB" accepted too) into @out.  Returns 0 or -EINVAL.
+ */
+int orch_cfg_parse_size(const char *s, uint64_t *out);
+
+/*
+ * Checks a store geometry (0 in a field: its default): @size 0 or at least
+ * ORCH_CFG_STORE_SIZE_MIN (the store uses whole blocks); @ag_blocks 0 or a power of
+ * two in [ORCH_CFG_STORE_AG_MIN, ORCH_CFG_STORE_AG_MAX]; @maxext 0 or at
+ * most the AG size.  Returns 0, or -EINVAL with a one-line reason in @err
+ * naming the setting by @names[0..2] (the config keys, or the CLI options,
+ * of size, ag_blocks and maxext) followed by @where (" in [cluster]", or "").
+ */
+int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext,
+			      const char *const names[3], const char *where, char *err,
+			      size_t errlen);
 
 /* Parses "HOST:PORT" into @host/@port.  Returns 0 or -EINVAL. */
 int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port);

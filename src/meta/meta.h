@@ -86,6 +86,19 @@ uint64_t orch_meta_commit_count(const struct orch_meta *m);
  */
 const char *orch_meta_db_path(const struct orch_meta *m);
 
+struct sqlite3;
+
+/*
+ * Makes the namespace WAL durable against power loss: every transaction
+ * committed (on any connection) before the call survives.  @db is a
+ * connection of the caller's own to data_dir/meta.db (in WAL mode), used
+ * by one thread at a time: the server's flusher thread passes its
+ * checkpoint connection, so no request waits.  The WAL is synced through
+ * SQLite's VFS (xSync), so the power-cut shim sees it.  Returns 0, or -EIO
+ * (the reason is logged).  The data store syncs itself (orch_store_sync).
+ */
+int orch_meta_sync_wal(struct sqlite3 *db);
+
 /* --- Inodes -------------------------------------------------------------------- */
 
 /* Reads inode @h.  -ENOENT if this server has no such inode. */

@@ -2,11 +2,13 @@
  * Durability: the flusher thread.
  *
  * fsync, fdatasync and syncfs requests are parked here; the thread makes the
- * store and the namespace WAL durable (orch_store_sync covers everything under
- * data_dir) and answers every request that was parked before the flush
- * started, so concurrent fsyncs share one flush (group commit).  Requests
- * that arrive during a flush wait for the next one: the running flush may
- * have missed their data.
+ * store durable (orch_store_sync: its blocks, then its own WAL) and then the
+ * namespace WAL (orch_meta_sync_wal, on this thread's own connection), and
+ * answers every request that was parked before the flush started, so
+ * concurrent fsyncs share one flush (group commit).  Requests that arrive
+ * during a flush wait for the next one: the running flush may have missed
+ * their data.  The store goes first: a namespace change that names data
+ * (a size published by EXTEND) is never durable before that data is.
  *
  * Without requests, anything committed is flushed within commit_interval_ms
  * (DESIGN.md, "Durability contract"), and the WAL is checkpointed into the
@@ -39,7 +41,7 @@ struct sv_flusher {
 	struct sv_req **f_reqs;    /* protected by f_lock: parked fsyncs */
 	size_t f_n, f_cap;         /* protected by f_lock */
 	atomic_bool f_dirty;       /* something committed since the last flush */
-	sqlite3 *f_ckpt;           /* the thread's own connection, for checkpoints */
+	sqlite3 *f_ckpt;           /* the thread's own connection: WAL syncs, checkpoints */
 };
 
 static void flush_done(void *arg)
@@ -58,14 +60,24 @@ static void flush_checkpoint(struct sv_flusher *f)
 {
 	int busy = 0, log = 0, done = 0;
 
-	if (!f->f_ckpt)
-		return;
 	if (sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
 				      &done) != SQLITE_OK)
 		busy = 1;
 	if (busy)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "wal checkpoint incomplete: %s",
 				   sqlite3_errmsg(f->f_ckpt));
+}
+
+/* The store, then the namespace WAL.  0 or the first error. */
+static int flush_sync(struct sv_server *sv, struct sv_flusher *f)
+{
+	int error, meta_error;
+
+	error = orch_store_sync(sv->s_store);
+	if (error)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "cannot flush the store: %s", strerror(-error));
+	meta_error = orch_meta_sync_wal(f->f_ckpt);
+	return error ? error : meta_error;
 }
 
 static void *flush_main(void *arg)
@@ -111,9 +123,7 @@ static void *flush_main(void *arg)
 		atomic_store(&f->f_dirty, false);
 		pthread_mutex_unlock(&f->f_lock);
 
-		error = orch_store_sync(sv->s_store);
-		if (error)
-			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "cannot flush data dir: %s", strerror(-error));
+		error = flush_sync(sv, f);
 		b->error = error;
 		if (b->n == 0)
 			flush_checkpoint(f);
@@ -141,28 +151,35 @@ int sv_flusher_start(struct sv_server *sv)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&f->f_cv, &ca);
 	pthread_condattr_destroy(&ca);
+	/* The thread's own connection (SQLite connections are not shared). */
 	if (sqlite3_open_v2(orch_meta_db_path(sv->s_meta), &f->f_ckpt,
 			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		ORCH_WARN("cannot open checkpoint connection: %s", sqlite3_errmsg(f->f_ckpt));
-		sqlite3_close(f->f_ckpt);
-		f->f_ckpt = NULL;
-	} else {
-		sqlite3_busy_timeout(f->f_ckpt, 100);
-		sqlite3_exec(f->f_ckpt, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+		ORCH_ERR("cannot open the flusher's namespace connection: %s",
+			 f->f_ckpt ? sqlite3_errmsg(f->f_ckpt) : "out of memory");
+		error = -EIO;
+		goto out_free;
 	}
+	sqlite3_busy_timeout(f->f_ckpt, 100);
+	sqlite3_exec(f->f_ckpt, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
 	sv->s_flusher = f;
 	error = -pthread_create(&f->f_thread, NULL, flush_main, sv);
 	if (error) {
-		sqlite3_close(f->f_ckpt);
-		free(f);
 		sv->s_flusher = NULL;
+		goto out_free;
 	}
+	return 0;
+out_free:
+	sqlite3_close(f->f_ckpt);
+	pthread_mutex_destroy(&f->f_lock);
+	pthread_cond_destroy(&f->f_cv);
+	free(f);
 	return error;
 }
 
 void sv_flusher_stop(struct sv_server *sv)
 {
 	struct sv_flusher *f = sv->s_flusher;
+	int error;
 
 	if (!f)
 		return;
@@ -171,11 +188,11 @@ void sv_flusher_stop(struct sv_server *sv)
 	pthread_cond_signal(&f->f_cv);
 	pthread_mutex_unlock(&f->f_lock);
 	pthread_join(f->f_thread, NULL);
-	/* A clean stop leaves everything durable. */
-	orch_store_sync(sv->s_store);
+	/* A clean stop leaves everything durable: the store, then the namespace. */
+	error = flush_sync(sv, f);
 	flush_checkpoint(f);
 	for (size_t i = 0; i < f->f_n; i++)
-		sv_reply_status(f->f_reqs[i], 0);
+		sv_reply_status(f->f_reqs[i], error);
 	free(f->f_reqs);
 	sqlite3_close(f->f_ckpt);
 	pthread_mutex_destroy(&f->f_lock);

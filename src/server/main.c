@@ -200,6 +200,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sv.s_index = (unsigned int)idx;
+	/*
+	 * Before any thread starts (the store's writer starts in
+	 * orch_store_open): threads inherit the mask, and the signals must
+	 * reach the loop's signalfd, not kill a thread that does not expect them.
+	 */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	if (orch_pcut_enabled())
+		sigaddset(&mask, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	sv.s_started_ms = orch_time_now_ms();
 	snprintf(ident.cluster_id, sizeof(ident.cluster_id), "%s", sv.s_cfg.cluster_id);
 	ident.server_index = sv.s_index;
@@ -216,16 +228,10 @@ int main(int argc, char **argv)
 			 strerror(-error));
 		goto out_meta;
 	}
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (orch_pcut_enabled())
-		sigaddset(&mask, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* threads inherit it */
+	sv_writes_init(&sv);
 	error = orch_ev_create(&sv.s_ev);
 	if (error)
-		goto out_store;
+		goto out_writes;
 	error = sv_flusher_start(&sv);
 	if (error)
 		goto out_ev;
@@ -247,6 +253,8 @@ int main(int argc, char **argv)
 	sv_intent_replay_all(&sv);
 	error = orch_ev_run(sv.s_ev);
 	status = error ? 1 : 0;
+	/* Writes still in the store's queue finish, and are answered if we can. */
+	sv_writes_wait(&sv);
 	while (nlive)
 		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
 	sv_peers_fini(&sv);
@@ -261,7 +269,9 @@ out_flusher:
 	orch_ev_run_posts(sv.s_ev);
 out_ev:
 	orch_ev_destroy(sv.s_ev);
-out_store:
+out_writes:
+	/* After the loop's last posts: a drain posted late may still lock it. */
+	sv_writes_fini(&sv);
 	orch_store_close(sv.s_store);
 out_meta:
 	orch_meta_close(sv.s_meta);

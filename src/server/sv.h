@@ -1,12 +1,17 @@
 /*
  * orchardd internals shared by the server's files (private header).
  *
- * One event-loop thread owns every connection, the namespace database and
- * the store; requests are handled to completion on it, except:
+ * One event-loop thread owns every connection and the namespace database;
+ * requests are handled to completion on it, except:
+ *  - data writes (CL2SV_WRITE, SV2SV_WRITE), queued to the store's writer
+ *    thread, which batches them into few transactions and hands each
+ *    completion back to the loop (sv_write_submit);
  *  - fsync requests, which wait for the flusher thread (flush.c) to make the
  *    store and the WAL durable, sharing one flush among all waiters;
  *  - cross-server operations (intent.c), which write an intent record with
  *    their local change, ask the peer server, and finish when it answers.
+ * The store's other calls (read, truncate, punch, delete) are synchronous:
+ * they wait on the loop thread, behind the writes queued before them.
  * No lock is held across network I/O and no transaction stays open across a
  * loop iteration.
  */
@@ -28,6 +33,19 @@
 
 struct sv_peer;
 struct sv_flusher;
+struct sv_write;
+
+/* Writes queued to the store (sv_cl.c). */
+struct sv_writes {
+	pthread_mutex_t w_lock;
+	pthread_cond_t w_cv;          /* broadcast when w_completed grows */
+	struct sv_write *w_done;      /* protected by w_lock: finished, newest first */
+	bool w_posted;                /* protected by w_lock: a drain is posted to the loop */
+	uint64_t w_completed;         /* protected by w_lock: done callbacks run */
+	uint64_t w_submitted;         /* loop thread only */
+	uint64_t w_answered;          /* loop thread only */
+	uint64_t w_bytes;             /* loop thread only: data bytes queued */
+};
 
 struct sv_server {
 	struct orch_cfg s_cfg;
@@ -38,6 +56,7 @@ struct sv_server {
 	int s_listen_fd;
 	struct sv_peer *s_peers;      /* [nservers]; s_peers[s_index] unused */
 	struct sv_flusher *s_flusher;
+	struct sv_writes s_writes;
 	struct orch_ev_timer s_intent_timer;
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
@@ -103,6 +122,31 @@ void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
 
 /* Builds the stats JSON text into @b. */
 void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
+
+/* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
+
+void sv_writes_init(struct sv_server *sv);
+/*
+ * Writes @len bytes of @data (copied: it may be the request frame's
+ * payload) at @off of object @h, queued to the store's writer thread, and
+ * answers @r with the status on the loop thread once the write completed.
+ * Past 256 MiB queued (SV_WRITES_QUEUED_MAX), writes synchronously, so
+ * a flood of writes waits on the loop rather than filling memory.  Loop
+ * thread.
+ */
+void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t off,
+		     const void *data, size_t len);
+/*
+ * Waits until every queued write has completed, and answers them (replies
+ * to closed connections are dropped).  Loop thread, after the loop stopped
+ * and before the store closes and the loop is destroyed.
+ */
+void sv_writes_wait(struct sv_server *sv);
+/*
+ * Frees what sv_writes_init set up: after sv_writes_wait() and after the
+ * loop's posts ran or were dropped (orch_ev_run_posts, orch_ev_destroy).
+ */
+void sv_writes_fini(struct sv_server *sv);
 
 /* --- Other servers (sv_sv.c, intent.c) ------------------------------------------------ */
 

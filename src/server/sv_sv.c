@@ -584,8 +584,8 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		error = orch_meta_applied_trim(sv->s_meta, m->origin, m->id);
 		break;
 	case ORCH_SV2SV_WRITE:
-		error = orch_store_write(sv->s_store, m->handle, m->offset, m->data.s, m->data.len);
-		break;
+		sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
+		return;
 	default:
 		error = -ENOSYS;
 		break;

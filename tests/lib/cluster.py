@@ -45,8 +45,17 @@ def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+# Blocks file of each test server: sparse, so its size costs nothing until
+# written; small enough that a full store is reachable by a test that wants one.
+TEST_STORE_SIZE = "1G"
+
+
 class Cluster:
-    def __init__(self, workdir, nservers=3, strip_size=None, extra=None):
+    def __init__(self, workdir, nservers=3, strip_size=None, extra=None,
+                 store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None):
+        """store_size, ag_blocks, maxext: the store geometry mkfs lays out
+        ([cluster] store_size, store_ag_blocks, store_maxext); None leaves
+        the setting out (the store's default)."""
         self.dir = str(workdir)
         self.n = nservers
         args = [ORCHARD, "genconfig", "--servers", str(nservers), "--dir", self.dir]
@@ -54,6 +63,10 @@ class Cluster:
             args += ["--strip-size", str(strip_size)]
         run(args)
         self.conf = os.path.join(self.dir, "orchard.conf")
+        for key, value in (("store_size", store_size), ("store_ag_blocks", ag_blocks),
+                           ("store_maxext", maxext)):
+            if value is not None:
+                self.set_cluster_option(key, value)
         if extra:
             with open(self.conf, "a") as f:
                 f.write(extra)

@@ -166,6 +166,99 @@ def test_mkfs_force_refused_while_server_runs(tmp_path):
         c.stop_all()
 
 
+GEOM = re.compile(r"^orchard: store of server '(\S+)': .* format \d+: (\d+) blocks of "
+                  r"4096 bytes, (\d+) allocation groups? of (\d+) blocks, extents of at "
+                  r"most (\d+) blocks$", re.M)
+
+
+def geometry(stderr, name="s0"):
+    """(blocks, ag_count, ag_blocks, maxext) that mkfs printed for @name."""
+    for m in GEOM.finditer(stderr):
+        if m.group(1) == name:
+            return tuple(int(g) for g in m.groups()[1:])
+    raise AssertionError("no geometry for %s in: %s" % (name, stderr))
+
+
+def test_mkfs_store_geometry_from_config_and_options(tmp_path):
+    c = Cluster(tmp_path / "c", nservers=1, store_size="64M", ag_blocks=1024, maxext=256)
+    try:
+        # The geometry of the config: 64M = 16384 blocks in 16 AGs of 1024.
+        r = orchard("mkfs", "-n", "s0", "--force", conf=c.conf)
+        assert r.returncode == 0, r.stderr
+        blocks, agc, agb, maxext = geometry(r.stderr)
+        assert (agc, agb, maxext) == (16, 1024, 256), r.stderr
+        assert 16384 - 16 <= blocks <= 16384
+        # Options override it for this mkfs; 0 is the store's default.
+        r = orchard("mkfs", "-n", "s0", "--force", "--store-size", "8MiB", "--ag-blocks",
+                    "512", "--maxext", "128", conf=c.conf)
+        assert r.returncode == 0, r.stderr
+        blocks, agc, agb, maxext = geometry(r.stderr)
+        assert (agc, agb, maxext) == (4, 512, 128), r.stderr
+        assert 2048 - 4 <= blocks <= 2048, r.stderr
+        # The store works with it.
+        c.start_all()
+        c.cli("put", "-", "/f", input="z" * 300000)
+        assert c.cli("cat", "/f").stdout == "z" * 300000
+    finally:
+        c.stop_all()
+
+
+@pytest.mark.parametrize("opts,want", [
+    (["--store-size", "12Q"], "--store-size: want a byte count"),
+    (["--store-size", "100K"], "bad --store-size"),
+    (["--ag-blocks", "1000"], "bad --ag-blocks 1000: want 0 (default 1048576) or a power of two"),
+    (["--ag-blocks", "32"], "bad --ag-blocks 32"),
+    (["--ag-blocks", "64", "--maxext", "65"], "bad --maxext 65"),
+    (["--maxext", "x"], "--maxext: want a number of blocks"),
+])
+def test_mkfs_geometry_option_errors(tmp_path, opts, want):
+    c = Cluster(tmp_path / "c", nservers=1)
+    r = orchard("mkfs", "-n", "s0", "--force", *opts, conf=c.conf)
+    assert r.returncode == 2, r.stderr
+    assert want in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("line,want", [
+    ("store_size = 1X", "bad value for 'store_size' in [cluster]: want a byte count"),
+    ("store_size = 4097", "bad store_size 4097 in [cluster]: want 0 (default 64G) or at "
+     "least 256K"),
+    ("store_ag_blocks = 100", "bad store_ag_blocks 100 in [cluster]"),
+    ("store_ag_blocks = -1", "bad value for 'store_ag_blocks' in [cluster]"),
+    ("store_maxext = 5000", "bad store_maxext 5000 in [cluster]: want 0 (default 4096) "
+     "or 1 to 4096"),
+])
+def test_config_store_geometry_errors(tmp_path, line, want):
+    """A bad store setting is refused by every reader of the config, naming it."""
+    c = Cluster(tmp_path / "c", nservers=1, store_size=None)
+    key, value = [x.strip() for x in line.split("=")]
+    c.set_cluster_option(key, value)
+    if key == "store_maxext":
+        c.set_cluster_option("store_ag_blocks", "4096")
+    r = orchard("mkfs", "-n", "s0", "--force", conf=c.conf)
+    assert r.returncode == 1, r.stderr
+    assert want in r.stderr, r.stderr
+    rc, err = run_orchardd(c.conf, "s0")
+    assert rc not in (None, 0) and want in err, err
+
+
+def test_mkfs_store_device(tmp_path):
+    """[server NAME] store_device puts the blocks elsewhere (a file here)."""
+    c = Cluster(tmp_path / "c", nservers=1, store_size="16M")
+    dev = tmp_path / "dev0"
+    with open(c.conf, "a") as f:
+        f.write("store_device = %s\n" % dev)  # the last section is [server s0]
+    try:
+        r = orchard("mkfs", "-n", "s0", "--force", conf=c.conf)
+        assert r.returncode == 0, r.stderr
+        assert str(dev) in r.stderr, r.stderr
+        assert dev.stat().st_size == 16 << 20
+        c.start_all()
+        c.cli("put", "-", "/f", input="on the device")
+        assert c.cli("cat", "/f").stdout == "on the device"
+    finally:
+        c.stop_all()
+
+
 # --- orchardd refusals and clean stop ---------------------------------------------
 
 def _conf_with(c, path, replace):
@@ -274,6 +367,31 @@ def test_orchardd_stops_cleanly_on_sigterm(cluster1, tmp_path):
     c.stop("s0", sig=signal.SIGINT)
     assert c.procs["s0"].returncode == 0
     assert c.log_text("s0").rstrip().endswith("stopped cleanly")
+
+
+def test_orchardd_stops_cleanly_with_writes_queued(cluster1, tmp_path):
+    """SIGTERM while clients keep writing: the writes queued to the store
+    finish before it closes, and the server stops cleanly."""
+    c = cluster1
+    src = tmp_path / "big"
+    src.write_bytes(os.urandom(8 << 20))
+    puts = [subprocess.Popen([ORCHARD, "-c", c.conf, "put", str(src), "/p%d" % i],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for i in range(4)]
+    try:
+        wait_until(lambda: c.server_stats()["s0"]["store"]["ops"] >= 8, timeout=20,
+                   what="writes to reach the store")
+        c.stop("s0")
+        assert c.procs["s0"].returncode == 0
+        assert c.log_text("s0").rstrip().endswith("stopped cleanly")
+    finally:
+        for p in puts:
+            p.wait(60)
+    c.start("s0")
+    c.cli("put", str(src), "/after")
+    out = tmp_path / "out"
+    c.cli("get", "/after", str(out))
+    assert out.read_bytes() == src.read_bytes()
 
 
 # --- local up / down ------------------------------------------------------------------
@@ -452,6 +570,14 @@ def test_ping_and_stats(cluster3):
                   "data_bytes_written", "data_bytes_read", "protocol_errors",
                   "connections", "uptime_ms"):
             assert isinstance(s[k], int) and s[k] >= 0, (s["name"], k)
+        st = s["store"]
+        for k in ("ops", "commits", "syncs", "sync_calls", "csum_errors", "work_chunks",
+                  "writes_queued"):
+            assert isinstance(st[k], int) and st[k] >= 0, (s["name"], k)
+        # Every write is one store op; the writer batches ops into commits.
+        assert st["ops"] >= s["requests"].get("CL2SV_WRITE", 0)
+        assert st["commits"] <= st["ops"]
+        assert st["csum_errors"] == 0
         assert isinstance(s["requests"], dict)
         assert s["requests"]["AD2SV_STATS"] >= 1
         assert s["requests"]["CL2SV_WRITE"] >= 1
@@ -462,6 +588,7 @@ def test_ping_and_stats(cluster3):
     assert table[0].split() == c.names
     assert table[1].split() == ["up", "yes", "yes", "yes"]
     assert any(ln.split()[0] == "requests.CL2SV_WRITE" for ln in table[2:])
+    assert any(ln.split()[0] == "store.commits" for ln in table[2:])
 
     # One server stopped: ping says which and fails; stats still answers.
     c.stop("s1")

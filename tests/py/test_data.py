@@ -338,7 +338,8 @@ def _raw_statfs(c, name):
         p.close()
     assert st == 0
     bsize, blocks, bfree, bavail, files, ffree, namemax = struct.unpack_from("<IQQQQQI", body)
-    return {"bsize": bsize, "blocks": blocks, "files": files, "ffree": ffree}
+    return {"bsize": bsize, "blocks": blocks, "bfree": bfree, "bavail": bavail,
+            "files": files, "ffree": ffree}
 
 
 def _df(c):
@@ -363,6 +364,83 @@ def test_df_sums_every_server(cluster3, tmp_path):
     assert sum(1 for n in c.names if inodes[n]) >= 2, inodes
     human = c.cli("df", "-h").stdout.splitlines()
     assert human[0].split()[1] == "Size" and human[1].startswith("orchard:")
+
+
+def test_df_is_the_stores_size(tmp_path):
+    """Space is the extent stores' (store_size of each), not the disk's;
+    written data takes blocks and deleting gives them back."""
+    c = Cluster(tmp_path / "c", nservers=2, store_size="256M")
+    c.start_all()
+    try:
+        raw = [_raw_statfs(c, n) for n in c.names]
+        for r in raw:
+            assert r["bsize"] == 4096
+            # 256M is 65536 blocks; the superblock and static area are not data.
+            assert 65536 - 64 <= r["blocks"] <= 65536, r
+            assert r["bfree"] <= r["blocks"]
+        free0 = sum(r["bfree"] for r in raw)
+        data = os.urandom(4 << 20)
+        local = tmp_path / "src"
+        local.write_bytes(data)
+        c.cli("put", str(local), "/f")
+        used = free0 - sum(_raw_statfs(c, n)["bfree"] for n in c.names)
+        assert used >= (4 << 20) // 4096, used
+        c.cli("rm", "/f")
+        wait_until(lambda: sum(_raw_statfs(c, n)["bfree"] for n in c.names) == free0,
+                   timeout=20, what="the blocks of /f to be freed")
+    finally:
+        c.stop_all()
+
+
+def _find_in_sparse(path, needle):
+    """Offset of @needle in the data regions of sparse file @path, or None."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end = os.fstat(fd).st_size
+        off = 0
+        while off < end:
+            try:
+                start = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:
+                return None
+            stop = os.lseek(fd, start, os.SEEK_HOLE)
+            chunk = os.pread(fd, stop - start, start)
+            i = chunk.find(needle)
+            if i >= 0:
+                return start + i
+            off = stop
+    finally:
+        os.close(fd)
+    return None
+
+
+def test_checksum_error_reaches_client_as_eio(tmp_path):
+    """A block whose checksum fails reads as EIO (status IO on the wire, the
+    store's -EIO); the server counts it and serves everything else."""
+    c = Cluster(tmp_path / "c", nservers=1)
+    c.start_all()
+    try:
+        good, bad = tmp_path / "good", tmp_path / "bad"
+        good.write_bytes(b"g" * 100000)
+        victim = random.Random(7).randbytes(65536)
+        bad.write_bytes(victim)
+        c.cli("put", "--fsync", str(good), "/good")
+        c.cli("put", "--fsync", str(bad), "/bad")
+        blocks = os.path.join(c.dir, "s0", "blocks")
+        off = _find_in_sparse(blocks, victim[8192:8192 + 4096])
+        assert off is not None, "data not found in the blocks file"
+        with open(blocks, "r+b") as f:
+            f.seek(off + 100)
+            b = f.read(1)
+            f.seek(off + 100)
+            f.write(bytes([b[0] ^ 0xff]))
+        r = c.cli("cat", "/bad", check=False)
+        assert r.returncode == 1 and "Input/output error" in r.stderr, r.stderr
+        assert c.alive("s0")
+        assert c.cli("cat", "/good").stdout == "g" * 100000
+        assert c.server_stats()["s0"]["store"]["csum_errors"] >= 1
+    finally:
+        c.stop_all()
 
 
 def test_delete_frees_data_on_every_server(cluster3, tmp_path):

@@ -1,11 +1,13 @@
 """Power loss: the servers run with the power-cut simulation (common/pcut.h),
-which records every write to meta.db, its WAL and the data objects until it
-is synced, and at a cut puts back everything not yet synced, as a power loss
-at that instant could leave the disk.  After a restart the store must be
-consistent (SQLite integrity, no dangling entries), everything fsynced before
-the cut must read back identical, and nothing may read back as garbage:
-a file written without fsync is absent, or holds, block by block, either its
-data or zeros (a hole: the old contents of a new file)."""
+which records every write to meta.db, store.db, their WALs and the store's
+blocks file until it is synced, and at a cut puts back everything not yet
+synced, as a power loss at that instant could leave the disk.  The flusher
+syncs the store (blocks, then store.db's WAL) and then meta.db's WAL.
+After a restart the store must be consistent (SQLite integrity, no dangling
+entries), everything fsynced before the cut must read back identical, and
+nothing may read back as garbage: a file written without fsync is absent,
+or holds, block by block, either its data or zeros (a hole: the old
+contents of a new file)."""
 import hashlib
 import os
 import random
@@ -40,12 +42,13 @@ def get(c, tmp_path, path):
 
 def check_integrity(c):
     for name in c.names:
-        db = os.path.join(c.dir, name, "meta.db")
-        con = sqlite3.connect(db)
-        try:
-            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        finally:
-            con.close()
+        for db in ("meta.db", "store.db"):
+            con = sqlite3.connect(os.path.join(c.dir, name, db))
+            try:
+                assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", \
+                    "%s of %s" % (db, name)
+            finally:
+                con.close()
 
 
 def walk(c, path="/"):
