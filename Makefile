@@ -36,9 +36,9 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILDDIR)/tests/%,$(UNIT_SRCS))
 # Test tools: small programs the integration tests drive (tests/tools/*.c).
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
-BENCH_BINS := $(BUILDDIR)/bench/orch-bench
+BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
 
-.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount clean help
+.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -157,6 +157,10 @@ $(BUILDDIR)/bench/orch-bench: $(BUILDDIR)/obj/bench/orch_bench.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
 
+$(BUILDDIR)/bench/store-bench: $(BUILDDIR)/obj/bench/store_bench.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
+
 $(BUILDDIR)/obj/bench/%.o: bench/%.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
@@ -168,6 +172,12 @@ bench: $(BINS) $(BENCH_BINS)
 # side (issue 3's benchmark).  BENCHFLAGS=--quick-ish flags: see its --help.
 bench-mount: $(BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py $(BENCHFLAGS)
+
+# The extent store against pwrite/pread on a file in the same directory
+# (issue: store throughput).  Writes about 2 GiB; as root it drops the page
+# cache.  BENCHFLAGS="--quick", "-d DIR", "--json": see store-bench --help.
+bench-store: $(BUILDDIR)/bench/store-bench
+	$(Q)$(BUILDDIR)/bench/store-bench $(BENCHFLAGS)
 
 clean:
 	rm -rf $(BUILDDIR) build-asan build-clang $(FUZZDIR)
@@ -181,5 +191,6 @@ help:
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
 	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...)"
+	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...)"
 
 -include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)
