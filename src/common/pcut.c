@@ -266,7 +266,15 @@ static _Noreturn void pcut_cut_locked(void)
 		abort();
 	}
 	if (fork() == 0) {
+		/*
+		 * Hold nothing of the dead server's but the pipe: an inherited
+		 * descriptor would keep its locks (the store's flock) past the
+		 * done file.
+		 */
 		close(pfd[1]);
+		if (pfd[0] > 3)
+			close_range(3, (unsigned int)pfd[0] - 1, 0);
+		close_range((unsigned int)pfd[0] + 1, ~0u, 0);
 		while (read(pfd[0], &c, 1) > 0)
 			;
 		for (struct pcut_rec *r = pcut_recs; r; r = r->pc_next)

@@ -289,6 +289,7 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 	struct orch_store *st = w->w_st;
 	uint32_t ag = (uint32_t)(w->w_cursor >> st->st_ag_shift);
 	uint32_t from = (uint32_t)(w->w_cursor & (st->st_ag_blocks - 1));
+	unsigned int waits = 0;
 	bool synced = false;
 
 	if (ag >= st->st_ag_count) {
@@ -306,16 +307,25 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 		if (len == 0) {
 			ag = ag + 1 == st->st_ag_count ? 0 : ag + 1;
 			from = 0;
-			if (tries == st->st_ag_count && !synced && w->w_nbusy) {
-				/* Only busy blocks left: make their frees durable. */
+			if (tries < st->st_ag_count || !w->w_nbusy)
+				continue;
+			/*
+			 * Only busy blocks are left: make their frees durable,
+			 * then give reads in progress a moment to end (about
+			 * a second in all; a snapshot held longer wins).
+			 */
+			if (!synced) {
 				synced = true;
 				error = orch_store_sync(st);
 				if (error)
 					return error;
-				w->w_rel_durable = UINT64_MAX;
-				w_busy_release(w);
-				tries = 0;
+			} else if (waits++ >= STORE_ALLOC_WAITS ||
+				   !store_wait_snap_end(st, 10)) {
+				continue;
 			}
+			w->w_rel_durable = UINT64_MAX;
+			w_busy_release(w);
+			tries = 0;
 			continue;
 		}
 		take = ORCH_MIN(want, len);

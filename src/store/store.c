@@ -682,7 +682,25 @@ void store_snap_put(struct orch_store *st, struct store_conn *c)
 	c->c_active = false;
 	c->c_next = st->st_pool;
 	st->st_pool = c;
+	pthread_cond_broadcast(&st->st_snap_cv);
 	pthread_mutex_unlock(&st->st_pool_lock);
+}
+
+bool store_wait_snap_end(struct orch_store *st, unsigned int ms)
+{
+	struct timespec ts;
+	bool any;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += (long)ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&st->st_pool_lock);
+	any = st->st_active != NULL;
+	if (any)
+		pthread_cond_timedwait(&st->st_snap_cv, &st->st_pool_lock, &ts);
+	pthread_mutex_unlock(&st->st_pool_lock);
+	return any;
 }
 
 uint64_t store_oldest_snap(struct orch_store *st)
@@ -1072,6 +1090,7 @@ static void store_free(struct orch_store *st)
 	pthread_mutex_destroy(&st->st_pool_lock);
 	pthread_mutex_destroy(&st->st_seq_lock);
 	pthread_cond_destroy(&st->st_seq_cv);
+	pthread_cond_destroy(&st->st_snap_cv);
 	free(st->st_blocks_path);
 	free(st->st_dir);
 	free(st);
@@ -1152,6 +1171,14 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
 	pthread_cond_init(&st->st_seq_cv, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&st->st_snap_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	store_killpoint_init();
 	error = orch_pcut_vfs_register();
 	if (error)

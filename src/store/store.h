@@ -146,8 +146,11 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op);
  * if it does not exist, and extending its size if the write ends past it.
  * @len 0 does nothing (and creates nothing).  -EFBIG if @off + @len >
  * ORCH_STORE_MAX_SIZE, -EINVAL if @len > ORCH_STORE_MAX_IO, -ENOSPC when
- * no free blocks are left, -EIO if an old block the write must merge with
- * fails its checksum.
+ * no free blocks are left (blocks freed by overwrites count as free once a
+ * flush made the free durable and no snapshot can still read them: the
+ * writer flushes and waits up to about a second for reads to end before it
+ * gives up), -EIO if an old block the write must merge with fails its
+ * checksum.
  */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 		     const void *buf, size_t len);

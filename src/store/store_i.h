@@ -37,6 +37,9 @@
 /* Extents a chunk of a long truncate, punch or delete frees per transaction. */
 #define STORE_WORK_CHUNK 256u
 
+/* Waits of 10 ms for reads to end before a write gets ENOSPC. */
+#define STORE_ALLOC_WAITS 100
+
 /* Object flags. */
 #define STORE_OBJ_REFLINK 0x1u    /* may share blocks (set by clones) */
 #define STORE_OBJ_DYING 0x2u      /* being deleted by a work item: absent */
@@ -163,6 +166,7 @@ struct orch_store {
 	pthread_mutex_t st_pool_lock;
 	struct store_conn *st_pool;   /* idle read connections */
 	struct store_conn *st_active; /* snapshots in progress */
+	pthread_cond_t st_snap_cv;    /* broadcast when a snapshot ends */
 
 	/* Commit and durability sequence numbers (by st_seq_lock). */
 	pthread_mutex_t st_seq_lock;
@@ -227,6 +231,8 @@ void store_snap_put(struct orch_store *st, struct store_conn *c);
 
 /* Oldest snapshot still active, as a commit count (UINT64_MAX if none). */
 uint64_t store_oldest_snap(struct orch_store *st);
+/* Waits up to @ms for a snapshot to end; false if none is active. */
+bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
 
 /* Maps an SQLite result code to -errno (logging unexpected ones). */
 int store_sql_err(sqlite3 *db, int rc, const char *what);
