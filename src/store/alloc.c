@@ -360,7 +360,8 @@ int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 	if (!d)
 		return -ENOMEM;
 	/* Shared blocks drop a reference instead; only clones share (issue 5). */
-	rc = w_row(w, S_REFC_ANY, W_ARGS(ag, (int64_t)agbno - st->st_maxext, end, agbno));
+	rc = w->w_nrefc ? w_row(w, S_REFC_ANY, W_ARGS(ag, (int64_t)agbno - st->st_maxext,
+						   end, agbno)) : 0;
 	if (rc < 0)
 		return rc;
 	if (rc) {

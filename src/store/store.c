@@ -593,6 +593,10 @@ static void conn_free(struct store_conn *c)
 	sqlite3_finalize(c->c_bmap_gt);
 	sqlite3_finalize(c->c_csum);
 	sqlite3_close(c->c_db);
+	free(c->c_ext);
+	free(c->c_buf);
+	free(c->c_sums);
+	free(c->c_valid);
 	free(c);
 }
 
@@ -742,12 +746,11 @@ static int read_obj(struct store_conn *c, uint64_t h, int64_t *nid, uint64_t *si
 	return error;
 }
 
-/* Extents of @nid overlapping object blocks [b0, b1), into a growing array. */
+/* Extents of @nid overlapping object blocks [b0, b1), in order, into c->c_ext. */
 static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t b1,
-			struct read_ext **out, size_t *n)
+			size_t *n)
 {
-	struct read_ext *v = NULL;
-	size_t cnt = 0, cap = 0;
+	size_t cnt = 0;
 	sqlite3_stmt *s;
 	int rc, error = 0;
 
@@ -765,31 +768,55 @@ static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t
 				.len = (uint32_t)sqlite3_column_int64(s, 3),
 			};
 
-			if (e.off + e.len <= b0 || e.len == 0)
+			/* Damaged or out-of-order records are skipped: their blocks
+			 * then read as unverifiable, never as someone else's data. */
+			if (e.off + e.len <= b0 || e.len == 0 ||
+			    (cnt && e.off < c->c_ext[cnt - 1].off + c->c_ext[cnt - 1].len))
 				continue;
-			if (cnt == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				struct read_ext *nv = realloc(v, nc * sizeof(*nv));
+			if (cnt == c->c_extcap) {
+				size_t nc = c->c_extcap ? c->c_extcap * 2 : 16;
+				struct read_ext *nv = realloc(c->c_ext, nc * sizeof(*nv));
 
 				if (!nv) {
 					error = -ENOMEM;
 					break;
 				}
-				v = nv;
-				cap = nc;
+				c->c_ext = nv;
+				c->c_extcap = nc;
 			}
-			v[cnt++] = e;
+			c->c_ext[cnt++] = e;
 		}
 		if (!error && rc != SQLITE_DONE)
 			error = store_sql_err(c->c_db, rc, "read bmap");
 		sqlite3_reset(s);
 	}
-	if (error) {
-		free(v);
-		return error;
-	}
-	*out = v;
 	*n = cnt;
+	return error;
+}
+
+/* Room for @nb blocks of checksums (and of data if @data) in the conn. */
+static int read_reserve(struct store_conn *c, size_t nb, bool data)
+{
+	if (nb > c->c_sumcap) {
+		uint32_t *s = realloc(c->c_sums, nb * sizeof(*s));
+		bool *v;
+
+		if (!s)
+			return -ENOMEM;
+		c->c_sums = s;
+		v = realloc(c->c_valid, nb * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		c->c_valid = v;
+		c->c_sumcap = nb;
+	}
+	if (data && nb * ORCH_STORE_BLOCK > c->c_bufcap) {
+		free(c->c_buf);
+		c->c_buf = aligned_alloc(ORCH_STORE_BLOCK, nb * ORCH_STORE_BLOCK);
+		c->c_bufcap = c->c_buf ? nb * ORCH_STORE_BLOCK : 0;
+		if (!c->c_buf)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -851,13 +878,12 @@ static void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objbloc
 static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 		     uint64_t h, uint64_t off, void *buf, size_t len, size_t *got)
 {
-	struct read_ext *ext = NULL;
-	uint8_t *tmp = NULL;
-	uint32_t *sums = NULL;
-	bool *valid = NULL;
-	size_t n = 0, want;
-	uint64_t size = 0, b0, b1;
+	struct read_ext *ext;
+	uint8_t *blocks;
+	size_t n = 0, want, nb;
+	uint64_t size = 0, b0, b1, pos;
 	int64_t nid;
+	bool direct;
 	int error;
 
 	*got = 0;
@@ -872,33 +898,42 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 	want = (size_t)ORCH_MIN((uint64_t)len, size - off);
 	b0 = off / ORCH_STORE_BLOCK;
 	b1 = (off + want + ORCH_STORE_BLOCK - 1) / ORCH_STORE_BLOCK;
-	error = read_extents(c, nid, b0, b1, &ext, &n);
+	nb = (size_t)(b1 - b0);
+	/* Whole blocks go straight into the caller's buffer. */
+	direct = off % ORCH_STORE_BLOCK == 0 && want % ORCH_STORE_BLOCK == 0;
+	error = read_extents(c, nid, b0, b1, &n);
+	if (!error)
+		error = read_reserve(c, nb, !direct);
 	if (error)
 		goto out;
-	tmp = aligned_alloc(ORCH_STORE_BLOCK, (size_t)(b1 - b0) * ORCH_STORE_BLOCK);
-	sums = malloc((size_t)(b1 - b0) * sizeof(*sums));
-	valid = malloc((size_t)(b1 - b0) * sizeof(*valid));
-	if (!tmp || !sums || !valid) {
-		error = -ENOMEM;
-		goto out;
-	}
-	memset(tmp, 0, (size_t)(b1 - b0) * ORCH_STORE_BLOCK);
+	ext = c->c_ext;
+	blocks = direct ? buf : c->c_buf;
 	/* Checksums first, from the same snapshot as the mapping. */
 	for (size_t i = 0; i < n; i++) {
 		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
 
 		error = read_csums(c, ext[i].ag, ext[i].agbno + (uint32_t)(lo - ext[i].off),
-				   (uint32_t)(hi - lo), sums + (lo - b0), valid + (lo - b0));
+				   (uint32_t)(hi - lo), c->c_sums + (lo - b0),
+				   c->c_valid + (lo - b0));
 		if (error)
 			goto out;
 	}
 	if (end_txn)
 		snap_end_txn(c);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
-		uint64_t g = store_gblock(st, ext[i].ag, ext[i].agbno) + (lo - ext[i].off);
-		uint8_t *dst = tmp + (lo - b0) * ORCH_STORE_BLOCK;
+	pos = b0;
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t lo = i < n ? ORCH_MAX(ext[i].off, b0) : b1;
+		uint64_t hi = i < n ? ORCH_MIN(ext[i].off + ext[i].len, b1) : b1;
+		uint64_t g;
+		uint8_t *dst;
 
+		if (lo > pos)   /* a hole */
+			memset(blocks + (pos - b0) * ORCH_STORE_BLOCK, 0,
+			       (size_t)(lo - pos) * ORCH_STORE_BLOCK);
+		if (i == n)
+			break;
+		g = store_gblock(st, ext[i].ag, ext[i].agbno) + (lo - ext[i].off);
+		dst = blocks + (lo - b0) * ORCH_STORE_BLOCK;
 		error = store_pread_blocks(st, g, (uint32_t)(hi - lo), dst);
 		if (error) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
@@ -908,26 +943,30 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 			goto out;
 		}
 		for (uint64_t b = lo; b < hi; b++) {
-			uint8_t *p = tmp + (b - b0) * ORCH_STORE_BLOCK;
+			uint8_t *p = blocks + (b - b0) * ORCH_STORE_BLOCK;
 
-			if (!valid[b - b0] ||
-			    orch_crc32c(0, p, ORCH_STORE_BLOCK) != sums[b - b0]) {
+			if (!c->c_valid[b - b0] ||
+			    orch_crc32c(0, p, ORCH_STORE_BLOCK) != c->c_sums[b - b0]) {
 				store_report_bad(st, h, b, g + (b - lo));
 				error = -EIO;
 				goto out;
 			}
 		}
+		pos = hi;
 	}
-	memcpy(buf, tmp + (off - b0 * ORCH_STORE_BLOCK), want);
+	if (!direct)
+		memcpy(buf, blocks + (off - b0 * ORCH_STORE_BLOCK), want);
 	*got = want;
-	pthread_mutex_lock(&st->st_seq_lock);
-	st->st_stats.bytes_read += want;
-	pthread_mutex_unlock(&st->st_seq_lock);
+	atomic_fetch_add_explicit(&st->st_bytes_read, want, memory_order_relaxed);
 out:
-	free(ext);
-	free(tmp);
-	free(sums);
-	free(valid);
+	if (end_txn)
+		snap_end_txn(c);
+	/* Do not keep a huge buffer for a rare huge unaligned read. */
+	if (c->c_bufcap > (1u << 20) + 2 * ORCH_STORE_BLOCK) {
+		free(c->c_buf);
+		c->c_buf = NULL;
+		c->c_bufcap = 0;
+	}
 	return error;
 }
 
@@ -1045,7 +1084,8 @@ int orch_store_sync(struct orch_store *st)
 		uint64_t gen, upto;
 
 		if (st->st_syncing) {
-			pthread_cond_wait(&st->st_seq_cv, &st->st_seq_lock);
+			/* The flush running now, or the next one, is ours. */
+			pthread_cond_wait(&st->st_sync_cv[need % 2], &st->st_seq_lock);
 			continue;
 		}
 		st->st_syncing = true;
@@ -1065,7 +1105,9 @@ int orch_store_sync(struct orch_store *st)
 		} else if (upto > st->st_durable) {
 			st->st_durable = upto;
 		}
-		pthread_cond_broadcast(&st->st_seq_cv);
+		/* Its waiters are done; one of the next one's must start it. */
+		pthread_cond_broadcast(&st->st_sync_cv[gen % 2]);
+		pthread_cond_signal(&st->st_sync_cv[(gen + 1) % 2]);
 	}
 	error = st->st_sync_err;
 	pthread_mutex_unlock(&st->st_seq_lock);
@@ -1089,7 +1131,8 @@ static void store_free(struct orch_store *st)
 		close(st->st_lock_fd);
 	pthread_mutex_destroy(&st->st_pool_lock);
 	pthread_mutex_destroy(&st->st_seq_lock);
-	pthread_cond_destroy(&st->st_seq_cv);
+	pthread_cond_destroy(&st->st_sync_cv[0]);
+	pthread_cond_destroy(&st->st_sync_cv[1]);
 	pthread_cond_destroy(&st->st_snap_cv);
 	free(st->st_blocks_path);
 	free(st->st_dir);
@@ -1170,7 +1213,8 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	st->st_lock_fd = -1;
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
-	pthread_cond_init(&st->st_seq_cv, NULL);
+	pthread_cond_init(&st->st_sync_cv[0], NULL);
+	pthread_cond_init(&st->st_sync_cv[1], NULL);
 	{
 		pthread_condattr_t ca;
 
@@ -1283,6 +1327,7 @@ void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out)
 	pthread_mutex_lock(&st->st_seq_lock);
 	*out = st->st_stats;
 	pthread_mutex_unlock(&st->st_seq_lock);
+	out->bytes_read = atomic_load(&st->st_bytes_read);
 }
 
 void orch_store_info(struct orch_store *st, struct orch_store_info *out)

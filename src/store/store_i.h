@@ -146,6 +146,14 @@ struct store_conn {
 	bool c_active;            /* a snapshot is registered */
 	struct store_conn *c_next;
 	struct store_conn *c_reg_next;  /* registry of active snapshots */
+	/* Buffers of the read path, kept between reads (see snap_read). */
+	struct read_ext *c_ext;
+	size_t c_extcap;
+	uint8_t *c_buf;           /* blocks of an unaligned read */
+	size_t c_bufcap;
+	uint32_t *c_sums;
+	bool *c_valid;
+	size_t c_sumcap;
 };
 
 struct store_busy;
@@ -170,7 +178,9 @@ struct orch_store {
 
 	/* Commit and durability sequence numbers (by st_seq_lock). */
 	pthread_mutex_t st_seq_lock;
-	pthread_cond_t st_seq_cv;
+	/* Callers of orch_store_sync waiting for flush generation g sleep on
+	 * st_sync_cv[g % 2], so the end of one flush wakes only its own. */
+	pthread_cond_t st_sync_cv[2];
 	uint64_t st_committed;        /* write transactions committed */
 	uint64_t st_durable;          /* ... of which known to be on disk */
 	uint64_t st_sync_started, st_sync_done;  /* flush generations */
@@ -180,6 +190,7 @@ struct orch_store {
 
 	struct store_writer *st_writer;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
+	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 
 	/* Statistics: the writer's and syncs' under st_seq_lock, reads atomic. */
 	struct orch_store_stats st_stats;

@@ -72,6 +72,9 @@ static const char *const w_sql[S_NSTMT] = {
 	[S_WORK_DEL] = "DELETE FROM work WHERE seq=?",
 	[S_WORK_ALL] = "SELECT seq, type, nid, a, b, progress FROM work ORDER BY seq",
 	[S_SMETA_PUT] = "UPDATE smeta SET v=?, crc=? WHERE k=?",
+	[S_SAVEPOINT] = "SAVEPOINT op",
+	[S_RELEASE] = "RELEASE op",
+	[S_ROLLBACK_TO] = "ROLLBACK TO op",
 };
 
 /* --- Statement helpers ------------------------------------------------------------- */
@@ -613,11 +616,45 @@ static int apply_delete(struct store_writer *w, struct orch_store_op *op)
 	return error;
 }
 
-/* Writes the counters the operation changed into agstat. */
-static int agstat_apply(struct store_writer *w)
+/* The operation succeeded: adds its counter changes to the transaction's. */
+static int agd_merge(struct store_writer *w)
 {
 	for (size_t i = 0; i < w->w_nagd; i++) {
-		struct w_agdelta *d = &w->w_agd[i];
+		struct w_agdelta *d = &w->w_agd[i], *t = NULL;
+
+		for (size_t k = 0; k < w->w_ntagd && !t; k++)
+			if (w->w_tagd[k].ag == d->ag)
+				t = &w->w_tagd[k];
+		if (!t) {
+			if (w->w_ntagd == w->w_captagd) {
+				size_t cap = w->w_captagd ? w->w_captagd * 2 : 8;
+				struct w_agdelta *p = realloc(w->w_tagd, cap * sizeof(*p));
+
+				if (!p)
+					return -ENOMEM;
+				w->w_tagd = p;
+				w->w_captagd = cap;
+			}
+			t = &w->w_tagd[w->w_ntagd++];
+			*t = (struct w_agdelta){ .ag = d->ag };
+		}
+		t->freeblks += d->freeblks;
+		t->nfree += d->nfree;
+		t->nrmap += d->nrmap;
+		t->nrefc += d->nrefc;
+	}
+	w->w_nagd = 0;
+	return 0;
+}
+
+/*
+ * Writes the transaction's counter changes into agstat, once per AG per
+ * transaction rather than per operation.
+ */
+static int agstat_flush(struct store_writer *w)
+{
+	for (size_t i = 0; i < w->w_ntagd; i++) {
+		struct w_agdelta *d = &w->w_tagd[i];
 		sqlite3_stmt *s = w->w_stmt[S_AG_GET];
 		int64_t f[7];
 		int rc;
@@ -644,6 +681,7 @@ static int agstat_apply(struct store_writer *w)
 			return rc;
 		w->w_dfree += d->freeblks;
 	}
+	w->w_ntagd = 0;
 	return 0;
 }
 
@@ -659,7 +697,7 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op)
 	uint64_t bytes = w->w_txn_bytes;
 	int rc;
 
-	rc = w_sql_exec(w, "SAVEPOINT op");
+	rc = w_exec(w, S_SAVEPOINT, NULL, 0);
 	if (rc)
 		return rc;
 	w->w_nagd = 0;
@@ -680,11 +718,12 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op)
 		rc = -EINVAL;
 	}
 	if (rc == 0)
-		rc = agstat_apply(w);
+		rc = agd_merge(w);
 	if (rc == 0)
-		return w_sql_exec(w, "RELEASE op");
-	w_sql_exec(w, "ROLLBACK TO op");
-	w_sql_exec(w, "RELEASE op");
+		return w_exec(w, S_RELEASE, NULL, 0);
+	w_exec(w, S_ROLLBACK_TO, NULL, 0);
+	w_exec(w, S_RELEASE, NULL, 0);
+	w->w_nagd = 0;
 	w_busy_undo(w, pend);
 	w->w_dobjects = dobj;
 	w->w_dfree = dfree;
@@ -701,6 +740,7 @@ static int txn_begin(struct store_writer *w)
 	w_busy_release(w);
 	w->w_dobjects = w->w_dfree = 0;
 	w->w_txn_ops = w->w_txn_bytes = w->w_txn_created = w->w_txn_deleted = 0;
+	w->w_nagd = w->w_ntagd = 0;
 	return w_sql_exec(w, "BEGIN IMMEDIATE");
 }
 
@@ -710,7 +750,8 @@ static int txn_commit(struct store_writer *w)
 	struct orch_store *st = w->w_st;
 	int error = 0;
 
-	if (w->w_meta_dirty) {
+	error = agstat_flush(w);
+	if (!error && w->w_meta_dirty) {
 		const char *keys[2] = { "next_nid", "next_work" };
 		int64_t vals[2] = { w->w_next_nid, w->w_next_work };
 		sqlite3_stmt *s = w->w_stmt[S_SMETA_PUT];
@@ -842,7 +883,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 		w->w_nagd = 0;
 		error = work_chunk(w, k, &finished);
 		if (!error)
-			error = agstat_apply(w);
+			error = agd_merge(w);
 		if (error) {
 			sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
 			w_busy_undo(w, 0);
@@ -907,7 +948,7 @@ static int run_long(struct store_writer *w, struct orch_store_op *op)
 	if (!error)
 		error = work_save(w, &k);
 	if (!error)
-		error = agstat_apply(w);
+		error = agd_merge(w);
 	if (error) {
 		sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
 		w_busy_undo(w, 0);
@@ -1065,6 +1106,7 @@ static void writer_free(struct store_writer *w)
 	sqlite3_close(w->w_db);
 	w_busy_free(w);
 	free(w->w_agd);
+	free(w->w_tagd);
 	free(w->w_buf);
 	pthread_mutex_destroy(&w->w_lock);
 	pthread_cond_destroy(&w->w_cv);
@@ -1079,8 +1121,9 @@ static int load_counters(struct store_writer *w)
 		"SELECT v, crc, k FROM smeta WHERE k='next_work'",
 		"SELECT coalesce(sum(freeblks), 0) FROM agstat",
 		"SELECT count(*) FROM obj WHERE (flags & 2)=0",
+		"SELECT count(*) FROM refc",
 	};
-	int64_t v[4] = { 0 };
+	int64_t v[5] = { 0 };
 
 	for (size_t i = 0; i < ORCH_ARRAY_SIZE(sql); i++) {
 		sqlite3_stmt *s;
@@ -1109,6 +1152,7 @@ static int load_counters(struct store_writer *w)
 	w->w_next_work = v[1];
 	st->st_freeblks = (uint64_t)v[2];
 	st->st_objects = (uint64_t)v[3];
+	w->w_nrefc = v[4];
 	return 0;
 }
 

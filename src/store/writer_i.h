@@ -18,6 +18,7 @@ enum w_stmt {
 	S_REFC_ANY,
 	S_WORK_PUT, S_WORK_DEL, S_WORK_ALL,
 	S_SMETA_PUT,
+	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
 	S_NSTMT
 };
 
@@ -56,10 +57,11 @@ struct store_writer {
 	struct w_busy *w_pend;        /* frees of the open transaction */
 	size_t w_npend, w_cappend;
 	uint64_t w_rel_durable, w_rel_oldest;  /* last release pass saw these */
+	int64_t w_nrefc;              /* refc records in the store (0: nothing shared) */
 
-	/* The operation being applied. */
-	struct w_agdelta *w_agd;
-	size_t w_nagd, w_capagd;
+	/* The operation being applied, and the transaction so far. */
+	struct w_agdelta *w_agd, *w_tagd;
+	size_t w_nagd, w_capagd, w_ntagd, w_captagd;
 
 	/* The transaction being built. */
 	int64_t w_next_nid, w_next_work;
