@@ -426,6 +426,108 @@ static void put32(uint8_t *p, uint32_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+void w_csum_clear(struct store_writer *w)
+{
+	if (w->w_cs)
+		for (size_t i = 0; i < W_CSUM_SLOTS; i++)
+			w->w_cs[i].used = false;
+	w->w_ncs = 0;
+}
+
+int w_csum_flush(struct store_writer *w)
+{
+	for (size_t i = 0; w->w_cs && i < W_CSUM_SLOTS; i++) {
+		struct w_cslot *c = &w->w_cs[i];
+		int64_t f[3];
+		int rc, error;
+
+		if (!c->used || !c->dirty)
+			continue;
+		if (!c->valid) {
+			error = c->existed ? w_exec(w, S_CSUM_DEL, W_ARGS(c->ag, c->grp)) : 0;
+		} else {
+			sqlite3_stmt *q;
+
+			f[0] = c->ag;
+			f[1] = c->grp;
+			f[2] = (int64_t)c->valid;
+			q = w_bind(w, S_CSUM_PUT, W_ARGS(c->ag, c->grp, (int64_t)c->valid));
+			sqlite3_bind_blob(q, 4, c->sums, sizeof(c->sums), SQLITE_STATIC);
+			sqlite3_bind_int64(q, 5, store_rec_crc(STORE_TBL_CSUM, f, 3, c->sums,
+								sizeof(c->sums)));
+			rc = sqlite3_step(q);
+			sqlite3_reset(q);
+			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "csum");
+		}
+		if (error)
+			return error;
+		c->existed = c->valid != 0;
+		c->dirty = false;
+	}
+	return 0;
+}
+
+/* The cached row of group @grp of AG @ag, read from store.db if needed. */
+static int csum_slot(struct store_writer *w, uint32_t ag, uint32_t grp, struct w_cslot **out)
+{
+	uint32_t mask = W_CSUM_SLOTS - 1;
+	uint32_t i = (uint32_t)((((uint64_t)ag << 32 | grp) * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+	struct w_cslot *c;
+	int rc;
+
+	if (!w->w_cs) {
+		w->w_cs = calloc(W_CSUM_SLOTS, sizeof(*w->w_cs));
+		if (!w->w_cs)
+			return -ENOMEM;
+	}
+	for (;; i = (i + 1) & mask) {
+		c = &w->w_cs[i];
+		if (!c->used)
+			break;
+		if (c->ag == ag && c->grp == grp) {
+			*out = c;
+			return 0;
+		}
+	}
+	if (w->w_ncs >= W_CSUM_SLOTS / 2) {
+		/* Full enough: write the changes, start over. */
+		int error = w_csum_flush(w);
+
+		if (error)
+			return error;
+		w_csum_clear(w);
+		return csum_slot(w, ag, grp, out);
+	}
+	memset(c, 0, sizeof(*c));
+	c->ag = ag;
+	c->grp = grp;
+	rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
+		const void *p = sqlite3_column_blob(q, 1);
+
+		c->existed = true;
+		c->valid = (uint64_t)sqlite3_column_int64(q, 0);
+		if (p && sqlite3_column_bytes(q, 1) == (int)sizeof(c->sums))
+			memcpy(c->sums, p, sizeof(c->sums));
+		else
+			c->valid = 0;   /* a damaged row is rewritten whole */
+		sqlite3_reset(q);
+	}
+	c->used = true;
+	w->w_ncs++;
+	*out = c;
+	return 0;
+}
+
 /* Sets (or with @sums NULL, clears) the checksums of @n blocks from @agbno. */
 int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums)
@@ -435,55 +537,23 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	while (b < end) {
 		uint32_t grp = b / STORE_CSUM_GROUP;
 		uint32_t gend = ORCH_MIN(end, (grp + 1) * STORE_CSUM_GROUP);
-		uint8_t blob[STORE_CSUM_GROUP * 4];
-		uint64_t valid = 0;
-		int64_t f[3];
-		int rc, error;
+		struct w_cslot *c;
+		int error = csum_slot(w, ag, grp, &c);
 
-		memset(blob, 0, sizeof(blob));
-		rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
-		if (rc < 0)
-			return rc;
-		if (rc) {
-			sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
-			const void *p = sqlite3_column_blob(q, 1);
-
-			valid = (uint64_t)sqlite3_column_int64(q, 0);
-			if (p && sqlite3_column_bytes(q, 1) == (int)sizeof(blob))
-				memcpy(blob, p, sizeof(blob));
-			else
-				valid = 0;   /* a damaged row is rewritten whole */
-			sqlite3_reset(q);
-		}
+		if (error)
+			return error;
 		for (; b < gend; b++) {
 			uint32_t i = b % STORE_CSUM_GROUP;
 
 			if (sums) {
-				put32(blob + 4 * i, sums[b - agbno]);
-				valid |= 1ull << i;
+				put32(c->sums + 4 * i, sums[b - agbno]);
+				c->valid |= 1ull << i;
 			} else {
-				put32(blob + 4 * i, 0);
-				valid &= ~(1ull << i);
+				put32(c->sums + 4 * i, 0);
+				c->valid &= ~(1ull << i);
 			}
 		}
-		if (!valid) {
-			error = rc ? w_exec(w, S_CSUM_DEL, W_ARGS(ag, grp)) : 0;
-		} else {
-			sqlite3_stmt *q;
-
-			f[0] = ag;
-			f[1] = grp;
-			f[2] = (int64_t)valid;
-			q = w_bind(w, S_CSUM_PUT, W_ARGS(ag, grp, (int64_t)valid));
-			sqlite3_bind_blob(q, 4, blob, sizeof(blob), SQLITE_TRANSIENT);
-			sqlite3_bind_int64(q, 5, store_rec_crc(STORE_TBL_CSUM, f, 3, blob,
-								sizeof(blob)));
-			rc = sqlite3_step(q);
-			sqlite3_reset(q);
-			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "csum");
-		}
-		if (error)
-			return error;
+		c->dirty = true;
 	}
 	return 0;
 }
@@ -491,24 +561,16 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid)
 {
-	uint32_t grp = agbno / STORE_CSUM_GROUP, i = agbno % STORE_CSUM_GROUP;
-	int rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
+	uint32_t i = agbno % STORE_CSUM_GROUP;
+	struct w_cslot *c;
+	int error = csum_slot(w, ag, agbno / STORE_CSUM_GROUP, &c);
 
 	*valid = false;
-	if (rc <= 0)
-		return rc;
-	{
-		sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
-		const uint8_t *p = sqlite3_column_blob(q, 1);
-		uint64_t bits = (uint64_t)sqlite3_column_int64(q, 0);
-
-		if (p && sqlite3_column_bytes(q, 1) == STORE_CSUM_GROUP * 4 && (bits >> i & 1)) {
-			p += 4 * i;
-			*sum = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			       (uint32_t)p[3] << 24;
-			*valid = true;
-		}
-		sqlite3_reset(q);
+	if (error)
+		return error;
+	if (c->valid >> i & 1) {
+		*sum = get32(c->sums + 4 * i);
+		*valid = true;
 	}
 	return 0;
 }

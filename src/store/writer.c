@@ -686,10 +686,16 @@ static int agstat_flush(struct store_writer *w)
 }
 
 /*
- * Applies @op inside a savepoint: 0 or -errno (undone), or W_LONG (undone;
- * the caller runs it as a work item).
+ * Applies @op.  With @safe, inside a savepoint: 0 or -errno (undone alone).
+ * Without, an error leaves the transaction half changed and returns
+ * W_REDO: the caller rolls it back and applies its operations again, each
+ * in a savepoint.  Failures are rare and savepoints cost two statements per
+ * operation, so batches go without until one fails.  W_LONG (the operation
+ * needs a work item) is returned before anything changed.
  */
-static int apply_one(struct store_writer *w, struct orch_store_op *op)
+#define W_REDO 2
+
+static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe)
 {
 	size_t pend = w->w_npend;
 	int64_t dobj = w->w_dobjects, dfree = w->w_dfree;
@@ -697,9 +703,14 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op)
 	uint64_t bytes = w->w_txn_bytes;
 	int rc;
 
-	rc = w_exec(w, S_SAVEPOINT, NULL, 0);
-	if (rc)
-		return rc;
+	if (safe) {
+		/* The savepoint must cover the csum rows the batch changed so far. */
+		rc = w_csum_flush(w);
+		if (!rc)
+			rc = w_exec(w, S_SAVEPOINT, NULL, 0);
+		if (rc)
+			return rc;
+	}
 	w->w_nagd = 0;
 	switch (op->type) {
 	case ORCH_STORE_OP_WRITE:
@@ -720,9 +731,14 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op)
 	if (rc == 0)
 		rc = agd_merge(w);
 	if (rc == 0)
-		return w_exec(w, S_RELEASE, NULL, 0);
-	w_exec(w, S_ROLLBACK_TO, NULL, 0);
-	w_exec(w, S_RELEASE, NULL, 0);
+		return safe ? w_exec(w, S_RELEASE, NULL, 0) : 0;
+	if (rc < 0 && !safe)
+		return W_REDO;
+	if (safe) {
+		w_exec(w, S_ROLLBACK_TO, NULL, 0);
+		w_exec(w, S_RELEASE, NULL, 0);
+		w_csum_clear(w);
+	}
 	w->w_nagd = 0;
 	w_busy_undo(w, pend);
 	w->w_dobjects = dobj;
@@ -742,6 +758,15 @@ static int txn_begin(struct store_writer *w)
 	w->w_txn_ops = w->w_txn_bytes = w->w_txn_created = w->w_txn_deleted = 0;
 	w->w_nagd = w->w_ntagd = 0;
 	return w_sql_exec(w, "BEGIN IMMEDIATE");
+}
+
+/* Undoes the open transaction, in store.db and in memory. */
+static void txn_rollback(struct store_writer *w)
+{
+	sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
+	w_csum_clear(w);
+	w_busy_undo(w, 0);
+	w->w_nagd = w->w_ntagd = 0;
 }
 
 /* Commits: 0, or -errno with everything of the transaction undone. */
@@ -769,6 +794,8 @@ static int txn_commit(struct store_writer *w)
 			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "smeta");
 		}
 	}
+	if (!error)
+		error = w_csum_flush(w);
 	/* Room to track this transaction's frees, before it can no longer fail. */
 	if (!error)
 		error = w_busy_reserve(w);
@@ -776,8 +803,7 @@ static int txn_commit(struct store_writer *w)
 	if (!error)
 		error = w_sql_exec(w, "COMMIT");
 	if (error) {
-		sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-		w_busy_undo(w, 0);
+		txn_rollback(w);
 		return error;
 	}
 	w->w_meta_dirty = false;
@@ -885,8 +911,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 		if (!error)
 			error = agd_merge(w);
 		if (error) {
-			sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-			w_busy_undo(w, 0);
+			txn_rollback(w);
 			break;
 		}
 		error = txn_commit(w);
@@ -950,8 +975,7 @@ static int run_long(struct store_writer *w, struct orch_store_op *op)
 	if (!error)
 		error = agd_merge(w);
 	if (error) {
-		sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-		w_busy_undo(w, 0);
+		txn_rollback(w);
 		return error;
 	}
 	w->w_txn_ops = 1;
@@ -1007,10 +1031,45 @@ static int work_resume(struct store_writer *w)
 
 /* --- The thread ----------------------------------------------------------------------------- */
 
+/* Completes the operations of a transaction that ended with @rc. */
+static void complete_all(struct orch_store_op *done, int rc)
+{
+	for (struct orch_store_op *d = done, *dn; d; d = dn) {
+		dn = d->o_next;
+		complete(d, rc && !d->status ? rc : d->status);
+	}
+}
+
+/*
+ * An operation failed halfway in a batch without savepoints: undoes the
+ * transaction and applies the batch's operations again, each in its own
+ * savepoint.  Returns 0 with the transaction open, or -errno (then the
+ * operations are failed by the caller).
+ */
+static int redo_safe(struct store_writer *w, struct orch_store_op *done, uint64_t *bytes)
+{
+	int rc;
+
+	txn_rollback(w);
+	rc = txn_begin(w);
+	if (rc)
+		return rc;
+	*bytes = 0;
+	for (struct orch_store_op *d = done; d; d = d->o_next) {
+		d->status = apply_one(w, d, true);
+		if (!d->status) {
+			w->w_txn_ops++;
+			if (d->type == ORCH_STORE_OP_WRITE)
+				*bytes += d->len;
+		}
+	}
+	return 0;
+}
+
 static void run_batch(struct store_writer *w, struct orch_store_op *list)
 {
 	struct orch_store_op *done = NULL, **dtail = &done, *op, *next;
-	bool open = false;
+	bool open = false, safe = false;
 	uint64_t bytes = 0;
 	int rc;
 
@@ -1024,17 +1083,28 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 				continue;
 			}
 			open = true;
+			safe = false;
 			bytes = 0;
 		}
-		rc = apply_one(w, op);
+		rc = apply_one(w, op, safe);
+		if (rc == W_REDO) {
+			safe = true;
+			rc = redo_safe(w, done, &bytes);
+			if (rc) {
+				open = false;
+				complete_all(done, rc);
+				done = NULL;
+				dtail = &done;
+				complete(op, rc);
+				continue;
+			}
+			rc = apply_one(w, op, true);
+		}
 		if (rc == W_LONG) {
 			/* Finish what came before it, then run it alone. */
 			rc = txn_commit(w);
 			open = false;
-			for (struct orch_store_op *d = done, *dn; d; d = dn) {
-				dn = d->o_next;
-				complete(d, rc ? rc : d->status);
-			}
+			complete_all(done, rc);
 			done = NULL;
 			dtail = &done;
 			complete(op, run_long(w, op));
@@ -1051,10 +1121,7 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 		if (w->w_txn_ops >= W_BATCH_MAX || bytes >= W_BATCH_BYTES || !next) {
 			rc = txn_commit(w);
 			open = false;
-			for (struct orch_store_op *d = done, *dn; d; d = dn) {
-				dn = d->o_next;
-				complete(d, rc && !d->status ? rc : d->status);
-			}
+			complete_all(done, rc);
 			done = NULL;
 			dtail = &done;
 		}
@@ -1107,6 +1174,7 @@ static void writer_free(struct store_writer *w)
 	w_busy_free(w);
 	free(w->w_agd);
 	free(w->w_tagd);
+	free(w->w_cs);
 	free(w->w_buf);
 	pthread_mutex_destroy(&w->w_lock);
 	pthread_cond_destroy(&w->w_cv);

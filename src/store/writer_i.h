@@ -29,6 +29,21 @@ struct w_busy {
 	uint64_t seq;
 };
 
+/*
+ * A csum row cached by the writer: the rows a batch touches are read once
+ * and written once, at commit, however many operations change them.
+ */
+struct w_cslot {
+	uint32_t ag, grp;
+	uint64_t valid;
+	uint8_t sums[STORE_CSUM_GROUP * 4];
+	bool used;
+	bool existed;                 /* the row is in store.db */
+	bool dirty;                   /* changed since it was read or written */
+};
+
+#define W_CSUM_SLOTS 1024u        /* a power of two */
+
 /* Counter changes of one AG made by the operation being applied. */
 struct w_agdelta {
 	uint32_t ag;
@@ -69,6 +84,9 @@ struct store_writer {
 	int64_t w_dobjects, w_dfree;  /* of the ops applied so far */
 	uint64_t w_txn_ops, w_txn_bytes, w_txn_created, w_txn_deleted;
 
+	struct w_cslot *w_cs;         /* W_CSUM_SLOTS, open addressing */
+	size_t w_ncs;
+
 	uint8_t *w_buf;               /* data of one write, block aligned */
 	size_t w_bufcap;
 };
@@ -92,6 +110,10 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums);
 int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid);
+/* Writes the changed cached csum rows into the transaction. */
+int w_csum_flush(struct store_writer *w);
+/* Forgets the cache (after a rollback: it may hold undone changes). */
+void w_csum_clear(struct store_writer *w);
 int w_busy_init(struct store_writer *w);
 /* Undoes the frees of the open transaction made after @mark (= w_npend then). */
 void w_busy_undo(struct store_writer *w, size_t mark);
