@@ -1054,22 +1054,73 @@ static void store_checkpoint(struct orch_store *st)
 		atomic_store(&st->st_wal_pages, 0);
 }
 
-static int store_flush(struct orch_store *st)
+/* Stage 1 of a flush: the data blocks. */
+static int flush_blocks(struct orch_store *st)
 {
 	uint64_t mark = orch_pcut_mark();
-	int error = 0;
 
 	if (fdatasync(st->st_blocks_fd) < 0)
-		error = -errno;
-	else
-		orch_pcut_synced_upto(st->st_blocks_path, mark);
-	if (!error) {
-		store_killpoint("flush");
-		error = sync_wal(st);
-	}
+		return -errno;
+	orch_pcut_synced_upto(st->st_blocks_path, mark);
+	return 0;
+}
+
+/* Stage 2: the WAL that maps them (and a checkpoint when it has grown). */
+static int flush_wal(struct orch_store *st)
+{
+	int error;
+
+	store_killpoint("flush");
+	error = sync_wal(st);
 	if (!error)
 		store_checkpoint(st);
 	return error;
+}
+
+static void flush_failed(struct orch_store *st, int error)
+{
+	if (!st->st_sync_err)
+		ORCH_ERR("store in '%s': flush failed, data may be lost: %s", st->st_dir,
+			 strerror(-error));
+	st->st_sync_err = error;
+}
+
+/*
+ * Flush generation @gen, from its blocks stage on (st_seq_lock held, the
+ * blocks stage claimed).  The two stages are pipelined: flush gen + 1 may
+ * sync the blocks while flush gen syncs its WAL, which nearly halves the
+ * time between flushes when callers keep coming; the WAL stages run in
+ * generation order, each after its own blocks stage, so no mapping is ever
+ * durable before its data.
+ */
+static void flush_run(struct orch_store *st, uint64_t gen)
+{
+	uint64_t upto = st->st_committed;
+	int error;
+
+	pthread_mutex_unlock(&st->st_seq_lock);
+	error = flush_blocks(st);
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_sync_blocks = false;
+	if (error)
+		flush_failed(st, error);
+	/* The next generation may start its blocks stage now. */
+	pthread_cond_signal(&st->st_sync_cv[(gen + 1) % STORE_SYNC_CVS]);
+	while (st->st_sync_done != gen - 1)
+		pthread_cond_wait(&st->st_wal_cv, &st->st_seq_lock);
+	if (!st->st_sync_err) {
+		pthread_mutex_unlock(&st->st_seq_lock);
+		error = flush_wal(st);
+		pthread_mutex_lock(&st->st_seq_lock);
+		if (error)
+			flush_failed(st, error);
+		else if (upto > st->st_durable)
+			st->st_durable = upto;
+	}
+	st->st_sync_done = gen;
+	st->st_stats.syncs++;
+	pthread_cond_broadcast(&st->st_wal_cv);
+	pthread_cond_broadcast(&st->st_sync_cv[gen % STORE_SYNC_CVS]);
 }
 
 int orch_store_sync(struct orch_store *st)
@@ -1079,35 +1130,16 @@ int orch_store_sync(struct orch_store *st)
 
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.sync_calls++;
+	/* A flush whose blocks stage starts after this call covers it. */
 	need = st->st_sync_started + 1;
 	while (st->st_sync_done < need && !st->st_sync_err) {
-		uint64_t gen, upto;
-
-		if (st->st_syncing) {
-			/* The flush running now, or the next one, is ours. */
-			pthread_cond_wait(&st->st_sync_cv[need % 2], &st->st_seq_lock);
+		if (!st->st_sync_blocks && st->st_sync_started < need) {
+			st->st_sync_blocks = true;
+			st->st_sync_started = need;
+			flush_run(st, need);
 			continue;
 		}
-		st->st_syncing = true;
-		gen = ++st->st_sync_started;
-		upto = st->st_committed;
-		pthread_mutex_unlock(&st->st_seq_lock);
-		error = store_flush(st);
-		pthread_mutex_lock(&st->st_seq_lock);
-		st->st_syncing = false;
-		st->st_sync_done = gen;
-		st->st_stats.syncs++;
-		if (error) {
-			if (!st->st_sync_err)
-				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
-					 st->st_dir, strerror(-error));
-			st->st_sync_err = error;
-		} else if (upto > st->st_durable) {
-			st->st_durable = upto;
-		}
-		/* Its waiters are done; one of the next one's must start it. */
-		pthread_cond_broadcast(&st->st_sync_cv[gen % 2]);
-		pthread_cond_signal(&st->st_sync_cv[(gen + 1) % 2]);
+		pthread_cond_wait(&st->st_sync_cv[need % STORE_SYNC_CVS], &st->st_seq_lock);
 	}
 	error = st->st_sync_err;
 	pthread_mutex_unlock(&st->st_seq_lock);
@@ -1131,8 +1163,9 @@ static void store_free(struct orch_store *st)
 		close(st->st_lock_fd);
 	pthread_mutex_destroy(&st->st_pool_lock);
 	pthread_mutex_destroy(&st->st_seq_lock);
-	pthread_cond_destroy(&st->st_sync_cv[0]);
-	pthread_cond_destroy(&st->st_sync_cv[1]);
+	for (int i = 0; i < STORE_SYNC_CVS; i++)
+		pthread_cond_destroy(&st->st_sync_cv[i]);
+	pthread_cond_destroy(&st->st_wal_cv);
 	pthread_cond_destroy(&st->st_snap_cv);
 	free(st->st_blocks_path);
 	free(st->st_dir);
@@ -1213,8 +1246,9 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	st->st_lock_fd = -1;
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
-	pthread_cond_init(&st->st_sync_cv[0], NULL);
-	pthread_cond_init(&st->st_sync_cv[1], NULL);
+	for (int i = 0; i < STORE_SYNC_CVS; i++)
+		pthread_cond_init(&st->st_sync_cv[i], NULL);
+	pthread_cond_init(&st->st_wal_cv, NULL);
 	{
 		pthread_condattr_t ca;
 
