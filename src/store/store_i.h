@@ -195,6 +195,7 @@ struct orch_store {
 	struct store_writer *st_writer;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
+	atomic_long st_queued;        /* mutations submitted and not completed */
 
 	/* Statistics: the writer's and syncs' under st_seq_lock, reads atomic. */
 	struct orch_store_stats st_stats;

@@ -829,8 +829,9 @@ static int txn_commit(struct store_writer *w)
 	return 0;
 }
 
-static void complete(struct orch_store_op *op, int status)
+static void complete(struct store_writer *w, struct orch_store_op *op, int status)
 {
+	atomic_fetch_sub_explicit(&w->w_st->st_queued, 1, memory_order_release);
 	op->status = status;
 	op->done(op);
 }
@@ -1032,11 +1033,11 @@ static int work_resume(struct store_writer *w)
 /* --- The thread ----------------------------------------------------------------------------- */
 
 /* Completes the operations of a transaction that ended with @rc. */
-static void complete_all(struct orch_store_op *done, int rc)
+static void complete_all(struct store_writer *w, struct orch_store_op *done, int rc)
 {
 	for (struct orch_store_op *d = done, *dn; d; d = dn) {
 		dn = d->o_next;
-		complete(d, rc && !d->status ? rc : d->status);
+		complete(w, d, rc && !d->status ? rc : d->status);
 	}
 }
 
@@ -1079,7 +1080,7 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 		if (!open) {
 			rc = txn_begin(w);
 			if (rc) {
-				complete(op, rc);
+				complete(w, op, rc);
 				continue;
 			}
 			open = true;
@@ -1092,10 +1093,10 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 			rc = redo_safe(w, done, &bytes);
 			if (rc) {
 				open = false;
-				complete_all(done, rc);
+				complete_all(w, done, rc);
 				done = NULL;
 				dtail = &done;
-				complete(op, rc);
+				complete(w, op, rc);
 				continue;
 			}
 			rc = apply_one(w, op, true);
@@ -1104,10 +1105,10 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 			/* Finish what came before it, then run it alone. */
 			rc = txn_commit(w);
 			open = false;
-			complete_all(done, rc);
+			complete_all(w, done, rc);
 			done = NULL;
 			dtail = &done;
-			complete(op, run_long(w, op));
+			complete(w, op, run_long(w, op));
 			continue;
 		}
 		op->status = rc;
@@ -1121,7 +1122,7 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 		if (w->w_txn_ops >= W_BATCH_MAX || bytes >= W_BATCH_BYTES || !next) {
 			rc = txn_commit(w);
 			open = false;
-			complete_all(done, rc);
+			complete_all(w, done, rc);
 			done = NULL;
 			dtail = &done;
 		}
@@ -1157,6 +1158,7 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
 
 	op->o_next = NULL;
 	op->status = 0;
+	atomic_fetch_add_explicit(&st->st_queued, 1, memory_order_acquire);
 	pthread_mutex_lock(&w->w_lock);
 	*w->w_tail = op;
 	w->w_tail = &op->o_next;
