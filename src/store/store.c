@@ -152,6 +152,9 @@ int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
 			return -errno;
 		done += (size_t)r;
 	}
+	/* Counted once written: a flush that saw the count before it began
+	 * its fdatasync has these bytes covered (store_flush). */
+	atomic_fetch_add(&st->st_data_writes, 1);
 	return 0;
 }
 
@@ -1054,73 +1057,46 @@ static void store_checkpoint(struct orch_store *st)
 		atomic_store(&st->st_wal_pages, 0);
 }
 
-/* Stage 1 of a flush: the data blocks. */
-static int flush_blocks(struct orch_store *st)
+/*
+ * The data blocks, then the WAL, with commits held off in between: a WAL
+ * sync covers every commit in the WAL, so one made after the blocks were
+ * flushed would become durable before its data.  The writer keeps
+ * applying operations meanwhile; only its COMMIT waits.  *@upto is the
+ * last commit made durable.
+ */
+static int store_flush(struct orch_store *st, uint64_t *upto)
 {
-	uint64_t mark = orch_pcut_mark();
+	uint64_t mark;
+	int error = 0;
 
+	uint64_t writes = atomic_load(&st->st_data_writes);
+
+	*upto = 0;
+	/* Most of the data, while the writer still commits... */
+	mark = orch_pcut_mark();
 	if (fdatasync(st->st_blocks_fd) < 0)
 		return -errno;
-	orch_pcut_synced_upto(st->st_blocks_path, mark);
-	return 0;
-}
-
-/* Stage 2: the WAL that maps them (and a checkpoint when it has grown). */
-static int flush_wal(struct orch_store *st)
-{
-	int error;
-
-	store_killpoint("flush");
-	error = sync_wal(st);
+	/* ...then what came since, if anything did, and the WAL, with commits
+	 * held off. */
+	pthread_mutex_lock(&st->st_commit_lock);
+	pthread_mutex_lock(&st->st_seq_lock);
+	*upto = st->st_committed;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	if (atomic_load(&st->st_data_writes) != writes) {
+		mark = orch_pcut_mark();
+		if (fdatasync(st->st_blocks_fd) < 0)
+			error = -errno;
+	}
+	if (!error)
+		orch_pcut_synced_upto(st->st_blocks_path, mark);
+	if (!error) {
+		store_killpoint("flush");
+		error = sync_wal(st);
+	}
+	pthread_mutex_unlock(&st->st_commit_lock);
 	if (!error)
 		store_checkpoint(st);
 	return error;
-}
-
-static void flush_failed(struct orch_store *st, int error)
-{
-	if (!st->st_sync_err)
-		ORCH_ERR("store in '%s': flush failed, data may be lost: %s", st->st_dir,
-			 strerror(-error));
-	st->st_sync_err = error;
-}
-
-/*
- * Flush generation @gen, from its blocks stage on (st_seq_lock held, the
- * blocks stage claimed).  The two stages are pipelined: flush gen + 1 may
- * sync the blocks while flush gen syncs its WAL, which nearly halves the
- * time between flushes when callers keep coming; the WAL stages run in
- * generation order, each after its own blocks stage, so no mapping is ever
- * durable before its data.
- */
-static void flush_run(struct orch_store *st, uint64_t gen)
-{
-	uint64_t upto = st->st_committed;
-	int error;
-
-	pthread_mutex_unlock(&st->st_seq_lock);
-	error = flush_blocks(st);
-	pthread_mutex_lock(&st->st_seq_lock);
-	st->st_sync_blocks = false;
-	if (error)
-		flush_failed(st, error);
-	/* The next generation may start its blocks stage now. */
-	pthread_cond_signal(&st->st_sync_cv[(gen + 1) % STORE_SYNC_CVS]);
-	while (st->st_sync_done != gen - 1)
-		pthread_cond_wait(&st->st_wal_cv, &st->st_seq_lock);
-	if (!st->st_sync_err) {
-		pthread_mutex_unlock(&st->st_seq_lock);
-		error = flush_wal(st);
-		pthread_mutex_lock(&st->st_seq_lock);
-		if (error)
-			flush_failed(st, error);
-		else if (upto > st->st_durable)
-			st->st_durable = upto;
-	}
-	st->st_sync_done = gen;
-	st->st_stats.syncs++;
-	pthread_cond_broadcast(&st->st_wal_cv);
-	pthread_cond_broadcast(&st->st_sync_cv[gen % STORE_SYNC_CVS]);
 }
 
 int orch_store_sync(struct orch_store *st)
@@ -1130,16 +1106,34 @@ int orch_store_sync(struct orch_store *st)
 
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.sync_calls++;
-	/* A flush whose blocks stage starts after this call covers it. */
 	need = st->st_sync_started + 1;
 	while (st->st_sync_done < need && !st->st_sync_err) {
-		if (!st->st_sync_blocks && st->st_sync_started < need) {
-			st->st_sync_blocks = true;
-			st->st_sync_started = need;
-			flush_run(st, need);
+		uint64_t gen, upto;
+
+		if (st->st_syncing) {
+			/* The flush running now, or the next one, is ours. */
+			pthread_cond_wait(&st->st_sync_cv[need % 2], &st->st_seq_lock);
 			continue;
 		}
-		pthread_cond_wait(&st->st_sync_cv[need % STORE_SYNC_CVS], &st->st_seq_lock);
+		st->st_syncing = true;
+		gen = ++st->st_sync_started;
+		pthread_mutex_unlock(&st->st_seq_lock);
+		error = store_flush(st, &upto);
+		pthread_mutex_lock(&st->st_seq_lock);
+		st->st_syncing = false;
+		st->st_sync_done = gen;
+		st->st_stats.syncs++;
+		if (error) {
+			if (!st->st_sync_err)
+				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
+					 st->st_dir, strerror(-error));
+			st->st_sync_err = error;
+		} else if (upto > st->st_durable) {
+			st->st_durable = upto;
+		}
+		/* Its waiters are done; one of the next one's must start it. */
+		pthread_cond_broadcast(&st->st_sync_cv[gen % 2]);
+		pthread_cond_signal(&st->st_sync_cv[(gen + 1) % 2]);
 	}
 	error = st->st_sync_err;
 	pthread_mutex_unlock(&st->st_seq_lock);
@@ -1163,9 +1157,9 @@ static void store_free(struct orch_store *st)
 		close(st->st_lock_fd);
 	pthread_mutex_destroy(&st->st_pool_lock);
 	pthread_mutex_destroy(&st->st_seq_lock);
-	for (int i = 0; i < STORE_SYNC_CVS; i++)
-		pthread_cond_destroy(&st->st_sync_cv[i]);
-	pthread_cond_destroy(&st->st_wal_cv);
+	pthread_mutex_destroy(&st->st_commit_lock);
+	pthread_cond_destroy(&st->st_sync_cv[0]);
+	pthread_cond_destroy(&st->st_sync_cv[1]);
 	pthread_cond_destroy(&st->st_snap_cv);
 	free(st->st_blocks_path);
 	free(st->st_dir);
@@ -1246,9 +1240,9 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	st->st_lock_fd = -1;
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
-	for (int i = 0; i < STORE_SYNC_CVS; i++)
-		pthread_cond_init(&st->st_sync_cv[i], NULL);
-	pthread_cond_init(&st->st_wal_cv, NULL);
+	pthread_mutex_init(&st->st_commit_lock, NULL);
+	pthread_cond_init(&st->st_sync_cv[0], NULL);
+	pthread_cond_init(&st->st_sync_cv[1], NULL);
 	{
 		pthread_condattr_t ca;
 

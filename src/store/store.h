@@ -208,8 +208,9 @@ void orch_store_snap_end(struct orch_store_snap *sn);
 /*
  * Makes every mutation that completed before this call durable against
  * power loss: fdatasync of the blocks file, then a sync of the store's WAL.
- * Concurrent callers share flushes: a caller waits for at most the flush
- * in progress and one more.  Returns -EIO (or -ENOSPC, -EDQUOT) if the
+ * No commit happens between the two, so no mapping can become durable
+ * before the data it points to.  Concurrent callers share flushes: a
+ * caller waits for at most the flush in progress and one more.  Returns -EIO (or -ENOSPC, -EDQUOT) if the
  * kernel failed to write back some data since the store was opened.  That
  * data is lost, so the error is sticky until the store is reopened.
  */

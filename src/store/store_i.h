@@ -32,8 +32,6 @@
 /* WAL pages (4 KiB) after which a sync also checkpoints, and after which
  * the writer does it itself because nobody syncs. */
 #define STORE_CKPT_PAGES 4096
-/* Flush generations in flight at most: one per stage, and the next. */
-#define STORE_SYNC_CVS 4
 #define STORE_CKPT_PAGES_WRITER 65536
 
 /* Extents a chunk of a long truncate, punch or delete frees per transaction. */
@@ -180,22 +178,24 @@ struct orch_store {
 
 	/* Commit and durability sequence numbers (by st_seq_lock). */
 	pthread_mutex_t st_seq_lock;
-	/* Callers of orch_store_sync waiting for flush generation g sleep on
-	 * st_sync_cv[g % STORE_SYNC_CVS], so the end of one flush wakes only
-	 * its own; flushes wait on st_wal_cv for their turn at the WAL. */
-	pthread_cond_t st_sync_cv[STORE_SYNC_CVS];
-	pthread_cond_t st_wal_cv;
 	uint64_t st_committed;        /* write transactions committed */
 	uint64_t st_durable;          /* ... of which known to be on disk */
 	uint64_t st_sync_started, st_sync_done;  /* flush generations */
-	bool st_sync_blocks;          /* a flush is in its blocks stage */
-	int st_sync_err;              /* sticky */
-	sqlite3 *st_sync_db;          /* connection whose WAL handle is synced */
+	bool st_syncing;
+	int st_sync_err;              /* sticky: a flush failed */
+	/* Callers of orch_store_sync waiting for flush generation g sleep on
+	 * st_sync_cv[g % 2], so the end of one flush wakes only its own. */
+	pthread_cond_t st_sync_cv[2];
+	/* Held by the writer around COMMIT and by a flush from its blocks
+	 * fdatasync to its WAL sync. */
+	pthread_mutex_t st_commit_lock;
+	sqlite3 *st_sync_db;          /* the flush's connection (its WAL handle) */
 
 	struct store_writer *st_writer;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 	atomic_long st_queued;        /* mutations submitted and not completed */
+	atomic_uint_fast64_t st_data_writes;  /* pwrites to the blocks file */
 
 	/* Statistics: the writer's and syncs' under st_seq_lock, reads atomic. */
 	struct orch_store_stats st_stats;

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -800,20 +801,19 @@ static int txn_commit(struct store_writer *w)
 	if (!error)
 		error = w_busy_reserve(w);
 	store_killpoint("data");
-	if (!error)
-		error = w_sql_exec(w, "COMMIT");
 	if (error) {
 		txn_rollback(w);
 		return error;
 	}
-	w->w_meta_dirty = false;
-	if (atomic_load(&st->st_wal_pages) > STORE_CKPT_PAGES_WRITER) {
-		int log = 0, ckpt = 0;
-
-		if (sqlite3_wal_checkpoint_v2(w->w_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
-					      &ckpt) == SQLITE_OK && ckpt >= log)
-			atomic_store(&st->st_wal_pages, 0);
+	/* Not while a flush is between its blocks and its WAL (store_flush). */
+	pthread_mutex_lock(&st->st_commit_lock);
+	error = w_sql_exec(w, "COMMIT");
+	if (error) {
+		pthread_mutex_unlock(&st->st_commit_lock);
+		txn_rollback(w);
+		return error;
 	}
+	w->w_meta_dirty = false;
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
 	w_busy_commit(w, st->st_committed);
@@ -825,6 +825,14 @@ static int txn_commit(struct store_writer *w)
 	st->st_objects += (uint64_t)w->w_dobjects;
 	st->st_freeblks += (uint64_t)w->w_dfree;
 	pthread_mutex_unlock(&st->st_seq_lock);
+	pthread_mutex_unlock(&st->st_commit_lock);
+	if (atomic_load(&st->st_wal_pages) > STORE_CKPT_PAGES_WRITER) {
+		int log = 0, ckpt = 0;
+
+		if (sqlite3_wal_checkpoint_v2(w->w_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+					      &ckpt) == SQLITE_OK && ckpt >= log)
+			atomic_store(&st->st_wal_pages, 0);
+	}
 	store_killpoint("commit");
 	return 0;
 }
