@@ -436,27 +436,34 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 	uint64_t b1 = (off + len + ORCH_STORE_BLOCK - 1) / ORCH_STORE_BLOCK;
 	size_t nb = (size_t)(b1 - b0), head = off % ORCH_STORE_BLOCK;
 	size_t tail = (off + len) % ORCH_STORE_BLOCK;
+	const uint8_t *data;
 	uint32_t sums[256];
 	uint64_t pos;
-	int error;
+	int error = 0;
 
-	error = buf_reserve(w, nb * ORCH_STORE_BLOCK);
-	if (error)
-		return error;
-	if (head)
-		error = read_block(w, o, b0, w->w_buf);
-	if (!error && tail && (nb > 1 || !head))
-		error = read_block(w, o, b1 - 1, w->w_buf + (nb - 1) * ORCH_STORE_BLOCK);
-	if (error)
-		return error;
-	if (src)
-		memcpy(w->w_buf + head, src, len);
-	else
-		memset(w->w_buf + head, 0, len);
+	if (src && !head && !tail) {
+		/* Whole blocks: written from the caller's buffer as they are. */
+		data = src;
+	} else {
+		error = buf_reserve(w, nb * ORCH_STORE_BLOCK);
+		if (error)
+			return error;
+		if (head)
+			error = read_block(w, o, b0, w->w_buf);
+		if (!error && tail && (nb > 1 || !head))
+			error = read_block(w, o, b1 - 1, w->w_buf + (nb - 1) * ORCH_STORE_BLOCK);
+		if (error)
+			return error;
+		if (src)
+			memcpy(w->w_buf + head, src, len);
+		else
+			memset(w->w_buf + head, 0, len);
+		data = w->w_buf;
+	}
 	error = ext_unmap(w, o, b0, b1);
 	for (pos = b0; !error && pos < b1;) {
 		struct w_ext e = { .off = pos };
-		uint8_t *p = w->w_buf + (pos - b0) * ORCH_STORE_BLOCK;
+		const uint8_t *p = data + (pos - b0) * ORCH_STORE_BLOCK;
 
 		error = w_alloc(w, (uint32_t)ORCH_MIN(b1 - pos, (uint64_t)st->st_maxext),
 				&e.ag, &e.agbno, &e.len);
