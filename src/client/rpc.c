@@ -485,27 +485,18 @@ static void rpc_table_wake_one(struct rpc_conn *c)
 /* --- Reading: the reader role ----------------------------------------------------- */
 
 /*
- * Reads more bytes into the buffer, waiting until the deadline.  0 when
- * some arrived, -ETIMEDOUT, or -EIO on end of stream or error.
+ * Receives up to @len bytes into @p, waiting until the deadline: the
+ * number received (> 0), -ETIMEDOUT, or -EIO on end of stream or error.
  */
-static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+static ssize_t rpc_recv_some(int fd, uint8_t *p, size_t len, uint64_t deadline_ms)
 {
-	if (c->c_rpos == c->c_rlen) {
-		c->c_rpos = c->c_rlen = 0;
-	} else if (c->c_rlen == RPC_RBUF) {
-		memmove(c->c_rbuf, c->c_rbuf + c->c_rpos, c->c_rlen - c->c_rpos);
-		c->c_rlen -= c->c_rpos;
-		c->c_rpos = 0;
-	}
 	for (;;) {
-		ssize_t r = recv(fd, c->c_rbuf + c->c_rlen, RPC_RBUF - c->c_rlen, MSG_DONTWAIT);
+		ssize_t r = recv(fd, p, len, MSG_DONTWAIT);
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int ms, rc;
 
-		if (r > 0) {
-			c->c_rlen += (size_t)r;
-			return 0;
-		}
+		if (r > 0)
+			return r;
 		if (r == 0)
 			return -EIO;
 		if (errno == EINTR)
@@ -521,32 +512,35 @@ static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	}
 }
 
+/* Reads more bytes into the buffer: 0 when some arrived, or -errno. */
+static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+{
+	ssize_t r;
+
+	if (c->c_rpos == c->c_rlen) {
+		c->c_rpos = c->c_rlen = 0;
+	} else if (c->c_rlen == RPC_RBUF) {
+		memmove(c->c_rbuf, c->c_rbuf + c->c_rpos, c->c_rlen - c->c_rpos);
+		c->c_rlen -= c->c_rpos;
+		c->c_rpos = 0;
+	}
+	r = rpc_recv_some(fd, c->c_rbuf + c->c_rlen, RPC_RBUF - c->c_rlen, deadline_ms);
+	if (r < 0)
+		return (int)r;
+	c->c_rlen += (size_t)r;
+	return 0;
+}
+
 /* Reads straight into the payload: for the big part of a big frame. */
 static int rpc_recv_payload(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 {
-	for (;;) {
-		ssize_t r = recv(fd, c->c_payload + c->c_pgot, c->c_hdr.length - c->c_pgot,
-				 MSG_DONTWAIT);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int ms, rc;
+	ssize_t r = rpc_recv_some(fd, c->c_payload + c->c_pgot, c->c_hdr.length - c->c_pgot,
+				  deadline_ms);
 
-		if (r > 0) {
-			c->c_pgot += (size_t)r;
-			return 0;
-		}
-		if (r == 0)
-			return -EIO;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -EIO;
-		ms = rpc_remaining_ms(deadline_ms);
-		if (ms == 0)
-			return -ETIMEDOUT;
-		rc = poll(&pfd, 1, ms);
-		if (rc < 0 && errno != EINTR)
-			return -EIO;
-	}
+	if (r < 0)
+		return (int)r;
+	c->c_pgot += (size_t)r;
+	return 0;
 }
 
 /*

@@ -860,8 +860,8 @@ static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_
 	return error;
 }
 
-static void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
-			     uint64_t gblock)
+void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+		      uint64_t gblock)
 {
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.csum_errors++;

@@ -250,6 +250,13 @@ uint64_t store_oldest_snap(struct orch_store *st);
 /* Waits up to @ms for a snapshot to end; false if none is active. */
 bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
 
+/*
+ * Counts and logs (rate-limited) a block of object @h that failed its
+ * checksum: object block @objblock, global block @gblock.
+ */
+void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+		      uint64_t gblock);
+
 /* Maps an SQLite result code to -errno (logging unexpected ones). */
 int store_sql_err(sqlite3 *db, int rc, const char *what);
 

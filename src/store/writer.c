@@ -411,13 +411,7 @@ static int read_block(struct store_writer *w, struct w_obj *o, uint64_t b, uint8
 	if (rc)
 		return rc;
 	if (!valid || orch_crc32c(0, dst, ORCH_STORE_BLOCK) != sum) {
-		pthread_mutex_lock(&st->st_seq_lock);
-		st->st_stats.csum_errors++;
-		pthread_mutex_unlock(&st->st_seq_lock);
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-				   "checksum mismatch: object %016" PRIx64 " offset %" PRIu64
-				   " (physical block %" PRIu64 ")",
-				   o->handle, b * ORCH_STORE_BLOCK, g);
+		store_report_bad(st, o->handle, b, g);
 		return -EIO;
 	}
 	return 0;
