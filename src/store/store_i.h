@@ -156,7 +156,6 @@ struct store_conn {
 	size_t c_sumcap;
 };
 
-struct store_busy;
 struct store_writer;
 
 struct orch_store {

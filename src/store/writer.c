@@ -374,7 +374,7 @@ static int ext_count(struct store_writer *w, struct w_obj *o, uint64_t b0, uint6
 		return rc;
 	*n = rc ? sqlite3_column_int64(w->w_stmt[S_BMAP_COUNT], 0) : 0;
 	sqlite3_reset(w->w_stmt[S_BMAP_COUNT]);
-	/* The extent straddling b0 starts before it. */
+	/* Only extents starting in the range count; one straddling b0 adds one. */
 	return 0;
 }
 

@@ -50,6 +50,15 @@ def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
 TEST_STORE_SIZE = "1G"
 
 
+def stat_layout(c, path):
+    """Handle and layout of @path on cluster @c, from `orchard stat`."""
+    out = c.cli("stat", path).stdout
+    handle = int(re.search(r"Handle:\s+0x([0-9a-fA-F]+)", out).group(1), 16)
+    m = re.search(r"strip_size=(\d+) stripe_count=(\d+) first_server=(\d+)", out)
+    return {"handle": handle, "strip_size": int(m.group(1)),
+            "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
+
+
 class Cluster:
     def __init__(self, workdir, nservers=3, strip_size=None, extra=None,
                  store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None):

@@ -19,20 +19,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from cluster import BUILDDIR, ORCHARD, Cluster  # noqa: E402
+from cluster import BUILDDIR, ORCHARD, Cluster, stat_layout  # noqa: E402
 from op import Op, OpError  # noqa: E402
 
 STORE_CHECK = os.path.join(BUILDDIR, "tests", "store-check")
 BLOCK = 4096
 FILE_SIZE = 1 << 20
-
-
-def stat_fields(c, path):
-    out = c.cli("stat", path).stdout
-    handle = int(re.search(r"Handle:\s+0x([0-9a-fA-F]+)", out).group(1), 16)
-    m = re.search(r"strip_size=(\d+) stripe_count=(\d+) first_server=(\d+)", out)
-    return {"handle": handle, "strip_size": int(m.group(1)),
-            "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
 
 
 def file_offset(f, server_idx, local):
@@ -115,7 +107,7 @@ def test_flipped_block_reads_eio(tmp_path):
         src.write_bytes(data)
         c.cli("put", str(src), "/f")
         c.cli("put", str(src), "/g")
-        f = stat_fields(c, "/f")
+        f = stat_layout(c, "/f")
         assert f["stripe_count"] == 2
         victim, vidx = "s1", 1
         ddir = os.path.join(c.dir, victim)

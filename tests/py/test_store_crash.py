@@ -17,7 +17,6 @@ a store its server has open.
 """
 import os
 import random
-import re
 import sqlite3
 import struct
 import subprocess
@@ -28,7 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import wire  # noqa: E402
-from cluster import BUILDDIR, Cluster, wait_until  # noqa: E402
+from cluster import BUILDDIR, Cluster, wait_until, stat_layout  # noqa: E402
 
 STORE_CHECK = os.path.join(BUILDDIR, "tests", "store-check")
 CL2SV_READ = 0x0201
@@ -40,14 +39,6 @@ FILE_SIZE = 4 << 20           # each file: 2 MiB of it on s1
 LOCAL_SIZE = FILE_SIZE // 2
 NTHREADS = 4
 ROUNDS = 10
-
-
-def stat_fields(c, path):
-    out = c.cli("stat", path).stdout
-    handle = int(re.search(r"Handle:\s+0x([0-9a-fA-F]+)", out).group(1), 16)
-    m = re.search(r"strip_size=(\d+) stripe_count=(\d+) first_server=(\d+)", out)
-    return {"handle": handle, "strip_size": int(m.group(1)),
-            "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
 
 
 def local_image(data, server_idx, f):
@@ -149,7 +140,7 @@ def test_sigkill_with_writes_in_flight(tmp_path):
             src = tmp_path / ("f%d" % k)
             src.write_bytes(data)
             c.cli("put", str(src), "/f%d" % k)
-            f = stat_fields(c, "/f%d" % k)
+            f = stat_layout(c, "/f%d" % k)
             assert f["stripe_count"] == 2, f
             image = local_image(data, vidx, f)
             assert len(image) == LOCAL_SIZE
@@ -271,7 +262,7 @@ def test_kill_in_a_chunked_delete_is_finished_at_open(tmp_path):
         src = tmp_path / "empty"
         src.write_bytes(b"")
         c.cli("put", str(src), "/big")
-        h = stat_fields(c, "/big")["handle"]
+        h = stat_layout(c, "/big")["handle"]
         conn = Conn(c, victim)
         try:
             blk = bytes(range(256)) * 16
