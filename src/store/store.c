@@ -870,6 +870,8 @@ void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 			   "checksum mismatch: object %016" PRIx64 " offset %" PRIu64
 			   " (physical block %" PRIu64 ")",
 			   h, objblock * ORCH_STORE_BLOCK, gblock);
+	if (st->st_bad_fn)
+		st->st_bad_fn(st->st_bad_arg, h, objblock * ORCH_STORE_BLOCK, gblock);
 }
 
 /*
@@ -1459,4 +1461,37 @@ int orch_store_delete(struct orch_store *st, uint64_t h)
 	if (store_surely_absent(st, h))
 		return 0;
 	return submit_wait(st, &op);
+}
+
+int orch_store_clone(struct orch_store *st, uint64_t src, uint64_t src_off, uint64_t dst,
+		     uint64_t dst_off, uint64_t len)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_CLONE, .handle = dst, .off = dst_off,
+				    .len = len, .handle2 = src, .off2 = src_off };
+
+	return submit_wait(st, &op);
+}
+
+int orch_store_dedupe(struct orch_store *st, uint64_t src, uint64_t src_off, uint64_t dst,
+		      uint64_t dst_off, uint64_t len, uint64_t *deduped)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_DEDUPE, .handle = dst, .off = dst_off,
+				    .len = len, .handle2 = src, .off2 = src_off };
+	int error = submit_wait(st, &op);
+
+	*deduped = error ? 0 : op.result;
+	return error;
+}
+
+int orch_store_quarantine(struct orch_store *st, uint64_t gblock, uint64_t n)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_QUARANTINE, .off = gblock, .len = n };
+
+	return submit_wait(st, &op);
+}
+
+void orch_store_set_bad_hook(struct orch_store *st, orch_store_bad_fn fn, void *arg)
+{
+	st->st_bad_fn = fn;
+	st->st_bad_arg = arg;
 }

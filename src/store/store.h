@@ -114,6 +114,9 @@ enum orch_store_op_type {
 	ORCH_STORE_OP_TRUNCATE, /* size becomes @off */
 	ORCH_STORE_OP_PUNCH,    /* [@off, @off + @len) reads as zeros */
 	ORCH_STORE_OP_DELETE,
+	ORCH_STORE_OP_CLONE,    /* share @len bytes of @handle2 at @off2 at @off */
+	ORCH_STORE_OP_DEDUPE,   /* clone, only where the bytes are equal */
+	ORCH_STORE_OP_QUARANTINE, /* global blocks [@off, @off + @len) are bad */
 };
 
 /*
@@ -126,6 +129,8 @@ struct orch_store_op {
 	uint64_t off;
 	uint64_t len;
 	const void *buf;
+	uint64_t handle2, off2; /* the source of a clone or dedupe */
+	uint64_t result;        /* set before @done: bytes a dedupe shared */
 	/* Runs once on the writer thread, after the commit; keep it short. */
 	void (*done)(struct orch_store_op *op);
 	void *arg;              /* the caller's */
@@ -176,6 +181,57 @@ int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off,
  * intent records replay deletes after a crash, so this is idempotent.
  */
 int orch_store_delete(struct orch_store *st, uint64_t h);
+
+/*
+ * Makes bytes [@dst_off, @dst_off + @len) of object @dst share the blocks
+ * of bytes [@src_off, @src_off + @len) of object @src (reflink): no data is
+ * copied, and a later write to either object changes only that object
+ * (copy-on-write).  Both offsets and @len must be multiples of
+ * ORCH_STORE_BLOCK, except that @len may end at the source's size (then the
+ * last partial block is shared whole).  @dst is created if absent and its
+ * size grows to cover the range; what @dst held there before is released.
+ * Holes of the source become holes of the destination.  -EINVAL for
+ * unaligned ranges, the same object with overlapping ranges, or @len past
+ * ORCH_STORE_MAX_SIZE; -ENOSPC if the indexes' reserve is short.  A clone
+ * of an absent source, or past its end, clones a hole.
+ */
+int orch_store_clone(struct orch_store *st, uint64_t src, uint64_t src_off,
+		     uint64_t dst, uint64_t dst_off, uint64_t len);
+
+/*
+ * Dedupe (FIDEDUPERANGE): compares bytes [@src_off, +@len) of @src with
+ * [@dst_off, +@len) of @dst, and only if they are identical makes @dst
+ * share @src's blocks and releases @dst's old ones, as one transaction that
+ * sees no concurrent change in between.  Alignment as orch_store_clone, and
+ * @len at most ORCH_STORE_MAX_IO.  *@deduped is the number of bytes now
+ * shared: @len, or 0 with -EBADE when the contents differ (nothing changed).
+ * -EIO if a block fails its checksum.
+ */
+int orch_store_dedupe(struct orch_store *st, uint64_t src, uint64_t src_off,
+		      uint64_t dst, uint64_t dst_off, uint64_t len,
+		      uint64_t *deduped);
+
+/*
+ * Quarantines global blocks [@gblock, @gblock + @n): they are recorded in
+ * the bad-block index and never allocated again.  Free blocks are retired
+ * at once (owner ORCH_STORE_OWN_DEFECTIVE); blocks still mapped keep their
+ * owners (reads of them fail their checksum, or not, as before) and are
+ * retired when their last owner lets go of them.  Idempotent.  The store
+ * calls it itself for every block a read finds bad.  -EINVAL if the range
+ * is outside the data blocks.
+ */
+int orch_store_quarantine(struct orch_store *st, uint64_t gblock, uint64_t n);
+
+/*
+ * Called once for every block a read finds bad (after it is logged and
+ * counted, before the quarantine): object @h, byte offset @off in it,
+ * global block @gblock.  Runs on the reading thread: keep it short, do not
+ * call back into the store.  Set it once, before the store is shared.
+ */
+typedef void (*orch_store_bad_fn)(void *arg, uint64_t h, uint64_t off,
+				  uint64_t gblock);
+void orch_store_set_bad_hook(struct orch_store *st, orch_store_bad_fn fn,
+			     void *arg);
 
 /* --- Reads ----------------------------------------------------------------- */
 

@@ -191,6 +191,8 @@ struct orch_store {
 	sqlite3 *st_sync_db;          /* the flush's connection (its WAL handle) */
 
 	struct store_writer *st_writer;
+	orch_store_bad_fn st_bad_fn;  /* orch_store_set_bad_hook */
+	void *st_bad_arg;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 	atomic_long st_queued;        /* mutations submitted and not completed */

@@ -464,6 +464,8 @@ static void model_apply(struct model *m, const struct mop *op)
 		memset(o->data, 0, o->size);
 		o->size = 0;
 		break;
+	default:
+		break;
 	}
 }
 
