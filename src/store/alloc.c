@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -350,26 +351,15 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 	return -ENOSPC;
 }
 
-int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+/* Returns AG blocks [agbno, agbno + len) to free space, merged with their neighbours. */
+static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct orch_store *st = w->w_st;
 	struct w_agdelta *d = w_agd(w, ag);
 	uint32_t start = agbno, end = agbno + len;
 	int merged = 0, rc, error;
 
 	if (!d)
 		return -ENOMEM;
-	/* Shared blocks drop a reference instead; only clones share (issue 5). */
-	rc = w->w_nrefc ? w_row(w, S_REFC_ANY, W_ARGS(ag, (int64_t)agbno - st->st_maxext,
-						   end, agbno)) : 0;
-	if (rc < 0)
-		return rc;
-	if (rc) {
-		sqlite3_reset(w->w_stmt[S_REFC_ANY]);
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: freeing shared blocks %u/%u+%u "
-				   "is not supported by this version", ag, agbno, len);
-		return -EOPNOTSUPP;
-	}
 	if (agbno > 0) {
 		rc = w_row(w, S_FSB_LE, W_ARGS(ag, agbno - 1));
 		if (rc < 0)
@@ -416,6 +406,174 @@ int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 	if (error)
 		return error;
 	return busy_add(w, ag, agbno, len);
+}
+
+/* --- Bad blocks ---------------------------------------------------------------------- */
+
+/* Gives AG blocks [agbno, agbno + len) to OWN_DEFECTIVE, in records of at most maxext. */
+static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	struct w_agdelta *d = w_agd(w, ag);
+	int error = 0;
+
+	if (!d)
+		return -ENOMEM;
+	for (uint32_t b = agbno; !error && b < agbno + len;) {
+		uint32_t l = ORCH_MIN(agbno + len - b, w->w_st->st_maxext);
+		int64_t f[6] = { ag, b, ORCH_STORE_OWN_DEFECTIVE, 0, l, 0 };
+
+		error = w_exec(w, S_RMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
+						     store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0)));
+		d->nrmap++;
+		b += l;
+	}
+	return error ? error : w_csum_set(w, ag, agbno, len, NULL);
+}
+
+/*
+ * Calls @fn for the parts of [agbno, agbno + len) inside bad records (@in)
+ * and outside them (!@in), in order.
+ */
+typedef int (*bad_part_fn)(struct store_writer *w, uint32_t ag, uint32_t agbno,
+			   uint32_t len, bool in);
+
+static int bad_parts(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
+		     bad_part_fn fn)
+{
+	int64_t lo = (int64_t)agbno - w->w_st->st_maxext;
+	uint32_t pos = agbno, end = agbno + len;
+	struct { uint32_t b, e; } bad[64];
+	size_t n = 0;
+	sqlite3_stmt *s;
+	int rc, error = 0;
+
+	/* bad records are disjoint and at most maxext long: few can overlap. */
+	s = w_bind(w, S_BAD_WIN, W_ARGS(ag, lo, end));
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t b = sqlite3_column_int64(s, 0), l = sqlite3_column_int64(s, 1);
+
+		if (b + l <= pos || l < 1)
+			continue;
+		if (n == ORCH_ARRAY_SIZE(bad) || (b < pos && n)) {
+			error = -ORCH_ECORRUPT;
+			break;
+		}
+		bad[n].b = (uint32_t)ORCH_MAX(b, (int64_t)pos);
+		bad[n].e = (uint32_t)ORCH_MIN(b + l, (int64_t)end);
+		pos = bad[n++].e;
+	}
+	if (!error && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		error = store_sql_err(w->w_db, rc, "bad");
+	sqlite3_reset(s);
+	pos = agbno;
+	for (size_t i = 0; !error && i <= n; i++) {
+		uint32_t b = i < n ? bad[i].b : end;
+
+		if (b > pos)
+			error = fn(w, ag, pos, b - pos, false);
+		if (!error && i < n)
+			error = fn(w, ag, bad[i].b, bad[i].e - bad[i].b, true);
+		if (i < n)
+			pos = bad[i].e;
+	}
+	return error;
+}
+
+static int free_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
+		     bool bad)
+{
+	return bad ? retire(w, ag, agbno, len) : free_run(w, ag, agbno, len);
+}
+
+int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	if (!w->w_nbad)
+		return free_run(w, ag, agbno, len);
+	return bad_parts(w, ag, agbno, len, free_part);
+}
+
+/* Takes the free blocks of [agbno, agbno + len), known good, out of free space. */
+static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	struct w_agdelta *d = w_agd(w, ag);
+	uint32_t pos = agbno, end = agbno + len;
+	int rc, error = 0;
+
+	if (!d)
+		return -ENOMEM;
+	while (!error && pos < end) {
+		uint32_t a, l, s, e;
+
+		rc = w_row(w, S_FSB_LE, W_ARGS(ag, pos));
+		if (rc < 0)
+			return rc;
+		a = rc ? (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 0) : 0;
+		l = rc ? (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 1) : 0;
+		if (rc)
+			sqlite3_reset(w->w_stmt[S_FSB_LE]);
+		if (!rc || a + l <= pos) {
+			/* pos is owned; skip to the next free record. */
+			rc = w_row(w, S_FSB_GT, W_ARGS(ag, pos));
+			if (rc <= 0)
+				return rc;
+			a = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_GT], 0);
+			l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_GT], 1);
+			sqlite3_reset(w->w_stmt[S_FSB_GT]);
+			if (a >= end)
+				return 0;
+		}
+		s = ORCH_MAX(a, pos);
+		e = ORCH_MIN(a + l, end);
+		error = fs_del(w, ag, a, l);
+		if (!error && a < s)
+			error = fs_ins(w, ag, a, s - a);
+		if (!error && e < a + l)
+			error = fs_ins(w, ag, e, a + l - e);
+		if (!error)
+			error = retire(w, ag, s, e - s);
+		d->freeblks -= e - s;
+		d->nfree += (a < s) + (e < a + l) - 1;
+		pos = e;
+	}
+	return error;
+}
+
+static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
+			   bool bad)
+{
+	int64_t f[5];
+	int error = 0;
+
+	if (bad)
+		return 0;   /* already recorded */
+	for (uint32_t b = agbno; !error && b < agbno + len;) {
+		uint32_t l = ORCH_MIN(agbno + len - b, w->w_st->st_maxext);
+
+		f[0] = ag;
+		f[1] = b;
+		f[2] = l;
+		f[3] = (int64_t)time(NULL);
+		f[4] = STORE_BAD_REPORTED;
+		error = w_exec(w, S_BAD_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4],
+						    store_rec_crc(STORE_TBL_BAD, f, 5, NULL, 0)));
+		b += l;
+	}
+	return error ? error : retire_free(w, ag, agbno, len);
+}
+
+int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	int rc = w_row(w, S_RMAP_FS_ANY, W_ARGS(ag, (int64_t)agbno - w->w_st->st_maxext,
+						 agbno + len, agbno));
+
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		sqlite3_reset(w->w_stmt[S_RMAP_FS_ANY]);
+		return -EINVAL;   /* the superblock is not a data block */
+	}
+	w->w_nbad++;
+	return bad_parts(w, ag, agbno, len, quarantine_part);
 }
 
 /* --- Checksums ------------------------------------------------------------------------ */

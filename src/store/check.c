@@ -20,11 +20,11 @@
  *     I6, I9, I10, I15); then the interval records become start/end events,
  *     and one sweep over the sorted events walks the AG as elementary
  *     segments with constant coverage: how many free extents, rmap records
- *     (data, written, special, OWN_FS), refc records and bad records cover
- *     it.  Each segment is judged once (I1, I6, I11-I14, I16, I18), the csum
- *     rows are consumed by a cursor as the segments pass their groups.  Set
- *     equalities (fsb = fsc, bad = OWN_DEFECTIVE) are merges of sorted
- *     lists, the counters (I3) are sums over the loaded records.  With
+ *     (data, written, special, OWN_FS, OWN_DEFECTIVE), refc records and bad
+ *     records cover it.  Each segment is judged once (I1, I6, I11-I14, I16,
+ *     I18), the csum rows are consumed by a cursor as the segments pass
+ *     their groups.  The set equality fsb = fsc is a merge of sorted lists,
+ *     the counters (I3) are sums over the loaded records.  With
  *     @data, the blocks of every written data extent are read in runs of up
  *     to 256 and compared with their checksums (I17).
  *
@@ -181,7 +181,7 @@ struct chk_ev {
 /* Coverage of the current segment of the sweep. */
 struct chk_cnt {
 	int64_t nfree, nrmap, ndata, nwritten, nfs, nspecial;
-	int64_t nrefc, refcount, nbad;
+	int64_t nrefc, refcount, nbad, ndefective;
 };
 
 /* The AG being checked. */
@@ -243,6 +243,7 @@ struct chk {
 	long found;
 	unsigned reported[CHK_NRULES];
 	int64_t next_nid;       /* INT64_MAX if smeta lacks it */
+	int64_t next_work;      /* INT64_MAX if smeta lacks it */
 	/* The last object looked up by nid. */
 	int64_t o_nid;
 	bool o_cached, o_exists;
@@ -362,6 +363,7 @@ static int chk_smeta(struct chk *ck)
 	int rc;
 
 	ck->next_nid = INT64_MAX;
+	ck->next_work = INT64_MAX;
 	rc = sqlite3_prepare_v2(ck->db, "SELECT k, v, crc FROM smeta ORDER BY k",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
@@ -379,6 +381,8 @@ static int chk_smeta(struct chk *ck)
 			ck->next_nid = v;
 			have = true;
 		}
+		if (k && !strcmp((const char *)k, "next_work"))
+			ck->next_work = v;
 	}
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
@@ -398,6 +402,32 @@ static int chk_smeta(struct chk *ck)
 struct chk_wrec {
 	int64_t nid, type, a;
 };
+
+/*
+ * One work item's fields (@f: seq, type, nid, a, b, progress): an item the
+ * writer would leave alone at open as damaged (writer.c work_resume) is
+ * never finished, so it is a finding.
+ */
+static void chk_work_item(struct chk *ck, const int64_t *f)
+{
+	const char *why = NULL;
+
+	if (f[0] < 1 || f[0] >= ck->next_work)
+		chk_report(ck, 10, "work", -1, -1, 0, "work item %" PRId64
+			   " not in [1, next_work %" PRId64 ")", f[0], ck->next_work);
+	if (f[1] < STORE_WORK_TRUNCATE || f[1] > STORE_WORK_DELETE)
+		why = "unknown type";
+	else if (f[3] < 0 || (uint64_t)f[3] > ORCH_STORE_MAX_SIZE)
+		why = "a out of range";
+	else if (f[1] == STORE_WORK_PUNCH && (f[4] < f[3] || f[4] < 0))
+		why = "punch ends before it starts";
+	else if (f[5] < f[3])
+		why = "progress below a";
+	if (why)
+		chk_report(ck, 4, "work", -1, -1, 0, "work item %" PRId64
+			   " (type %" PRId64 ", nid %" PRId64 ") damaged: %s",
+			   f[0], f[1], f[2], why);
+}
 
 /* Checks the work table and keeps its items, by nid, for pass 1. */
 static int chk_work_load(struct chk *ck)
@@ -423,6 +453,7 @@ static int chk_work_load(struct chk *ck)
 				   "work item %" PRId64 ": nid %" PRId64
 				   " not below next_nid %" PRId64, f[0], f[2],
 				   ck->next_nid);
+		chk_work_item(ck, f);
 		k = chk_vec_push(&ck->work, sizeof(*k));
 		if (!k) {
 			error = -ENOMEM;
@@ -459,6 +490,17 @@ static bool chk_work_pending(const struct chk *ck, int64_t nid, int64_t off,
 		if ((k[lo].type == STORE_WORK_TRUNCATE ||
 		     k[lo].type == STORE_WORK_DELETE) &&
 		    len > 0 && len <= INT64_MAX - off && off + len > k[lo].a)
+			return true;
+	return false;
+}
+
+/* True if a work item of @type is pending for object @nid. */
+static bool chk_work_has(const struct chk *ck, int64_t nid, int64_t type)
+{
+	const struct chk_wrec *k = ck->work.v;
+
+	for (size_t i = 0; i < ck->work.n; i++)
+		if (k[i].nid == nid && k[i].type == type)
 			return true;
 	return false;
 }
@@ -585,6 +627,15 @@ static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 		chk_report(ck, 10, "obj", -1, -1, o->h,
 			   "nid %" PRId64 " not in [1, next_nid %" PRId64 ")",
 			   o->nid, ck->next_nid);
+	if (o->flags & ~(int64_t)(STORE_OBJ_REFLINK | STORE_OBJ_DYING))
+		chk_report(ck, 7, "obj", -1, -1, o->h,
+			   "nid %" PRId64 ": unknown flags %#" PRIx64, o->nid,
+			   (uint64_t)o->flags);
+	else if ((o->flags & STORE_OBJ_DYING) && !chk_work_has(ck, o->nid,
+							 STORE_WORK_DELETE))
+		chk_report(ck, 7, "obj", -1, -1, o->h,
+			   "nid %" PRId64 ": DYING without a delete work item",
+			   o->nid);
 	if (o->size < 0 || (uint64_t)o->size > ORCH_STORE_MAX_SIZE) {
 		chk_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": size %" PRId64 " out of range",
@@ -847,6 +898,11 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 			r->agbno, 0);
 		chk_clip(ck, a, what, r->agbno, r->len, false, &r->start,
 			 &r->end, 0);
+		if (bad && f[4] != STORE_BAD_REPORTED)
+			chk_report(ck, 18, "bad", a->ag, r->agbno, 0,
+				   "bad blocks %" PRId64 "+%" PRId64
+				   ": unknown source %" PRId64, r->agbno, r->len,
+				   f[4]);
 	}
 	if (!error && rc != SQLITE_DONE)
 		error = store_sql_err(ck->db, rc, "check extent scan");
@@ -910,8 +966,20 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 		if (r->count < 2)
 			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
 				   "refcount %" PRId64 " below 2", r->count);
+		/*
+		 * Canonical: runs of one count are cut at multiples of maxext
+		 * (AG blocks) and nowhere else, so an update only rewrites the
+		 * records it touches (refc.c).
+		 */
+		if (r->len > 0 && r->agbno >= 0 && r->len <= INT64_MAX - r->agbno &&
+		    r->agbno / ck->st->st_maxext !=
+				  (r->agbno + r->len - 1) / ck->st->st_maxext)
+			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+				   "record crosses a multiple of maxext (%" PRIu32 ")",
+				   ck->st->st_maxext);
 		if (prev && prev->end > prev->start && r->end > r->start &&
-		    prev->end == r->start && prev->count == r->count)
+		    prev->end == r->start && prev->count == r->count &&
+		    r->start % ck->st->st_maxext != 0)
 			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
 				   "adjacent records with refcount %" PRId64
 				   " not merged", r->count);
@@ -1088,40 +1156,6 @@ static void chk_ag_free_sets(struct chk *ck, struct chk_ag *a)
 	}
 }
 
-/* I18: bad records equal the OWN_DEFECTIVE rmap records. */
-static void chk_ag_bad_sets(struct chk *ck, struct chk_ag *a)
-{
-	const struct chk_frec *b = a->bad.v;
-	const struct chk_rrec *r = a->rmap.v;
-	size_t i = 0, j = 0;
-
-	for (;;) {
-		while (j < a->rmap.n && r[j].owner != ORCH_STORE_OWN_DEFECTIVE)
-			j++;
-		if (i == a->bad.n && j == a->rmap.n)
-			break;
-		if (j == a->rmap.n || (i < a->bad.n && b[i].agbno < r[j].agbno)) {
-			chk_report(ck, 18, "bad", a->ag, b[i].agbno, 0,
-				   "bad blocks %" PRId64 "+%" PRId64
-				   " have no OWN_DEFECTIVE rmap record",
-				   b[i].agbno, b[i].len);
-			i++;
-		} else if (i == a->bad.n || r[j].agbno < b[i].agbno) {
-			chk_report(ck, 18, "rmap", a->ag, r[j].agbno, 0,
-				   "OWN_DEFECTIVE blocks %" PRId64 "+%" PRId64
-				   " have no bad record", r[j].agbno, r[j].len);
-			j++;
-		} else {
-			if (b[i].len != r[j].len)
-				chk_report(ck, 18, "bad", a->ag, b[i].agbno, 0,
-					   "bad record of %" PRId64
-					   " blocks, OWN_DEFECTIVE record of %"
-					   PRId64, b[i].len, r[j].len);
-			i++, j++;
-		}
-	}
-}
-
 /* --- The sweep -------------------------------------------------------------- */
 
 static int chk_ev_cmp(const void *x, const void *y)
@@ -1173,6 +1207,8 @@ static int chk_ev_apply(struct chk_ag *a, const struct chk_ev *e)
 			n->nspecial += e->delta;
 			if (r->owner == ORCH_STORE_OWN_FS)
 				n->nfs += e->delta;
+			else if (r->owner == ORCH_STORE_OWN_DEFECTIVE)
+				n->ndefective += e->delta;
 		}
 		if (e->delta > 0)
 			return chk_act_add(a, e->idx);
@@ -1278,6 +1314,41 @@ static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
 			   nbad, start, end - 1);
 }
 
+/*
+ * I18 over one segment.  A quarantined block keeps the data owners that
+ * still map it and is retired (OWN_DEFECTIVE) when the last one lets go:
+ * so a bad block is owned by OWN_DEFECTIVE alone or by data owners alone,
+ * never free, never OWN_FS; and OWN_DEFECTIVE owns only bad blocks.
+ */
+static void chk_seg_bad(struct chk *ck, struct chk_ag *a, uint32_t start,
+			uint32_t end)
+{
+	const struct chk_cnt *n = &a->cnt;
+	const char *why = NULL;
+
+	if (!n->nbad) {
+		if (n->ndefective > 0)
+			chk_report(ck, 18, "rmap", a->ag, start, 0,
+				   "OWN_DEFECTIVE blocks %" PRIu32 "..%" PRIu32
+				   " have no bad record", start, end - 1);
+		return;
+	}
+	if (n->nbad > 1)
+		why = "are in more than one bad record";
+	else if (n->nfree > 0)
+		why = "are free";
+	else if (n->nfs > 0)
+		why = "are owned by OWN_FS";
+	else if (n->ndefective > 0 && n->ndata > 0)
+		why = "are both retired (OWN_DEFECTIVE) and mapped by data";
+	else if (n->ndefective == 0 && n->ndata == 0)
+		why = "are neither retired (OWN_DEFECTIVE) nor mapped by data";
+	if (why)
+		chk_report(ck, 18, n->nfree > 0 ? "fsb" : "bad", a->ag, start, 0,
+			   "bad blocks %" PRIu32 "..%" PRIu32 " %s", start,
+			   end - 1, why);
+}
+
 /* Owners covering the segment, for a finding: "5, 9, -1". */
 static void chk_owner_list(struct chk_ag *a, char *buf, size_t size)
 {
@@ -1366,10 +1437,7 @@ static int chk_segment(struct chk *ck, struct chk_ag *a, uint32_t start,
 					   ri->owner, start, end - 1, n->ndata);
 		}
 	}
-	if (n->nbad > 0 && n->nfree > 0)
-		chk_report(ck, 18, "fsb", a->ag, start, 0,
-			   "bad blocks %" PRIu32 "..%" PRIu32 " are free", start,
-			   end - 1);
+	chk_seg_bad(ck, a, start, end);
 	chk_seg_csum(ck, a, start, end, n->nwritten > 0);
 	return 0;
 }
@@ -1548,7 +1616,6 @@ static int chk_ag(struct chk *ck, struct chk_ag *a, uint32_t ag)
 	if (error)
 		return error;
 	chk_ag_free_sets(ck, a);
-	chk_ag_bad_sets(ck, a);
 	error = chk_ag_sweep(ck, a);
 	if (!error && ck->data)
 		error = chk_ag_data(ck, a);

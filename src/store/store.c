@@ -28,7 +28,6 @@
 #include "common/util.h"
 #include "store/store_i.h"
 
-#define STORE_LOCK_NAME "store.lock"
 #define STORE_SB_LEN 52
 
 /* --- Small shared helpers ------------------------------------------------------ */
@@ -169,8 +168,7 @@ static char *store_path(const char *dir, const char *name)
 	return p;
 }
 
-/* Takes the store lock: 0, -EBUSY if another opener holds it, -errno. */
-static int store_lock(const char *dir, int *fdp)
+int store_lock(const char *dir, int *fdp)
 {
 	char *p = store_path(dir, STORE_LOCK_NAME);
 	int fd;
@@ -860,12 +858,37 @@ static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_
 	return error;
 }
 
+static void quarantine_done(struct orch_store_op *op)
+{
+	if (op->status && op->status != -EINVAL)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: quarantine of block %" PRIu64 " failed: %s",
+				   op->off, strerror(-op->status));
+	free(op);
+}
+
 void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock)
 {
+	struct orch_store_op *op = NULL;
+	bool seen = false;
+
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.csum_errors++;
+	/* A client rereading one bad block queues one quarantine, not one per read. */
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(st->st_bad_recent); i++)
+		seen |= st->st_bad_recent[i] == gblock + 1;
+	if (!seen)
+		st->st_bad_recent[st->st_bad_next++ % ORCH_ARRAY_SIZE(st->st_bad_recent)] = gblock + 1;
 	pthread_mutex_unlock(&st->st_seq_lock);
+	if (!seen)
+		op = calloc(1, sizeof(*op));
+	if (op) {
+		op->type = ORCH_STORE_OP_QUARANTINE;
+		op->off = gblock;
+		op->len = 1;
+		op->done = quarantine_done;
+		orch_store_submit(st, op);
+	}
 	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 			   "checksum mismatch: object %016" PRIx64 " offset %" PRIu64
 			   " (physical block %" PRIu64 ")",

@@ -137,6 +137,7 @@ struct orch_store_op {
 	int status;             /* set before @done: 0 or -errno */
 	/* Private to the store. */
 	struct orch_store_op *o_next;
+	uint64_t o_done, o_piece;  /* bytes of a clone applied, in this transaction */
 };
 
 /*
@@ -202,8 +203,9 @@ int orch_store_clone(struct orch_store *st, uint64_t src, uint64_t src_off,
  * Dedupe (FIDEDUPERANGE): compares bytes [@src_off, +@len) of @src with
  * [@dst_off, +@len) of @dst, and only if they are identical makes @dst
  * share @src's blocks and releases @dst's old ones, as one transaction that
- * sees no concurrent change in between.  Alignment as orch_store_clone, and
- * @len at most ORCH_STORE_MAX_IO.  *@deduped is the number of bytes now
+ * sees no concurrent change in between.  Alignment as orch_store_clone, both
+ * ranges inside their objects' sizes (-EINVAL otherwise), and @len at most
+ * ORCH_STORE_MAX_IO.  *@deduped is the number of bytes now
  * shared: @len, or 0 with -EBADE when the contents differ (nothing changed).
  * -EIO if a block fails its checksum.
  */

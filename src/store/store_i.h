@@ -18,6 +18,7 @@
 #define STORE_FORMAT 1
 #define STORE_DB_NAME "store.db"
 #define STORE_BLOCKS_NAME "blocks"
+#define STORE_LOCK_NAME "store.lock"   /* flock()ed by whoever has the store */
 #define STORE_SB_MAGIC "ORCHSTOR"
 
 #define STORE_DEFAULT_SIZE (64ull << 30)
@@ -45,6 +46,9 @@
 #define STORE_OBJ_DYING 0x2u      /* being deleted by a work item: absent */
 /* bmap / rmap flags. */
 #define STORE_EXT_UNWRITTEN 0x1u  /* allocated, reads as zeros (unused so far) */
+
+/* bad.source: how the blocks were found bad. */
+#define STORE_BAD_REPORTED 1      /* a checksum mismatch or I/O error, or an operator */
 
 /* Work item types. */
 enum store_work_type {
@@ -193,6 +197,8 @@ struct orch_store {
 	struct store_writer *st_writer;
 	orch_store_bad_fn st_bad_fn;  /* orch_store_set_bad_hook */
 	void *st_bad_arg;
+	uint64_t st_bad_recent[16];   /* blocks found bad lately, + 1 (st_seq_lock) */
+	unsigned int st_bad_next;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 	atomic_long st_queued;        /* mutations submitted and not completed */
@@ -234,6 +240,12 @@ struct store_sb {
  * which).
  */
 int store_sb_decode(const uint8_t *blk, struct store_sb *sb);
+
+/*
+ * Takes the store lock of @dir (one opener at a time: a server, or an
+ * offline tool): *@fdp, to close to let go; -EBUSY if someone holds it.
+ */
+int store_lock(const char *dir, int *fdp);
 
 /* Opens a connection to store.db with the store's pragmas. */
 int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);

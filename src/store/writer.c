@@ -33,6 +33,8 @@
 #define W_BATCH_BYTES (32u << 20)
 /* An operation needs a work item: returned by the apply functions. */
 #define W_LONG 1
+/* A piece of an operation was applied: commit, then apply it again. */
+#define W_AGAIN 3
 
 static const char *const w_sql[S_NSTMT] = {
 	[S_OBJ_BY_HANDLE] = "SELECT nid, size, flags, nextents, nblocks FROM obj"
@@ -67,11 +69,18 @@ static const char *const w_sql[S_NSTMT] = {
 	[S_CSUM_GET] = "SELECT valid, sums FROM csum WHERE ag=? AND grp=?",
 	[S_CSUM_PUT] = "INSERT OR REPLACE INTO csum VALUES(?,?,?,?,?)",
 	[S_CSUM_DEL] = "DELETE FROM csum WHERE ag=? AND grp=?",
-	[S_REFC_ANY] = "SELECT 1 FROM refc WHERE ag=? AND agbno>? AND agbno<? AND agbno+len>?"
-		       " LIMIT 1",
+	[S_REFC_WIN] = "SELECT agbno, len, refcount FROM refc WHERE ag=? AND agbno>=?"
+		       " AND agbno<=? ORDER BY agbno",
+	[S_REFC_INS] = "INSERT INTO refc VALUES(?,?,?,?,?)",
+	[S_REFC_DEL] = "DELETE FROM refc WHERE ag=? AND agbno=?",
+	[S_BAD_WIN] = "SELECT agbno, len FROM bad WHERE ag=? AND agbno>=? AND agbno<?"
+		      " ORDER BY agbno",
+	[S_BAD_INS] = "INSERT INTO bad VALUES(?,?,?,?,?,?)",
+	[S_RMAP_FS_ANY] = "SELECT 1 FROM rmap WHERE ag=? AND agbno>? AND agbno<?"
+			  " AND agbno+len>? AND owner=-1 LIMIT 1",
 	[S_WORK_PUT] = "INSERT OR REPLACE INTO work VALUES(?,?,?,?,?,?,?)",
 	[S_WORK_DEL] = "DELETE FROM work WHERE seq=?",
-	[S_WORK_ALL] = "SELECT seq, type, nid, a, b, progress FROM work ORDER BY seq",
+	[S_WORK_ALL] = "SELECT seq, type, nid, a, b, progress, crc FROM work ORDER BY seq",
 	[S_SMETA_PUT] = "UPDATE smeta SET v=?, crc=? WHERE k=?",
 	[S_SAVEPOINT] = "SAVEPOINT op",
 	[S_RELEASE] = "RELEASE op",
@@ -274,7 +283,7 @@ static int ext_map(struct store_writer *w, struct w_obj *o, struct w_ext e)
 	return ext_insert_raw(w, o, &e);
 }
 
-/* Removes extent @e's blocks [lo, hi) (object blocks) from @o, freeing them. */
+/* Removes extent @e's blocks [lo, hi) (object blocks) from @o, releasing them. */
 static int ext_cut(struct store_writer *w, struct w_obj *o, const struct w_ext *e,
 		   uint64_t lo, uint64_t hi)
 {
@@ -295,13 +304,17 @@ static int ext_cut(struct store_writer *w, struct w_obj *o, const struct w_ext *
 		error = ext_insert_raw(w, o, &right);
 	}
 	if (!error)
-		error = w_free(w, e->ag, e->agbno + (uint32_t)(lo - e->off), (uint32_t)(hi - lo));
+		error = w_release(w, e->ag, e->agbno + (uint32_t)(lo - e->off),
+				   (uint32_t)(hi - lo));
 	return error;
 }
 
-/* Extents of @o overlapping object blocks [b0, b1), at most @max. */
-static int ext_collect(struct store_writer *w, struct w_obj *o, uint64_t b0, uint64_t b1,
-		       struct w_ext **out, size_t *n)
+/*
+ * Extents of @o overlapping object blocks [b0, b1), in order, at most @max;
+ * *@more says whether more follow.
+ */
+static int ext_collect_max(struct store_writer *w, struct w_obj *o, uint64_t b0, uint64_t b1,
+			   size_t max, struct w_ext **out, size_t *n, bool *more)
 {
 	struct w_ext *v = NULL, e;
 	size_t cnt = 0, cap = 0;
@@ -311,6 +324,7 @@ static int ext_collect(struct store_writer *w, struct w_obj *o, uint64_t b0, uin
 
 	*out = NULL;
 	*n = 0;
+	*more = false;
 	rc = ext_at(w, o, b0, &e);
 	if (rc < 0)
 		return rc;
@@ -337,6 +351,10 @@ static int ext_collect(struct store_writer *w, struct w_obj *o, uint64_t b0, uin
 				error = store_sql_err(w->w_db, rc, "bmap");
 			break;
 		}
+		if (cnt == max) {
+			*more = true;
+			break;
+		}
 		ext_from_row(s, &e);
 		have = true;
 	}
@@ -348,6 +366,14 @@ static int ext_collect(struct store_writer *w, struct w_obj *o, uint64_t b0, uin
 	*out = v;
 	*n = cnt;
 	return 0;
+}
+
+static int ext_collect(struct store_writer *w, struct w_obj *o, uint64_t b0, uint64_t b1,
+		       struct w_ext **out, size_t *n)
+{
+	bool more;
+
+	return ext_collect_max(w, o, b0, b1, SIZE_MAX, out, n, &more);
 }
 
 /* Unmaps object blocks [b0, b1) of @o. */
@@ -618,6 +644,237 @@ static int apply_delete(struct store_writer *w, struct orch_store_op *op)
 	return error;
 }
 
+/* --- Clones and dedupe -------------------------------------------------------------------- */
+
+/* Clone and dedupe: @off2/@handle2 is the source, @off/@handle the destination. */
+static int clone_check(const struct orch_store_op *op, const struct w_obj *src,
+		       const struct w_obj *dst)
+{
+	uint64_t len = op->len, sb0, db0, nb;
+
+	if (op->off % ORCH_STORE_BLOCK || op->off2 % ORCH_STORE_BLOCK)
+		return -EINVAL;
+	if (op->off > ORCH_STORE_MAX_SIZE || len > ORCH_STORE_MAX_SIZE - op->off ||
+	    op->off2 > ORCH_STORE_MAX_SIZE || len > ORCH_STORE_MAX_SIZE - op->off2)
+		return -EFBIG;
+	/* A partial last block is shared whole: only at both ends of file. */
+	if (len % ORCH_STORE_BLOCK &&
+	    (op->off2 + len != src->size || (dst->nid && op->off + len < dst->size)))
+		return -EINVAL;
+	sb0 = op->off2 / ORCH_STORE_BLOCK;
+	db0 = op->off / ORCH_STORE_BLOCK;
+	nb = size_blocks(len);
+	if (op->handle == op->handle2 && sb0 < db0 + nb && db0 < sb0 + nb)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Maps object blocks [db0, db0 + nb) of @dst to what blocks [sb0, sb0 + nb)
+ * of @src map, sharing them, after releasing what @dst had there; @src may
+ * be @dst (the ranges do not overlap).  Handles at most @max source and
+ * destination extents: *@nb_done is how far it got (nb if all).
+ */
+static int clone_blocks(struct store_writer *w, struct w_obj *src, uint64_t sb0,
+			struct w_obj *dst, uint64_t db0, uint64_t nb, size_t max,
+			uint64_t *nb_done)
+{
+	struct w_ext *sv = NULL, *dv = NULL;
+	size_t sn = 0, dn = 0;
+	bool more = false;
+	int error = 0;
+
+	if (src->nid)
+		error = ext_collect_max(w, src, sb0, sb0 + nb, max, &sv, &sn, &more);
+	if (!error && more)
+		nb = sv[sn - 1].off + sv[sn - 1].len - sb0;
+	if (!error && dst->nid) {
+		error = ext_collect_max(w, dst, db0, db0 + nb, max, &dv, &dn, &more);
+		if (!error && more)
+			nb = dv[dn - 1].off + dv[dn - 1].len - db0;
+	}
+	free(dv);
+	if (!error)
+		error = ext_unmap(w, dst, db0, db0 + nb);
+	for (size_t i = 0; !error && i < sn; i++) {
+		uint64_t lo = ORCH_MAX(sv[i].off, sb0), hi = ORCH_MIN(sv[i].off + sv[i].len, sb0 + nb);
+		struct w_ext e = sv[i];
+
+		if (lo >= hi)
+			break;
+		e.off = db0 + (lo - sb0);
+		e.agbno = sv[i].agbno + (uint32_t)(lo - sv[i].off);
+		e.len = (uint32_t)(hi - lo);
+		error = w_share(w, e.ag, e.agbno, e.len);
+		if (!error)
+			error = ext_map(w, dst, e);
+	}
+	free(sv);
+	*nb_done = nb;
+	return error;
+}
+
+/* Saves the objects of a clone: both may share blocks now. */
+static int clone_save(struct store_writer *w, struct w_obj *src, struct w_obj *dst)
+{
+	int error;
+
+	dst->flags |= STORE_OBJ_REFLINK;
+	if (src == dst || !src->nid)
+		return obj_save(w, dst);
+	src->flags |= STORE_OBJ_REFLINK;
+	error = obj_save(w, src);
+	return error ? error : obj_save(w, dst);
+}
+
+/*
+ * One piece of a clone: at most STORE_WORK_CHUNK extents of either side,
+ * so that a long clone does not become one huge transaction.  Returns
+ * W_AGAIN with op->o_piece set when more is left (clones need not be
+ * atomic: FICLONERANGE is not either).
+ */
+static int apply_clone(struct store_writer *w, struct orch_store_op *op)
+{
+	uint64_t left = op->len - op->o_done, sb0, db0, nb, done;
+	struct w_obj so, d, *src = &so, *dst = &d;
+	int error;
+
+	error = obj_load(w, op->handle2, &so);
+	if (!error)
+		error = obj_load(w, op->handle, &d);
+	if (!error && !op->o_done)
+		error = clone_check(op, &so, &d);
+	if (error || left == 0)
+		return error;
+	if (op->handle == op->handle2)
+		src = dst;
+	if (!src->nid && !dst->nid)
+		return 0;   /* a hole onto nothing */
+	if (!dst->nid)
+		obj_new(w, dst);
+	sb0 = (op->off2 + op->o_done) / ORCH_STORE_BLOCK;
+	db0 = (op->off + op->o_done) / ORCH_STORE_BLOCK;
+	nb = size_blocks(left);
+	error = clone_blocks(w, src, sb0, dst, db0, nb, STORE_WORK_CHUNK, &done);
+	if (error)
+		return error;
+	op->o_piece = done < nb ? done * ORCH_STORE_BLOCK : left;
+	if (op->off + op->o_done + op->o_piece > dst->size)
+		dst->size = op->off + op->o_done + op->o_piece;
+	error = clone_save(w, src, dst);
+	if (error)
+		return error;
+	op->result = op->o_done + op->o_piece;
+	return done < nb ? W_AGAIN : 0;
+}
+
+/*
+ * Whether object block @b of @x and @y might hold the same bytes, from the
+ * stored checksums alone: false only when both are mapped, both sums are
+ * valid and they differ.
+ */
+static int dedupe_sums_may_match(struct store_writer *w, struct w_obj *x, uint64_t bx,
+				 struct w_obj *y, uint64_t by, bool *may)
+{
+	uint32_t sum[2] = { 0 };
+	bool valid[2] = { false };
+	struct w_obj *o[2] = { x, y };
+	uint64_t b[2] = { bx, by };
+
+	*may = true;
+	for (int i = 0; i < 2; i++) {
+		struct w_ext e;
+		int rc = o[i]->nid ? ext_at(w, o[i], b[i], &e) : 0;
+
+		if (rc <= 0)
+			return rc;
+		rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b[i] - e.off), &sum[i], &valid[i]);
+		if (rc)
+			return rc;
+	}
+	*may = !(valid[0] && valid[1]) || sum[0] == sum[1];
+	return 0;
+}
+
+/* Compares blocks [sb0, +nb) of @src with [db0, +nb) of @dst: 0 equal, -EBADE, -errno. */
+static int dedupe_compare(struct store_writer *w, struct w_obj *src, uint64_t sb0,
+			  struct w_obj *dst, uint64_t db0, uint64_t nb)
+{
+	uint8_t *a, *b;
+	bool may;
+	int error = buf_reserve(w, 2 * ORCH_STORE_BLOCK);
+
+	/* The stored checksums first: a difference there costs no data read. */
+	for (uint64_t i = 0; !error && i < nb; i++) {
+		error = dedupe_sums_may_match(w, src, sb0 + i, dst, db0 + i, &may);
+		if (!error && !may)
+			return -EBADE;
+	}
+	a = w->w_buf;
+	b = w->w_buf + ORCH_STORE_BLOCK;
+	for (uint64_t i = 0; !error && i < nb; i++) {
+		error = read_block(w, src, sb0 + i, a);
+		if (!error)
+			error = read_block(w, dst, db0 + i, b);
+		if (!error && memcmp(a, b, ORCH_STORE_BLOCK))
+			return -EBADE;
+	}
+	return error;
+}
+
+/* Dedupe: a clone of the range, only if its bytes are equal, in one transaction. */
+static int apply_dedupe(struct store_writer *w, struct orch_store_op *op)
+{
+	uint64_t sb0 = op->off2 / ORCH_STORE_BLOCK, db0 = op->off / ORCH_STORE_BLOCK;
+	uint64_t nb = size_blocks(op->len), done;
+	struct w_obj so, d, *src = &so, *dst = &d;
+	int error;
+
+	op->result = 0;
+	if (op->len > ORCH_STORE_MAX_IO)
+		return -EINVAL;
+	error = obj_load(w, op->handle2, &so);
+	if (!error)
+		error = obj_load(w, op->handle, &d);
+	if (!error)
+		error = clone_check(op, &so, &d);
+	if (error || op->len == 0)
+		return error;
+	/* Inside both objects: no mapping may reach past a size (I7). */
+	if (op->off2 + op->len > so.size || op->off + op->len > d.size)
+		return -EINVAL;
+	if (op->handle == op->handle2)
+		src = dst;
+	error = dedupe_compare(w, src, sb0, dst, db0, nb);
+	/* An absent destination reads as zeros: equal, and nothing to free. */
+	if (!error && dst->nid)
+		error = clone_blocks(w, src, sb0, dst, db0, nb, SIZE_MAX, &done);
+	if (!error && dst->nid)
+		error = clone_save(w, src, dst);
+	if (!error)
+		op->result = op->len;
+	return error;
+}
+
+static int apply_quarantine(struct store_writer *w, struct orch_store_op *op)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t g = op->off, end = op->off + op->len;
+	int error = 0;
+
+	if (op->len == 0 || op->len > (1u << 20) || g >= st->st_blocks || op->len > st->st_blocks - g)
+		return -EINVAL;
+	while (!error && g < end) {
+		uint32_t ag = (uint32_t)(g >> st->st_ag_shift);
+		uint32_t agbno = (uint32_t)(g & (st->st_ag_blocks - 1));
+		uint32_t n = (uint32_t)ORCH_MIN(end - g, (uint64_t)store_ag_len(st, ag) - agbno);
+
+		error = w_quarantine(w, ag, agbno, n);
+		g += n;
+	}
+	return error;
+}
+
 /* The operation succeeded: adds its counter changes to the transaction's. */
 static int agd_merge(struct store_writer *w)
 {
@@ -727,13 +984,27 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 	case ORCH_STORE_OP_DELETE:
 		rc = apply_delete(w, op);
 		break;
+	case ORCH_STORE_OP_CLONE:
+		rc = apply_clone(w, op);
+		break;
+	case ORCH_STORE_OP_DEDUPE:
+		rc = apply_dedupe(w, op);
+		break;
+	case ORCH_STORE_OP_QUARANTINE:
+		rc = apply_quarantine(w, op);
+		break;
 	default:
 		rc = -EINVAL;
 	}
-	if (rc == 0)
-		rc = agd_merge(w);
-	if (rc == 0)
-		return safe ? w_exec(w, S_RELEASE, NULL, 0) : 0;
+	if (rc == 0 || rc == W_AGAIN) {
+		int error = agd_merge(w);
+
+		if (!error && safe)
+			error = w_exec(w, S_RELEASE, NULL, 0);
+		if (!error)
+			return rc;
+		rc = error;
+	}
 	if (rc < 0 && !safe)
 		return W_REDO;
 	if (safe) {
@@ -848,9 +1119,8 @@ static void complete(struct store_writer *w, struct orch_store_op *op, int statu
 /* --- Work items ----------------------------------------------------------------------------- */
 
 struct w_work {
-	int64_t seq;
-	int type;
-	int64_t nid, a, b, progress;
+	int64_t seq, type, nid, a, b, progress;
+	bool crc_ok;          /* as read at open (work_resume) */
 };
 
 static int work_save(struct store_writer *w, const struct w_work *k)
@@ -1014,24 +1284,29 @@ static int work_resume(struct store_writer *w)
 			cap = nc;
 		}
 		v[n].seq = sqlite3_column_int64(s, 0);
-		v[n].type = (int)sqlite3_column_int64(s, 1);
+		v[n].type = sqlite3_column_int64(s, 1);
 		v[n].nid = sqlite3_column_int64(s, 2);
 		v[n].a = sqlite3_column_int64(s, 3);
 		v[n].b = sqlite3_column_int64(s, 4);
 		v[n].progress = sqlite3_column_int64(s, 5);
+		v[n].crc_ok = sqlite3_column_int64(s, 6) ==
+			      store_rec_crc(STORE_TBL_WORK, (const int64_t[]){ v[n].seq,
+					    v[n].type, v[n].nid, v[n].a, v[n].b, v[n].progress },
+					    6, NULL, 0);
 		n++;
 	}
 	if (!error && rc != SQLITE_DONE)
 		error = store_sql_err(w->w_db, rc, "work");
 	sqlite3_reset(s);
 	for (size_t i = 0; !error && i < n; i++) {
-		if (v[i].type < STORE_WORK_TRUNCATE || v[i].type > STORE_WORK_DELETE ||
-		    v[i].a < 0 || v[i].progress < v[i].a) {
+		/* Acting on a damaged item could free live blocks: the checker reports it. */
+		if (!v[i].crc_ok || v[i].type < STORE_WORK_TRUNCATE ||
+		    v[i].type > STORE_WORK_DELETE || v[i].a < 0 || v[i].progress < v[i].a) {
 			ORCH_ERR("store in '%s': work item %" PRId64 " is damaged; left alone",
 				 w->w_st->st_dir, v[i].seq);
 			continue;
 		}
-		ORCH_INFO("store: resuming work item %" PRId64 " (type %d, object %" PRId64 ")",
+		ORCH_INFO("store: resuming work item %" PRId64 " (type %" PRId64 ", object %" PRId64 ")",
 			  v[i].seq, v[i].type, v[i].nid);
 		error = work_run(w, &v[i]);
 	}
@@ -1110,6 +1385,22 @@ static void run_batch(struct store_writer *w, struct orch_store_op *list)
 			}
 			rc = apply_one(w, op, true);
 		}
+		if (rc == W_AGAIN) {
+			/* A piece of a long clone: commit it, then apply the rest. */
+			rc = txn_commit(w);
+			open = false;
+			complete_all(w, done, rc);
+			done = NULL;
+			dtail = &done;
+			if (rc) {
+				complete(w, op, rc);
+				continue;
+			}
+			op->o_done += op->o_piece;
+			op->o_next = next;
+			next = op;
+			continue;
+		}
 		if (rc == W_LONG) {
 			/* Finish what came before it, then run it alone. */
 			rc = txn_commit(w);
@@ -1167,6 +1458,7 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
 
 	op->o_next = NULL;
 	op->status = 0;
+	op->result = op->o_done = op->o_piece = 0;
 	atomic_fetch_add_explicit(&st->st_queued, 1, memory_order_acquire);
 	pthread_mutex_lock(&w->w_lock);
 	*w->w_tail = op;
@@ -1201,8 +1493,9 @@ static int load_counters(struct store_writer *w)
 		"SELECT coalesce(sum(freeblks), 0) FROM agstat",
 		"SELECT count(*) FROM obj WHERE (flags & 2)=0",
 		"SELECT count(*) FROM refc",
+		"SELECT count(*) FROM bad",
 	};
-	int64_t v[5] = { 0 };
+	int64_t v[6] = { 0 };
 
 	for (size_t i = 0; i < ORCH_ARRAY_SIZE(sql); i++) {
 		sqlite3_stmt *s;
@@ -1232,6 +1525,7 @@ static int load_counters(struct store_writer *w)
 	st->st_freeblks = (uint64_t)v[2];
 	st->st_objects = (uint64_t)v[3];
 	w->w_nrefc = v[4];
+	w->w_nbad = v[5];
 	return 0;
 }
 

@@ -15,7 +15,8 @@ enum w_stmt {
 	S_FSB_LE, S_FSB_GT, S_FSB_AT, S_FSB_INS, S_FSB_DEL, S_FSC_INS, S_FSC_DEL, S_FSC_MAX,
 	S_AG_GET, S_AG_PUT,
 	S_CSUM_GET, S_CSUM_PUT, S_CSUM_DEL,
-	S_REFC_ANY,
+	S_REFC_WIN, S_REFC_INS, S_REFC_DEL,
+	S_BAD_WIN, S_BAD_INS, S_RMAP_FS_ANY,
 	S_WORK_PUT, S_WORK_DEL, S_WORK_ALL,
 	S_SMETA_PUT,
 	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
@@ -72,7 +73,12 @@ struct store_writer {
 	struct w_busy *w_pend;        /* frees of the open transaction */
 	size_t w_npend, w_cappend;
 	uint64_t w_rel_durable, w_rel_oldest;  /* last release pass saw these */
-	int64_t w_nrefc;              /* refc records in the store (0: nothing shared) */
+	/*
+	 * Records in refc and bad, or more: raised before a transaction adds
+	 * one and lowered only by reopening, so 0 (the fast path: nothing is
+	 * shared, nothing is bad) is never wrong.
+	 */
+	int64_t w_nrefc, w_nbad;
 
 	/* The operation being applied, and the transaction so far. */
 	struct w_agdelta *w_agd, *w_tagd;
@@ -105,7 +111,15 @@ int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
 struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag);
 int w_alloc(struct store_writer *w, uint32_t want, uint32_t *ag, uint32_t *agbno,
 	    uint32_t *got);
+/* Frees blocks nobody owns any more (bad ones are retired instead). */
 int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+/* Records AG blocks [agbno, agbno + len) as bad, retiring the free ones. */
+int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+
+/* refc.c: an owner lets go of blocks (freed when it was the last one)... */
+int w_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+/* ...or takes one more reference to blocks already owned. */
+int w_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
 int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums);
 int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,

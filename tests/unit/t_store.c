@@ -271,6 +271,7 @@ struct model {
 	struct mobj objs[M_NOBJ];
 	unsigned char *buf;   /* M_MAX + 2 blocks */
 	unsigned char *wbuf;  /* M_WMAX */
+	bool in_burst;        /* generating a burst's ops */
 	uint64_t created, deleted;
 	int step;
 	long enospc;
@@ -362,6 +363,8 @@ struct mop {
 	struct mobj *o;
 	uint64_t off, len;
 	unsigned char *buf;   /* writes: M_WMAX bytes */
+	struct mobj *src;     /* clone and dedupe: the source... */
+	uint64_t off2;        /* ...and the offset in it */
 };
 
 static void model_gen_write(struct mop *op)
@@ -395,16 +398,47 @@ static void model_gen_write(struct mop *op)
 	op->len = len;
 }
 
-/* A random write, truncate, punch or delete of a random object. */
+/*
+ * A clone or dedupe: block-aligned ranges inside the model, not
+ * overlapping within one object; sometimes a clone up to the source's
+ * unaligned end, where the destination ends too.
+ */
+static void model_gen_clone(struct model *m, struct mop *op)
+{
+	uint64_t nblk = M_MAX / BLK, n;
+
+	op->src = &m->objs[rng_below(M_NOBJ)];
+	n = 1 + rng_below(rng_below(4) ? 8 : nblk / 4);
+	op->off2 = rng_below(nblk - n + 1) * BLK;
+	op->off = rng_below(nblk - n + 1) * BLK;
+	op->len = n * BLK;
+	if (op->type == ORCH_STORE_OP_DEDUPE && rng_below(2)) {
+		op->off = op->off2;  /* the same place in another object: often equal */
+	}
+	if (op->src == op->o && op->off < op->off2 + op->len && op->off2 < op->off + op->len)
+		op->o = &m->objs[(op->o - m->objs + 1) % M_NOBJ];
+	/* Not in a burst: the sizes may change before it runs. */
+	if (op->type == ORCH_STORE_OP_CLONE && !m->in_burst && rng_below(5) == 0 &&
+	    op->src->size > op->off2 && op->src->size % BLK && op->src != op->o) {
+		uint64_t len = op->src->size - op->off2;
+
+		if (op->off + len >= op->o->size && op->off + (len + BLK - 1) / BLK * BLK <= M_MAX)
+			op->len = len;
+	}
+}
+
+/* A random write, truncate, punch, delete, clone or dedupe of a random object. */
 static void model_gen(struct model *m, struct mop *op, unsigned int kind)
 {
 	uint64_t n;
 
 	op->o = &m->objs[rng_below(M_NOBJ)];
-	if (kind < 45) {
+	op->src = NULL;
+	op->off2 = 0;
+	if (kind < 40) {
 		op->type = ORCH_STORE_OP_WRITE;
 		model_gen_write(op);
-	} else if (kind < 58) {
+	} else if (kind < 52) {
 		op->type = ORCH_STORE_OP_TRUNCATE;
 		n = rng_below(3) ? rng_below(M_MAX + 1) : rng_below(3 * BLK);
 		if (rng_below(10) == 0)
@@ -413,16 +447,19 @@ static void model_gen(struct model *m, struct mop *op, unsigned int kind)
 			n &= ~(uint64_t)(BLK - 1);
 		op->off = n;
 		op->len = 0;
-	} else if (kind < 72) {
+	} else if (kind < 64) {
 		op->type = ORCH_STORE_OP_PUNCH;
 		op->off = rng_below(M_MAX + BLK);
 		if (rng_below(4) == 0)
 			op->off &= ~(uint64_t)(BLK - 1);
 		op->len = rng_below(5) ? 1 + rng_below(rng_below(2) ? 16384 : M_WMAX)
 				       : UINT64_MAX - op->off;
-	} else {
+	} else if (kind < 68) {
 		op->type = ORCH_STORE_OP_DELETE;
 		op->off = op->len = 0;
+	} else {
+		op->type = kind < 74 ? ORCH_STORE_OP_CLONE : ORCH_STORE_OP_DEDUPE;
+		model_gen_clone(m, op);
 	}
 }
 
@@ -464,9 +501,31 @@ static void model_apply(struct model *m, const struct mop *op)
 		memset(o->data, 0, o->size);
 		o->size = 0;
 		break;
+	case ORCH_STORE_OP_CLONE:
+		if (!op->src->exists && !o->exists)
+			break;
+		n = (op->len + BLK - 1) / BLK * BLK;   /* the last block goes whole */
+		memmove(o->data + op->off, op->src->data + op->off2, n);
+		if (!o->exists)
+			m->created++;
+		o->exists = true;
+		if (op->off + op->len > o->size)
+			o->size = op->off + op->len;
+		break;
+	case ORCH_STORE_OP_DEDUPE: /* equal bytes: nothing a reader sees changes */
 	default:
 		break;
 	}
+}
+
+/* What the store must answer: a dedupe of unequal ranges is refused. */
+static int model_expect(const struct mop *op)
+{
+	if (op->type != ORCH_STORE_OP_DEDUPE)
+		return 0;
+	if (op->off2 + op->len > op->src->size || op->off + op->len > op->o->size)
+		return -EINVAL;
+	return memcmp(op->o->data + op->off, op->src->data + op->off2, op->len) ? -EBADE : 0;
 }
 
 static int model_call(struct model *m, const struct mop *op)
@@ -480,6 +539,17 @@ static int model_call(struct model *m, const struct mop *op)
 		return orch_store_truncate(st, op->o->h, op->off);
 	case ORCH_STORE_OP_PUNCH:
 		return orch_store_punch(st, op->o->h, op->off, op->len);
+	case ORCH_STORE_OP_CLONE:
+		return orch_store_clone(st, op->src->h, op->off2, op->o->h, op->off, op->len);
+	case ORCH_STORE_OP_DEDUPE: {
+		uint64_t done = 1;
+		int rc = orch_store_dedupe(st, op->src->h, op->off2, op->o->h, op->off, op->len,
+					   &done);
+
+		if (done != (rc ? 0 : op->len))
+			return -EPROTO;
+		return rc;
+	}
 	default:
 		return orch_store_delete(st, op->o->h);
 	}
@@ -514,13 +584,16 @@ static bool model_burst(struct model *m)
 	int n = 2 + (int)rng_below(M_BURST - 1);
 
 	b.done = 0;
+	m->in_burst = true;
 	for (int i = 0; i < n; i++) {
 		ops[i].buf = bufs[i];
 		model_gen(m, &ops[i], (unsigned int)rng_below(77));
 		b.ops[i] = (struct orch_store_op){ .type = ops[i].type,
 			.handle = ops[i].o->h, .off = ops[i].off, .len = ops[i].len,
-			.buf = ops[i].buf, .done = burst_done, .arg = &b, .status = 1 };
+			.buf = ops[i].buf, .done = burst_done, .arg = &b, .status = 1,
+			.handle2 = ops[i].src ? ops[i].src->h : 0, .off2 = ops[i].off2 };
 	}
+	m->in_burst = false;
 	for (int i = 0; i < n; i++)
 		orch_store_submit(m->fx->st, &b.ops[i]);
 	pthread_mutex_lock(&b.lock);
@@ -532,13 +605,44 @@ static bool model_burst(struct model *m)
 			m->enospc++; /* busy blocks; a failed op changed nothing */
 			continue;
 		}
-		MCHECK_OK(m, b.ops[i].status);
+		MCHECK(m, b.ops[i].status == model_expect(&ops[i]));
 		model_apply(m, &ops[i]);
 	}
 	for (int i = 0; i < M_NOBJ; i++)
 		if (!model_read_all(m, &m->objs[i]))
 			return false;
 	return true;
+}
+
+/*
+ * The same bytes written to two places, then deduplicated: the store must
+ * find them equal and share them.
+ */
+static bool model_dedupe_pair(struct model *m)
+{
+	struct mop a = { .buf = m->wbuf, .type = ORCH_STORE_OP_WRITE };
+	struct mop b, d = { .type = ORCH_STORE_OP_DEDUPE };
+	uint64_t n = 1 + rng_below(M_WMAX / BLK), done = 0;
+
+	a.o = &m->objs[rng_below(M_NOBJ)];
+	a.len = n * BLK;
+	a.off = rng_below(M_MAX / BLK - n + 1) * BLK;
+	for (uint64_t i = 0; i < a.len; i++)
+		a.buf[i] = (unsigned char)rng();
+	b = a;
+	b.o = &m->objs[rng_below(M_NOBJ)];
+	b.off = rng_below(M_MAX / BLK - n + 1) * BLK;
+	if (b.o == a.o && b.off < a.off + a.len && a.off < b.off + b.len)
+		return true;   /* overlapping: not a pair */
+	MCHECK_OK(m, model_call(m, &a));
+	model_apply(m, &a);
+	MCHECK_OK(m, model_call(m, &b));
+	model_apply(m, &b);
+	MCHECK_OK(m, orch_store_dedupe(m->fx->st, a.o->h, a.off, b.o->h, b.off, a.len, &done));
+	MCHECK(m, done == a.len);
+	d.o = b.o;
+	model_apply(m, &d);
+	return model_read_all(m, a.o) && model_read_all(m, b.o);
 }
 
 /* One random step; then the affected object reads back and the checker is clean. */
@@ -559,7 +663,7 @@ static bool model_step(struct model *m)
 			MCHECK_OK(m, orch_store_sync(m->fx->st));
 			rc = model_call(m, &op);
 		}
-		if (rc) {
+		if (rc != model_expect(&op)) {
 			fprintf(stderr, "step %d: op %d h=%016llx off=%llu len=%llu: %s\n",
 				m->step, op.type, (unsigned long long)op.o->h,
 				(unsigned long long)op.off, (unsigned long long)op.len,
@@ -571,8 +675,11 @@ static bool model_step(struct model *m)
 			return false;
 	} else if (kind < 83) {
 		MCHECK_OK(m, orch_store_sync(m->fx->st));
-	} else if (kind < 90) {
+	} else if (kind < 86) {
 		if (!model_burst(m))
+			return false;
+	} else if (kind < 90) {
+		if (!model_dedupe_pair(m))
 			return false;
 	} else {
 		struct mobj *o = &m->objs[rng_below(M_NOBJ)];
@@ -2061,6 +2168,279 @@ static void kmodel_apply(unsigned char **m, uint64_t *size, const struct kop *op
 			break;
 		}
 	}
+}
+
+/* --- Sharing: clones (I23, I24), dedupe (I25), quarantine (I18) -------------------- */
+
+static uint64_t store_free(struct fx *fx)
+{
+	uint64_t f = 0;
+
+	return orch_store_statfs(fx->st, NULL, &f, NULL, NULL) ? UINT64_MAX : f / BLK;
+}
+
+static bool reads_as(struct fx *fx, uint64_t h, const unsigned char *want, size_t len)
+{
+	static unsigned char got[2 * MiB];
+	size_t n = 0;
+	int rc = orch_store_read(fx->st, h, 0, got, sizeof(got), &n);
+
+	if (rc || n != len || memcmp(got, want, len)) {
+		fprintf(stderr, "object %llx: rc %d, %zu bytes (want %zu), %s\n",
+			(unsigned long long)h, rc, n, len,
+			n == len ? "contents differ" : "size differs");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Writes @nblk single blocks of @h interleaved with blocks of @other, so
+ * that every block of @h is an extent of its own.
+ */
+static int write_fragmented(struct fx *fx, uint64_t h, uint64_t other, const unsigned char *buf,
+			    uint64_t nblk)
+{
+	int rc = 0;
+
+	for (uint64_t i = 0; !rc && i < nblk; i++) {
+		rc = orch_store_write(fx->st, h, i * BLK, buf + i * BLK, BLK);
+		if (!rc)
+			rc = orch_store_write(fx->st, other, i * BLK, buf, BLK);
+	}
+	return rc;
+}
+
+STORE_TEST(i23_clone_shares_every_block, &geom_small)
+{
+	const uint64_t a = 0xa, b = 0xb, pad = 0xfeed;
+	const uint64_t nblk = 300, size = nblk * BLK - 1000;   /* > STORE_WORK_CHUNK extents */
+	static unsigned char buf[2 * MiB];
+	struct orch_store_stats s0, s1;
+	uint64_t free0;
+	sqlite3 *db;
+
+	fill(buf, sizeof(buf), 23, 1);
+	ORCH_CHECK_OK(write_fragmented(fx, a, pad, buf, nblk));
+	ORCH_CHECK_OK(orch_store_truncate(fx->st, a, size));
+	memset(buf + size, 0, BLK);
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	free0 = store_free(fx);
+	orch_store_get_stats(fx->st, &s0);
+
+	/* the whole file, its unaligned end included */
+	ORCH_CHECK_OK(orch_store_clone(fx->st, a, 0, b, 0, size));
+	orch_store_get_stats(fx->st, &s1);
+	ORCH_CHECK(s1.commits - s0.commits >= 2);   /* in pieces of STORE_WORK_CHUNK extents */
+	ORCH_CHECK(store_free(fx) == free0);        /* no block copied */
+	ORCH_CHECK(reads_as(fx, a, buf, size));
+	ORCH_CHECK(reads_as(fx, b, buf, size));
+	ORCH_CHECK(store_clean(fx->st, true, "after clone"));
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=2") ==
+		   (int64_t)nblk);
+	ORCH_CHECK(db_count(db, "SELECT count(*) FROM obj WHERE flags & 1") == 2);
+	sqlite3_close(db);
+
+	/* a clone of a clone, into the middle of a third object: count 3 */
+	ORCH_CHECK_OK(orch_store_write(fx->st, 0xc, 0, buf, 8 * BLK));
+	ORCH_CHECK_OK(orch_store_clone(fx->st, b, 4 * BLK, 0xc, 2 * BLK, 4 * BLK));
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=3") == 4);
+	sqlite3_close(db);
+	ORCH_CHECK(store_clean(fx->st, true, "clone of a clone"));
+
+	/* bad arguments change nothing */
+	ORCH_CHECK(orch_store_clone(fx->st, a, 1, b, 0, BLK) == -EINVAL);
+	ORCH_CHECK(orch_store_clone(fx->st, a, 0, b, 0, 100) == -EINVAL);   /* not at EOF */
+	ORCH_CHECK(orch_store_clone(fx->st, a, 0, a, 2 * BLK, 4 * BLK) == -EINVAL);
+	ORCH_CHECK_OK(reopen(fx));
+	ORCH_CHECK(reads_as(fx, b, buf, size));
+	ORCH_CHECK(store_clean(fx->st, true, "reopened"));
+}
+
+STORE_TEST(i24_overwrite_of_shared_changes_only_the_writer, &geom_small)
+{
+	const uint64_t a = 0xa, b = 0xb, size = 96 * BLK;
+	static unsigned char orig[96 * BLK], mine[96 * BLK], junk[3 * BLK];
+	uint64_t free0, free1;
+	sqlite3 *db;
+
+	fill(orig, size, 24, 1);
+	fill(junk, sizeof(junk), 24, 2);
+	ORCH_CHECK_OK(orch_store_write(fx->st, a, 0, orig, size));
+	ORCH_CHECK_OK(orch_store_clone(fx->st, a, 0, b, 0, size));
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	free0 = store_free(fx);
+
+	/* an unaligned overwrite of b: 3 blocks get new copies */
+	memcpy(mine, orig, size);
+	memcpy(mine + 10 * BLK + 100, junk, 2 * BLK);
+	ORCH_CHECK_OK(orch_store_write(fx->st, b, 10 * BLK + 100, junk, 2 * BLK));
+	ORCH_CHECK(reads_as(fx, a, orig, size));
+	ORCH_CHECK(reads_as(fx, b, mine, size));
+	ORCH_CHECK(store_free(fx) == free0 - 3);
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc") == 96 - 3);
+	sqlite3_close(db);
+	ORCH_CHECK(store_clean(fx->st, true, "after overwrite"));
+
+	/* punch and truncate of a drop references too; a keeps everything */
+	ORCH_CHECK_OK(orch_store_punch(fx->st, a, 20 * BLK, 10 * BLK));
+	ORCH_CHECK_OK(orch_store_truncate(fx->st, a, 50 * BLK));
+	memset(orig + 20 * BLK, 0, 10 * BLK);
+	ORCH_CHECK(reads_as(fx, a, orig, 50 * BLK));
+	ORCH_CHECK(reads_as(fx, b, mine, size));
+	ORCH_CHECK(store_free(fx) == free0 - 3);   /* b still holds all of them */
+	ORCH_CHECK(store_clean(fx->st, true, "after punch and truncate"));
+
+	/* the last owner frees: delete b, then a */
+	ORCH_CHECK_OK(orch_store_delete(fx->st, b));
+	free1 = store_free(fx);
+	ORCH_CHECK(free1 == free0 + (96 - 50) + 10);  /* a's cuts, now b's too, are free */
+	ORCH_CHECK(reads_as(fx, a, orig, 50 * BLK));
+	ORCH_CHECK_OK(orch_store_delete(fx->st, a));
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT count(*) FROM refc") == 0);
+	ORCH_CHECK(db_count(db, "SELECT count(*) FROM rmap WHERE owner >= 0") == 0);
+	sqlite3_close(db);
+	ORCH_CHECK(store_clean(fx->st, true, "after both deletes"));
+}
+
+STORE_TEST(i25_dedupe_shares_only_equal_ranges, &geom_small)
+{
+	const uint64_t a = 0xa, b = 0xb, size = 40 * BLK;
+	static unsigned char data[40 * BLK], other[40 * BLK];
+	uint64_t free0, done = 7;
+
+	fill(data, size, 25, 1);
+	memcpy(other, data, size);
+	other[33 * BLK + 5] ^= 1;
+	ORCH_CHECK_OK(orch_store_write(fx->st, a, 0, data, size));
+	ORCH_CHECK_OK(orch_store_write(fx->st, b, 0, other, size));
+	free0 = store_free(fx);
+
+	/* different: refused, nothing changes */
+	ORCH_CHECK(orch_store_dedupe(fx->st, a, 0, b, 0, size, &done) == -EBADE);
+	ORCH_CHECK(done == 0 && store_free(fx) == free0);
+	ORCH_CHECK(reads_as(fx, b, other, size));
+
+	/* the equal part: shared, b's old blocks freed */
+	ORCH_CHECK_OK(orch_store_dedupe(fx->st, a, 0, b, 0, 32 * BLK, &done));
+	ORCH_CHECK(done == 32 * BLK);
+	ORCH_CHECK(store_free(fx) == free0 + 32);
+	ORCH_CHECK(reads_as(fx, a, data, size));
+	ORCH_CHECK(reads_as(fx, b, other, size));
+	ORCH_CHECK(store_clean(fx->st, true, "after dedupe"));
+
+	/* again: already shared, still equal, nothing more to free */
+	ORCH_CHECK_OK(orch_store_dedupe(fx->st, a, 0, b, 0, 32 * BLK, &done));
+	ORCH_CHECK(done == 32 * BLK && store_free(fx) == free0 + 32);
+	ORCH_CHECK(orch_store_dedupe(fx->st, a, 0, b, 0, 17 * MiB, &done) == -EINVAL);
+	ORCH_CHECK(store_clean(fx->st, true, "dedupe again"));
+}
+
+/* The bad-block hook's calls, for the quarantine test. */
+struct bad_seen {
+	int n;
+	uint64_t h, off, g;
+};
+
+static void bad_hook(void *arg, uint64_t h, uint64_t off, uint64_t g)
+{
+	struct bad_seen *b = arg;
+
+	b->n++;
+	b->h = h;
+	b->off = off;
+	b->g = g;
+}
+
+/* The physical block of object 0x18's block 9. */
+static int find_block_9(void *arg, const struct orch_store_rmap *r)
+{
+	uint64_t *g = arg;
+
+	if (r->handle == 0x18 && r->owner >= 0 && r->fileoff <= 9 && 9 < r->fileoff + r->len)
+		*g = ((uint64_t)r->ag << 6) + r->agbno + (9 - r->fileoff);   /* geom_small: 64 */
+	return 0;
+}
+
+STORE_TEST(i18_quarantined_blocks_never_reused, &geom_small)
+{
+	const uint64_t h = 0x18, filler = 0x19;
+	static unsigned char buf[16 * BLK];
+	static struct owned o;
+	struct orch_store_info info;
+	struct bad_seen seen = { 0 };
+	uint64_t free0, bad_owned, bad_free, g;
+	size_t got;
+	char path[128];
+	int fd, rc;
+	sqlite3 *db;
+
+	orch_store_info(fx->st, &info);
+	orch_store_set_bad_hook(fx->st, bad_hook, &seen);
+	fill(buf, sizeof(buf), 18, 1);
+	ORCH_CHECK_OK(orch_store_write(fx->st, h, 0, buf, sizeof(buf)));
+	o = (struct owned){ .h = h };
+	ORCH_CHECK_OK(orch_store_owners(fx->st, 0, (uint64_t)info.ag_count * info.ag_blocks,
+					collect_owned, &o));
+	ORCH_CHECK(o.n == 16);
+	bad_owned = (uint64_t)o.ag[5] * info.ag_blocks + o.agbno[5];
+	bad_free = (uint64_t)info.ag_count * info.ag_blocks - 3;  /* free: the store is empty */
+	free0 = store_free(fx);
+
+	ORCH_CHECK(orch_store_quarantine(fx->st, 0, 1) == -EINVAL);   /* the superblock */
+	ORCH_CHECK_OK(orch_store_quarantine(fx->st, bad_free, 2));
+	ORCH_CHECK_OK(orch_store_quarantine(fx->st, bad_free, 2));   /* idempotent */
+	ORCH_CHECK(store_free(fx) == free0 - 2);
+	ORCH_CHECK_OK(orch_store_quarantine(fx->st, bad_owned, 1));
+	ORCH_CHECK(store_free(fx) == free0 - 2);   /* still h's */
+	ORCH_CHECK(reads_as(fx, h, buf, sizeof(buf)));
+	ORCH_CHECK(store_clean(fx->st, true, "quarantined"));
+
+	/* h lets go of it: retired, not freed */
+	ORCH_CHECK_OK(orch_store_write(fx->st, h, 5 * BLK, buf, BLK));
+	ORCH_CHECK(store_free(fx) == free0 - 3);
+	ORCH_CHECK(store_clean(fx->st, true, "retired"));
+
+	/* fill the store: no bad block is ever handed out */
+	for (uint64_t i = 0; (rc = orch_store_write(fx->st, filler, i * sizeof(buf), buf,
+						     sizeof(buf))) == 0; i++)
+		;
+	ORCH_CHECK(rc == -ENOSPC);
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT count(*) FROM rmap WHERE owner=-2") >= 2);
+	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM bad") == 3);
+	sqlite3_close(db);
+	ORCH_CHECK(store_clean(fx->st, false, "full"));
+
+	/* a read that finds a bad checksum reports it and quarantines the block */
+	ORCH_CHECK_OK(orch_store_delete(fx->st, filler));
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	g = UINT64_MAX;
+	ORCH_CHECK_OK(orch_store_owners(fx->st, 0, (uint64_t)info.ag_count * info.ag_blocks,
+					find_block_9, &g));
+	ORCH_CHECK(g != UINT64_MAX);
+	snprintf(path, sizeof(path), "%s/blocks", fx->dir);
+	fd = open(path, O_WRONLY);
+	ORCH_CHECK(fd >= 0);
+	ORCH_CHECK(pwrite(fd, "rot", 3, (off_t)(g * BLK + 77)) == 3);
+	close(fd);
+	ORCH_CHECK(orch_store_read(fx->st, h, 9 * BLK, buf, BLK, &got) == -EIO);
+	ORCH_CHECK(seen.n == 1 && seen.h == h && seen.off == 9 * BLK && seen.g == g);
+	ORCH_CHECK_OK(orch_store_sync(fx->st));    /* behind the quarantine in the queue */
+	ORCH_CHECK_OK(orch_store_truncate(fx->st, 0x77, 1));
+	db = db_ro(fx->dir);
+	ORCH_CHECK(db);
+	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM bad") == 4);
+	sqlite3_close(db);
 }
 
 /*
