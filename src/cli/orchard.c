@@ -8,6 +8,7 @@
  * success, 1 on failure, 2 on a usage error.
  */
 #include "cli/cli.h"
+#include "cli/cmd_admin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,12 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "requests and server requests by type; without a config only that is shown.\n"
 	  "\n" CONF_OPT
 	  "  -j, --json         machine-readable output\n" },
+	{ "fsmap", orch_cmd_fsmap, "list a server's blocks with their owners",
+	  ORCH_CMD_FSMAP_USAGE "\n" CONF_OPT },
+	{ "whoowns", orch_cmd_whoowns, "name the files that own a server's blocks",
+	  ORCH_CMD_WHOOWNS_USAGE "\n" CONF_OPT },
+	{ "scrub", orch_cmd_scrub, "check live servers' store and namespace",
+	  ORCH_CMD_SCRUB_USAGE CONF_OPT },
 	{ "df", orch_cmd_df, "show space and inode usage",
 	  "usage: orchard [-c CONF] df [-h]\n"
 	  "\n"
@@ -153,12 +160,42 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "\n"
 	  "MODE is octal (755) or symbolic (u+x,go-w).\n"
 	  "\n" CONF_OPT },
+	{ "clone", orch_cmd_clone, "copy a file by sharing its blocks (reflink)",
+	  "usage: orchard [-c CONF] clone SRC DST\n"
+	  "\n"
+	  "Makes DST (created, or emptied) a copy of SRC that shares SRC's data blocks\n"
+	  "on every server: no data moves and no space is used until either file is\n"
+	  "written, and a write changes only the file written (copy-on-write).\n"
+	  "\n" CONF_OPT },
+	{ "dedupe", orch_cmd_dedupe, "share the blocks of identical files",
+	  "usage: orchard [-c CONF] dedupe SRC DST [--range OFF:LEN]\n"
+	  "       orchard [-c CONF] dedupe --scan PATH\n"
+	  "\n"
+	  "Where DST's bytes equal SRC's (the whole files, or OFF:LEN of both), DST\n"
+	  "shares SRC's blocks and frees its own; prints the bytes deduplicated.  If\n"
+	  "the contents differ nothing changes and the exit status is 1.  --scan finds\n"
+	  "the files under PATH with identical contents and dedupes each group.\n"
+	  "\n" CONF_OPT
+	  "  -r, --range OFF:LEN  only these bytes (K, M, G, T suffixes)\n"
+	  "  -s, --scan           find and dedupe identical files under PATH\n" },
 	{ "touch", orch_cmd_touch, "create a file or update its times",
 	  "usage: orchard [-c CONF] touch PATH...\n"
 	  "\n"
 	  "Sets access and modification times of PATH to now; creates an empty file\n"
 	  "if it does not exist.\n"
 	  "\n" CONF_OPT },
+	{ "repair", orch_cmd_repair, "rebuild an index of a stopped server's store",
+	  "usage: orchard [-c CONF] repair SERVER --rebuild WHAT [--dry-run] [--data]\n"
+	  "\n"
+	  "Rebuilds one index of the extent store of server SERVER, which must be\n"
+	  "stopped, from the others, and re-checks the store.  WHAT: bmap (extent\n"
+	  "maps, from the reverse map, verified against the data checksums), rmap\n"
+	  "(from the extent maps), freespace or refcount (from the reverse map).\n"
+	  "Exit: 0 clean after, 1 errors remain, 4 server running or I/O error, 8 usage.\n"
+	  "\n" CONF_OPT
+	  "      --rebuild WHAT  bmap, rmap, freespace or refcount\n"
+	  "      --dry-run       show what would change, change nothing\n"
+	  "      --data          the re-check also reads every block\n" },
 	{ "xattr", orch_cmd_xattr, "get, set, list or remove extended attributes",
 	  "usage: orchard [-c CONF] xattr get PATH NAME\n"
 	  "       orchard [-c CONF] xattr set PATH NAME VALUE\n"

@@ -723,6 +723,59 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 	return error;
 }
 
+static void fs_size_add(void *arg, const struct orch_msg *rep)
+{
+	*(uint64_t *)arg += rep->size;
+}
+
+/* One DEDUPE fan-out per chunk, over every server of the source's layout. */
+static int fs_dedupe_pass(struct orch_client *cl, struct orch_msg *req, const struct orch_attr *src,
+			  uint64_t off_in, uint64_t off_out, uint64_t len, uint64_t *done)
+{
+	int error = 0;
+
+	for (uint64_t at = 0; at < len && !error; at += FS_COPY_CHUNK) {
+		req->offset = off_in + at;
+		req->offset2 = off_out + at;
+		req->size = ORCH_MIN(len - at, FS_COPY_CHUNK);
+		error = fs_fanout(cl, req, NULL, src->layout.stripe_count, fs_size_add, done);
+	}
+	return error;
+}
+
+int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
+		   const struct orch_attr *src, uint64_t off_in,
+		   const struct orch_attr *dst, uint64_t off_out, uint64_t len,
+		   uint64_t *deduped)
+{
+	struct orch_msg req;
+	uint64_t equal = 0;
+	int error;
+
+	*deduped = 0;
+	if (!S_ISREG(src->mode) || !S_ISREG(dst->mode))
+		return S_ISDIR(src->mode) || S_ISDIR(dst->mode) ? -EISDIR : -EINVAL;
+	if (!orch_layout_is_valid(&src->layout) || !orch_layout_is_valid(&dst->layout))
+		return -EINVAL;
+	if (off_in > src->size || len > src->size - off_in || off_out > dst->size ||
+	    len > dst->size - off_out)
+		return -EINVAL;
+	fs_req_init(&req, ORCH_CL2SV_DEDUPE, cred);
+	req.handle = src->handle;
+	req.layout = src->layout;
+	req.handle2 = dst->handle;
+	req.layout2 = dst->layout;
+	req.flags32 = ORCH_DEDUPE_COMPARE;
+	error = fs_dedupe_pass(cl, &req, src, off_in, off_out, len, &equal);
+	if (error)
+		return error;
+	/* A piece the layouts put on two servers could neither be compared nor shared. */
+	if (equal != len)
+		return -EXDEV;
+	req.flags32 = 0;
+	return fs_dedupe_pass(cl, &req, src, off_in, off_out, len, deduped);
+}
+
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
 {

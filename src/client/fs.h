@@ -114,6 +114,23 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 		       uint64_t *copied);
 
 /*
+ * Dedupe (FIDEDUPERANGE): where bytes [@off_in, +@len) of @src equal
+ * [@off_out, +@len) of @dst, @dst shares @src's blocks and its own are
+ * freed.  Every server is asked to compare first, and only if all found
+ * their pieces equal are they asked to share, each piece atomically (a
+ * concurrent writer can still make a later piece differ).  Blocks can only
+ * be shared within one server, so only pieces that both layouts put on the
+ * same server, in whole blocks, count: *@deduped gets those bytes.
+ * -EBADE when the contents differ (then nothing changed), -EXDEV when the
+ * layouts put some of the range on two servers, -EINVAL past either
+ * file's end.
+ */
+int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
+		   const struct orch_attr *src, uint64_t off_in,
+		   const struct orch_attr *dst, uint64_t off_out, uint64_t len,
+		   uint64_t *deduped);
+
+/*
  * Frees [@off, @off+@len) of file @a on every server of its layout (holes
  * read as zeros); the size does not change.
  */

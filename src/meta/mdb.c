@@ -34,6 +34,7 @@ static const char mdb_schema[] =
 	" PRIMARY KEY (parent, name)"
 	") WITHOUT ROWID;"
 	"CREATE UNIQUE INDEX dirent_seq ON dirent (parent, seq);"
+	"CREATE INDEX dirent_child ON dirent (child);"
 	"CREATE TABLE xattr ("
 	" handle INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
 	" PRIMARY KEY (handle, name)"
@@ -75,8 +76,21 @@ static const char *const mdb_stmt_name[MDB_NSTMT] = {
 #undef ORCH_MDB_NAME_
 };
 
+/*
+ * The entries naming an inode (path resolution, scrub) are an index range
+ * scan.  The index came after format 1 shipped: it is created at open when
+ * missing, and older binaries keep it up to date as SQLite does any index.
+ */
+static const char mdb_index_child[] =
+	"CREATE INDEX IF NOT EXISTS dirent_child ON dirent (child)";
+
 int orch_mdb_prepare_all(struct orch_meta *m)
 {
+	if (sqlite3_exec(m->m_db, mdb_index_child, NULL, NULL, NULL) != SQLITE_OK) {
+		ORCH_ERR("cannot create index dirent_child: %s: db='%s'",
+			 sqlite3_errmsg(m->m_db), m->m_path);
+		return -EIO;
+	}
 	for (int i = 0; i < MDB_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(m->m_db, mdb_stmt_sql[i], -1,
 					    SQLITE_PREPARE_PERSISTENT, &m->m_stmt[i], NULL);

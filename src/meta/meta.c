@@ -17,6 +17,7 @@
 #include "common/pcut.h"
 #include "common/time.h"
 #include "meta/meta_i.h"
+#include "proto/layout.h"
 
 #define META_BUSY_TIMEOUT_MS 5000
 
@@ -639,6 +640,15 @@ static int inode_setattr_check(const struct orch_cred *cred, const struct orch_a
 		return -EACCES;
 	if ((valid & ORCH_SET_CTIME) && !owner)
 		return -EPERM;
+	if (valid & ORCH_SET_LAYOUT) {
+		if (!S_ISREG(a->mode))
+			return S_ISDIR(a->mode) ? -EISDIR : -EINVAL;
+		if (orch_meta_perm(cred, a, ORCH_MAY_WRITE))
+			return -EACCES;
+		/* Only while no byte can sit where the old layout put it. */
+		if (a->size || ((valid & ORCH_SET_SIZE) && in->size))
+			return -EBUSY;
+	}
 	return 0;
 }
 
@@ -692,6 +702,13 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 		a->mtime_ns = now;
 	else if (valid & ORCH_SET_MTIME)
 		a->mtime_ns = in->mtime_ns;
+	if (valid & ORCH_SET_LAYOUT) {
+		const struct orch_layout *l = &in->layout;
+
+		if (!orch_layout_is_valid(l) || l->stripe_count > m->m_ident.nservers)
+			return -EINVAL;
+		a->layout = *l;
+	}
 	a->ctime_ns = (valid & ORCH_SET_CTIME) ? in->ctime_ns : now;
 	error = orch_mdb_inode_update(m, &ir);
 	if (!error)

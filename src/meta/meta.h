@@ -374,4 +374,52 @@ int orch_meta_applied_trim(struct orch_meta *m, uint32_t origin, uint64_t below)
 /* Inodes held here, and the next counter value. */
 int orch_meta_counts(struct orch_meta *m, uint64_t *inodes, uint64_t *next_counter);
 
+/* --- Reverse lookups and the namespace check (fsck.c) ------------------------ */
+
+/*
+ * The entries held here that name inode @child (hard links, and the name of
+ * a directory), pending ones excluded: up to @max into @out (handle = the
+ * directory, name, type = the child's type, has_attr with the directory's
+ * attributes when it is held here), *@n the number returned, *@total all of
+ * them.  An index lookup (dirent_child), never a scan.  Loop thread.
+ */
+int orch_meta_names(struct orch_meta *m, uint64_t child, struct orch_dirent *out,
+		    uint32_t max, uint32_t *n, uint64_t *total);
+
+/* One broken namespace rule found by orch_meta_fsck (docs/ADMIN.md lists them). */
+struct orch_meta_finding {
+	const char *rule;       /* "N1" .. "N6" */
+	const char *structure;  /* "dirent", "inode", "intent" */
+	uint64_t handle;        /* inode, or the entry's child */
+	uint64_t parent;        /* the entry's directory, or 0 */
+	char detail[256];
+};
+typedef void (*orch_meta_finding_fn)(void *arg, const struct orch_meta_finding *f);
+
+/*
+ * What the check needs from other servers, asked by the caller in batches:
+ * inode_nlink fills @nlink[i] for each of @n handles held elsewhere (0: no
+ * such inode; UINT32_MAX: could not ask); names_count gives the entries
+ * naming @h held on every other server (-errno: could not ask).
+ */
+struct orch_meta_fsck_ops {
+	int (*inode_nlink)(void *arg, const uint64_t *h, size_t n, uint32_t *nlink);
+	int (*names_count)(void *arg, uint64_t h, uint64_t *count);
+};
+
+/*
+ * Checks the namespace in @db_path (meta.db of server @server_index) on
+ * one read snapshot of its own connection, while the server keeps writing:
+ * link counts against the entries (N2 files, N3 directories), entries
+ * naming no inode (N1; inodes held elsewhere asked through @ops), entry
+ * types against their inode (N4), intents older than @intent_age_ms (N5).
+ * A suspect that depends on another server is confirmed on a fresh
+ * snapshot before it is reported.  Calls @fn per finding (at most @max;
+ * the return counts all) and returns the number of findings or -errno.
+ * Any thread but the loop's.
+ */
+long orch_meta_fsck(const char *db_path, uint32_t server_index, uint64_t intent_age_ms,
+		    const struct orch_meta_fsck_ops *ops, void *ops_arg,
+		    orch_meta_finding_fn fn, void *arg, long max);
+
 #endif

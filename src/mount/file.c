@@ -404,8 +404,28 @@ out_reply:
 }
 
 /*
- * copy_file_range: the servers copy (orch_fs_copy_range), no data passes
- * through here.  What this mount wrote to either file but has not published
+ * An empty destination (what cp(1) copies into) takes the source's layout
+ * first: then every strip of the copy lands on the server that holds the
+ * source's, which shares the blocks instead of copying them.  Best effort:
+ * if it fails, the copy is a plain one.
+ */
+static void mnt_adopt_layout(struct orch_mnt *m, const struct orch_cred *cred,
+			     const struct orch_attr *src, struct orch_attr *dst)
+{
+	struct orch_attr in = { .layout = src->layout }, a;
+
+	if (dst->size || src->handle == dst->handle || !S_ISREG(dst->mode) ||
+	    (src->layout.strip_size == dst->layout.strip_size &&
+	     src->layout.stripe_count == dst->layout.stripe_count &&
+	     src->layout.first_server == dst->layout.first_server))
+		return;
+	if (orch_fs_setattr(m->m_cl, cred, dst->handle, ORCH_SET_LAYOUT, &in, &a) == 0)
+		orch_mnt_inode_setattr_done(&m->m_itab, &a, false, false, dst);
+}
+
+/*
+ * copy_file_range: the servers copy (orch_fs_copy_range), sharing blocks
+ * where they can (a reflink clone); no data passes through here.  What this mount wrote to either file but has not published
  * is published first, so the copy sees it and clamps at the right size; the
  * destination's new end is then pending like a write's.  (The kernel has
  * written back and will invalidate the page cache of both ranges.)
@@ -442,6 +462,7 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		error = -EINVAL; /* overlapping ranges of one file, as Linux refuses */
 		goto out_err;
 	}
+	mnt_adopt_layout(m, &cred, &src, &dst);
 	error = orch_fs_copy_range(m->m_cl, &cred, &src, (uint64_t)off_in, &dst,
 				   (uint64_t)off_out, len, &copied);
 	if (error)

@@ -55,6 +55,9 @@ struct orch_layout {
 	uint16_t first_server; /* server index of strip 0 */
 };
 
+/* CL2SV_DEDUPE flags: only compare, change nothing (the client's first pass). */
+#define ORCH_DEDUPE_COMPARE (1u << 0)
+
 /* --- Attributes -------------------------------------------------------------- */
 
 /* Setattr "valid" bits (like FUSE_SET_ATTR_*). */
@@ -67,7 +70,9 @@ struct orch_layout {
 #define ORCH_SET_ATIME_NOW (1u << 7)
 #define ORCH_SET_MTIME_NOW (1u << 8)
 #define ORCH_SET_CTIME (1u << 10)
-#define ORCH_SET_ALL_ 0x5bfu
+/* The layout of an empty regular file: a clone target takes its source's. */
+#define ORCH_SET_LAYOUT (1u << 11)
+#define ORCH_SET_ALL_ 0xdbfu
 
 /*
  * Everything stat(2) needs.  The size is always present: there is no

@@ -247,6 +247,8 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
+	if (sv_admin_start(&sv))
+		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	ORCH_NOTICE("serving: server=%s index=%u address=%s:%u data_dir=%s", name, sv.s_index,
 		    sv.s_cfg.servers[idx].host, sv.s_cfg.servers[idx].port,
 		    sv.s_cfg.servers[idx].data_dir);
@@ -255,6 +257,7 @@ int main(int argc, char **argv)
 	status = error ? 1 : 0;
 	/* Writes still in the store's queue finish, and are answered if we can. */
 	sv_writes_wait(&sv);
+	sv_admin_stop(&sv);
 	while (nlive)
 		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
 	sv_peers_fini(&sv);

@@ -123,6 +123,21 @@ void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
 /* Builds the stats JSON text into @b. */
 void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
 
+/* --- Reverse-map tools: fsmap, names, scrub, bad blocks (sv_admin.c) ---------------- */
+
+/*
+ * Starts the admin thread (scrubs, bad-block reports) and registers the
+ * store's bad-block hook.  After the store and the loop exist, before the
+ * loop runs.  0 or -errno.
+ */
+int sv_admin_start(struct sv_server *sv);
+/* Stops it; a scrub in progress is cancelled.  Loop thread, loop stopped. */
+void sv_admin_stop(struct sv_server *sv);
+/* Handlers, loop thread. */
+void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+
 /* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
 
 void sv_writes_init(struct sv_server *sv);

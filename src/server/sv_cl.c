@@ -1060,12 +1060,35 @@ static void sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_m
 /*
  * copy_file_range, served where the data is: this server copies the pieces
  * of the source range it holds, each to the server the destination's
- * layout puts it on (itself, or a peer through SV2SV_WRITE), and answers
- * when every piece is written.  The client sends the same request to every
- * server of the source's layout.  A plain copy; the extent store will share
- * blocks instead.
+ * layout puts it on, and answers when every piece is written.  The client
+ * sends the same request to every server of the source's layout.  A piece
+ * that stays here is cloned (the store shares its blocks: no data moves)
+ * where whole blocks line up, which they do whenever both files have one
+ * layout and the offsets agree, as for `cp`; the rest is read and written,
+ * here or on a peer through SV2SV_WRITE.
  */
 #define SV_COPY_MAX (64ull << 20)
+
+/* A piece whose source and destination are both on this server. */
+static int sv_copy_local(struct sv_server *sv, const struct orch_msg *m, uint64_t soff,
+			 uint64_t doff, uint64_t n, uint8_t *buf)
+{
+	uint64_t whole = 0;
+	size_t got = 0;
+	int error = 0;
+
+	if (soff % ORCH_STORE_BLOCK == 0 && doff % ORCH_STORE_BLOCK == 0)
+		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
+	if (whole)
+		error = orch_store_clone(sv->s_store, m->handle, soff, m->handle2, doff, whole);
+	if (error || whole == n)
+		return error;
+	error = orch_store_read(sv->s_store, m->handle, soff + whole, buf, n - whole, &got);
+	if (error)
+		return error;
+	memset(buf + got, 0, n - whole - got);  /* a hole, or past the object's end */
+	return orch_store_write(sv->s_store, m->handle2, doff + whole, buf, n - whole);
+}
 
 struct copy_job {
 	struct sv_req *cj_req;
@@ -1135,13 +1158,17 @@ static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct o
 		dst = m->offset2 + (off - m->offset);
 		orch_layout_locate(&m->layout2, dst, &dp);
 		n = ORCH_MIN(n, dp.run);
+		if (dp.server == sv->s_index) {
+			error = sv_copy_local(sv, m, sp.local_off, dp.local_off, n, buf);
+			cj->cj_copied += n;
+			off += n;
+			continue;
+		}
 		error = orch_store_read(sv->s_store, m->handle, sp.local_off, buf, n, &got);
 		if (error)
 			break;
 		memset(buf + got, 0, n - got); /* a hole, or past the object's end */
-		if (dp.server == sv->s_index) {
-			error = orch_store_write(sv->s_store, m->handle2, dp.local_off, buf, n);
-		} else if (dp.server < sv->s_cfg.nservers) {
+		if (dp.server < sv->s_cfg.nservers) {
 			struct orch_msg w;
 
 			orch_msg_init(&w, ORCH_SV2SV_WRITE);
@@ -1162,6 +1189,88 @@ static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct o
 		cj->cj_error = error;
 	sv_flusher_dirty(sv);
 	sv_copy_put(cj);
+}
+
+/*
+ * Dedupe (FIDEDUPERANGE), served where the data is, like copy_file_range:
+ * for each piece of the source range held here whose destination is here
+ * too, the store compares the bytes and, if equal, shares the source's
+ * blocks, in one transaction (orch_store_dedupe).  ORCH_DEDUPE_COMPARE
+ * only compares, so that the client can ask every server before any
+ * changes anything.  Pieces on two servers, and partial blocks, cannot
+ * share a block: compared, not counted.  Replies with the bytes shared (or
+ * found equal), -EBADE at the first piece that differs.
+ */
+static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint64_t soff,
+			   uint64_t doff, uint64_t n, uint8_t *buf, uint64_t *deduped)
+{
+	uint64_t whole = 0, d = 0;
+	size_t got[2];
+	int error = 0;
+
+	if (!(m->flags32 & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
+	    doff % ORCH_STORE_BLOCK == 0)
+		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
+	for (uint64_t at = 0; !error && at < whole; at += d) {
+		error = orch_store_dedupe(sv->s_store, m->handle, soff + at, m->handle2, doff + at,
+					  ORCH_MIN(whole - at, (uint64_t)ORCH_STORE_MAX_IO), &d);
+		*deduped += d;
+	}
+	if (error || whole == n)
+		return error;
+	/* What cannot be shared is compared, so that "differ" means differ. */
+	n -= whole;
+	error = orch_store_read(sv->s_store, m->handle, soff + whole, buf, n, &got[0]);
+	if (!error)
+		error = orch_store_read(sv->s_store, m->handle2, doff + whole, buf + n, n, &got[1]);
+	if (error)
+		return error;
+	memset(buf + got[0], 0, n - got[0]);
+	memset(buf + n + got[1], 0, n - got[1]);
+	if (memcmp(buf, buf + n, n))
+		return -EBADE;
+	if (m->flags32 & ORCH_DEDUPE_COMPARE)
+		*deduped += n;
+	return 0;
+}
+
+static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint64_t off = m->offset, end = m->offset + m->size, deduped = 0;
+	struct orch_layout_pos sp, dp;
+	struct orch_msg rep;
+	uint8_t *buf;
+	int error = 0;
+
+	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
+	    m->size > SV_COPY_MAX || end < off || m->offset2 + m->size < m->offset2 ||
+	    m->flags32 & ~ORCH_DEDUPE_COMPARE) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	buf = malloc(2 * ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
+	if (!buf) {
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	while (off < end && !error) {
+		uint64_t n;
+
+		orch_layout_locate(&m->layout, off, &sp);
+		n = ORCH_MIN(sp.run, end - off);
+		orch_layout_locate(&m->layout2, m->offset2 + (off - m->offset), &dp);
+		n = ORCH_MIN(n, dp.run);
+		if (sp.server == sv->s_index && dp.server == sv->s_index)
+			error = sv_dedupe_piece(sv, m, sp.local_off, dp.local_off, n, buf, &deduped);
+		off += n;
+	}
+	free(buf);
+	if (!error && !(m->flags32 & ORCH_DEDUPE_COMPARE))
+		sv_flusher_dirty(sv);
+	orch_msg_init(&rep, 0);
+	rep.status = error;
+	rep.size = deduped;
+	sv_reply(r, &rep);
 }
 
 /*
@@ -1327,7 +1436,11 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
 	case ORCH_CL2SV_COPY_RANGE: sv_copy_range(sv, r, m); break;
 	case ORCH_CL2SV_PUNCH: sv_punch(sv, r, m); break;
+	case ORCH_CL2SV_DEDUPE: sv_dedupe(sv, r, m); break;
 	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
+	case ORCH_AD2SV_FSMAP: sv_admin_fsmap(sv, r, m); break;
+	case ORCH_AD2SV_NAMES: sv_admin_names(sv, r, m); break;
+	case ORCH_AD2SV_SCRUB: sv_admin_scrub(sv, r, m); break;
 	case ORCH_SV2SV_MKDIR_INODE:
 	case ORCH_SV2SV_RMDIR_INODE:
 	case ORCH_SV2SV_NLINK_ADJ:

@@ -1,0 +1,168 @@
+"""Reflink clones and dedupe on a real cluster (issue 5, items 1 and 2):
+cp on the mount and `orchard clone` share the source's blocks on every
+server (df does not move, fsmap lists each shared range once per owner),
+a write to either copy changes only that copy, and `orchard dedupe` shares
+identical files' blocks and refuses different ones.  Scrub stays clean."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from mount import Mount
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def mnt(cluster3, tmp_path):
+    m = Mount(cluster3, str(tmp_path / "mnt"))
+    m.start()
+    yield m
+    m.stop()
+
+
+def store_free(c):
+    """Free bytes of every server's store, from statfs (what df shows)."""
+    out = c.cli("df").stdout.splitlines()[1].split()
+    return int(out[3]) * 1024
+
+
+def fsmap_owners(c, server):
+    """{path: blocks} of the data owners in one server's fsmap."""
+    rows = json.loads(c.cli("fsmap", server, "--json").stdout)["records"]
+    owners = {}
+    for r in rows:
+        for p in r.get("paths", [])[:1]:
+            owners[p] = owners.get(p, 0) + r["len"]
+    return owners
+
+
+def scrub_clean(c):
+    r = c.cli("scrub", "--all", "--data", check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def make_dirs_on_two_servers(c):
+    """Two directories whose files get different layouts (first servers)."""
+    firsts = {}
+    for i in range(12):
+        c.cli("mkdir", "/d%d" % i)
+        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
+        firsts.setdefault(srv, "/d%d" % i)
+    assert len(firsts) >= 2
+    return list(firsts.values())[:2]
+
+
+def test_cp_shares_blocks_and_copies_on_write(cluster3, mnt):
+    c = cluster3
+    da, db = make_dirs_on_two_servers(c)
+    data = os.urandom(8 * MiB + 12345)
+    with open(mnt.path(da[1:], "src"), "wb") as f:
+        f.write(data)
+    subprocess.run(["sync"], check=True)
+    free0 = store_free(c)
+    before = mnt.server_requests()
+    # A destination in a directory whose files start on another server: it
+    # takes the source's layout, so every strip is shared where it lies.
+    subprocess.run(["cp", mnt.path(da[1:], "src"), mnt.path(db[1:], "dst")], check=True)
+    after = mnt.server_requests()
+    assert after.get("CL2SV_COPY_RANGE", 0) > before.get("CL2SV_COPY_RANGE", 0)
+    assert after.get("CL2SV_WRITE", 0) == before.get("CL2SV_WRITE", 0)
+    assert store_free(c) >= free0 - 64 * 1024, "cp used data blocks"
+    with open(mnt.path(db[1:], "dst"), "rb") as f:
+        assert f.read() == data
+    # Every server lists the shared blocks once for each file.
+    for name in c.names:
+        owners = fsmap_owners(c, name)
+        src, dst = owners.get(da + "/src", 0), owners.get(db + "/dst", 0)
+        assert src == dst and src > 0, (name, owners)
+
+    # Copy-on-write: an unaligned overwrite of the copy changes only the copy.
+    patch = os.urandom(10000)
+    with open(mnt.path(db[1:], "dst"), "r+b") as f:
+        f.seek(MiB + 100)
+        f.write(patch)
+    subprocess.run(["sync"], check=True)
+    mine = data[:MiB + 100] + patch + data[MiB + 100 + len(patch):]
+    with open(mnt.path(db[1:], "dst"), "rb") as f:
+        assert f.read() == mine
+    with open(mnt.path(da[1:], "src"), "rb") as f:
+        assert f.read() == data
+    assert free0 - 64 * 1024 <= store_free(c) + 0 <= free0
+    scrub_clean(c)
+
+    # The last owner frees: the copy outlives its source, then goes too.
+    os.unlink(mnt.path(da[1:], "src"))
+    with open(mnt.path(db[1:], "dst"), "rb") as f:
+        assert f.read() == mine
+    os.unlink(mnt.path(db[1:], "dst"))
+    subprocess.run(["sync"], check=True)
+    scrub_clean(c)
+
+
+def layout(c, path):
+    return c.cli("stat", path).stdout.split("Layout: ")[1].split("\n")[0]
+
+
+def put_like(c, local, like, prefix):
+    """Puts @local at the first @prefix<i> whose layout is @like's: blocks
+    can only be shared on one server, so dedupe needs equal layouts."""
+    want = layout(c, like)
+    for i in range(64):
+        path = "%s%d" % (prefix, i)
+        c.cli("put", local, path)
+        if layout(c, path) == want:
+            return path
+        c.cli("rm", path)
+    raise AssertionError("no name gave the layout " + want)
+
+
+def test_orchard_clone_and_dedupe(cluster3, tmp_path):
+    c = cluster3
+    data = os.urandom(5 * MiB + 777)
+    (tmp_path / "local_a").write_bytes(data)
+    c.cli("mkdir", "/x")
+    c.cli("put", str(tmp_path / "local_a"), "/x/a")
+    free0 = store_free(c)
+
+    out = c.cli("clone", "/x/a", "/b").stdout
+    assert "bytes shared" in out
+    assert store_free(c) >= free0 - 64 * 1024
+    c.cli("get", "/b", str(tmp_path / "local_b"))
+    assert (tmp_path / "local_b").read_bytes() == data
+
+    # A second copy written the ordinary way uses space; dedupe gives it back.
+    cpath = put_like(c, str(tmp_path / "local_a"), "/x/a", "/x/c")
+    assert store_free(c) <= free0 - 5 * MiB
+    r = c.cli("dedupe", "/x/a", cpath)
+    deduped = int(r.stdout.split("deduplicated ")[1].split()[0])
+    assert len(data) - 3 * 4096 <= deduped <= len(data)
+    assert store_free(c) >= free0 - 3 * 4096 - 64 * 1024
+    c.cli("get", cpath, str(tmp_path / "local_c"))
+    assert (tmp_path / "local_c").read_bytes() == data
+
+    # Different contents: nothing changes, exit 1.
+    other = bytearray(data)
+    other[3 * MiB] ^= 0xff
+    (tmp_path / "local_d").write_bytes(bytes(other))
+    dpath = put_like(c, str(tmp_path / "local_d"), "/x/a", "/x/d")
+    free1 = store_free(c)
+    r = c.cli("dedupe", "/x/a", dpath, check=False)
+    assert r.returncode == 1 and "contents differ" in r.stderr
+    assert store_free(c) == free1
+    # ...but the equal first megabytes can be shared alone.
+    r = c.cli("dedupe", "/x/a", dpath, "--range", "0:2M")
+    assert "deduplicated %d bytes" % (2 * MiB) in r.stdout
+
+    # --scan finds the identical file among the others.
+    epath = put_like(c, str(tmp_path / "local_a"), "/x/a", "/x/e")
+    r = c.cli("dedupe", "--scan", "/")
+    saved = int(r.stdout.split("deduplicated, ")[1].split()[0])
+    assert saved >= len(data) - 3 * 4096, r.stdout
+    c.cli("get", epath, str(tmp_path / "local_e"))
+    assert (tmp_path / "local_e").read_bytes() == data
+    scrub_clean(c)
+
+    r = c.cli("dedupe", "/x/a", check=False)
+    assert r.returncode == 2
