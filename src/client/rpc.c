@@ -68,6 +68,7 @@ struct orch_call {
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
 	bool ca_done;                /* protected by conn->c_lock */
 	bool ca_queued;              /* in the table; protected by conn->c_lock */
+	bool ca_waiting;             /* its caller sleeps on ca_cond; by c_lock */
 	int ca_error;                /* -EIO if the connection broke */
 	struct orch_frame_hdr ca_hdr; /* of the reply */
 	uint8_t *ca_payload;         /* owned until handed to the reply */
@@ -469,15 +470,24 @@ static void rpc_table_fail_all(struct rpc_conn *c, int error)
 	c->c_inflight = 0;
 }
 
-/* Wakes one waiting call so that it takes the reader role. */
+/*
+ * Wakes one call whose caller sleeps in orch_client_wait, so that it takes
+ * the reader role.  Only a sleeper will do: a call in the table may belong
+ * to a thread busy elsewhere (waiting for another call of its fan-out, on
+ * another connection), and a wakeup sent to it would be lost while the
+ * sleepers here sleep to their deadline.  If nobody sleeps, the next
+ * caller to wait takes the role itself.
+ */
 static void rpc_table_wake_one(struct rpc_conn *c)
 {
 	if (!c->c_inflight)
 		return;
 	for (size_t i = 0; i < RPC_BUCKETS; i++) {
-		if (c->c_calls[i]) {
-			pthread_cond_signal(&c->c_calls[i]->ca_cond);
-			return;
+		for (struct orch_call *call = c->c_calls[i]; call; call = call->ca_next) {
+			if (call->ca_waiting) {
+				pthread_cond_signal(&call->ca_cond);
+				return;
+			}
 		}
 	}
 }
@@ -945,8 +955,14 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			rpc_read_until(c, call);
 			if (call->ca_done)
 				break;
-		} else if (pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts) != ETIMEDOUT) {
-			continue;
+		} else {
+			int rc;
+
+			call->ca_waiting = true;
+			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts);
+			call->ca_waiting = false;
+			if (rc != ETIMEDOUT)
+				continue;
 		}
 		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done) {
 			/* Out of the table: a late reply is dropped by its reader. */

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "proto/msg.h"
 
@@ -36,6 +37,64 @@
 #define CTL_STATS_SLACK 1024
 #define CTL_STATS_MAX 16384
 #define CTL_MSG_TYPES_MAX 256
+
+/* --- Readahead ------------------------------------------------------------------- */
+
+/*
+ * The device number of the mount on @dir (absolute), from mountinfo: a
+ * stat() of the mountpoint would ask this very process, which may be the
+ * thread that has to answer.  The last match is the newest mount.
+ */
+static int ctl_find_dev(const char *dir, unsigned int *maj, unsigned int *min)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[4096], point[4096];
+	int found = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned int a, b;
+
+		/* id parent maj:min root mountpoint ... (spaces in names are \040) */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, point) == 3 &&
+		    !strcmp(point, dir)) {
+			*maj = a;
+			*min = b;
+			found = 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Sets the mount's readahead (needs root: otherwise the kernel's stays). */
+static void ctl_set_readahead(const char *dir, unsigned int kb)
+{
+	unsigned int maj, min;
+	char path[64];
+	FILE *f;
+	int error = ctl_find_dev(dir, &maj, &min);
+
+	if (!error) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+		f = fopen(path, "w");
+		if (!f) {
+			error = -errno;
+		} else {
+			fprintf(f, "%u\n", kb);
+			error = fclose(f) ? -errno : 0;
+		}
+	}
+	if (error)
+		ORCH_INFO("readahead_kb=%u not set: %s; the kernel's stays", kb, strerror(-error));
+}
+
+void orch_mnt_readahead_once(struct orch_mnt *m)
+{
+	if (m->m_mountpoint && !atomic_exchange(&m->m_readahead_done, true))
+		ctl_set_readahead(m->m_mountpoint, m->m_readahead_kb);
+}
 
 struct ctl_knob {
 	const char *k_name;   /* after the prefix */

@@ -144,6 +144,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
+	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
 	error = mnt_open_check(m, &cred, ino, fi->flags);
 	if (error)
@@ -189,6 +190,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_CREATE);
+	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
 	error = orch_fs_create(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
 			       fi->flags & O_EXCL, &a, &existed);

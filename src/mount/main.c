@@ -22,6 +22,13 @@
 #include "common/log.h"
 
 #define MNT_DEFAULT_TIMEOUT_MS 50
+/*
+ * Kernel readahead of the mount, in KiB.  FUSE starts every mount at 128
+ * KiB, which leaves one client waiting on one server round trip per 128
+ * KiB; 1 MiB keeps both servers of a stripe busy (docs/mount.md).
+ */
+#define MNT_DEFAULT_READAHEAD_KB 1024
+#define MNT_MAX_READAHEAD_KB (64u << 10)
 
 struct mnt_opts {
 	char *conf;
@@ -32,6 +39,7 @@ struct mnt_opts {
 	unsigned int getattr_ms;
 	unsigned int negative_ms;
 	unsigned int op_timeout_ms; /* 0: the config's */
+	unsigned int readahead_kb;  /* 0: the kernel's */
 	int default_permissions;
 	int no_readdirplus;
 	int help;
@@ -51,6 +59,7 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "getattr_timeout_ms=%u", offsetof(struct mnt_opts, getattr_ms), 0 },
 	{ "negative_timeout_ms=%u", offsetof(struct mnt_opts, negative_ms), 0 },
 	{ "op_timeout_ms=%u", offsetof(struct mnt_opts, op_timeout_ms), 0 },
+	{ "readahead_kb=%u", offsetof(struct mnt_opts, readahead_kb), 0 },
 	{ "readdirplus=no", offsetof(struct mnt_opts, no_readdirplus), 1 },
 	{ "readdirplus=yes", offsetof(struct mnt_opts, no_readdirplus), 0 },
 	FUSE_OPT_KEY("default_permissions", MNT_KEY_DEFAULT_PERMISSIONS),
@@ -73,6 +82,7 @@ static void mnt_usage(FILE *f)
 		"  getattr_timeout_ms=N     kernel attribute cache time (default 50)\n"
 		"  negative_timeout_ms=N    cache of absent names (default 0: none)\n"
 		"  op_timeout_ms=N          per-request deadline (default: the config's)\n"
+		"  readahead_kb=N           kernel readahead (default 1024; 0: the kernel's)\n"
 		"  readdirplus=no           plain READDIR: no attributes with listings\n"
 		"  log=FILE                 append log lines to FILE\n"
 		"  and the FUSE mount options (allow_other, default_permissions, ...).\n");
@@ -120,6 +130,7 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 {
 	o->dcache_ms = MNT_DEFAULT_TIMEOUT_MS;
 	o->getattr_ms = MNT_DEFAULT_TIMEOUT_MS;
+	o->readahead_kb = MNT_DEFAULT_READAHEAD_KB;
 	if (fuse_opt_parse(args, o, mnt_opt_spec, mnt_opt_proc) == -1)
 		return -EINVAL;
 	if (o->help)
@@ -148,6 +159,11 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 	    (o->op_timeout_ms &&
 	     mnt_check_timeout("op_timeout_ms", o->op_timeout_ms, ORCH_MNT_OP_TIMEOUT_MIN)))
 		return -EINVAL;
+	if (o->readahead_kb > MNT_MAX_READAHEAD_KB) {
+		fprintf(stderr, "orchard-mount: readahead_kb=%u: at most %u\n", o->readahead_kb,
+			MNT_MAX_READAHEAD_KB);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -259,6 +275,9 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, o.mountpoint) != 0)
 		goto out_signals;
+	/* Set at the first open: the kernel resets it when INIT is answered. */
+	m.m_readahead_kb = o.readahead_kb;
+	m.m_mountpoint = o.readahead_kb ? realpath(o.mountpoint, NULL) : NULL;
 	/*
 	 * Into the background before liborchard starts its threads (they
 	 * would not survive the fork): the client connects lazily, on the
@@ -290,6 +309,7 @@ out_session:
 	orch_client_destroy(m.m_cl);
 out_itab:
 	orch_mnt_itab_fini(&m.m_itab);
+	free(m.m_mountpoint);
 out_cfg:
 	if (cfg)
 		memset(cfg->key, 0, sizeof(cfg->key));

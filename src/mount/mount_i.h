@@ -124,7 +124,16 @@ struct orch_mnt {
 	bool m_default_permissions;       /* the kernel checks permissions itself */
 	bool m_readdirplus;               /* listings carry attributes (READDIRPLUS) */
 	uid_t m_owner;                    /* uid that mounted; may change the knobs */
+	char *m_mountpoint;               /* absolute; NULL: leave the readahead alone */
+	unsigned int m_readahead_kb;
+	atomic_bool m_readahead_done;
 };
+
+/*
+ * Sets the mount's kernel readahead to m_readahead_kb, once: at the first
+ * open, because answering INIT resets it to the kernel's 128 KiB (ctl.c).
+ */
+void orch_mnt_readahead_once(struct orch_mnt *m);
 
 /* Bounds of the timeout knobs (milliseconds). */
 #define ORCH_MNT_TIMEOUT_MAX (24u * 3600 * 1000)
