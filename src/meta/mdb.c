@@ -314,18 +314,18 @@ static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 {
 	struct orch_attr *a = &out->i_attr;
 	/* Column ranges; rdev and parent are u64 bit patterns, times signed. */
-	static const int64_t lo[14] = {
+	static const int64_t lo[15] = {
 		0, 0, 0, 0, 0, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN,
-		0, 0, 0, 0,
+		0, 0, 0, 0, 0,
 	};
-	static const int64_t hi[14] = {
+	static const int64_t hi[15] = {
 		UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, INT64_MAX, INT64_MAX,
 		INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, UINT32_MAX, UINT16_MAX,
-		UINT16_MAX, INT64_MAX,
+		UINT16_MAX, INT64_MAX, 1,
 	};
-	int64_t v[14];
+	int64_t v[15];
 
-	for (int i = 0; i < 14; i++)
+	for (int i = 0; i < 15; i++)
 		if (!mdb_col_int(st, i, lo[i], hi[i], &v[i]))
 			return ORCH_THIS_ADDRESS;
 	memset(out, 0, sizeof(*out));
@@ -344,6 +344,7 @@ static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 	a->layout.stripe_count = (uint16_t)v[11];
 	a->layout.first_server = (uint16_t)v[12];
 	out->i_next_seq = (uint64_t)v[13];
+	a->flags = v[14] ? 0 : ORCH_ATTR_NOXATTR;   /* computed, not stored */
 
 	if (!orch_mdb_type_is_valid(a->mode & S_IFMT) || (a->mode & ~(S_IFMT | 07777)))
 		return ORCH_THIS_ADDRESS;

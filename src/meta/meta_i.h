@@ -48,7 +48,8 @@
 			"RETURNING value - 1")                                 \
 	X(INODE_GET, "SELECT mode, uid, gid, nlink, size, rdev, atime, "       \
 		     "mtime, ctime, parent, strip_size, stripe_count, "        \
-		     "first_server, next_seq FROM inode WHERE handle = ?1")   \
+		     "first_server, next_seq, EXISTS (SELECT 1 FROM xattr "   \
+		     "WHERE xattr.handle = ?1) FROM inode WHERE handle = ?1") \
 	X(INODE_TARGET, "SELECT target FROM inode WHERE handle = ?1")          \
 	X(INODE_INSERT, "INSERT INTO inode (handle, mode, uid, gid, nlink, "   \
 			"size, rdev, atime, mtime, ctime, parent, strip_size, " \

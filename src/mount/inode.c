@@ -123,6 +123,23 @@ void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *u
 	pthread_mutex_unlock(&t->t_lock);
 }
 
+/*
+ * New attributes for @in.  Attributes that say the inode has no xattr at
+ * all make every well-known name absent as of now (for getattr_timeout_ms,
+ * like the attributes themselves): `ls -l` then costs no GETXATTR.
+ */
+static void itab_set_attr(struct orch_mnt_inode *in, const struct orch_attr *a)
+{
+	in->i_attr = *a;
+	if (a->flags & ORCH_ATTR_NOXATTR) {
+		uint32_t now = orch_time_now_ms32();
+
+		in->i_xabsent = (uint8_t)((1u << ORCH_MNT_XWELLKNOWN) - 1);
+		for (int i = 0; i < ORCH_MNT_XWELLKNOWN; i++)
+			in->i_xabsent_at[i] = now;
+	}
+}
+
 int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
 		       struct orch_attr *rep)
 {
@@ -144,7 +161,7 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
 		t->t_count++;
 	}
 	in->i_nlookup++;
-	in->i_attr = *a;
+	itab_set_attr(in, a);
 	itab_report(in, rep);
 	pthread_mutex_unlock(&t->t_lock);
 	return 0;
@@ -183,7 +200,7 @@ void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		in->i_attr = *a;
+		itab_set_attr(in, a);
 		itab_report(in, rep);
 	} else {
 		*rep = *a;
@@ -247,7 +264,7 @@ void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		in->i_attr = *a;
+		itab_set_attr(in, a);
 		/* A write that ended past @covered meanwhile still needs its EXTEND. */
 		if (in->i_wend <= covered || in->i_wend <= a->size)
 			in->i_wend = 0;
@@ -269,7 +286,7 @@ void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		in->i_attr = *a;
+		itab_set_attr(in, a);
 		if (size_set)
 			in->i_wend = 0;
 		if (size_set || mtime_set)

@@ -111,7 +111,8 @@ static void attr_encode(struct orch_buf *b, const struct orch_attr *a)
 	orch_wr_u32(b, a->layout.strip_size);
 	orch_wr_u16(b, a->layout.stripe_count);
 	orch_wr_u16(b, a->layout.first_server);
-	orch_wr_u64(b, 0); /* reserved: allocated bytes */
+	orch_wr_u32(b, a->flags);
+	orch_wr_u32(b, 0); /* reserved */
 }
 
 static void attr_decode(struct orch_rd *rd, struct orch_attr *a)
@@ -130,7 +131,8 @@ static void attr_decode(struct orch_rd *rd, struct orch_attr *a)
 	a->layout.strip_size = orch_rd_u32(rd);
 	a->layout.stripe_count = orch_rd_u16(rd);
 	a->layout.first_server = orch_rd_u16(rd);
-	(void)orch_rd_u64(rd);
+	a->flags = orch_rd_u32(rd) & ORCH_ATTR_KNOWN_;   /* unknown bits: a newer peer's */
+	(void)orch_rd_u32(rd);
 }
 
 static bool name_ok(const struct orch_str *s)

@@ -91,7 +91,16 @@ struct orch_attr {
 	int64_t ctime_ns;
 	uint64_t parent; /* directory the inode was created in or moved to */
 	struct orch_layout layout;
+	uint32_t flags;  /* ORCH_ATTR_*: what the server knew when it read them */
 };
+
+/*
+ * The inode had no extended attribute at all: a client may answer a
+ * getxattr with ENODATA itself for as long as it trusts the attributes
+ * (`ls -l` asks for two or three names per file).
+ */
+#define ORCH_ATTR_NOXATTR (1u << 0)
+#define ORCH_ATTR_KNOWN_ ORCH_ATTR_NOXATTR
 
 /* --- Credentials ----------------------------------------------------------- */
 

@@ -436,6 +436,14 @@ def test_ls_l_request_count(mounts):
           % (n, readdirs, lookups, requests_delta(before, after)))
     assert readdirs <= n // 100 + 3
     assert lookups <= 10
+    # ls -l also asks for the ACL and SELinux xattrs of every entry: the
+    # attributes said the files have none, so none of that leaves the mount.
+    before = b.server_requests()
+    out = subprocess.run(["ls", "-l", b.path("big")], capture_output=True, text=True,
+                         check=True).stdout
+    after = b.server_requests()
+    assert len(out.splitlines()) == n + 1
+    assert requests_delta(before, after, ["CL2SV_GETXATTR", "CL2SV_LISTXATTR"]) <= 3
 
     # Lookup counts: every readdirplus entry was counted once, so when the
     # kernel drops its caches it forgets them all and only the root stays.
