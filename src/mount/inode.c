@@ -231,6 +231,7 @@ void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
 	if (in) {
+		in->i_fresh = false;
 		if (end > in->i_wend)
 			in->i_wend = end;
 		if (mtime_ns > in->i_wmtime_ns)
@@ -331,6 +332,32 @@ void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a)
 }
 
 /* --- Open files and removed names --------------------------------------------- */
+
+void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_fresh = fresh;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+	bool fresh = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		fresh = in->i_fresh;
+		in->i_fresh = false;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return fresh;
+}
 
 void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h)
 {

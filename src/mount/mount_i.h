@@ -85,6 +85,11 @@ struct orch_mnt_inode {
 	 * rename"): removed at the last release.
 	 */
 	uint32_t i_opens;
+	/*
+	 * Created by this mount and neither opened again nor written since:
+	 * what cp(1) copies into, whose layout copy_file_range may change.
+	 */
+	bool i_fresh;
 	uint64_t i_silly_parent;       /* 0 if none */
 	char i_silly_name[ORCH_MNT_SILLY_LEN];
 	/*
@@ -244,6 +249,9 @@ void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr
 
 /* An open file of @h more (after a successful open or create). */
 void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h);
+/* i_fresh: set by create, cleared by another open or a write; take clears it. */
+void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
+bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);
 
 /*
  * One open file of @h less.  Returns true, with its directory and hidden

@@ -725,7 +725,8 @@ static void *adm_main(void *arg)
 		a->a_nbad = 0;
 		a->a_job = NULL;
 		pthread_mutex_unlock(&a->a_lock);
-		for (size_t i = 0; i < nbad; i++)
+		/* Each may wait on peers: a stopping server drops the rest. */
+		for (size_t i = 0; i < nbad && !a->a_cancel; i++)
 			adm_log_bad(a, bad[i]);
 		if (j)
 			adm_scrub(a, j);

@@ -1211,9 +1211,11 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	if (!(m->flags32 & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
 	    doff % ORCH_STORE_BLOCK == 0)
 		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
-	for (uint64_t at = 0; !error && at < whole; at += d) {
+	for (uint64_t at = 0, n1; !error && at < whole; at += n1) {
+		n1 = ORCH_MIN(whole - at, (uint64_t)ORCH_STORE_MAX_IO);
+		/* d may be short of n1: blocks past an object's end are not shared. */
 		error = orch_store_dedupe(sv->s_store, m->handle, soff + at, m->handle2, doff + at,
-					  ORCH_MIN(whole - at, (uint64_t)ORCH_STORE_MAX_IO), &d);
+					  n1, &d);
 		*deduped += d;
 	}
 	if (error || whole == n)

@@ -431,51 +431,90 @@ static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 }
 
 /*
- * Calls @fn for the parts of [agbno, agbno + len) inside bad records (@in)
- * and outside them (!@in), in order.
+ * bad_parts calls @fn for the parts of [agbno, agbno + len) inside bad
+ * records (@in) and outside them (!@in), in order.
  */
 typedef int (*bad_part_fn)(struct store_writer *w, uint32_t ag, uint32_t agbno,
 			   uint32_t len, bool in);
 
-static int bad_parts(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
-		     bad_part_fn fn)
+/* The parts of a range inside bad records, merged where they touch. */
+struct bad_run {
+	uint32_t b, e;
+};
+
+static int bad_runs(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
+		    struct bad_run **out, size_t *nout)
 {
 	int64_t lo = (int64_t)agbno - w->w_st->st_maxext;
 	uint32_t pos = agbno, end = agbno + len;
-	struct { uint32_t b, e; } bad[64];
-	size_t n = 0;
+	struct bad_run *v = NULL;
+	size_t n = 0, cap = 0;
 	sqlite3_stmt *s;
 	int rc, error = 0;
 
-	/* bad records are disjoint and at most maxext long: few can overlap. */
+	/*
+	 * No fixed bound: reads and scrubs quarantine block by block, so a
+	 * long extent may hold as many bad records as blocks.
+	 */
 	s = w_bind(w, S_BAD_WIN, W_ARGS(ag, lo, end));
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		int64_t b = sqlite3_column_int64(s, 0), l = sqlite3_column_int64(s, 1);
 
 		if (b + l <= pos || l < 1)
 			continue;
-		if (n == ORCH_ARRAY_SIZE(bad) || (b < pos && n)) {
-			error = -ORCH_ECORRUPT;
+		if (b < pos && n) {
+			error = -ORCH_ECORRUPT;   /* overlapping records */
 			break;
 		}
-		bad[n].b = (uint32_t)ORCH_MAX(b, (int64_t)pos);
-		bad[n].e = (uint32_t)ORCH_MIN(b + l, (int64_t)end);
-		pos = bad[n++].e;
+		b = ORCH_MAX(b, (int64_t)pos);
+		if (n && v[n - 1].e == (uint32_t)b) {
+			v[n - 1].e = (uint32_t)ORCH_MIN(b + l, (int64_t)end);
+		} else {
+			if (n == cap) {
+				struct bad_run *nv = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof(*v));
+
+				if (!nv) {
+					error = -ENOMEM;
+					break;
+				}
+				v = nv;
+			}
+			v[n].b = (uint32_t)b;
+			v[n++].e = (uint32_t)ORCH_MIN(b + l, (int64_t)end);
+		}
+		pos = v[n - 1].e;
 	}
 	if (!error && rc != SQLITE_DONE && rc != SQLITE_ROW)
 		error = store_sql_err(w->w_db, rc, "bad");
 	sqlite3_reset(s);
-	pos = agbno;
+	if (error) {
+		free(v);
+		return error;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static int bad_parts(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
+		     bad_part_fn fn)
+{
+	uint32_t pos = agbno, end = agbno + len;
+	struct bad_run *v = NULL;
+	size_t n = 0;
+	int error = bad_runs(w, ag, agbno, len, &v, &n);
+
 	for (size_t i = 0; !error && i <= n; i++) {
-		uint32_t b = i < n ? bad[i].b : end;
+		uint32_t b = i < n ? v[i].b : end;
 
 		if (b > pos)
 			error = fn(w, ag, pos, b - pos, false);
 		if (!error && i < n)
-			error = fn(w, ag, bad[i].b, bad[i].e - bad[i].b, true);
+			error = fn(w, ag, v[i].b, v[i].e - v[i].b, true);
 		if (i < n)
-			pos = bad[i].e;
+			pos = v[i].e;
 	}
+	free(v);
 	return error;
 }
 
@@ -538,10 +577,57 @@ static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 	return error;
 }
 
+/* Inserts bad record [agbno, agbno + len) (at most maxext), merged with neighbours that fit. */
+static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+{
+	uint32_t m = w->w_st->st_maxext;
+	int64_t f[5];
+	int rc;
+
+	/* The record ending at agbno, if the two fit in one. */
+	rc = w_row(w, S_BAD_LE, W_ARGS(ag, (int64_t)agbno - 1));
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		sqlite3_stmt *q = w->w_stmt[S_BAD_LE];
+		int64_t b = sqlite3_column_int64(q, 0), l = sqlite3_column_int64(q, 1);
+
+		sqlite3_reset(q);
+		if (b + l == agbno && l + len <= m) {
+			rc = w_exec(w, S_BAD_DEL, W_ARGS(ag, b));
+			if (rc)
+				return rc;
+			agbno = (uint32_t)b;
+			len += (uint32_t)l;
+		}
+	}
+	/* ... and the one starting at its end. */
+	rc = w_row(w, S_BAD_AT, W_ARGS(ag, (int64_t)agbno + len));
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		int64_t l = sqlite3_column_int64(w->w_stmt[S_BAD_AT], 0);
+
+		sqlite3_reset(w->w_stmt[S_BAD_AT]);
+		if (l > 0 && l + len <= m) {
+			rc = w_exec(w, S_BAD_DEL, W_ARGS(ag, (int64_t)agbno + len));
+			if (rc)
+				return rc;
+			len += (uint32_t)l;
+		}
+	}
+	f[0] = ag;
+	f[1] = agbno;
+	f[2] = len;
+	f[3] = (int64_t)time(NULL);
+	f[4] = STORE_BAD_REPORTED;
+	return w_exec(w, S_BAD_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4],
+					   store_rec_crc(STORE_TBL_BAD, f, 5, NULL, 0)));
+}
+
 static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
 			   bool bad)
 {
-	int64_t f[5];
 	int error = 0;
 
 	if (bad)
@@ -549,13 +635,7 @@ static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, 
 	for (uint32_t b = agbno; !error && b < agbno + len;) {
 		uint32_t l = ORCH_MIN(agbno + len - b, w->w_st->st_maxext);
 
-		f[0] = ag;
-		f[1] = b;
-		f[2] = l;
-		f[3] = (int64_t)time(NULL);
-		f[4] = STORE_BAD_REPORTED;
-		error = w_exec(w, S_BAD_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4],
-						    store_rec_crc(STORE_TBL_BAD, f, 5, NULL, 0)));
+		error = bad_insert(w, ag, b, l);
 		b += l;
 	}
 	return error ? error : retire_free(w, ag, agbno, len);

@@ -71,6 +71,7 @@ static const char fsmap_sql_rmap[] =
 	"SELECT r.agbno, r.owner, r.off, r.len, r.flags, o.handle"
 	" FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner"
 	" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
+	" AND (r.agbno, r.owner, r.off) > (?4, ?5, ?6)"
 	" ORDER BY r.ag, r.agbno, r.owner, r.off";
 static const char fsmap_sql_fsb[] =
 	"SELECT agbno, len FROM fsb WHERE ag = ?1 AND agbno >= ?2 AND agbno < ?3"
@@ -184,6 +185,20 @@ static int fsmap_ag(struct fsmap_walk *w, uint32_t ag)
 	sqlite3_bind_int64(w->rmap, 1, ag);
 	sqlite3_bind_int64(w->rmap, 2, rfrom);
 	sqlite3_bind_int64(w->rmap, 3, hi);
+	/*
+	 * A page resumes after the cursor's record in the index itself: a
+	 * block shared by many owners is not rescanned from its first owner
+	 * by every page.
+	 */
+	if (w->cur->valid && (w->cur->start >> st->st_ag_shift) == ag) {
+		sqlite3_bind_int64(w->rmap, 4, (int64_t)(w->cur->start & (st->st_ag_blocks - 1)));
+		sqlite3_bind_int64(w->rmap, 5, w->cur->owner);
+		sqlite3_bind_int64(w->rmap, 6, (int64_t)w->cur->off);
+	} else {
+		sqlite3_bind_int64(w->rmap, 4, -1);
+		sqlite3_bind_int64(w->rmap, 5, INT64_MIN);
+		sqlite3_bind_int64(w->rmap, 6, INT64_MIN);
+	}
 	sqlite3_bind_int64(w->fsb, 1, ag);
 	sqlite3_bind_int64(w->fsb, 2, ffrom);
 	sqlite3_bind_int64(w->fsb, 3, hi);

@@ -300,14 +300,54 @@ static bool rp_in_ag(const struct rp *rp, int64_t ag, int64_t agbno,
 	       (!cap || len <= cap);
 }
 
+/* One integer from @sql with ?1 = @ag. */
+static int rp_int(struct rp *rp, const char *sql, int64_t ag, int64_t *out)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
+
+	if (rc != SQLITE_OK)
+		return store_sql_err(rp->db, rc, "repair count");
+	sqlite3_bind_int64(s, 1, ag);
+	rc = sqlite3_step(s);
+	*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : store_sql_err(rp->db, rc, "repair count");
+}
+
+/*
+ * Every extent map record has its reverse-map record (I8): a missing one
+ * looks like free space, or a count too low, to a rebuild from rmap, which
+ * would then hand out (or later free) blocks a file still maps.
+ */
+static int rp_rmap_covers_bmap(struct rp *rp)
+{
+	int64_t missing = 0;
+	int error = rp_int(rp, "SELECT count(*) FROM bmap AS b WHERE ?1 >= 0 AND NOT EXISTS "
+			   "(SELECT 1 FROM rmap AS r WHERE r.ag = b.ag AND r.agbno = b.agbno "
+			   "AND r.owner = b.nid AND r.off = b.off AND r.len = b.len "
+			   "AND r.flags = b.flags)", 0, &missing);
+
+	if (!error && missing) {
+		rp_log(rp, LOG_OTHER, "refused: %" PRId64 " extent map records have no reverse-map "
+		       "record; rebuild rmap first", missing);
+		error = -ORCH_ECORRUPT;
+	}
+	return error;
+}
+
 /*
  * rmap rows as the source of free space and refcounts: every row must have
- * a good crc and a sane extent, else the rebuild refuses.
+ * a good crc and a sane extent, and cover the extent maps, else the rebuild
+ * refuses.
  */
 static int rp_rmap_source(struct rp *rp, struct rp_vec *rm)
 {
 	char row[160];
-	int error = rp_load(rp, &rp_rmap, NULL, rm);
+	int error = rp_rmap_covers_bmap(rp);
+
+	if (!error)
+		error = rp_load(rp, &rp_rmap, NULL, rm);
 
 	if (error)
 		return error;
@@ -331,21 +371,6 @@ static int rp_rmap_source(struct rp *rp, struct rp_vec *rm)
 }
 
 /* --- agstat -------------------------------------------------------------------- */
-
-/* One integer from @sql with ?1 = @ag. */
-static int rp_int(struct rp *rp, const char *sql, int64_t ag, int64_t *out)
-{
-	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
-
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair count");
-	sqlite3_bind_int64(s, 1, ag);
-	rc = sqlite3_step(s);
-	*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : store_sql_err(rp->db, rc, "repair count");
-}
 
 /* Recomputes every AG's counters from the tables as they are now. */
 static int rp_agstat_rebuild(struct rp *rp)

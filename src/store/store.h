@@ -203,11 +203,12 @@ int orch_store_clone(struct orch_store *st, uint64_t src, uint64_t src_off,
  * Dedupe (FIDEDUPERANGE): compares bytes [@src_off, +@len) of @src with
  * [@dst_off, +@len) of @dst, and only if they are identical makes @dst
  * share @src's blocks and releases @dst's old ones, as one transaction that
- * sees no concurrent change in between.  Alignment as orch_store_clone, both
- * ranges inside their objects' sizes (-EINVAL otherwise), and @len at most
- * ORCH_STORE_MAX_IO.  *@deduped is the number of bytes now
- * shared: @len, or 0 with -EBADE when the contents differ (nothing changed).
- * -EIO if a block fails its checksum.
+ * sees no concurrent change in between.  Alignment as orch_store_clone, and
+ * @len at most ORCH_STORE_MAX_IO.  Holes, absent objects and bytes past an
+ * object's end compare as zeros; only blocks inside both objects are
+ * shared.  *@deduped is the number of bytes now shared (@len if all), or 0
+ * with -EBADE when the contents differ (nothing changed).  -EIO if a block
+ * fails its checksum.
  */
 int orch_store_dedupe(struct orch_store *st, uint64_t src, uint64_t src_off,
 		      uint64_t dst, uint64_t dst_off, uint64_t len,

@@ -75,7 +75,11 @@ static const char *const w_sql[S_NSTMT] = {
 	[S_REFC_DEL] = "DELETE FROM refc WHERE ag=? AND agbno=?",
 	[S_BAD_WIN] = "SELECT agbno, len FROM bad WHERE ag=? AND agbno>=? AND agbno<?"
 		      " ORDER BY agbno",
+	[S_BAD_LE] = "SELECT agbno, len FROM bad WHERE ag=? AND agbno<=? ORDER BY agbno DESC"
+		     " LIMIT 1",
+	[S_BAD_AT] = "SELECT len FROM bad WHERE ag=? AND agbno=?",
 	[S_BAD_INS] = "INSERT INTO bad VALUES(?,?,?,?,?,?)",
+	[S_BAD_DEL] = "DELETE FROM bad WHERE ag=? AND agbno=?",
 	[S_RMAP_FS_ANY] = "SELECT 1 FROM rmap WHERE ag=? AND agbno>? AND agbno<?"
 			  " AND agbno+len>? AND owner=-1 LIMIT 1",
 	[S_WORK_PUT] = "INSERT OR REPLACE INTO work VALUES(?,?,?,?,?,?,?)",
@@ -822,11 +826,31 @@ static int dedupe_compare(struct store_writer *w, struct w_obj *src, uint64_t sb
 	return error;
 }
 
-/* Dedupe: a clone of the range, only if its bytes are equal, in one transaction. */
+/*
+ * Blocks from the start of a dedupe range that may be shared: those inside
+ * both objects (no mapping may reach past a size, I7), plus a last partial
+ * block where the two objects end at the same byte.
+ */
+static uint64_t dedupe_shareable(const struct orch_store_op *op, const struct w_obj *src,
+				 const struct w_obj *dst, uint64_t nb)
+{
+	uint64_t ns = src->size > op->off2 ? (src->size - op->off2) / ORCH_STORE_BLOCK : 0;
+	uint64_t nd = dst->size > op->off ? (dst->size - op->off) / ORCH_STORE_BLOCK : 0;
+
+	if (op->off2 + op->len == src->size && op->off + op->len == dst->size)
+		return nb;
+	return ORCH_MIN(nb, ORCH_MIN(ns, nd));
+}
+
+/*
+ * Dedupe: a clone of the range, only if its bytes are equal, in one
+ * transaction.  The whole range is compared (holes and bytes past an
+ * object's end read as zeros); the blocks inside both objects are shared.
+ */
 static int apply_dedupe(struct store_writer *w, struct orch_store_op *op)
 {
 	uint64_t sb0 = op->off2 / ORCH_STORE_BLOCK, db0 = op->off / ORCH_STORE_BLOCK;
-	uint64_t nb = size_blocks(op->len), done;
+	uint64_t nb = size_blocks(op->len), share, done;
 	struct w_obj so, d, *src = &so, *dst = &d;
 	int error;
 
@@ -840,19 +864,19 @@ static int apply_dedupe(struct store_writer *w, struct orch_store_op *op)
 		error = clone_check(op, &so, &d);
 	if (error || op->len == 0)
 		return error;
-	/* Inside both objects: no mapping may reach past a size (I7). */
-	if (op->off2 + op->len > so.size || op->off + op->len > d.size)
-		return -EINVAL;
 	if (op->handle == op->handle2)
 		src = dst;
 	error = dedupe_compare(w, src, sb0, dst, db0, nb);
-	/* An absent destination reads as zeros: equal, and nothing to free. */
-	if (!error && dst->nid)
-		error = clone_blocks(w, src, sb0, dst, db0, nb, SIZE_MAX, &done);
-	if (!error && dst->nid)
-		error = clone_save(w, src, dst);
+	if (error)
+		return error;
+	share = src->nid && dst->nid ? dedupe_shareable(op, src, dst, nb) : 0;
+	if (share) {
+		error = clone_blocks(w, src, sb0, dst, db0, share, SIZE_MAX, &done);
+		if (!error)
+			error = clone_save(w, src, dst);
+	}
 	if (!error)
-		op->result = op->len;
+		op->result = share == nb ? op->len : share * ORCH_STORE_BLOCK;
 	return error;
 }
 
@@ -1308,7 +1332,8 @@ static int work_resume(struct store_writer *w)
 		}
 		ORCH_INFO("store: resuming work item %" PRId64 " (type %" PRId64 ", object %" PRId64 ")",
 			  v[i].seq, v[i].type, v[i].nid);
-		error = work_run(w, &v[i]);
+		/* One item that cannot finish (logged) must not keep the store closed. */
+		(void)work_run(w, &v[i]);
 	}
 	free(v);
 	return error;

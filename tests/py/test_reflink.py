@@ -131,6 +131,12 @@ def test_orchard_clone_and_dedupe(cluster3, tmp_path):
     assert store_free(c) >= free0 - 64 * 1024
     c.cli("get", "/b", str(tmp_path / "local_b"))
     assert (tmp_path / "local_b").read_bytes() == data
+    # Over an existing file: replaced whole, by rename, no helper file left.
+    c.cli("clone", "/x/a", "/b")
+    c.cli("get", "/b", str(tmp_path / "local_b"))
+    assert (tmp_path / "local_b").read_bytes() == data
+    assert ".orchard-clone" not in c.cli("ls", "/").stdout
+    assert store_free(c) >= free0 - 64 * 1024
 
     # A second copy written the ordinary way uses space; dedupe gives it back.
     cpath = put_like(c, str(tmp_path / "local_a"), "/x/a", "/x/c")
@@ -166,3 +172,20 @@ def test_orchard_clone_and_dedupe(cluster3, tmp_path):
 
     r = c.cli("dedupe", "/x/a", check=False)
     assert r.returncode == 2
+
+
+def test_dedupe_sparse_files(cluster3, tmp_path):
+    """Holes and strips a server holds nothing of compare as zeros: two
+    equal sparse files dedupe, and the written blocks are shared."""
+    c = cluster3
+    data = os.urandom(64 * 1024)
+    (tmp_path / "small").write_bytes(data)
+    c.cli("put", str(tmp_path / "small"), "/s0")
+    other = put_like(c, str(tmp_path / "small"), "/s0", "/s1")
+    for p in ("/s0", other):
+        c.cli("truncate", "-s", "1M", p)
+    r = c.cli("dedupe", "/s0", other)
+    assert int(r.stdout.split("deduplicated ")[1].split()[0]) >= len(data) - 3 * 4096
+    c.cli("get", other, str(tmp_path / "back"))
+    assert (tmp_path / "back").read_bytes() == data + bytes((1 << 20) - len(data))
+    scrub_clean(c)

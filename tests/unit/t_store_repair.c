@@ -735,6 +735,37 @@ ORCH_TEST(repair_refuses_damaged_source)
 	fx_teardown();
 }
 
+/*
+ * A missing rmap record looks healthy (no bad CRC to see): the rebuilds
+ * from rmap must still refuse, or free space would take blocks a file maps.
+ */
+ORCH_TEST(repair_refuses_rmap_missing_records)
+{
+	struct orch_store_repair_result res;
+	struct snap sn = { 0 };
+	struct rlog l;
+	char *before, *after;
+
+	rng_seed();
+	ORCH_CHECK_OK(populate(&sn, false));
+	snap_free(&sn);
+	CHECK(db_run("DELETE FROM rmap WHERE owner > 0 AND (ag, agbno) = (SELECT ag, agbno"
+		     " FROM rmap WHERE owner > 0 ORDER BY ag, agbno LIMIT 1)", false) == 0);
+	before = dump_table("fsb");
+	CHECK(before);
+	CHECK(repair(ORCH_STORE_REBUILD_FREESPACE, false, &res, &l) == -EUCLEAN);
+	CHECK(repair(ORCH_STORE_REBUILD_REFCOUNT, false, &res, &l) == -EUCLEAN);
+	after = dump_table("fsb");
+	CHECK(same_dump("fsb", before, after));
+	free(before);
+	free(after);
+	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_RMAP, false, &res, &l));
+	CHECK(res.checked && res.findings == 0);
+	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_FREESPACE, false, &res, &l));
+	CHECK(res.checked && res.findings == 0);
+	fx_teardown();
+}
+
 /* A dry run reports the same difference and changes nothing. */
 ORCH_TEST(repair_dry_run)
 {
