@@ -139,8 +139,16 @@ class Cluster:
         self.stop(name, signal.SIGKILL)
 
     def stop_all(self, check_logs=True):
+        # Every server is stopped (killed if it hangs) before a failure is
+        # reported: a test never leaves a process behind.
+        failures = []
         for name in self.names:
-            self.stop(name)
+            try:
+                self.stop(name)
+            except AssertionError as e:
+                failures.append(str(e))
+        if failures:
+            raise AssertionError("; ".join(failures))
         if check_logs:
             self.check_logs()
 
