@@ -17,7 +17,6 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +35,7 @@
 #include "common/pcut.h"
 #include "store/store.h"
 #include "store/store_i.h" /* store_key_u64 (I30) */
+#include "unit/store_fx.h"
 #include "unit/test.h"
 
 #define BLK ORCH_STORE_BLOCK
@@ -57,34 +56,22 @@ static const struct orch_store_geom geom_default = { 0 };
 /* --- Fixture: a fresh store in a temporary directory ---------------------- */
 
 struct fx {
-	char dir[64];
+	char dir[FX_DIR_MAX];
 	struct orch_store *st;
 };
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int fx_setup(struct fx *fx, const struct orch_store_geom *g)
 {
 	int rc;
 
-	snprintf(fx->dir, sizeof(fx->dir), "/tmp/t_store.XXXXXX");
 	fx->st = NULL;
-	if (!mkdtemp(fx->dir)) {
+	if (fx_mkdir(fx->dir, sizeof(fx->dir), "t_store")) {
 		perror("mkdtemp");
 		return -1;
 	}
 	if (!g)
 		return 0;
-	rc = orch_store_mkfs(fx->dir, g, false);
-	if (!rc)
-		rc = orch_store_open(fx->dir, &fx->st);
+	rc = fx_mkstore(fx->dir, g, &fx->st);
 	if (rc)
 		fprintf(stderr, "store setup: %s\n", strerror(-rc));
 	return rc;
@@ -92,12 +79,8 @@ static int fx_setup(struct fx *fx, const struct orch_store_geom *g)
 
 static void fx_teardown(struct fx *fx)
 {
-	orch_store_close(fx->st);
-	fx->st = NULL;
-	if (getenv("ORCH_TEST_KEEP"))
-		fprintf(stderr, "kept %s\n", fx->dir);
-	else
-		nftw(fx->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	fx_close(&fx->st);
+	fx_rmdir(fx->dir, true);
 }
 
 /* A case with a fixture; @geom_: mkfs and open the store first (NULL: not). */
@@ -118,9 +101,7 @@ static void fx_teardown(struct fx *fx)
 
 static int reopen(struct fx *fx)
 {
-	orch_store_close(fx->st);
-	fx->st = NULL;
-	return orch_store_open(fx->dir, &fx->st);
+	return fx_reopen(fx->dir, &fx->st);
 }
 
 static uint64_t nobjects(struct fx *fx)
@@ -192,23 +173,6 @@ static bool store_clean(struct orch_store *st, bool data, const char *ctx)
 
 /* --- Random numbers and data ---------------------------------------------- */
 
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return rng_state = x;
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return n ? rng() % n : 0;
-}
-
 /* Under valgrind (check-valgrind) everything is some 50 times slower. */
 static bool slow_env(void)
 {
@@ -225,8 +189,7 @@ static int scaled(int n)
 
 static uint64_t test_seed(void)
 {
-	const char *env = getenv("ORCH_TEST_SEED");
-	uint64_t s = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
+	uint64_t s = env_seed((uint64_t)time(NULL) ^ (uint64_t)getpid());
 
 	return s ? s : 1;
 }
@@ -1685,36 +1648,6 @@ static int collect_owned(void *arg, const struct orch_store_rmap *r)
 	return 0;
 }
 
-/* Opens store.db read-only (the store may be open). */
-static sqlite3 *db_ro(const char *dir)
-{
-	char uri[160];
-	sqlite3 *db = NULL;
-
-	snprintf(uri, sizeof(uri), "file:%s/store.db?mode=ro", dir);
-	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) !=
-	    SQLITE_OK) {
-		fprintf(stderr, "open %s: %s\n", uri, db ? sqlite3_errmsg(db) : "?");
-		sqlite3_close(db);
-		return NULL;
-	}
-	return db;
-}
-
-static int64_t db_count(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *s = NULL;
-	int64_t n = -1;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK &&
-	    sqlite3_step(s) == SQLITE_ROW)
-		n = sqlite3_column_int64(s, 0);
-	else
-		fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
-	sqlite3_finalize(s);
-	return n;
-}
-
 /*
  * Does block (ag, agbno) have its csum valid bit set?  -1 on error.  The
  * bitmap is stored as an (int64_t) cast of its bits (store_i.h).
@@ -1799,12 +1732,12 @@ STORE_TEST(i26_delete_frees_all_blocks, &geom_small)
 	for (int i = 0; i < o.n; i++)
 		ORCH_CHECK(csum_bit(db, o.ag[i], o.agbno[i]) == 0);
 	/* only keep's rows are left: its 13 blocks */
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM obj") == 1);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM rmap WHERE owner >= 0") ==
-		   db_count(db, "SELECT count(*) FROM bmap"));
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM rmap "
-			       "WHERE owner >= 0") == 13);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM work") == 0);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM obj", -1) == 1);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM rmap WHERE owner >= 0", -1) ==
+		   db_int(db, "SELECT count(*) FROM bmap", -1));
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM rmap "
+			       "WHERE owner >= 0", -1) == 13);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM work", -1) == 0);
 	sqlite3_close(db);
 	ORCH_CHECK_OK(reopen(fx));
 	ORCH_CHECK_OK(orch_store_statfs(fx->st, NULL, &free1, NULL, &objs1));
@@ -2237,9 +2170,9 @@ STORE_TEST(i23_clone_shares_every_block, &geom_small)
 	ORCH_CHECK(store_clean(fx->st, true, "after clone"));
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=2") ==
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=2", -1) ==
 		   (int64_t)nblk);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM obj WHERE flags & 1") == 2);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM obj WHERE flags & 1", -1) == 2);
 	sqlite3_close(db);
 
 	/* a clone of a clone, into the middle of a third object: count 3 */
@@ -2247,7 +2180,7 @@ STORE_TEST(i23_clone_shares_every_block, &geom_small)
 	ORCH_CHECK_OK(orch_store_clone(fx->st, b, 4 * BLK, 0xc, 2 * BLK, 4 * BLK));
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=3") == 4);
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM refc WHERE refcount=3", -1) == 4);
 	sqlite3_close(db);
 	ORCH_CHECK(store_clean(fx->st, true, "clone of a clone"));
 
@@ -2283,7 +2216,7 @@ STORE_TEST(i24_overwrite_of_shared_changes_only_the_writer, &geom_small)
 	ORCH_CHECK(store_free(fx) == free0 - 3);
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM refc") == 96 - 3);
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM refc", -1) == 96 - 3);
 	sqlite3_close(db);
 	ORCH_CHECK(store_clean(fx->st, true, "after overwrite"));
 
@@ -2304,8 +2237,8 @@ STORE_TEST(i24_overwrite_of_shared_changes_only_the_writer, &geom_small)
 	ORCH_CHECK_OK(orch_store_delete(fx->st, a));
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM refc") == 0);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM rmap WHERE owner >= 0") == 0);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM refc", -1) == 0);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM rmap WHERE owner >= 0", -1) == 0);
 	sqlite3_close(db);
 	ORCH_CHECK(store_clean(fx->st, true, "after both deletes"));
 }
@@ -2420,8 +2353,8 @@ STORE_TEST(i18_quarantined_blocks_never_reused, &geom_small)
 	ORCH_CHECK(rc == -ENOSPC);
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM rmap WHERE owner=-2") >= 2);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM bad") == 3);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM rmap WHERE owner=-2", -1) >= 2);
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM bad", -1) == 3);
 	sqlite3_close(db);
 	ORCH_CHECK(store_clean(fx->st, false, "full"));
 
@@ -2443,7 +2376,7 @@ STORE_TEST(i18_quarantined_blocks_never_reused, &geom_small)
 	ORCH_CHECK_OK(orch_store_truncate(fx->st, 0x77, 1));
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM bad") == 4);
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM bad", -1) == 4);
 	sqlite3_close(db);
 }
 
@@ -2468,7 +2401,7 @@ static int find_block_1000(void *arg, const struct orch_store_rmap *r)
 
 STORE_TEST(i18_many_bad_records_in_one_extent, &geom_bad)
 {
-	static unsigned char buf[200 * BLK];
+	static unsigned char buf[300 * BLK];   /* write_fragmented reads 300 blocks */
 	struct orch_store_info info;
 	uint64_t g = UINT64_MAX, free0;
 	sqlite3 *db;
@@ -2477,7 +2410,7 @@ STORE_TEST(i18_many_bad_records_in_one_extent, &geom_bad)
 	fill(buf, sizeof(buf), 51, 1);
 	/* Over STORE_WORK_CHUNK extents: the delete becomes a work item. */
 	ORCH_CHECK_OK(write_fragmented(fx, 0x51, 0x99, buf, 300));
-	ORCH_CHECK_OK(orch_store_write(fx->st, 0x51, 1000 * BLK, buf, sizeof(buf)));
+	ORCH_CHECK_OK(orch_store_write(fx->st, 0x51, 1000 * BLK, buf, 200 * BLK));
 	ORCH_CHECK_OK(orch_store_owners(fx->st, 0, (uint64_t)info.ag_count * info.ag_blocks,
 					find_block_1000, &g));
 	ORCH_CHECK(g != UINT64_MAX);
@@ -2492,8 +2425,8 @@ STORE_TEST(i18_many_bad_records_in_one_extent, &geom_bad)
 	ORCH_CHECK(store_clean(fx->st, true, "deleted"));
 	db = db_ro(fx->dir);
 	ORCH_CHECK(db);
-	ORCH_CHECK(db_count(db, "SELECT coalesce(sum(len), 0) FROM rmap WHERE owner=-2") == 200);
-	ORCH_CHECK(db_count(db, "SELECT count(*) FROM bad") <= 4);
+	ORCH_CHECK(db_int(db, "SELECT coalesce(sum(len), 0) FROM rmap WHERE owner=-2", -1) == 200);
+	ORCH_CHECK(db_int(db, "SELECT count(*) FROM bad", -1) <= 4);
 	sqlite3_close(db);
 }
 

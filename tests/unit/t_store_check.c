@@ -14,7 +14,6 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -22,34 +21,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "store/store.h"
 #include "common/util.h"
 #include "store/store_i.h"
+#include "unit/store_fx.h"
 #include "unit/test.h"
 
 /* --- Fixture ----------------------------------------------------------------- */
 
-static char D[64];
+static char D[FX_DIR_MAX];
 static struct orch_store *S;
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(path);
-}
 
 static void fx_teardown(void)
 {
-	orch_store_close(S);
-	S = NULL;
-	if (D[0])
-		nftw(D, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	D[0] = 0;
+	fx_close(&S);
+	fx_rmdir(D, false);
 }
 
 /* A failed check returns early: the last store goes at exit. */
@@ -65,50 +53,8 @@ static int fx_setup(uint64_t size, uint32_t ag_blocks, uint32_t maxext)
 	int rc;
 
 	fx_teardown();
-	snprintf(D, sizeof(D), "/tmp/t_store_check.XXXXXX");
-	if (!mkdtemp(D)) {
-		D[0] = 0;
-		return -errno;
-	}
-	rc = orch_store_mkfs(D, &g, false);
-	if (!rc)
-		rc = orch_store_open(D, &S);
-	return rc;
-}
-
-static int fx_reopen(void)
-{
-	orch_store_close(S);
-	S = NULL;
-	return orch_store_open(D, &S);
-}
-
-static uint64_t rng_state = 88172645463325252ull;
-
-static uint64_t rng(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return rng_state = x;
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return n ? rng() % n : 0;
-}
-
-static void rng_seed(void)
-{
-	const char *e = getenv("ORCH_TEST_SEED");
-	uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
-
-	fprintf(stderr, "seed %" PRIu64 "\n", seed);
-	rng_state = seed * 2654435761u + 1;
-	for (int i = 0; i < 8; i++)
-		rng();
+	rc = fx_mkdir(D, sizeof(D), "t_store_check");
+	return rc ? rc : fx_mkstore(D, &g, &S);
 }
 
 /* --- Findings ---------------------------------------------------------------- */
@@ -164,100 +110,6 @@ static long check(bool data, struct found *fd)
 {
 	memset(fd, 0, sizeof(*fd));
 	return orch_store_check(S, data, on_finding, fd);
-}
-
-/* --- store.db behind the store's back ------------------------------------- */
-
-/* rec_crc(table, field..., [blob or text]): store_rec_crc in SQL. */
-static void sql_rec_crc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-	int64_t f[8];
-	int n = 0;
-	const void *blob = NULL;
-	size_t bloblen = 0;
-
-	for (int i = 1; i < argc; i++) {
-		if (sqlite3_value_type(argv[i]) == SQLITE_BLOB) {
-			blob = sqlite3_value_blob(argv[i]);
-			bloblen = (size_t)sqlite3_value_bytes(argv[i]);
-		} else if (sqlite3_value_type(argv[i]) == SQLITE_TEXT) {
-			blob = sqlite3_value_text(argv[i]);
-			bloblen = (size_t)sqlite3_value_bytes(argv[i]);
-		} else if (n < 8) {
-			f[n++] = sqlite3_value_int64(argv[i]);
-		}
-	}
-	sqlite3_result_int64(ctx, store_rec_crc(
-		(enum store_tbl)sqlite3_value_int(argv[0]), f, n, blob, bloblen));
-}
-
-static sqlite3 *db_open(bool readonly)
-{
-	char path[128];
-	sqlite3 *db = NULL;
-
-	snprintf(path, sizeof(path), "%s/%s", D, STORE_DB_NAME);
-	if (sqlite3_open_v2(path, &db, readonly ? SQLITE_OPEN_READONLY :
-			    SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-		fprintf(stderr, "open %s: %s\n", path, sqlite3_errmsg(db));
-		sqlite3_close(db);
-		return NULL;
-	}
-	sqlite3_busy_timeout(db, 5000);
-	sqlite3_create_function(db, "rec_crc", -1, SQLITE_UTF8, NULL,
-				sql_rec_crc, NULL, NULL);
-	return db;
-}
-
-static int db_exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		fprintf(stderr, "sql '%s': %s\n", sql, msg ? msg : "?");
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
-}
-
-/* Recomputes every record's crc, so that only the invariants are broken. */
-static int db_recrc(sqlite3 *db)
-{
-	char sql[1024];
-
-	snprintf(sql, sizeof(sql),
-		 "UPDATE agstat SET crc = rec_crc(%d, ag, blocks, freeblks, longest, nfree, nrmap, nrefc);"
-		 "UPDATE obj SET crc = rec_crc(%d, nid, handle, size, flags, nextents, nblocks);"
-		 "UPDATE bmap SET crc = rec_crc(%d, nid, off, ag, agbno, len, flags);"
-		 "UPDATE rmap SET crc = rec_crc(%d, ag, agbno, owner, off, len, flags);"
-		 "UPDATE fsb SET crc = rec_crc(%d, ag, agbno, len);"
-		 "UPDATE fsc SET crc = rec_crc(%d, ag, len, agbno);"
-		 "UPDATE refc SET crc = rec_crc(%d, ag, agbno, len, refcount);"
-		 "UPDATE csum SET crc = rec_crc(%d, ag, grp, valid, sums);"
-		 "UPDATE bad SET crc = rec_crc(%d, ag, agbno, len, first_seen, source);"
-		 "UPDATE work SET crc = rec_crc(%d, seq, type, nid, a, b, progress);"
-		 "UPDATE smeta SET crc = rec_crc(%d, v, k);",
-		 STORE_TBL_AGSTAT, STORE_TBL_OBJ, STORE_TBL_BMAP, STORE_TBL_RMAP,
-		 STORE_TBL_FSB, STORE_TBL_FSC, STORE_TBL_REFC, STORE_TBL_CSUM,
-		 STORE_TBL_BAD, STORE_TBL_WORK, STORE_TBL_SMETA);
-	return db_exec(db, sql);
-}
-
-/* One integer from @sql, or @dflt. */
-static int64_t db_int(sqlite3 *db, const char *sql, int64_t dflt)
-{
-	sqlite3_stmt *s;
-	int64_t v = dflt;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
-		fprintf(stderr, "sql '%s': %s\n", sql, sqlite3_errmsg(db));
-		return dflt;
-	}
-	if (sqlite3_step(s) == SQLITE_ROW)
-		v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
 }
 
 /* --- A small populated store -------------------------------------------------- */
@@ -331,7 +183,7 @@ ORCH_TEST(check_clean)
 		found_dump("populated store", &fd);
 	ORCH_CHECK(n == 0);
 	ORCH_CHECK(orch_store_check(S, false, NULL, NULL) == 0);
-	ORCH_CHECK_OK(fx_reopen());
+	ORCH_CHECK_OK(fx_reopen(D, &S));
 	n = check(true, &fd);
 	if (n != 0)
 		found_dump("reopened store", &fd);
@@ -356,28 +208,15 @@ struct corruption {
 	    " ORDER BY ag, agbno LIMIT 1)"
 
 /*
- * Quarantine by hand: the first block of a free extent of >= 2 blocks in
- * the last AG retired (bad record, OWN_DEFECTIVE, out of fsb/fsc, counters).
- * RETIRE_NOBAD is the same without the bad record.
+ * Quarantine by hand (SQL_RETIRE, store_fx.h): the first block of a free
+ * extent of >= 2 blocks in the last AG retired (bad record, OWN_DEFECTIVE,
+ * out of fsb/fsc, counters).  RETIRE_NOBAD is the same without the bad record.
  */
-#define FREE2 "CREATE TEMP TABLE f AS SELECT ag, agbno, len FROM fsb" \
-	      " WHERE len >= 2 ORDER BY ag DESC, agbno LIMIT 1;"
-#define RETIRE_BLOCKS \
-	"INSERT INTO rmap SELECT ag, agbno, -2, 0, 1, 0, 0 FROM f;" \
-	"DELETE FROM fsb WHERE (ag, agbno) = (SELECT ag, agbno FROM f);" \
-	"DELETE FROM fsc WHERE (ag, len, agbno) = (SELECT ag, len, agbno FROM f);" \
-	"INSERT INTO fsb SELECT ag, agbno + 1, len - 1, 0 FROM f;" \
-	"INSERT INTO fsc SELECT ag, len - 1, agbno + 1, 0 FROM f;" \
-	"UPDATE agstat SET freeblks = freeblks - 1, nrmap = nrmap + 1," \
-	" longest = (SELECT max(len) FROM fsb WHERE fsb.ag = agstat.ag)" \
-	" WHERE ag = (SELECT ag FROM f);"
-#define RETIRE_NOBAD FREE2 RETIRE_BLOCKS
-#define RETIRE FREE2 "INSERT INTO bad SELECT ag, agbno, 1, 1700000000, 1, 0 FROM f;" \
-	RETIRE_BLOCKS
+#define RETIRE_NOBAD SQL_FREE2 SQL_RETIRE_BLOCKS
 
 static const struct corruption corruptions[] = {
 	/* I18 (quarantine): the two legal states of a bad block ... */
-	{ "bad block retired", RETIRE, true, { "clean" } },
+	{ "bad block retired", SQL_RETIRE, true, { "clean" } },
 	{ "bad block still mapped",
 	  "INSERT INTO bad SELECT ag, agbno, len, 1700000000, 1, 0 FROM " BM2,
 	  true, { "clean" } },
@@ -387,8 +226,8 @@ static const struct corruption corruptions[] = {
 	  true, { "I18" } },
 	{ "OWN_DEFECTIVE without bad record", RETIRE_NOBAD, true, { "I18" } },
 	{ "bad block half retired, half free",
-	  FREE2 "INSERT INTO bad SELECT ag, agbno, 2, 1700000000, 1, 0 FROM f;"
-	  RETIRE_BLOCKS, true, { "I18" } },
+	  SQL_FREE2 "INSERT INTO bad SELECT ag, agbno, 2, 1700000000, 1, 0 FROM f;"
+	  SQL_RETIRE_BLOCKS, true, { "I18" } },
 	{ "bad block retired and mapped",
 	  "INSERT INTO bad SELECT ag, agbno, 1, 1700000000, 1, 0 FROM " BM2 ";"
 	  "INSERT INTO rmap SELECT ag, agbno, -2, 0, 1, 0, 0 FROM " BM2,
@@ -555,14 +394,13 @@ static void run_corruption(const struct corruption *c, bool *ok)
 		fprintf(stderr, "corruption '%s': setup failed\n", c->name);
 		return;
 	}
-	orch_store_close(S);
-	S = NULL;
-	db = db_open(false);
+	fx_close(&S);
+	db = db_open(D, false);
 	if (!db)
 		return;
-	rc = db_exec(db, c->sql);
+	rc = db_exec(db, c->sql, false);
 	if (!rc && c->recrc)
-		rc = db_recrc(db);
+		rc = db_recrc(db, TBL_ALL);
 	sqlite3_close(db);
 	if (rc)
 		return;
@@ -623,9 +461,8 @@ ORCH_TEST(check_data_flip)
 
 	ORCH_CHECK_OK(fx_setup(SMALL_SIZE, SMALL_AG, SMALL_MAXEXT));
 	ORCH_CHECK_OK(populate());
-	orch_store_close(S);
-	S = NULL;
-	db = db_open(true);
+	fx_close(&S);
+	db = db_open(D, true);
 	ORCH_CHECK(db);
 	nid = db_int(db, "SELECT nid FROM " BM2, -1);
 	off = db_int(db, "SELECT off FROM " BM2, -1);
@@ -689,15 +526,14 @@ ORCH_TEST(check_flood_capped)
 
 	ORCH_CHECK_OK(fx_setup(SMALL_SIZE, SMALL_AG, SMALL_MAXEXT));
 	ORCH_CHECK_OK(populate());
-	orch_store_close(S);
-	S = NULL;
-	db = db_open(false);
+	fx_close(&S);
+	db = db_open(D, false);
 	ORCH_CHECK(db);
 	/* 300 objects past next_nid with a wrong crc: 300 I10 and 300 crc. */
 	ORCH_CHECK(db_exec(db, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL"
 			       " SELECT x + 1 FROM c WHERE x < 300)"
 			       " INSERT INTO obj SELECT 100000 + x, x, 0, 0, 0, 0,"
-			       " 0 FROM c") == 0);
+			       " 0 FROM c", false) == 0);
 	sqlite3_close(db);
 	ORCH_CHECK_OK(orch_store_open(D, &S));
 	n = orch_store_check(S, false, count_cb, &reported);
@@ -757,7 +593,7 @@ static int owners_cb(void *arg, const struct orch_store_rmap *m)
 
 static int load_rmap(struct rows *all)
 {
-	sqlite3 *db = db_open(true);
+	sqlite3 *db = db_open(D, true);
 	sqlite3_stmt *s;
 	int rc;
 
@@ -891,7 +727,7 @@ ORCH_TEST(owners_bruteforce)
 	long n;
 	int bad = 0;
 
-	rng_seed();
+	fprintf(stderr, "seed %" PRIu64 "\n", rng_seed(8));
 	ORCH_CHECK_OK(fx_setup(BIG_SIZE, BIG_AG, BIG_MAXEXT));
 	{
 		/* Long single writes: extents of maxext, some across AGs. */
@@ -972,7 +808,7 @@ ORCH_TEST(check_clean_after_churn)
 	struct found fd;
 	long n;
 
-	rng_seed();
+	fprintf(stderr, "seed %" PRIu64 "\n", rng_seed(8));
 	ORCH_CHECK_OK(fx_setup(SMALL_SIZE, SMALL_AG, SMALL_MAXEXT));
 	for (int round = 0; round < 4; round++) {
 		ORCH_CHECK_OK(churn(150, 24, 2 << 20));
@@ -980,7 +816,7 @@ ORCH_TEST(check_clean_after_churn)
 		if (n != 0)
 			found_dump("churn", &fd);
 		ORCH_CHECK(n == 0);
-		ORCH_CHECK_OK(fx_reopen());
+		ORCH_CHECK_OK(fx_reopen(D, &S));
 	}
 	fx_teardown();
 }

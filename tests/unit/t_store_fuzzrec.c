@@ -22,7 +22,6 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -30,8 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -39,27 +36,19 @@
 #include "store/repair.h"
 #include "store/store.h"
 #include "store/store_i.h"
+#include "unit/store_fx.h"
 #include "unit/test.h"
 
 #define F_SIZE (4u << 20)       /* 1024 blocks, 16 AGs of 64 */
 #define F_AG 64u
 #define F_MAXEXT 8u
 
-static char D[64];
-static uint64_t seed, rng_state;
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(path);
-}
+static char D[FX_DIR_MAX];
+static uint64_t seed;
 
 static void fx_teardown(void)
 {
-	if (D[0])
-		nftw(D, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	D[0] = 0;
+	fx_rmdir(D, false);
 }
 
 __attribute__((constructor)) static void fx_at_exit(void)
@@ -67,67 +56,7 @@ __attribute__((constructor)) static void fx_at_exit(void)
 	atexit(fx_teardown);
 }
 
-static uint64_t rng(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return rng_state = x;
-}
-
 /* --- store.db behind the store's back --------------------------------------- */
-
-static void sql_rec_crc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-	int64_t f[8];
-	int n = 0;
-	const void *blob = NULL;
-	size_t bloblen = 0;
-
-	for (int i = 1; i < argc; i++) {
-		int t = sqlite3_value_type(argv[i]);
-
-		if (t == SQLITE_BLOB || t == SQLITE_TEXT) {
-			blob = t == SQLITE_BLOB ? sqlite3_value_blob(argv[i]) :
-			       (const void *)sqlite3_value_text(argv[i]);
-			bloblen = (size_t)sqlite3_value_bytes(argv[i]);
-		} else if (n < 8) {
-			f[n++] = sqlite3_value_int64(argv[i]);
-		}
-	}
-	sqlite3_result_int64(ctx, store_rec_crc(
-		(enum store_tbl)sqlite3_value_int(argv[0]), f, n, blob, bloblen));
-}
-
-static sqlite3 *db_open(void)
-{
-	char path[128];
-	sqlite3 *db = NULL;
-
-	snprintf(path, sizeof(path), "%s/%s", D, STORE_DB_NAME);
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-		sqlite3_close(db);
-		return NULL;
-	}
-	sqlite3_busy_timeout(db, 5000);
-	sqlite3_create_function(db, "rec_crc", -1, SQLITE_UTF8, NULL,
-				sql_rec_crc, NULL, NULL);
-	return db;
-}
-
-/* Runs @sql; SQLITE_CONSTRAINT is returned as -EEXIST (a key collision). */
-static int db_run(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-
-	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_CONSTRAINT)
-		fprintf(stderr, "sql '%s': %s\n", sql, msg ? msg : "?");
-	sqlite3_free(msg);
-	return rc == SQLITE_OK ? 0 : (rc & 0xff) == SQLITE_CONSTRAINT ? -EEXIST : -EIO;
-}
 
 static int copy_file(const char *from, const char *to)
 {
@@ -189,15 +118,11 @@ static int populate(void)
 	sqlite3 *db = NULL;
 	int rc;
 
-	snprintf(D, sizeof(D), "/tmp/t_store_fuzzrec.XXXXXX");
-	if (!b || !mkdtemp(D)) {
+	if (!b || fx_mkdir(D, sizeof(D), "t_store_fuzzrec")) {
 		free(b);
-		D[0] = 0;
 		return -ENOMEM;
 	}
-	rc = orch_store_mkfs(D, &g, false);
-	if (!rc)
-		rc = orch_store_open(D, &st);
+	rc = fx_mkstore(D, &g, &st);
 	for (uint64_t h = 1; h <= 6 && !rc; h++)
 		rc = orch_store_write(st, h, 0, b, (size_t)(h * 23456));
 	if (!rc)
@@ -223,11 +148,11 @@ static int populate(void)
 	free(b);
 	if (rc < 0)
 		return rc;
-	db = db_open();
+	db = db_open(D, false);
 	if (!db)
 		return -EIO;
 	if (rc == 1)    /* object 5 shares its first extent's first block with 7 */
-		rc = db_run(db,
+		rc = db_exec(db,
 			"INSERT INTO obj SELECT (SELECT v FROM smeta WHERE k = 'next_nid'),"
 			" 7 - 9223372036854775808, 4096, 1, 1, 1, 0;"
 			"INSERT INTO bmap SELECT (SELECT v FROM smeta WHERE k = 'next_nid'),"
@@ -239,23 +164,18 @@ static int populate(void)
 			"UPDATE obj SET flags = 1 WHERE nid = 5;"
 			"UPDATE agstat SET nrmap = nrmap + 1, nrefc = nrefc + 1 WHERE ag ="
 			" (SELECT ag FROM bmap WHERE nid = 5 AND off = 0);"
-			"UPDATE smeta SET v = v + 1 WHERE k = 'next_nid';");
+			"UPDATE smeta SET v = v + 1 WHERE k = 'next_nid';", true);
 	/* A truncate in progress of object 1 to its own size: nothing left to free. */
 	if (!rc)
-		rc = db_run(db,
+		rc = db_exec(db,
 			"INSERT INTO work SELECT (SELECT v FROM smeta WHERE k = 'next_work'),"
 			" 1, nid, size, 0, size, 0 FROM obj WHERE nid = 1;"
-			"UPDATE smeta SET v = v + 1 WHERE k = 'next_work';");
+			"UPDATE smeta SET v = v + 1 WHERE k = 'next_work';", true);
 	if (!rc)
-		rc = db_run(db,
-			"UPDATE agstat SET crc = rec_crc(1, ag, blocks, freeblks, longest, nfree, nrmap, nrefc);"
-			"UPDATE obj SET crc = rec_crc(2, nid, handle, size, flags, nextents, nblocks);"
-			"UPDATE bmap SET crc = rec_crc(3, nid, off, ag, agbno, len, flags);"
-			"UPDATE rmap SET crc = rec_crc(4, ag, agbno, owner, off, len, flags);"
-			"UPDATE refc SET crc = rec_crc(7, ag, agbno, len, refcount);"
-			"UPDATE work SET crc = rec_crc(10, seq, type, nid, a, b, progress);"
-			"UPDATE smeta SET crc = rec_crc(11, v, k);"
-			"PRAGMA wal_checkpoint(TRUNCATE);");
+		rc = db_recrc(db, TBL(AGSTAT) | TBL(OBJ) | TBL(BMAP) | TBL(RMAP) |
+				  TBL(REFC) | TBL(WORK) | TBL(SMETA));
+	if (!rc)
+		rc = db_exec(db, "PRAGMA wal_checkpoint(TRUNCATE);", true);
 	sqlite3_close(db);
 	if (!rc) {
 		char a[128], p[128];
@@ -278,17 +198,6 @@ struct field {
 	enum orch_store_rebuild fix;    /* the rebuild that covers it, or 0 */
 };
 
-#define CRC_AGSTAT "rec_crc(1, ag, blocks, freeblks, longest, nfree, nrmap, nrefc)"
-#define CRC_OBJ "rec_crc(2, nid, handle, size, flags, nextents, nblocks)"
-#define CRC_BMAP "rec_crc(3, nid, off, ag, agbno, len, flags)"
-#define CRC_RMAP "rec_crc(4, ag, agbno, owner, off, len, flags)"
-#define CRC_FSB "rec_crc(5, ag, agbno, len)"
-#define CRC_FSC "rec_crc(6, ag, len, agbno)"
-#define CRC_REFC "rec_crc(7, ag, agbno, len, refcount)"
-#define CRC_CSUM "rec_crc(8, ag, grp, valid, sums)"
-#define CRC_BAD "rec_crc(9, ag, agbno, len, first_seen, source)"
-#define CRC_WORK "rec_crc(10, seq, type, nid, a, b, progress)"
-#define CRC_SMETA "rec_crc(11, v, k)"
 
 /* One record per table: a data extent of 2+ blocks, its rmap twin, ... */
 #define P_BMAP "(nid, off) = (SELECT nid, off FROM bmap WHERE len >= 2 AND nid = 2" \
@@ -503,7 +412,7 @@ static int mutate_sums(sqlite3 *db, const struct field *f, enum mut m, bool recr
 	if (!rc && recrc) {
 		snprintf(sql, sizeof(sql), "UPDATE csum SET crc = " CRC_CSUM " WHERE %s",
 			 f->pick);
-		rc = db_run(db, sql);
+		rc = db_exec(db, sql, true);
 	}
 	return rc;
 }
@@ -532,7 +441,7 @@ static int mutate_is_noop(sqlite3 *db, const struct field *f, const char *expr)
 static int mutate(const struct field *f, enum mut m, bool recrc)
 {
 	char expr[256], sql[1536];
-	sqlite3 *db = db_open();
+	sqlite3 *db = db_open(D, false);
 	int rc;
 
 	if (!db)
@@ -564,7 +473,7 @@ static int mutate(const struct field *f, enum mut m, bool recrc)
 			 "UPDATE %s SET crc = %s WHERE crc = (SELECT crc FROM old);",
 			 f->table, f->crc);
 	}
-	rc = db_run(db, sql);
+	rc = db_exec(db, sql, true);
 	sqlite3_close(db);
 	return rc;
 }
@@ -659,11 +568,9 @@ ORCH_TEST(fuzz_every_field)
 {
 	struct outcome o = { 0 };
 	struct orch_store *st;
-	const char *e = getenv("ORCH_TEST_SEED");
 	bool ok = true;
 
-	seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
-	rng_state = seed * 2654435761u + 1;
+	seed = rng_seed(0);
 	/* Every open of a damaged store complains; the summary says enough. */
 	if (!getenv("ORCH_TEST_VERBOSE"))
 		orch_log_level = (enum orch_log_level)(ORCH_LOG_ERR - 1);

@@ -15,7 +15,6 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -23,14 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
 #include "store/repair.h"
 #include "store/store.h"
 #include "store/store_i.h"
+#include "unit/store_fx.h"
 #include "unit/test.h"
 
 /* 2048 blocks in 32 AGs of 64; extents of at most 8 blocks. */
@@ -42,24 +40,14 @@
 
 /* --- Fixture ------------------------------------------------------------------ */
 
-static char D[64];
+static char D[FX_DIR_MAX];
 static struct orch_store *S;
 static uint64_t seed;
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(path);
-}
-
 static void fx_teardown(void)
 {
-	orch_store_close(S);
-	S = NULL;
-	if (D[0])
-		nftw(D, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	D[0] = 0;
+	fx_close(&S);
+	fx_rmdir(D, false);
 }
 
 __attribute__((constructor)) static void fx_at_exit(void)
@@ -74,48 +62,8 @@ static int fx_setup(void)
 	int rc;
 
 	fx_teardown();
-	snprintf(D, sizeof(D), "/tmp/t_store_repair.XXXXXX");
-	if (!mkdtemp(D)) {
-		D[0] = 0;
-		return -errno;
-	}
-	rc = orch_store_mkfs(D, &g, false);
-	if (!rc)
-		rc = orch_store_open(D, &S);
-	return rc;
-}
-
-static void fx_close(void)
-{
-	orch_store_close(S);
-	S = NULL;
-}
-
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return rng_state = x;
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return n ? rng() % n : 0;
-}
-
-static void rng_seed(void)
-{
-	const char *e = getenv("ORCH_TEST_SEED");
-
-	seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
-	rng_state = seed * 2654435761u + 1;
-	for (int i = 0; i < 8; i++)
-		rng();
+	rc = fx_mkdir(D, sizeof(D), "t_store_repair");
+	return rc ? rc : fx_mkstore(D, &g, &S);
 }
 
 /* On failure: which random history to replay. */
@@ -128,89 +76,34 @@ static void rng_seed(void)
 
 /* --- store.db behind the store's back --------------------------------------- */
 
-static void sql_rec_crc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* The tables sql_run() recomputes the crcs of. */
+#define R_RECRC (TBL(AGSTAT) | TBL(OBJ) | TBL(BMAP) | TBL(RMAP) | TBL(FSB) | \
+		 TBL(FSC) | TBL(REFC) | TBL(BAD))
+
+/* Runs @sql on store.db (store closed); then recomputes the crcs if @recrc. */
+static int sql_run(const char *sql, bool recrc)
 {
-	int64_t f[8];
-	int n = 0;
-	const void *blob = NULL;
-	size_t bloblen = 0;
-
-	for (int i = 1; i < argc; i++) {
-		int t = sqlite3_value_type(argv[i]);
-
-		if (t == SQLITE_BLOB || t == SQLITE_TEXT) {
-			blob = t == SQLITE_BLOB ? sqlite3_value_blob(argv[i]) :
-			       (const void *)sqlite3_value_text(argv[i]);
-			bloblen = (size_t)sqlite3_value_bytes(argv[i]);
-		} else if (n < 8) {
-			f[n++] = sqlite3_value_int64(argv[i]);
-		}
-	}
-	sqlite3_result_int64(ctx, store_rec_crc(
-		(enum store_tbl)sqlite3_value_int(argv[0]), f, n, blob, bloblen));
-}
-
-static sqlite3 *db_open(void)
-{
-	char path[128];
-	sqlite3 *db = NULL;
-
-	snprintf(path, sizeof(path), "%s/%s", D, STORE_DB_NAME);
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-		sqlite3_close(db);
-		return NULL;
-	}
-	sqlite3_busy_timeout(db, 5000);
-	sqlite3_create_function(db, "rec_crc", -1, SQLITE_UTF8, NULL,
-				sql_rec_crc, NULL, NULL);
-	return db;
-}
-
-/* Runs @sql on store.db (store closed); then recomputes every crc if @recrc. */
-static int db_run(const char *sql, bool recrc)
-{
-	char all[1024];
-	sqlite3 *db = db_open();
-	char *msg = NULL;
+	sqlite3 *db = db_open(D, false);
 	int rc;
 
 	if (!db)
 		return -EIO;
-	rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-	if (rc == SQLITE_OK && recrc) {
-		snprintf(all, sizeof(all),
-			 "UPDATE agstat SET crc = rec_crc(%d, ag, blocks, freeblks, longest, nfree, nrmap, nrefc);"
-			 "UPDATE obj SET crc = rec_crc(%d, nid, handle, size, flags, nextents, nblocks);"
-			 "UPDATE bmap SET crc = rec_crc(%d, nid, off, ag, agbno, len, flags);"
-			 "UPDATE rmap SET crc = rec_crc(%d, ag, agbno, owner, off, len, flags);"
-			 "UPDATE fsb SET crc = rec_crc(%d, ag, agbno, len);"
-			 "UPDATE fsc SET crc = rec_crc(%d, ag, len, agbno);"
-			 "UPDATE refc SET crc = rec_crc(%d, ag, agbno, len, refcount);"
-			 "UPDATE bad SET crc = rec_crc(%d, ag, agbno, len, first_seen, source);",
-			 STORE_TBL_AGSTAT, STORE_TBL_OBJ, STORE_TBL_BMAP, STORE_TBL_RMAP,
-			 STORE_TBL_FSB, STORE_TBL_FSC, STORE_TBL_REFC, STORE_TBL_BAD);
-		rc = sqlite3_exec(db, all, NULL, NULL, &msg);
-	}
-	if (rc != SQLITE_OK)
-		fprintf(stderr, "sql '%s': %s\n", sql, msg ? msg : "?");
-	sqlite3_free(msg);
+	rc = db_exec(db, sql, false);
+	if (!rc && recrc)
+		rc = db_recrc(db, R_RECRC);
 	sqlite3_close(db);
-	return rc == SQLITE_OK ? 0 : -EIO;
+	return rc ? -EIO : 0;
 }
 
-static int64_t db_int(const char *sql)
+/* One integer from @sql on store.db, or -1. */
+static int64_t sql_int(const char *sql)
 {
-	sqlite3 *db = db_open();
-	sqlite3_stmt *s;
-	int64_t v = -1;
+	sqlite3 *db = db_open(D, false);
+	int64_t v;
 
 	if (!db)
 		return -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK) {
-		if (sqlite3_step(s) == SQLITE_ROW)
-			v = sqlite3_column_int64(s, 0);
-		sqlite3_finalize(s);
-	}
+	v = db_int(db, sql, -1);
 	sqlite3_close(db);
 	return v;
 }
@@ -221,7 +114,7 @@ static int64_t db_int(const char *sql)
 static char *dump_table(const char *table)
 {
 	char sql[128];
-	sqlite3 *db = db_open();
+	sqlite3 *db = db_open(D, false);
 	sqlite3_stmt *s;
 	char *out = NULL;
 	size_t len = 0;
@@ -393,9 +286,9 @@ static int churn(int nops)
 static int share_blocks(bool *by_clone)
 {
 	/* The object with the most blocks: all of it, then a piece again. */
-	uint64_t src = store_unkey_u64(db_int("SELECT handle FROM obj"
+	uint64_t src = store_unkey_u64(sql_int("SELECT handle FROM obj"
 					      " ORDER BY nblocks DESC, nid LIMIT 1"));
-	uint64_t len = (uint64_t)db_int("SELECT size FROM obj"
+	uint64_t len = (uint64_t)sql_int("SELECT size FROM obj"
 					" ORDER BY nblocks DESC, nid LIMIT 1") & ~4095ull;
 	int rc = getenv("ORCH_TEST_NO_CLONE") ? -EINVAL :
 		 orch_store_clone(S, src, 0, R_NOBJ, 0, len);
@@ -406,8 +299,8 @@ static int share_blocks(bool *by_clone)
 				      ORCH_MIN(len - 4096, 24 * 4096ull));
 	if (rc != -EINVAL)
 		return rc;
-	fx_close();
-	rc = db_run(
+	fx_close(&S);
+	rc = sql_run(
 		"CREATE TEMP TABLE e AS SELECT nid, off, ag, agbno, len, flags"
 		" FROM bmap WHERE len >= 2 AND agbno / 8 = (agbno + len - 1) / 8"
 		" ORDER BY nid, off LIMIT 1;"
@@ -438,18 +331,7 @@ static int share_blocks(bool *by_clone)
  * another test): the first block of a free extent of 2+ blocks retired,
  * and a bad record over a data extent still mapped.
  */
-#define RETIRE_ONE \
-	"CREATE TEMP TABLE f AS SELECT ag, agbno, len FROM fsb" \
-	" WHERE len >= 2 ORDER BY ag DESC, agbno LIMIT 1;" \
-	"INSERT INTO bad SELECT ag, agbno, 1, 1700000000, 1, 0 FROM f;" \
-	"INSERT INTO rmap SELECT ag, agbno, -2, 0, 1, 0, 0 FROM f;" \
-	"DELETE FROM fsb WHERE (ag, agbno) = (SELECT ag, agbno FROM f);" \
-	"DELETE FROM fsc WHERE (ag, len, agbno) = (SELECT ag, len, agbno FROM f);" \
-	"INSERT INTO fsb SELECT ag, agbno + 1, len - 1, 0 FROM f;" \
-	"INSERT INTO fsc SELECT ag, len - 1, agbno + 1, 0 FROM f;" \
-	"UPDATE agstat SET freeblks = freeblks - 1, nrmap = nrmap + 1," \
-	" longest = (SELECT max(len) FROM fsb WHERE fsb.ag = agstat.ag)" \
-	" WHERE ag = (SELECT ag FROM f);" \
+#define RETIRE_ONE SQL_RETIRE \
 	"INSERT INTO bad SELECT ag, agbno, len, 1700000000, 1, 0 FROM bmap" \
 	" ORDER BY nid DESC, off LIMIT 1;"
 
@@ -474,8 +356,8 @@ static int populate(struct snap *sn, bool extras)
 	if (!rc && extras)
 		rc = share_blocks(&by_clone);
 	if (!rc && extras) {
-		fx_close();
-		rc = db_run(RETIRE_ONE, true);
+		fx_close(&S);
+		rc = sql_run(RETIRE_ONE, true);
 		if (!rc)
 			rc = orch_store_open(D, &S);
 	}
@@ -486,10 +368,10 @@ static int populate(struct snap *sn, bool extras)
 	}
 	if (!rc)
 		rc = snap_bytes(sn);
-	fx_close();
+	fx_close(&S);
 	if (!rc)
 		rc = snap_tables(sn);
-	if (!rc && extras && db_int("SELECT count(*) FROM refc") < 1)
+	if (!rc && extras && sql_int("SELECT count(*) FROM refc") < 1)
 		rc = -ENODATA;
 	return rc;
 }
@@ -544,7 +426,7 @@ static bool destroy_and_rebuild(const char *sql, enum orch_store_rebuild what,
 		fprintf(stderr, "populate: %s\n", strerror(-rc));
 		goto out;
 	}
-	if (db_run(sql, false))
+	if (sql_run(sql, false))
 		goto out;
 	rc = repair(what, false, &res, &l);
 	if (rc) {
@@ -562,7 +444,7 @@ static bool destroy_and_rebuild(const char *sql, enum orch_store_rebuild what,
 	ok = snap_same(&sn);
 out:
 	snap_free(&sn);
-	fx_close();
+	fx_close(&S);
 	return ok;
 }
 
@@ -570,7 +452,7 @@ ORCH_TEST(repair_bmap_one_object)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	/* A random object that has extents: all of its bmap records. */
 	CHECK(destroy_and_rebuild(
 		"DELETE FROM bmap WHERE nid = (SELECT nid FROM bmap"
@@ -584,7 +466,7 @@ ORCH_TEST(repair_bmap_all)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	/* Every extent map, and the objects' counters (good crc) with them. */
 	CHECK(destroy_and_rebuild(
 		"DELETE FROM bmap; UPDATE obj SET nextents = 0, nblocks = 0,"
@@ -598,7 +480,7 @@ ORCH_TEST(repair_rmap)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	/* OWN_FS, OWN_DEFECTIVE and data owners, and the counters. */
 	CHECK(destroy_and_rebuild("DELETE FROM rmap; UPDATE agstat SET nrmap = 0",
 				  ORCH_STORE_REBUILD_RMAP, true, &added, false));
@@ -610,7 +492,7 @@ ORCH_TEST(repair_freespace)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	CHECK(destroy_and_rebuild("DELETE FROM fsb; DELETE FROM fsc;"
 				  " UPDATE agstat SET freeblks = 7, longest = 3",
 				  ORCH_STORE_REBUILD_FREESPACE, true, &added,
@@ -623,7 +505,7 @@ ORCH_TEST(repair_freespace_garbage)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	/* Wrong, overlapping and out-of-AG records are replaced too. */
 	CHECK(destroy_and_rebuild("UPDATE fsb SET len = len + 1;"
 				  " INSERT INTO fsc VALUES (999, 1, 0, 0);"
@@ -638,7 +520,7 @@ ORCH_TEST(repair_refcount)
 {
 	int64_t added = -1;
 
-	rng_seed();
+	seed = rng_seed(8);
 	CHECK(destroy_and_rebuild("DELETE FROM refc",
 				  ORCH_STORE_REBUILD_REFCOUNT, true, &added,
 				  false));
@@ -655,7 +537,7 @@ ORCH_TEST(repair_refuses_open_store)
 	ORCH_CHECK_OK(fx_setup());
 	for (int w = ORCH_STORE_REBUILD_BMAP; w <= ORCH_STORE_REBUILD_REFCOUNT; w++)
 		ORCH_CHECK_RC(repair(w, false, &res, &l), -EBUSY);
-	fx_close();
+	fx_close(&S);
 	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_RMAP, false, &res, &l));
 	ORCH_CHECK(res.checked && res.findings == 0);
 	ORCH_CHECK_RC(orch_store_repair("/nonexistent/dir", ORCH_STORE_REBUILD_RMAP,
@@ -674,13 +556,13 @@ ORCH_TEST(repair_bmap_reports_bad_data)
 	unsigned char byte;
 	int fd;
 
-	rng_seed();
+	seed = rng_seed(8);
 	ORCH_CHECK_OK(populate(&sn, false));
 	snap_free(&sn);
-	nid = db_int("SELECT nid FROM bmap WHERE flags = 0 ORDER BY nid LIMIT 1");
+	nid = sql_int("SELECT nid FROM bmap WHERE flags = 0 ORDER BY nid LIMIT 1");
 	snprintf(sql, sizeof(sql), "SELECT ag * %u + agbno FROM bmap WHERE nid = %"
 		 PRId64 " ORDER BY off LIMIT 1", R_AG, nid);
-	g = db_int(sql);
+	g = sql_int(sql);
 	CHECK(nid > 0 && g > 0);
 	snprintf(path, sizeof(path), "%s/%s", D, STORE_BLOCKS_NAME);
 	fd = open(path, O_RDWR);
@@ -690,7 +572,7 @@ ORCH_TEST(repair_bmap_reports_bad_data)
 	CHECK(pwrite(fd, &byte, 1, g * 4096 + 9) == 1);
 	close(fd);
 	snprintf(sql, sizeof(sql), "DELETE FROM bmap WHERE nid = %" PRId64, nid);
-	CHECK(db_run(sql, false) == 0);
+	CHECK(sql_run(sql, false) == 0);
 	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_BMAP, false, &res, &l));
 	CHECK(res.csum_bad == 1 && l.mismatch);
 	CHECK(res.added > 0 && res.dropped == 0);
@@ -707,10 +589,10 @@ ORCH_TEST(repair_refuses_damaged_source)
 	struct rlog l;
 	char *before, *after;
 
-	rng_seed();
+	seed = rng_seed(8);
 	ORCH_CHECK_OK(populate(&sn, false));
 	snap_free(&sn);
-	CHECK(db_run("UPDATE rmap SET len = len + 1 WHERE owner > 0 AND"
+	CHECK(sql_run("UPDATE rmap SET len = len + 1 WHERE owner > 0 AND"
 		     " (ag, agbno) = (SELECT ag, agbno FROM rmap WHERE owner > 0"
 		     " ORDER BY ag, agbno LIMIT 1)", false) == 0);
 	before = dump_table("fsb");
@@ -726,7 +608,7 @@ ORCH_TEST(repair_refuses_damaged_source)
 	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_RMAP, false, &res, &l));
 	CHECK(res.checked && res.findings == 0 && res.dropped == 1 && res.added == 1);
 	/* A damaged bmap record: the rmap rebuild refuses. */
-	CHECK(db_run("UPDATE bmap SET flags = 4 WHERE (nid, off) = (SELECT nid, off"
+	CHECK(sql_run("UPDATE bmap SET flags = 4 WHERE (nid, off) = (SELECT nid, off"
 		     " FROM bmap LIMIT 1)", false) == 0);
 	CHECK(repair(ORCH_STORE_REBUILD_RMAP, false, &res, &l) == -EUCLEAN);
 	/* ... and the bmap rebuild from rmap fixes it. */
@@ -746,10 +628,10 @@ ORCH_TEST(repair_refuses_rmap_missing_records)
 	struct rlog l;
 	char *before, *after;
 
-	rng_seed();
+	seed = rng_seed(8);
 	ORCH_CHECK_OK(populate(&sn, false));
 	snap_free(&sn);
-	CHECK(db_run("DELETE FROM rmap WHERE owner > 0 AND (ag, agbno) = (SELECT ag, agbno"
+	CHECK(sql_run("DELETE FROM rmap WHERE owner > 0 AND (ag, agbno) = (SELECT ag, agbno"
 		     " FROM rmap WHERE owner > 0 ORDER BY ag, agbno LIMIT 1)", false) == 0);
 	before = dump_table("fsb");
 	CHECK(before);
@@ -774,14 +656,14 @@ ORCH_TEST(repair_dry_run)
 	struct rlog l;
 	int64_t n;
 
-	rng_seed();
+	seed = rng_seed(8);
 	ORCH_CHECK_OK(populate(&sn, false));
 	snap_free(&sn);
-	CHECK(db_run("DELETE FROM refc; DELETE FROM fsb WHERE ag = 5", false) == 0);
-	n = db_int("SELECT count(*) FROM fsb");
+	CHECK(sql_run("DELETE FROM refc; DELETE FROM fsb WHERE ag = 5", false) == 0);
+	n = sql_int("SELECT count(*) FROM fsb");
 	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_FREESPACE, true, &res, &l));
 	CHECK(!res.checked && res.added >= 1 && res.after == res.before + res.added);
-	CHECK(db_int("SELECT count(*) FROM fsb") == n);
+	CHECK(sql_int("SELECT count(*) FROM fsb") == n);
 	fx_teardown();
 }
 
@@ -794,11 +676,11 @@ ORCH_TEST(repair_rmap_after_quarantine)
 	int64_t mapped;
 	int rc;
 
-	rng_seed();
+	seed = rng_seed(8);
 	ORCH_CHECK_OK(fx_setup());
 	ORCH_CHECK_OK(churn(100));
-	fx_close();
-	mapped = db_int("SELECT ag * 64 + agbno FROM bmap ORDER BY nid LIMIT 1");
+	fx_close(&S);
+	mapped = sql_int("SELECT ag * 64 + agbno FROM bmap ORDER BY nid LIMIT 1");
 	ORCH_CHECK_OK(orch_store_open(D, &S));
 	rc = orch_store_quarantine(S, R_SIZE / 4096 - 3, 2);
 	if (rc == -EINVAL) {
@@ -809,9 +691,9 @@ ORCH_TEST(repair_rmap_after_quarantine)
 	ORCH_CHECK_OK(rc);
 	ORCH_CHECK_OK(orch_store_quarantine(S, (uint64_t)mapped, 1));
 	ORCH_CHECK(orch_store_check(S, false, on_finding, NULL) == 0);
-	fx_close();
+	fx_close(&S);
 	before = dump_table("rmap");
-	CHECK(db_run("DELETE FROM rmap", false) == 0);
+	CHECK(sql_run("DELETE FROM rmap", false) == 0);
 	ORCH_CHECK_OK(repair(ORCH_STORE_REBUILD_RMAP, false, &res, &l));
 	after = dump_table("rmap");
 	CHECK(res.checked && res.findings == 0);
