@@ -131,7 +131,7 @@ FUZZDIR := $(BUILDDIR)-fuzz
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZDIR)/%,$(FUZZ_SRCS))
 FUZZ_TIME ?= 60
-FUZZ_SMOKE_TIME ?= 15
+FUZZ_SMOKE_TIME ?= 10
 FUZZ_LIBSRCS := $(foreach m,common proto net meta store,$(call lib_srcs,$(m)))
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Itests $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 

@@ -299,4 +299,12 @@ static inline int64_t db_int(sqlite3 *db, const char *sql, int64_t dflt)
 	return v;
 }
 
+/* Under valgrind (check-valgrind) everything is some 50 times slower. */
+static inline bool fx_slow_env(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+
+	return p && strstr(p, "vgpreload");
+}
+
 #endif

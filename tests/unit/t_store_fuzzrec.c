@@ -583,10 +583,16 @@ ORCH_TEST(fuzz_every_field)
 		orch_store_close(st);
 		ORCH_CHECK(n == 0);
 	}
+	/*
+	 * Under valgrind every mutation costs some 50 times more: each field
+	 * still gets two of its mutations there (the full set runs in the
+	 * normal and ASan builds).
+	 */
 	for (size_t i = 0; i < ORCH_ARRAY_SIZE(fields); i++)
 		for (int m = 0; m < M_NR; m++)
 			for (int r = 0; r < 2; r++)
-				ok &= one(&fields[i], (enum mut)m, r, &o);
+				if (!fx_slow_env() || ((size_t)m + i) % (M_NR / 2) == 0)
+					ok &= one(&fields[i], (enum mut)m, r, &o);
 	fprintf(stderr, "fuzzrec: %d mutations: %d found, %d refused at open, %d exempt;"
 		" %d no-ops (value unchanged), %d key collisions; repair: %d fixed, %d"
 		" refused\n", o.tried, o.found, o.refused_open, o.exempted, o.unchanged,
