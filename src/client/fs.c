@@ -686,6 +686,25 @@ int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
 /* What one COPY_RANGE fan-out covers; the servers refuse more. */
 #define FS_COPY_CHUNK (64ull << 20)
 
+/*
+ * A request about two regular files (copy, dedupe): checks their types and
+ * layouts and names both in @req.
+ */
+static int fs_pair_req_init(struct orch_msg *req, uint16_t type, const struct orch_cred *cred,
+			    const struct orch_attr *src, const struct orch_attr *dst)
+{
+	if (!S_ISREG(src->mode) || !S_ISREG(dst->mode))
+		return S_ISDIR(src->mode) || S_ISDIR(dst->mode) ? -EISDIR : -EINVAL;
+	if (!orch_layout_is_valid(&src->layout) || !orch_layout_is_valid(&dst->layout))
+		return -EINVAL;
+	fs_req_init(req, type, cred);
+	req->handle = src->handle;
+	req->layout = src->layout;
+	req->handle2 = dst->handle;
+	req->layout2 = dst->layout;
+	return 0;
+}
+
 int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 		       const struct orch_attr *src, uint64_t off_in,
 		       const struct orch_attr *dst, uint64_t off_out, uint64_t len,
@@ -695,20 +714,12 @@ int orch_fs_copy_range(struct orch_client *cl, const struct orch_cred *cred,
 	int error = 0;
 
 	*copied = 0;
-	if (!S_ISREG(src->mode) || !S_ISREG(dst->mode))
-		return S_ISDIR(src->mode) || S_ISDIR(dst->mode) ? -EISDIR : -EINVAL;
-	if (!orch_layout_is_valid(&src->layout) || !orch_layout_is_valid(&dst->layout))
-		return -EINVAL;
-	if (off_in >= src->size)
-		return 0;
+	error = fs_pair_req_init(&req, ORCH_CL2SV_COPY_RANGE, cred, src, dst);
+	if (error || off_in >= src->size)
+		return error;
 	len = ORCH_MIN(len, src->size - off_in);
 	if (off_out + len < off_out)
 		return -EFBIG;
-	fs_req_init(&req, ORCH_CL2SV_COPY_RANGE, cred);
-	req.handle = src->handle;
-	req.layout = src->layout;
-	req.handle2 = dst->handle;
-	req.layout2 = dst->layout;
 	while (*copied < len && !error) {
 		uint64_t n = ORCH_MIN(len - *copied, FS_COPY_CHUNK);
 
@@ -753,18 +764,12 @@ int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
 	int error;
 
 	*deduped = 0;
-	if (!S_ISREG(src->mode) || !S_ISREG(dst->mode))
-		return S_ISDIR(src->mode) || S_ISDIR(dst->mode) ? -EISDIR : -EINVAL;
-	if (!orch_layout_is_valid(&src->layout) || !orch_layout_is_valid(&dst->layout))
-		return -EINVAL;
+	error = fs_pair_req_init(&req, ORCH_CL2SV_DEDUPE, cred, src, dst);
+	if (error)
+		return error;
 	if (off_in > src->size || len > src->size - off_in || off_out > dst->size ||
 	    len > dst->size - off_out)
 		return -EINVAL;
-	fs_req_init(&req, ORCH_CL2SV_DEDUPE, cred);
-	req.handle = src->handle;
-	req.layout = src->layout;
-	req.handle2 = dst->handle;
-	req.layout2 = dst->layout;
 	req.flags32 = ORCH_DEDUPE_COMPARE;
 	error = fs_dedupe_pass(cl, &req, src, off_in, off_out, len, &equal);
 	if (error)

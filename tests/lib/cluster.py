@@ -59,6 +59,19 @@ def stat_layout(c, path):
             "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
 
 
+def dirs_on_two_servers(c, tries=12):
+    """Two new directories whose inodes (and so whose new files' first
+    strips) sit on different servers: files made in them get layouts that
+    differ in their first server."""
+    firsts = {}
+    for i in range(tries):
+        c.cli("mkdir", "/d%d" % i)
+        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
+        firsts.setdefault(srv, "/d%d" % i)
+    assert len(firsts) >= 2
+    return list(firsts.values())[:2]
+
+
 class Cluster:
     def __init__(self, workdir, nservers=3, strip_size=None, extra=None,
                  store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None):

@@ -5,7 +5,7 @@ past the source's end, and into holes; and no data goes through the client."""
 import os
 import random
 
-from cluster import stat_layout
+from cluster import dirs_on_two_servers, stat_layout
 from op import Op
 
 
@@ -30,13 +30,7 @@ def test_copy_range_matches_model(cluster3, tmp_path):
     rnd = random.Random(7)
     # Two directories on different servers, so the files' layouts differ
     # in their first server.
-    firsts = {}
-    for i in range(12):
-        c.cli("mkdir", "/d%d" % i)
-        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
-        firsts.setdefault(srv, "/d%d" % i)
-    assert len(firsts) >= 2
-    da, db = list(firsts.values())[:2]
+    da, db = dirs_on_two_servers(c)
     src = rnd.randbytes(3 * 65536 * 3 + 12345)
     (tmp_path / "src").write_bytes(src)
     c.cli("put", str(tmp_path / "src"), da + "/src")

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from cluster import dirs_on_two_servers
 from mount import Mount
 
 MiB = 1 << 20
@@ -43,20 +44,9 @@ def scrub_clean(c):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def make_dirs_on_two_servers(c):
-    """Two directories whose files get different layouts (first servers)."""
-    firsts = {}
-    for i in range(12):
-        c.cli("mkdir", "/d%d" % i)
-        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
-        firsts.setdefault(srv, "/d%d" % i)
-    assert len(firsts) >= 2
-    return list(firsts.values())[:2]
-
-
 def test_cp_shares_blocks_and_copies_on_write(cluster3, mnt):
     c = cluster3
-    da, db = make_dirs_on_two_servers(c)
+    da, db = dirs_on_two_servers(c)
     data = os.urandom(8 * MiB + 12345)
     with open(mnt.path(da[1:], "src"), "wb") as f:
         f.write(data)
