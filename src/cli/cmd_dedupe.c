@@ -4,13 +4,14 @@
  * orch_fs_dedupe: every server compares, then shares).  Different contents
  * change nothing and exit 1.
  *
- * orchard dedupe --scan PATH: finds regular files under PATH with identical
- * contents (grouped by size, then by SHA-256 of their bytes), and dedupes
- * each against the first of its group; the servers compare byte for byte
- * before they share anything, so a hash collision cannot lose data.
- * Whole files only: identical blocks inside otherwise different files are
- * not found.  Blocks are shared within a server only, so twins whose
- * layouts put their strips on different servers are counted, not shared.
+ * orchard dedupe --scan PATH: finds identical blocks in the regular files
+ * under PATH by the checksums the servers store for every block
+ * (CL2SV_BLOCKSUMS), server by server since blocks are shared within a
+ * server only.  Blocks with one checksum but different physical blocks
+ * are deduped onto the one with most owners, neighbours merged into runs;
+ * the servers compare the bytes before they share anything, so a checksum
+ * that matches by chance changes nothing.  Memory: about 32 bytes per
+ * block of one server's share of the files.
  */
 #include "cli/cli.h"
 
@@ -20,9 +21,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <openssl/evp.h>
-
+#include "client/rpc.h"
 #include "common/util.h"
+#include "proto/layout.h"
+#include "store/sums.h"
+
+/* Bytes one dedupe request of the scan covers at most. */
+#define SCAN_RUN_MAX (16ull << 20)
 
 /* "OFF:LEN", each with an optional K/M/G/T suffix. */
 static int dedupe_range_parse(const char *s, uint64_t *off, uint64_t *len)
@@ -64,37 +69,65 @@ static int dedupe_pair(struct orch_cli_fs *fs, const char *sp, const struct orch
 struct scan_file {
 	char *path;
 	struct orch_attr attr;
-	unsigned char sha[32];
+};
+
+/* One written block of a file on the server being scanned. */
+struct scan_blk {
+	uint32_t crc;
+	uint32_t file;     /* index in scan.files */
+	uint64_t gblock;   /* the server's physical block */
+	uint64_t off;      /* file offset */
+};
+
+/* Blocks of @dst to share with the same-sized range of @src. */
+struct scan_pair {
+	uint32_t src, dst;
+	uint64_t src_off, dst_off, len;
 };
 
 struct scan {
 	struct orch_cli_fs *fs;
-	struct scan_file *v;
-	size_t n, cap;
+	struct scan_file *files;
+	size_t nfiles, files_cap;
+	struct scan_blk *blks;
+	size_t nblks, blks_cap;
+	struct scan_pair *pairs;
+	size_t npairs, pairs_cap;
+	struct orch_blocksum *page;
+	uint64_t blocks, deduped, ranges, collisions;
 	int errors;
 };
 
-static int scan_add(struct scan *sc, const char *path, const struct orch_attr *a)
+/* Appends one zeroed element to a growing array. */
+static void *scan_grow(void **v, size_t *n, size_t *cap, size_t size)
 {
-	if (sc->n == sc->cap) {
-		size_t cap = sc->cap ? sc->cap * 2 : 64;
-		struct scan_file *p = realloc(sc->v, cap * sizeof(*p));
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 256;
+		void *p = realloc(*v, nc * size);
 
 		if (!p)
-			return -ENOMEM;
-		sc->v = p;
-		sc->cap = cap;
+			return NULL;
+		*v = p;
+		*cap = nc;
 	}
-	sc->v[sc->n].path = strdup(path);
-	if (!sc->v[sc->n].path)
-		return -ENOMEM;
-	sc->v[sc->n].attr = *a;
-	memset(sc->v[sc->n].sha, 0, sizeof(sc->v[sc->n].sha));
-	sc->n++;
-	return 0;
+	return memset((char *)*v + (*n)++ * size, 0, size);
 }
 
-/* Every non-empty regular file under @path (directory @dir). */
+static int scan_add(struct scan *sc, const char *path, const struct orch_attr *a)
+{
+	struct scan_file *f;
+
+	if (sc->nfiles >= UINT32_MAX)
+		return -EFBIG;
+	f = scan_grow((void **)&sc->files, &sc->nfiles, &sc->files_cap, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->attr = *a;
+	f->path = strdup(path);
+	return f->path ? 0 : -ENOMEM;
+}
+
+/* Every regular file of at least one block under @path (directory @dir). */
 static int scan_walk(struct scan *sc, const char *path, uint64_t dir)
 {
 	struct orch_dirent *ents = calloc(128, sizeof(*ents));
@@ -119,13 +152,12 @@ static int scan_walk(struct scan *sc, const char *path, uint64_t dir)
 				continue;
 			snprintf(child, plen + ORCH_NAME_MAX + 2, "%s%s%s", path,
 				 path[plen - 1] == '/' ? "" : "/", ents[i].name);
-			if (orch_fs_getattr(sc->fs->cl, &sc->fs->cred, ents[i].handle, &a)) {
-				sc->errors++;   /* gone meanwhile: not ours to dedupe */
-				continue;
-			}
+			if (orch_fs_getattr(sc->fs->cl, &sc->fs->cred, ents[i].handle, &a))
+				continue;   /* gone meanwhile: not ours to dedupe */
 			if (S_ISDIR(a.mode))
 				error = scan_walk(sc, child, a.handle);
-			else if (S_ISREG(a.mode) && a.size)
+			else if (S_ISREG(a.mode) && a.size >= ORCH_STORE_BLOCK &&
+				 orch_layout_is_valid(&a.layout))
 				error = scan_add(sc, child, &a);
 		}
 		if (n)
@@ -136,100 +168,242 @@ static int scan_walk(struct scan *sc, const char *path, uint64_t dir)
 	return error;
 }
 
-static int scan_hash(struct scan *sc, struct scan_file *f)
+/*
+ * The checksums of file @fi's blocks on server @server, page by page
+ * (CL2SV_BLOCKSUMS), as file offsets; only whole blocks inside the file's
+ * size, the ones a dedupe can share.
+ */
+static int scan_file_sums(struct scan *sc, uint32_t fi, unsigned int server)
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	uint8_t *buf = malloc(ORCH_CLI_IO_CHUNK);
-	int error = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ? 0 : -ENOMEM;
+	const struct scan_file *f = &sc->files[fi];
+	struct orch_msg req;
+	bool eof = false;
+	int error = 0;
 
-	for (uint64_t off = 0; !error && off < f->attr.size;) {
-		size_t got = 0;
+	orch_msg_init(&req, ORCH_CL2SV_BLOCKSUMS);
+	req.cred = sc->fs->cred;
+	req.handle = f->attr.handle;
+	req.offset = 0;
+	req.length = ORCH_BLOCKSUMS_PAGE_MAX;
+	while (!eof && !error) {
+		struct orch_reply rep = { 0 };
+		size_t n = 0;
 
-		error = orch_fs_read(sc->fs->cl, &sc->fs->cred, &f->attr, off, buf,
-				     ORCH_CLI_IO_CHUNK, &got);
-		if (!error && got == 0)
-			error = -EIO;   /* shorter than its size: changing under us */
-		if (!error)
-			EVP_DigestUpdate(ctx, buf, got);
-		off += got;
+		error = orch_client_call(sc->fs->cl, server, &req, &rep);
+		if (error)
+			break;
+		error = orch_blocksums_decode(rep.m.data.s, rep.m.data.len, sc->page,
+					      ORCH_BLOCKSUMS_PAGE_MAX, &n);
+		eof = rep.m.eof;
+		if (!error && !eof && rep.m.offset <= req.offset)
+			error = -EPROTO;   /* a server that never advances */
+		req.offset = rep.m.offset;
+		orch_reply_release(&rep);
+		for (size_t i = 0; i < n && !error; i++) {
+			uint64_t off = orch_layout_file_off(&f->attr.layout, server,
+							    sc->page[i].block * ORCH_STORE_BLOCK);
+			struct scan_blk *b;
+
+			if (off > f->attr.size || f->attr.size - off < ORCH_STORE_BLOCK)
+				continue;
+			b = scan_grow((void **)&sc->blks, &sc->nblks, &sc->blks_cap, sizeof(*b));
+			if (!b) {
+				error = -ENOMEM;
+				break;
+			}
+			*b = (struct scan_blk){ .crc = sc->page[i].crc, .file = fi,
+						.gblock = sc->page[i].gblock, .off = off };
+		}
 	}
-	if (!error)
-		EVP_DigestFinal_ex(ctx, f->sha, NULL);
-	EVP_MD_CTX_free(ctx);
-	free(buf);
 	return error;
 }
 
-/* Blocks are shared only within a server: files of one layout only. */
-static int scan_layout_cmp(const struct orch_layout *a, const struct orch_layout *b)
+/* By checksum, then physical block: a group of equal sums, cut by sharing. */
+static int scan_blk_cmp(const void *x, const void *y)
 {
-	if (a->strip_size != b->strip_size)
-		return a->strip_size < b->strip_size ? -1 : 1;
-	if (a->stripe_count != b->stripe_count)
-		return a->stripe_count < b->stripe_count ? -1 : 1;
-	return (int)a->first_server - (int)b->first_server;
+	const struct scan_blk *a = x, *b = y;
+
+	if (a->crc != b->crc)
+		return a->crc < b->crc ? -1 : 1;
+	if (a->gblock != b->gblock)
+		return a->gblock < b->gblock ? -1 : 1;
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* By size, then contents, then layout: a group of twins is a run. */
-static int scan_cmp(const void *x, const void *y)
+static int scan_pair_cmp(const void *x, const void *y)
 {
-	const struct scan_file *a = x, *b = y;
-	int c;
+	const struct scan_pair *a = x, *b = y;
 
-	if (a->attr.size != b->attr.size)
-		return a->attr.size < b->attr.size ? -1 : 1;
-	c = memcmp(a->sha, b->sha, sizeof(a->sha));
-	return c ? c : scan_layout_cmp(&a->attr.layout, &b->attr.layout);
+	if (a->dst != b->dst)
+		return a->dst < b->dst ? -1 : 1;
+	return a->dst_off < b->dst_off ? -1 : a->dst_off > b->dst_off;
+}
+
+/*
+ * Blocks [@i, @j) of sc->blks have one checksum.  The physical block with
+ * the most owners stays; every owner of each other one gets a pair that
+ * would share the kept block instead.
+ */
+static int scan_group(struct scan *sc, size_t i, size_t j)
+{
+	size_t keep = i, keep_n = 0;
+
+	for (size_t k = i, run; k < j; k += run) {
+		for (run = 1; k + run < j && sc->blks[k + run].gblock == sc->blks[k].gblock; run++)
+			;
+		if (run > keep_n) {
+			keep = k;
+			keep_n = run;
+		}
+	}
+	for (size_t k = i; k < j; k++) {
+		struct scan_pair *p;
+
+		if (sc->blks[k].gblock == sc->blks[keep].gblock)
+			continue;
+		p = scan_grow((void **)&sc->pairs, &sc->npairs, &sc->pairs_cap, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		*p = (struct scan_pair){ .src = sc->blks[keep].file, .src_off = sc->blks[keep].off,
+					 .dst = sc->blks[k].file, .dst_off = sc->blks[k].off,
+					 .len = ORCH_STORE_BLOCK };
+	}
+	return 0;
+}
+
+/* True if @p continues @run in both files, inside one strip of each. */
+static bool scan_pair_extends(const struct scan *sc, const struct scan_pair *run,
+			      const struct scan_pair *p)
+{
+	uint32_t ss = sc->files[run->src].attr.layout.strip_size;
+	uint32_t ds = sc->files[run->dst].attr.layout.strip_size;
+
+	return p->src == run->src && p->dst == run->dst &&
+	       p->src_off == run->src_off + run->len && p->dst_off == run->dst_off + run->len &&
+	       p->src_off / ss == run->src_off / ss && p->dst_off / ds == run->dst_off / ds &&
+	       run->len < SCAN_RUN_MAX;
+}
+
+/*
+ * Dedupes one run.  The servers compare the bytes first, so a checksum
+ * that matched by chance changes nothing: the run is then retried block by
+ * block, and the blocks that differ are counted, not errors.
+ */
+static void scan_dedupe(struct scan *sc, const struct scan_pair *p)
+{
+	const struct scan_file *s = &sc->files[p->src], *d = &sc->files[p->dst];
+	uint64_t done = 0;
+	int error;
+
+	error = orch_fs_dedupe(sc->fs->cl, &sc->fs->cred, &s->attr, p->src_off, &d->attr,
+			       p->dst_off, p->len, &done);
+	if (error == -EBADE && p->len > ORCH_STORE_BLOCK) {
+		for (uint64_t at = 0; at < p->len; at += ORCH_STORE_BLOCK) {
+			struct scan_pair one = *p;
+
+			one.src_off += at;
+			one.dst_off += at;
+			one.len = ORCH_STORE_BLOCK;
+			scan_dedupe(sc, &one);
+		}
+		return;
+	}
+	sc->ranges += !error;
+	sc->deduped += done;
+	if (error == -EBADE)
+		sc->collisions++;
+	else if (error == -ENOENT || error == -ESTALE)
+		;   /* deleted meanwhile */
+	else if (error) {
+		orch_cli_err(error, "cannot dedupe '%s' at %" PRIu64 " and '%s' at %" PRIu64,
+			     s->path, p->src_off, d->path, p->dst_off);
+		sc->errors++;
+	}
+}
+
+/* Finds and dedupes the identical blocks that server @server holds. */
+static int scan_server(struct scan *sc, unsigned int server)
+{
+	int error = 0;
+
+	sc->nblks = sc->npairs = 0;
+	for (size_t fi = 0; fi < sc->nfiles && !error; fi++) {
+		if (server >= sc->files[fi].attr.layout.stripe_count)
+			continue;
+		error = scan_file_sums(sc, (uint32_t)fi, server);
+		if (error == -ENOENT || error == -ESTALE) {
+			error = 0;   /* deleted meanwhile */
+		} else if (error) {
+			orch_cli_err(error, "cannot list the blocks of '%s' on server %u",
+				     sc->files[fi].path, server);
+			sc->errors++;
+			error = 0;
+		}
+	}
+	sc->blocks += sc->nblks;
+	if (sc->nblks)
+		qsort(sc->blks, sc->nblks, sizeof(*sc->blks), scan_blk_cmp);
+	for (size_t i = 0, j; i < sc->nblks && !error; i = j) {
+		for (j = i + 1; j < sc->nblks && sc->blks[j].crc == sc->blks[i].crc; j++)
+			;
+		if (sc->blks[j - 1].gblock != sc->blks[i].gblock)
+			error = scan_group(sc, i, j);
+	}
+	if (error)
+		return error;
+	if (sc->npairs)
+		qsort(sc->pairs, sc->npairs, sizeof(*sc->pairs), scan_pair_cmp);
+	for (size_t i = 0, j; i < sc->npairs; i = j) {
+		struct scan_pair run = sc->pairs[i];
+
+		for (j = i + 1; j < sc->npairs && scan_pair_extends(sc, &run, &sc->pairs[j]); j++)
+			run.len += sc->pairs[j].len;
+		scan_dedupe(sc, &run);
+	}
+	return 0;
 }
 
 static int dedupe_scan(struct orch_cli_fs *fs, const char *path)
 {
 	struct scan sc = { .fs = fs };
-	uint64_t saved = 0, files = 0, elsewhere = 0;
+	struct orch_statfs before, after;
+	unsigned int nservers = orch_client_cfg(fs->cl)->nservers;
 	struct orch_attr root;
+	char freed[32];
 	int error;
 
 	if (orch_cli_resolve(fs, path, true, &root))
 		return ORCH_CLI_FAIL;
-	error = S_ISDIR(root.mode) ? scan_walk(&sc, path, root.handle) : scan_add(&sc, path, &root);
-	/* By size first (the hashes are still zero): only twins are worth reading. */
+	sc.page = malloc(ORCH_BLOCKSUMS_PAGE_MAX * sizeof(*sc.page));
+	error = sc.page ? orch_fs_statfs(fs->cl, &fs->cred, &before) : -ENOMEM;
 	if (!error)
-		qsort(sc.v, sc.n, sizeof(*sc.v), scan_cmp);
-	for (size_t i = 0; !error && i < sc.n; i++) {
-		bool twin = (i > 0 && sc.v[i - 1].attr.size == sc.v[i].attr.size) ||
-			    (i + 1 < sc.n && sc.v[i + 1].attr.size == sc.v[i].attr.size);
-
-		if (twin && scan_hash(&sc, &sc.v[i]))
-			sc.errors++;
-	}
+		error = S_ISDIR(root.mode) ? scan_walk(&sc, path, root.handle)
+					   : scan_add(&sc, path, &root);
+	for (unsigned int s = 0; s < nservers && !error; s++)
+		error = scan_server(&sc, s);
 	if (!error)
-		qsort(sc.v, sc.n, sizeof(*sc.v), scan_cmp);
-	for (size_t i = 0, first = 0; !error && i < sc.n; i++) {
-		uint64_t d = 0;
-
-		if (i == 0 || scan_cmp(&sc.v[first], &sc.v[i])) {
-			/* Same bytes, other layout: a twin that cannot share. */
-			if (i > 0 && sc.v[i].attr.size == sc.v[first].attr.size &&
-			    !memcmp(sc.v[i].sha, sc.v[first].sha, sizeof(sc.v[i].sha)))
-				elsewhere++;
-			first = i;
-			continue;
-		}
-		if (dedupe_pair(fs, sc.v[first].path, &sc.v[first].attr, sc.v[i].path,
-				&sc.v[i].attr, 0, sc.v[i].attr.size, &d))
-			sc.errors++;
-		saved += d;
-		files += d > 0;
-	}
-	if (error)
+		error = orch_fs_statfs(fs->cl, &fs->cred, &after);
+	if (error) {
 		orch_cli_err(error, "cannot scan '%s'", path);
-	else
-		printf("scanned %zu files: %" PRIu64 " deduplicated, %" PRIu64 " bytes saved; "
-		       "%" PRIu64 " identical but striped over other servers\n", sc.n, files, saved,
-		       elsewhere);
-	for (size_t i = 0; i < sc.n; i++)
-		free(sc.v[i].path);
-	free(sc.v);
+	} else {
+		int64_t d = (int64_t)(after.bfree - before.bfree) * after.bsize;
+
+		orch_cli_human(d > 0 ? (uint64_t)d : 0, freed, sizeof(freed));
+		printf("scanned %zu files, %" PRIu64 " blocks: %" PRIu64
+		       " bytes deduplicated in %" PRIu64 " ranges; free space grew by %" PRId64
+		       " bytes (%s)\n", sc.nfiles, sc.blocks, sc.deduped, sc.ranges, d, freed);
+		if (sc.collisions)
+			printf("%" PRIu64 " blocks had equal checksums but different bytes\n",
+			       sc.collisions);
+	}
+	for (size_t i = 0; i < sc.nfiles; i++)
+		free(sc.files[i].path);
+	free(sc.files);
+	free(sc.blks);
+	free(sc.pairs);
+	free(sc.page);
 	return error || sc.errors ? ORCH_CLI_FAIL : ORCH_CLI_OK;
 }
 

@@ -167,17 +167,18 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "on every server: no data moves and no space is used until either file is\n"
 	  "written, and a write changes only the file written (copy-on-write).\n"
 	  "\n" CONF_OPT },
-	{ "dedupe", orch_cmd_dedupe, "share the blocks of identical files",
+	{ "dedupe", orch_cmd_dedupe, "share identical blocks of files",
 	  "usage: orchard [-c CONF] dedupe SRC DST [--range OFF:LEN]\n"
 	  "       orchard [-c CONF] dedupe --scan PATH\n"
 	  "\n"
 	  "Where DST's bytes equal SRC's (the whole files, or OFF:LEN of both), DST\n"
 	  "shares SRC's blocks and frees its own; prints the bytes deduplicated.  If\n"
 	  "the contents differ nothing changes and the exit status is 1.  --scan finds\n"
-	  "the files under PATH with identical contents and dedupes each group.\n"
+	  "identical blocks in the files under PATH by their stored checksums, checks\n"
+	  "them byte for byte, shares them, and prints the space freed.\n"
 	  "\n" CONF_OPT
 	  "  -r, --range OFF:LEN  only these bytes (K, M, G, T suffixes)\n"
-	  "  -s, --scan           find and dedupe identical files under PATH\n" },
+	  "  -s, --scan           find and dedupe identical blocks under PATH\n" },
 	{ "touch", orch_cmd_touch, "create a file or update its times",
 	  "usage: orchard [-c CONF] touch PATH...\n"
 	  "\n"

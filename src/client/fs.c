@@ -739,17 +739,40 @@ static void fs_size_add(void *arg, const struct orch_msg *rep)
 	*(uint64_t *)arg += rep->size;
 }
 
-/* One DEDUPE fan-out per chunk, over every server of the source's layout. */
+/* Sets @want[i] for every server of @l holding a byte of [@off, @off + @len). */
+static void fs_range_servers(const struct orch_layout *l, uint64_t off, uint64_t len,
+			     bool want[ORCH_SERVERS_MAX])
+{
+	struct orch_layout_pos p;
+
+	memset(want, 0, ORCH_SERVERS_MAX * sizeof(*want));
+	/* A whole row or more touches them all: at most stripe_count strips to walk. */
+	for (unsigned int i = 0; len && i < l->stripe_count; i++) {
+		orch_layout_locate(l, off, &p);
+		if (p.server < ORCH_SERVERS_MAX)
+			want[p.server] = true;
+		off += ORCH_MIN(p.run, len);
+		len -= ORCH_MIN(p.run, len);
+	}
+}
+
+/*
+ * One DEDUPE fan-out per chunk, to the servers holding part of the source
+ * range: a piece is served where its source lies (a block-sized dedupe
+ * from `orchard dedupe --scan` costs one request, not one per server).
+ */
 static int fs_dedupe_pass(struct orch_client *cl, struct orch_msg *req, const struct orch_attr *src,
 			  uint64_t off_in, uint64_t off_out, uint64_t len, uint64_t *done)
 {
+	bool want[ORCH_SERVERS_MAX];
 	int error = 0;
 
 	for (uint64_t at = 0; at < len && !error; at += FS_COPY_CHUNK) {
 		req->offset = off_in + at;
 		req->offset2 = off_out + at;
 		req->size = ORCH_MIN(len - at, FS_COPY_CHUNK);
-		error = fs_fanout(cl, req, NULL, src->layout.stripe_count, fs_size_add, done);
+		fs_range_servers(&src->layout, req->offset, req->size, want);
+		error = fs_fanout(cl, req, want, src->layout.stripe_count, fs_size_add, done);
 	}
 	return error;
 }

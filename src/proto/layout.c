@@ -18,6 +18,15 @@ void orch_layout_locate(const struct orch_layout *l, uint64_t off,
 	out->run = l->strip_size - within;
 }
 
+uint64_t orch_layout_file_off(const struct orch_layout *l, unsigned int server,
+			      uint64_t local_off)
+{
+	uint64_t slot = (server + l->stripe_count - l->first_server) % l->stripe_count;
+	uint64_t strip = local_off / l->strip_size * l->stripe_count + slot;
+
+	return strip * l->strip_size + local_off % l->strip_size;
+}
+
 uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
 				unsigned int server)
 {

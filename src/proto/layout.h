@@ -25,6 +25,13 @@ bool orch_layout_is_valid(const struct orch_layout *l);
 void orch_layout_locate(const struct orch_layout *l, uint64_t off,
 			struct orch_layout_pos *out);
 
+/*
+ * The inverse of orch_layout_locate: the file offset of byte @local_off of
+ * @server's object.  @l must be valid and @server < stripe_count.
+ */
+uint64_t orch_layout_file_off(const struct orch_layout *l, unsigned int server,
+			      uint64_t local_off);
+
 /* Size of @server's object when the file is @file_size bytes long. */
 uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
 				unsigned int server);

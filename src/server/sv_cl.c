@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "proto/layout.h"
 #include "server/sv.h"
+#include "store/sums.h"
 
 /* --- Requests and replies ---------------------------------------------------------------- */
 
@@ -1311,6 +1312,39 @@ static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_
 }
 
 /*
+ * The checksums of this server's written blocks of one object, a page
+ * from object block m->offset, at most m->length records: what `orchard
+ * dedupe --scan` groups blocks by.  Read-only, like READ, and as cheap as a
+ * read of the extent map; replies with the page, eof and the block to
+ * resume from.
+ */
+static void sv_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	size_t max = ORCH_MIN((size_t)m->length, (size_t)ORCH_BLOCKSUMS_PAGE_MAX), n = 0;
+	struct orch_blocksum *v = malloc((max ? max : 1) * sizeof(*v));
+	struct orch_buf b;
+	struct orch_msg rep;
+	uint64_t next = 0;
+	bool eof = true;
+
+	orch_buf_init(&b, max * ORCH_BLOCKSUMS_REC_BYTES);
+	orch_msg_init(&rep, 0);
+	rep.status = v ? orch_store_block_sums(sv->s_store, m->handle, m->offset, v, max, &n,
+					       &next, &eof)
+		       : -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		orch_blocksums_encode(&b, &v[i]);
+	if (!rep.status)
+		rep.status = b.b_err;
+	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
+	rep.eof = eof;
+	rep.offset = next;
+	sv_reply(r, &rep);
+	orch_buf_fini(&b);
+	free(v);
+}
+
+/*
  * fallocate(PUNCH_HOLE): this server frees the pieces of [offset,
  * offset+size) of the file that it holds; the client asks every server of
  * the layout.  The size does not change.
@@ -1474,6 +1508,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_CL2SV_COPY_RANGE: sv_copy_range(sv, r, m); break;
 	case ORCH_CL2SV_PUNCH: sv_punch(sv, r, m); break;
 	case ORCH_CL2SV_DEDUPE: sv_dedupe(sv, r, m); break;
+	case ORCH_CL2SV_BLOCKSUMS: sv_block_sums(sv, r, m); break;
 	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
 	case ORCH_AD2SV_FSMAP: sv_admin_fsmap(sv, r, m); break;
 	case ORCH_AD2SV_NAMES: sv_admin_names(sv, r, m); break;

@@ -153,9 +153,11 @@ def test_orchard_clone_and_dedupe(cluster3, tmp_path):
 
     # --scan finds the identical file among the others.
     epath = put_like(c, str(tmp_path / "local_a"), "/x/a", "/x/e")
+    free2 = store_free(c)
     r = c.cli("dedupe", "--scan", "/")
-    saved = int(r.stdout.split("deduplicated, ")[1].split()[0])
+    saved = int(r.stdout.split("blocks: ")[1].split()[0])
     assert saved >= len(data) - 3 * 4096, r.stdout
+    assert store_free(c) - free2 >= len(data) - 3 * 4096
     c.cli("get", epath, str(tmp_path / "local_e"))
     assert (tmp_path / "local_e").read_bytes() == data
     scrub_clean(c)
@@ -178,4 +180,103 @@ def test_dedupe_sparse_files(cluster3, tmp_path):
     assert int(r.stdout.split("deduplicated ")[1].split()[0]) >= len(data) - 3 * 4096
     c.cli("get", other, str(tmp_path / "back"))
     assert (tmp_path / "back").read_bytes() == data + bytes((1 << 20) - len(data))
+    scrub_clean(c)
+
+
+# --- dedupe --scan: identical blocks found by their stored checksums ---------
+
+def crc32c(data, crc=0):
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+
+
+def crc32c_twin(block):
+    """A block of the same length and CRC-32C as @block, other bytes: its
+    last 4 bytes are solved for (the CRC is affine in the message)."""
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    by_top = {t >> 24: i for i, t in enumerate(table)}
+
+    def run(reg, data):
+        for b in data:
+            reg = table[(reg ^ b) & 0xff] ^ (reg >> 8)
+        return reg
+
+    head = bytes(b ^ 0x5a for b in block[:-4])
+    want = run(0xffffffff, block)          # the register after @block
+    idx, reg = [], want
+    for _ in range(4):                     # walk the register back 4 bytes
+        j = by_top[reg >> 24]
+        idx.append(j)
+        reg = ((reg ^ table[j]) << 8) & 0xffffffff
+    reg, tail = run(0xffffffff, head), []
+    for j in reversed(idx):
+        b = (reg ^ j) & 0xff
+        tail.append(b)
+        reg = table[(reg ^ b) & 0xff] ^ (reg >> 8)
+    twin = head + bytes(tail)
+    assert twin != block and run(0xffffffff, twin) == want
+    return twin
+
+
+def blocks_freeable(files):
+    """Blocks a perfect per-server dedupe frees, for files that share
+    nothing yet: {server: [block contents]}, summed over the files given as
+    (bytes, layout) pairs."""
+    per_server = {}
+    for data, lay in files:
+        strip, count, first = lay["strip_size"], lay["stripe_count"], lay["first_server"]
+        for off in range(0, len(data) - 4095, 4096):
+            server = (first + off // strip) % count
+            per_server.setdefault(server, []).append(data[off:off + 4096])
+    return sum(len(v) - len(set(v)) for v in per_server.values())
+
+
+def test_dedupe_scan_finds_identical_blocks(cluster3, tmp_path):
+    """--scan shares identical blocks inside and across files (not only
+    whole twins), exactly as many as a per-server model says, leaves every
+    byte as it was, and never shares two blocks whose checksums match but
+    whose bytes differ.  A second scan finds nothing more."""
+    from cluster import stat_layout
+    c = cluster3
+    c.cli("mkdir", "/d")
+    row = 3 * 64 * 1024
+    r = os.urandom(row)
+    block = os.urandom(4096)
+    # x: one row twice (same servers, one row apart), then a block and its
+    # CRC twin one row apart, then a random tail.
+    x = r + r + block + os.urandom(row - 4096) + crc32c_twin(block) + os.urandom(5000)
+    (tmp_path / "x").write_bytes(x)
+    c.cli("put", str(tmp_path / "x"), "/d/x")
+    # y: x's layout, its first 8 KiB different, then x's bytes at x's offsets.
+    y = os.urandom(8192) + x[8192:3 * row]
+    (tmp_path / "y").write_bytes(y)
+    ypath = put_like(c, str(tmp_path / "y"), "/d/x", "/d/y")
+    # z: whatever layout its name gives; 200 KiB of zeros written out.
+    z = bytes(200 * 1024)
+    (tmp_path / "z").write_bytes(z)
+    c.cli("put", str(tmp_path / "z"), "/d/z")
+    subprocess.run(["sync"], check=True)
+    want = blocks_freeable([(x, stat_layout(c, "/d/x")), (y, stat_layout(c, ypath)),
+                            (z, stat_layout(c, "/d/z"))])
+    assert want > 100
+
+    free0 = store_free(c)
+    out = c.cli("dedupe", "--scan", "/d").stdout
+    deduped = int(out.split("blocks: ")[1].split()[0])
+    assert deduped == want * 4096, out
+    assert "1 blocks had equal checksums but different bytes" in out, out
+    assert store_free(c) - free0 == want * 4096
+    for name, data in (("/d/x", x), (ypath, y), ("/d/z", z)):
+        c.cli("get", name, str(tmp_path / "back"))
+        assert (tmp_path / "back").read_bytes() == data, name
+    out = c.cli("dedupe", "--scan", "/").stdout
+    assert " 0 bytes deduplicated" in out, out
     scrub_clean(c)

@@ -81,6 +81,13 @@ static bool check_layout(uint32_t strip, uint16_t count, uint16_t first, unsigne
 		}
 		model_step(&mo, &want);
 		orch_layout_locate(&l, off, &got);
+		if (orch_layout_file_off(&l, got.server, got.local_off) != off) {
+			fprintf(stderr, "file_off strip=%u count=%u first=%u off=%llu: got %llu\n",
+				strip, count, first, (unsigned long long)off,
+				(unsigned long long)orch_layout_file_off(&l, got.server,
+									 got.local_off));
+			return false;
+		}
 		if (got.server != want.server || got.local_off != want.local_off ||
 		    got.run != want.run) {
 			fprintf(stderr,
@@ -172,6 +179,8 @@ ORCH_TEST(layout_large_offsets_periodic)
 					ORCH_CHECK(a.server == b.server);
 					ORCH_CHECK(b.local_off == a.local_off + k * l.strip_size);
 					ORCH_CHECK(a.run == b.run);
+					ORCH_CHECK(orch_layout_file_off(&l, b.server, b.local_off) ==
+						   off + k * row);
 					for (unsigned int sv = 0; sv < l.stripe_count && sv < 8; sv++)
 						ORCH_CHECK(orch_layout_local_size(&l, off + k * row, sv) ==
 							   orch_layout_local_size(&l, off, sv) +

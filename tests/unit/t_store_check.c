@@ -6,7 +6,8 @@
  * under its rule, and garbage values must not crash the checker.  I17: a
  * flipped byte in the blocks file is found by the data check only.  I27:
  * the owners query equals a brute-force scan of the rmap table for random
- * ranges, on a store with extents of every length up to maxext.
+ * ranges, on a store with extents of every length up to maxext.  The block
+ * checksum listing (store/sums.c) against the bytes written, page by page.
  *
  * ORCH_TEST_VERBOSE=1 prints every finding; ORCH_TEST_SEED=<n> replays one
  * random run.
@@ -24,8 +25,10 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "common/crc32c.h"
 #include "common/util.h"
 #include "store/store_i.h"
+#include "store/sums.h"
 #include "unit/store_fx.h"
 #include "unit/test.h"
 
@@ -819,6 +822,85 @@ ORCH_TEST(check_clean_after_churn)
 		ORCH_CHECK_OK(fx_reopen(D, &S));
 	}
 	fx_teardown();
+}
+
+/* --- Block checksums ------------------------------------------------------- */
+
+/* Every page of object @h from block @from, @max records per page, into @out. */
+static size_t sums_all(uint64_t h, uint64_t from, size_t max, struct orch_blocksum *out,
+		       size_t cap)
+{
+	size_t total = 0;
+	bool eof = false;
+
+	while (!eof) {
+		size_t n = 0;
+		uint64_t next;
+
+		if (orch_store_block_sums(S, h, from, out + total, ORCH_MIN(max, cap - total), &n,
+					  &next, &eof))
+			return SIZE_MAX;
+		total += n;
+		if (!eof && (next <= from || total == cap))
+			return SIZE_MAX;   /* must advance; must not overflow @out */
+		from = next;
+	}
+	return total;
+}
+
+/*
+ * Written blocks only (holes, punched and truncated ones skipped), each with
+ * the crc32c of its bytes; a clone's blocks have the source's physical
+ * blocks; pages of every size and a start inside an extent give the same.
+ */
+ORCH_TEST(block_sums_listing)
+{
+	enum { NB = 40 };
+	unsigned char *b = pattern(NB * 4096, 5);
+	struct orch_blocksum all[NB + 8], part[NB + 8], cl[NB + 8];
+	size_t n, m;
+
+	ORCH_CHECK(b != NULL);
+	ORCH_CHECK(fx_setup(SMALL_SIZE, SMALL_AG, SMALL_MAXEXT) == 0);
+	ORCH_CHECK(orch_store_write(S, 10, 0, b, NB * 4096) == 0);
+	ORCH_CHECK(orch_store_punch(S, 10, 5 * 4096, 3 * 4096) == 0);   /* blocks 5..7 */
+	ORCH_CHECK(orch_store_write(S, 10, 50 * 4096, b, 100) == 0);     /* a partial block */
+	ORCH_CHECK(orch_store_clone(S, 10, 16 * 4096, 11, 0, 8 * 4096) == 0);
+
+	n = sums_all(10, 0, 1000, all, NB + 8);
+	ORCH_CHECK(n == NB - 3 + 1);
+	for (size_t i = 0, k = 0; k < NB + 1; k++) {
+		uint64_t blk = k < NB ? k : 50;
+		unsigned char z[4096] = { 0 };
+
+		if (blk >= 5 && blk < 8)
+			continue;
+		ORCH_CHECK(all[i].block == blk);
+		if (blk == 50) {
+			memcpy(z, b, 100);
+			ORCH_CHECK(all[i].crc == orch_crc32c(0, z, 4096));
+		} else {
+			ORCH_CHECK(all[i].crc == orch_crc32c(0, b + blk * 4096, 4096));
+		}
+		i++;
+	}
+	for (size_t max = 1; max <= 17; max += 4) {
+		m = sums_all(10, 0, max, part, NB + 8);
+		ORCH_CHECK(m == n && !memcmp(part, all, n * sizeof(*all)));
+	}
+	/* From block 20 (inside an extent: maxext is 16). */
+	m = sums_all(10, 20, 3, part, NB + 8);
+	ORCH_CHECK(m == n - 17 && !memcmp(part, all + 17, m * sizeof(*all)));
+	/* The clone: blocks 0..7 of object 11 are object 10's blocks 16..23. */
+	m = sums_all(11, 0, 5, cl, NB + 8);
+	ORCH_CHECK(m == 8);
+	for (size_t i = 0; i < m; i++)
+		ORCH_CHECK(cl[i].block == i && cl[i].gblock == all[13 + i].gblock &&
+			   cl[i].crc == all[13 + i].crc);
+	ORCH_CHECK(sums_all(12, 0, 5, cl, NB + 8) == 0);   /* no such object */
+	ORCH_CHECK(orch_store_truncate(S, 10, 2 * 4096) == 0);
+	ORCH_CHECK(sums_all(10, 0, 5, cl, NB + 8) == 2);
+	free(b);
 }
 
 ORCH_TEST_MAIN()
