@@ -591,22 +591,19 @@ static size_t fs_io_split(const struct orch_layout *l, uint64_t off, uint8_t *bu
 	return np;
 }
 
-/* One batch of READs or WRITEs: all sent, then all awaited (even after an error). */
-static int fs_io_batch(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-		       bool write, struct fs_piece *pc, size_t np)
+/* One batch of READs: all sent, then all awaited (even after an error). */
+static int fs_read_batch(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			 struct fs_piece *pc, size_t np)
 {
 	int error = 0;
 
 	for (size_t i = 0; i < np && !error; i++) {
 		struct orch_msg req;
 
-		fs_req_init(&req, write ? ORCH_CL2SV_WRITE : ORCH_CL2SV_READ, cred);
+		fs_req_init(&req, ORCH_CL2SV_READ, cred);
 		req.handle = h;
 		req.offset = pc[i].local_off;
-		if (write)
-			req.data = orch_str_of((const char *)pc[i].buf, pc[i].len);
-		else
-			req.length = pc[i].len;
+		req.length = pc[i].len;
 		error = orch_client_send(cl, pc[i].server, &req, &pc[i].call);
 	}
 	for (size_t i = 0; i < np; i++) {
@@ -617,7 +614,7 @@ static int fs_io_batch(struct orch_client *cl, const struct orch_cred *cred, uin
 			continue;
 		rc = orch_client_wait(cl, pc[i].call, &rep);
 		pc[i].call = NULL;
-		if (!rc && !write) {
+		if (!rc) {
 			/* Short past the end of that server's object: the rest is a hole. */
 			if (rep.m.data.len > pc[i].len) {
 				rc = -EIO;
@@ -635,52 +632,117 @@ static int fs_io_batch(struct orch_client *cl, const struct orch_cred *cred, uin
 	return error;
 }
 
-static int fs_io(struct orch_client *cl, const struct orch_cred *cred,
-		 const struct orch_attr *a, uint64_t off, uint8_t *buf, size_t len, bool write)
-{
-	struct fs_piece pc[FS_IO_BATCH];
-
-	if (!orch_layout_is_valid(&a->layout))
-		return -EINVAL;
-	if (off > UINT64_MAX - len)
-		return -EFBIG;
-	while (len) {
-		size_t done, np;
-		int error;
-
-		np = fs_io_split(&a->layout, off, buf, len, pc, &done);
-		error = fs_io_batch(cl, cred, a->handle, write, pc, np);
-		if (error)
-			return error;
-		off += done;
-		buf += done;
-		len -= done;
-	}
-	return 0;
-}
-
 int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
 		 const struct orch_attr *a, uint64_t off, void *buf, size_t len,
 		 size_t *got)
 {
-	int error;
+	struct fs_piece pc[FS_IO_BATCH];
+	uint8_t *p = buf;
+	size_t left;
 
 	*got = 0;
+	if (!orch_layout_is_valid(&a->layout))
+		return -EINVAL;
 	if (off >= a->size)
 		return 0;
 	len = (size_t)ORCH_MIN((uint64_t)len, a->size - off);
-	error = fs_io(cl, cred, a, off, buf, len, false);
-	if (error)
-		return error;
+	for (left = len; left;) {
+		size_t done, np;
+		int error;
+
+		np = fs_io_split(&a->layout, off, p, left, pc, &done);
+		error = fs_read_batch(cl, cred, a->handle, pc, np);
+		if (error)
+			return error;
+		off += done;
+		p += done;
+		left -= done;
+	}
 	*got = len;
+	return 0;
+}
+
+/* A write in flight: its WRITE requests, one per piece. */
+struct orch_fs_wio {
+	size_t n;
+	struct orch_call *calls[];
+};
+
+int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w)
+{
+	int error = 0;
+
+	for (size_t i = 0; i < w->n; i++) {
+		struct orch_reply rep;
+		int rc = orch_client_wait(cl, w->calls[i], &rep);
+
+		orch_reply_release(&rep);
+		if (rc && !error)
+			error = rc;
+	}
+	free(w);
+	return error;
+}
+
+int orch_fs_write_send(struct orch_client *cl, const struct orch_cred *cred,
+		       const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
+		       struct orch_fs_wio **out)
+{
+	/* fs_io_split only hands out @buf; WRITE only reads from it. */
+	uint8_t *p = (uint8_t *)(uintptr_t)buf;
+	struct fs_piece pc[FS_IO_BATCH];
+	struct orch_fs_wio *w;
+	size_t max;
+	int error = 0;
+
+	*out = NULL;
+	if (!orch_layout_is_valid(&a->layout))
+		return -EINVAL;
+	if (off > UINT64_MAX - len)
+		return -EFBIG;
+	/* Every piece but the first and last is a whole strip or ORCH_IO_MAX. */
+	max = len / ORCH_MIN((size_t)a->layout.strip_size, (size_t)ORCH_IO_MAX) + 2;
+	w = malloc(sizeof(*w) + max * sizeof(w->calls[0]));
+	if (!w)
+		return -ENOMEM;
+	w->n = 0;
+	while (len && !error) {
+		size_t done, np = fs_io_split(&a->layout, off, p, len, pc, &done);
+
+		for (size_t i = 0; i < np && !error; i++) {
+			struct orch_msg req;
+
+			if (w->n == max) {
+				error = -EINVAL;   /* cannot happen: the bound above */
+				break;
+			}
+			fs_req_init(&req, ORCH_CL2SV_WRITE, cred);
+			req.handle = a->handle;
+			req.offset = pc[i].local_off;
+			req.data = orch_str_of((const char *)pc[i].buf, pc[i].len);
+			error = orch_client_send(cl, pc[i].server, &req, &w->calls[w->n]);
+			if (!error)
+				w->n++;
+		}
+		off += done;
+		p += done;
+		len -= done;
+	}
+	if (error) {
+		orch_fs_write_wait(cl, w);   /* what was sent is waited for */
+		return error;
+	}
+	*out = w;
 	return 0;
 }
 
 int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, uint64_t off, const void *buf, size_t len)
 {
-	/* fs_io only reads from @buf when writing. */
-	return fs_io(cl, cred, a, off, (uint8_t *)(uintptr_t)buf, len, true);
+	struct orch_fs_wio *w;
+	int error = orch_fs_write_send(cl, cred, a, off, buf, len, &w);
+
+	return error ? error : orch_fs_write_wait(cl, w);
 }
 
 /* What one COPY_RANGE fan-out covers; the servers refuse more. */

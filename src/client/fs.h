@@ -102,6 +102,19 @@ int orch_fs_write(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, uint64_t off, const void *buf, size_t len);
 
 /*
+ * The same in two halves, for write-behind: send returns once every WRITE
+ * is on its way (@buf may then be reused) with *@out to give to
+ * orch_fs_write_wait() exactly once, which waits for the acknowledgements
+ * and returns the first error.  Requests to one server are applied in the
+ * order they were sent.
+ */
+struct orch_fs_wio;
+int orch_fs_write_send(struct orch_client *cl, const struct orch_cred *cred,
+		       const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
+		       struct orch_fs_wio **out);
+int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w);
+
+/*
  * copy_file_range: copies @len bytes at @off_in of file @src to @off_out of
  * file @dst on the servers (each server copies the strips of @src it holds
  * to wherever @dst's layout puts them; no data passes through the client).

@@ -162,7 +162,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
 /*
  * {"fuse": {"LOOKUP": n, ...}, "server_requests": {"CL2SV_LOOKUP": n, ...},
  *  "cache": {"dcache_timeout_ms": n, ...},
- *  "inode_table": {"inodes": n, "forget_unknown": n}}.
+ *  "inode_table": {"inodes": n, "forget_unknown": n},
+ *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n}}.
  * Every key is always present.
  */
 static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *len)
@@ -170,6 +171,7 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	uint16_t types[CTL_MSG_TYPES_MAX];
 	uint64_t counts[CTL_MSG_TYPES_MAX];
 	uint64_t inodes, unknown;
+	struct orch_mnt_wb_counts wbc;
 	size_t ntypes, pos = 0;
 	bool first = true;
 
@@ -197,6 +199,11 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	ctl_printf(buf, size, &pos,
 		   "}, \"inode_table\": {\"inodes\": %" PRIu64 ", \"forget_unknown\": %" PRIu64,
 		   inodes, unknown);
+	orch_mnt_wb_counts(m, &wbc);
+	ctl_printf(buf, size, &pos,
+		   "}, \"write_behind\": {\"max_bytes\": %" PRIu64 ", \"writes\": %" PRIu64
+		   ", \"waits\": %" PRIu64 ", \"bytes_in_flight\": %" PRIu64,
+		   wbc.max_bytes, wbc.writes, wbc.waits, wbc.in_flight);
 	if (!ctl_printf(buf, size, &pos, "}}"))
 		return -EOVERFLOW;
 	*len = pos;

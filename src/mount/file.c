@@ -1,7 +1,8 @@
 /*
  * Open files and their data.
  *
- * Sizes: a write goes to the servers at once but does not change the inode's
+ * Sizes: a write goes to the servers at once (answered before they commit
+ * it, see wb.c) but does not change the inode's
  * size, which is authoritative (fs.h); the highest written end is published
  * with orch_fs_extend() when the writer flushes, fsyncs or releases.  Until
  * then the inode table's i_wend keeps what this mount reports and reads.
@@ -31,6 +32,7 @@
 struct mnt_file {
 	uint64_t f_handle;
 	_Atomic bool f_dirty;       /* written since the last EXTEND through this file */
+	bool f_direct;              /* O_DIRECT, O_[D]SYNC: writes wait for the servers */
 };
 
 static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
@@ -78,6 +80,8 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	if (!f)
 		return -ENOMEM;
 	f->f_handle = h;
+	/* Set at open; an fcntl(F_SETFL) later does not reach us. */
+	f->f_direct = fi->flags & (O_DIRECT | O_SYNC | O_DSYNC);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	return 0;
 }
@@ -127,6 +131,8 @@ int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint
 	uint64_t end;
 	int error;
 
+	/* The servers cut what they have: the writes in flight first. */
+	orch_mnt_wb_wait(m, h, false);
 	end = orch_mnt_inode_wend(&m->m_itab, h, &mtime_ns);
 	if (!end)
 		return 0;
@@ -242,6 +248,8 @@ void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_READ);
 	orch_mnt_cred(req, &cred);
+	/* A server answers a READ at once, a WRITE after its commit. */
+	orch_mnt_wb_wait(m, ino, false);
 	error = mnt_file_attr(m, &cred, ino, &a);
 	if (error)
 		goto out_err;
@@ -277,7 +285,7 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	error = mnt_file_attr(m, &cred, ino, &a);
 	if (error)
 		goto out_err;
-	error = orch_fs_write(m->m_cl, &cred, &a, (uint64_t)off, buf, size);
+	error = orch_mnt_wb_write(m, &cred, &a, (uint64_t)off, buf, size, f->f_direct);
 	if (error)
 		goto out_err;
 	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size, orch_time_real_ns());
@@ -302,20 +310,22 @@ static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 	struct orch_attr a, rep;
 	int64_t mtime_ns;
 	uint64_t end;
-	int error;
+	int werr, error;
 
+	/* The data first (write-behind), and the error of a write already answered. */
+	werr = orch_mnt_wb_wait(m, f->f_handle, true);
 	if (!atomic_exchange(&f->f_dirty, false))
-		return 0;
+		return werr;
 	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle, &mtime_ns);
 	error = orch_fs_extend(m->m_cl, cred, f->f_handle, end, mtime_ns, &a);
 	if (error) {
 		/* Still to publish: the next flush, fsync or release retries. */
 		atomic_store(&f->f_dirty, true);
-		return error;
+		return werr ? werr : error;
 	}
 	orch_mnt_inode_extended(&m->m_itab, end, mtime_ns, &a, &rep);
 	orch_mnt_inode_cto_set(&m->m_itab, &a);
-	return 0;
+	return werr;
 }
 
 void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -348,7 +358,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	error = mnt_file_extend(m, &cred, f);
 	if (error)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "cannot publish the size at release: ino=%#llx: %s",
+				   "at release: a write or the size could not be published: ino=%#llx: %s",
 				   (unsigned long long)ino, strerror(-error));
 	if (orch_mnt_inode_released(&m->m_itab, ino, &silly_parent, silly)) {
 		/* The last close of a file removed while open: now it goes. */

@@ -29,6 +29,8 @@
  */
 #define MNT_DEFAULT_READAHEAD_KB 1024
 #define MNT_MAX_READAHEAD_KB (64u << 10)
+#define MNT_DEFAULT_WRITEBEHIND_KB (16u << 10)
+#define MNT_MAX_WRITEBEHIND_KB (1u << 20)
 
 struct mnt_opts {
 	char *conf;
@@ -40,6 +42,7 @@ struct mnt_opts {
 	unsigned int negative_ms;
 	unsigned int op_timeout_ms; /* 0: the config's */
 	unsigned int readahead_kb;  /* 0: the kernel's */
+	unsigned int writebehind_kb; /* 0: write-through */
 	int default_permissions;
 	int no_readdirplus;
 	int help;
@@ -60,6 +63,7 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "negative_timeout_ms=%u", offsetof(struct mnt_opts, negative_ms), 0 },
 	{ "op_timeout_ms=%u", offsetof(struct mnt_opts, op_timeout_ms), 0 },
 	{ "readahead_kb=%u", offsetof(struct mnt_opts, readahead_kb), 0 },
+	{ "writebehind_kb=%u", offsetof(struct mnt_opts, writebehind_kb), 0 },
 	{ "readdirplus=no", offsetof(struct mnt_opts, no_readdirplus), 1 },
 	{ "readdirplus=yes", offsetof(struct mnt_opts, no_readdirplus), 0 },
 	FUSE_OPT_KEY("default_permissions", MNT_KEY_DEFAULT_PERMISSIONS),
@@ -83,6 +87,8 @@ static void mnt_usage(FILE *f)
 		"  negative_timeout_ms=N    cache of absent names (default 0: none)\n"
 		"  op_timeout_ms=N          per-request deadline (default: the config's)\n"
 		"  readahead_kb=N           kernel readahead (default 1024; 0: the kernel's)\n"
+		"  writebehind_kb=N         writes in flight, answered before the servers\n"
+		"                           commit them (default 16384; 0: write-through)\n"
 		"  readdirplus=no           plain READDIR: no attributes with listings\n"
 		"  log=FILE                 append log lines to FILE\n"
 		"  and the FUSE mount options (allow_other, default_permissions, ...).\n");
@@ -131,6 +137,7 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 	o->dcache_ms = MNT_DEFAULT_TIMEOUT_MS;
 	o->getattr_ms = MNT_DEFAULT_TIMEOUT_MS;
 	o->readahead_kb = MNT_DEFAULT_READAHEAD_KB;
+	o->writebehind_kb = MNT_DEFAULT_WRITEBEHIND_KB;
 	if (fuse_opt_parse(args, o, mnt_opt_spec, mnt_opt_proc) == -1)
 		return -EINVAL;
 	if (o->help)
@@ -162,6 +169,11 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 	if (o->readahead_kb > MNT_MAX_READAHEAD_KB) {
 		fprintf(stderr, "orchard-mount: readahead_kb=%u: at most %u\n", o->readahead_kb,
 			MNT_MAX_READAHEAD_KB);
+		return -EINVAL;
+	}
+	if (o->writebehind_kb > MNT_MAX_WRITEBEHIND_KB) {
+		fprintf(stderr, "orchard-mount: writebehind_kb=%u: at most %u\n",
+			o->writebehind_kb, MNT_MAX_WRITEBEHIND_KB);
 		return -EINVAL;
 	}
 	return 0;
@@ -292,12 +304,22 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot create client: %s", strerror(-error));
 		goto out_unmount;
 	}
+	m.m_se = se;
+	error = orch_mnt_wb_start(&m, (size_t)o.writebehind_kb << 10);
+	if (error) {
+		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
+		goto out_unmount;
+	}
 	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
-		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u",
+		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u "
+		    "writebehind_kb=%u",
 		    cfg->cluster_name, o.mountpoint, o.dcache_ms, o.getattr_ms,
-		    o.negative_ms, cfg->op_timeout_ms);
+		    o.negative_ms, cfg->op_timeout_ms, o.writebehind_kb);
 	error = mnt_run(se, &fo);
 	rc = error < 0 ? 1 : 0;
+	/* Every write in flight acknowledged (or logged) before the end. */
+	orch_mnt_wb_stop(&m);
+	m.m_se = NULL;
 	ORCH_NOTICE("unmounted: mountpoint='%s'", o.mountpoint);
 out_unmount:
 	fuse_session_unmount(se);

@@ -1,8 +1,9 @@
 /*
  * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
  * main.c (options, session), ops.c (namespace, attributes, xattrs),
- * file.c (open files and data), dir.c (directory listing), inode.c (the
- * inode table) and ctl.c (runtime knobs as virtual xattrs, counters).
+ * file.c (open files and data), wb.c (write-behind), dir.c (directory
+ * listing), inode.c (the inode table) and ctl.c (runtime knobs as virtual
+ * xattrs, counters).
  *
  * The FUSE nodeid is the Orchard handle (the root's handle is 1 =
  * FUSE_ROOT_ID) and the generation is always 0: handles are never reused.
@@ -12,7 +13,8 @@
  * mutex, see below), the knobs and counters (atomics), and liborchard (thread
  * safe).  No lock is held across a liborchard call.
  *
- * Lock order: mnt_dir.d_lock, then orch_mnt_itab.t_lock.  Nothing else nests.
+ * Lock order: mnt_dir.d_lock, then orch_mnt_itab.t_lock.  Nothing else nests
+ * (orch_mnt_wb.w_lock is a leaf).
  */
 #ifndef ORCH_MOUNT_MOUNT_I_H
 #define ORCH_MOUNT_MOUNT_I_H
@@ -115,6 +117,25 @@ struct orch_mnt_itab {
 	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
 };
 
+/* --- Write-behind (wb.c) ------------------------------------------------------ */
+
+struct mnt_wb_ent;
+struct mnt_wb_err;
+
+struct orch_mnt_wb {
+	pthread_mutex_t w_lock;           /* protects everything below */
+	pthread_cond_t w_work;            /* the reaper: something was queued */
+	pthread_cond_t w_done;            /* waiters: something was acknowledged */
+	struct mnt_wb_ent *w_head, *w_tail; /* in flight, in the order sent */
+	size_t w_bytes;                   /* in flight or being sent */
+	size_t w_max;                     /* cap on w_bytes; 0: write-through */
+	struct mnt_wb_err *w_err;         /* errors not reported yet */
+	size_t w_nerr, w_errcap;
+	uint64_t w_writes, w_waits;       /* counters: writes queued, waits that slept */
+	bool w_stop, w_running;
+	pthread_t w_thread;
+};
+
 /* --- The mount -------------------------------------------------------------- */
 
 struct orch_mnt {
@@ -132,7 +153,36 @@ struct orch_mnt {
 	char *m_mountpoint;               /* absolute; NULL: leave the readahead alone */
 	unsigned int m_readahead_kb;
 	atomic_bool m_readahead_done;
+	struct orch_mnt_wb m_wb;
+	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
+
+/*
+ * Write-behind (wb.c).  start: after the client exists (the reaper is a
+ * thread), @max_bytes in flight at most, 0 for write-through; stop: after
+ * the session loop, waits for every write in flight.
+ */
+int orch_mnt_wb_start(struct orch_mnt *m, size_t max_bytes);
+void orch_mnt_wb_stop(struct orch_mnt *m);
+/*
+ * Sends a write of file @a and returns: 0 once it is on its way, or an
+ * error, also the error of an earlier write of the file not reported yet.
+ * @sync (O_DIRECT): waits for the file's writes and then for this one.
+ */
+int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
+		      const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
+		      bool sync);
+/* For `orchard stats MNT`. */
+struct orch_mnt_wb_counts {
+	uint64_t max_bytes, writes, waits, in_flight;
+};
+void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out);
+/*
+ * Waits until no write of @h is in flight.  @take_error: returns (and
+ * forgets) the error of a write of @h not reported yet; else returns 0 and
+ * keeps it for the file's next write, flush or fsync.
+ */
+int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error);
 
 /*
  * Sets the mount's kernel readahead to m_readahead_kb, once: at the first

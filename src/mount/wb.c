@@ -1,0 +1,261 @@
+/*
+ * Write-behind: a FUSE WRITE is answered as soon as its strips are sent to
+ * their servers, as NFS answers a write before the server has committed
+ * it; one thread (the reaper) collects the acknowledgements in the order
+ * the writes were sent.  Without it a sequential writer waits for a round
+ * trip and a store commit per max_write (1 MiB); with it the next write is
+ * copied while the servers commit the last ones, and their store batches
+ * several writes per transaction.
+ *
+ * What keeps it correct:
+ * - Order: a server applies one connection's writes in the order sent, so
+ *   overlapping writes in flight land in the order the kernel gave them.
+ * - Reads and everything else that looks at a file's data on the servers
+ *   (read, setattr, fallocate, copy_file_range, flush, fsync, release)
+ *   first wait for the file's writes in flight (orch_mnt_wb_wait): a
+ *   server answers a READ at once, but a WRITE only after its commit.
+ * - Errors: a write that fails after it was answered is reported like
+ *   NFS does, by the file's next write, flush (close) or fsync, and the
+ *   kernel's page cache of the file is dropped so nobody reads bytes the
+ *   servers do not have.
+ * - Memory: at most m_wb_max bytes in flight per mount; a writer beyond
+ *   that waits for the oldest.  0 turns write-behind off.
+ * - Close-to-open and fsync are unchanged: flush and fsync wait first.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "mount/mount_i.h"
+
+struct mnt_wb_ent {
+	struct mnt_wb_ent *e_next;
+	uint64_t e_handle;
+	size_t e_bytes;
+	struct orch_fs_wio *e_io;
+};
+
+/* A write error not reported yet, kept per handle. */
+struct mnt_wb_err {
+	uint64_t handle;
+	int error;
+};
+
+/* The error of @h, taken (0 if none).  Under w_lock. */
+static int wb_err_take(struct orch_mnt_wb *wb, uint64_t h)
+{
+	for (size_t i = 0; i < wb->w_nerr; i++) {
+		if (wb->w_err[i].handle == h) {
+			int error = wb->w_err[i].error;
+
+			wb->w_err[i] = wb->w_err[--wb->w_nerr];
+			return error;
+		}
+	}
+	return 0;
+}
+
+/* Keeps the first error of @h.  Under w_lock. */
+static void wb_err_put(struct orch_mnt_wb *wb, uint64_t h, int error)
+{
+	struct mnt_wb_err *v;
+
+	for (size_t i = 0; i < wb->w_nerr; i++)
+		if (wb->w_err[i].handle == h)
+			return;
+	if (wb->w_nerr == wb->w_errcap) {
+		size_t cap = wb->w_errcap ? wb->w_errcap * 2 : 8;
+
+		v = realloc(wb->w_err, cap * sizeof(*v));
+		if (!v)
+			return;   /* logged by the caller; the page cache is dropped anyway */
+		wb->w_err = v;
+		wb->w_errcap = cap;
+	}
+	wb->w_err[wb->w_nerr++] = (struct mnt_wb_err){ .handle = h, .error = error };
+}
+
+static bool wb_has(const struct orch_mnt_wb *wb, uint64_t h)
+{
+	for (const struct mnt_wb_ent *e = wb->w_head; e; e = e->e_next)
+		if (e->e_handle == h)
+			return true;
+	return false;
+}
+
+static void *wb_reaper(void *arg)
+{
+	struct orch_mnt *m = arg;
+	struct orch_mnt_wb *wb = &m->m_wb;
+
+	pthread_mutex_lock(&wb->w_lock);
+	for (;;) {
+		struct mnt_wb_ent *e;
+		int error;
+
+		while (!wb->w_head && !wb->w_stop)
+			pthread_cond_wait(&wb->w_work, &wb->w_lock);
+		if (!wb->w_head)
+			break;
+		/* Stays at the head, so waiters see it, until it is acknowledged. */
+		e = wb->w_head;
+		pthread_mutex_unlock(&wb->w_lock);
+		error = orch_fs_write_wait(m->m_cl, e->e_io);
+		if (error) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+					   "write-behind: a write to inode %#llx failed: %s; "
+					   "reported at its next write, close or fsync",
+					   (unsigned long long)e->e_handle, strerror(-error));
+			if (m->m_se)
+				fuse_lowlevel_notify_inval_inode(m->m_se, e->e_handle, 0, 0);
+		}
+		pthread_mutex_lock(&wb->w_lock);
+		if (error)
+			wb_err_put(wb, e->e_handle, error);
+		wb->w_head = e->e_next;
+		if (!wb->w_head)
+			wb->w_tail = NULL;
+		wb->w_bytes -= e->e_bytes;
+		pthread_cond_broadcast(&wb->w_done);
+		free(e);
+	}
+	pthread_mutex_unlock(&wb->w_lock);
+	return NULL;
+}
+
+int orch_mnt_wb_start(struct orch_mnt *m, size_t max_bytes)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+	int error;
+
+	memset(wb, 0, sizeof(*wb));
+	wb->w_max = max_bytes;
+	if (!max_bytes)
+		return 0;
+	pthread_mutex_init(&wb->w_lock, NULL);
+	pthread_cond_init(&wb->w_work, NULL);
+	pthread_cond_init(&wb->w_done, NULL);
+	error = -pthread_create(&wb->w_thread, NULL, wb_reaper, m);
+	if (error) {
+		pthread_cond_destroy(&wb->w_done);
+		pthread_cond_destroy(&wb->w_work);
+		pthread_mutex_destroy(&wb->w_lock);
+		wb->w_max = 0;
+		return error;
+	}
+	wb->w_running = true;
+	return 0;
+}
+
+void orch_mnt_wb_stop(struct orch_mnt *m)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+
+	if (!wb->w_running)
+		return;
+	pthread_mutex_lock(&wb->w_lock);
+	wb->w_stop = true;
+	pthread_cond_signal(&wb->w_work);
+	pthread_mutex_unlock(&wb->w_lock);
+	pthread_join(wb->w_thread, NULL);   /* it drains the queue first */
+	wb->w_running = false;
+	if (wb->w_nerr)
+		ORCH_ERR("write-behind: %zu files had write errors not reported to anyone",
+			 wb->w_nerr);
+	free(wb->w_err);
+	pthread_cond_destroy(&wb->w_done);
+	pthread_cond_destroy(&wb->w_work);
+	pthread_mutex_destroy(&wb->w_lock);
+}
+
+int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
+		      const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
+		      bool sync)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+	struct mnt_wb_ent *e;
+	int error;
+
+	if (!wb->w_running)
+		return orch_fs_write(m->m_cl, cred, a, off, buf, len);
+	if (sync) {
+		error = orch_mnt_wb_wait(m, a->handle, true);
+		return error ? error : orch_fs_write(m->m_cl, cred, a, off, buf, len);
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_lock(&wb->w_lock);
+	/* Room for it, unless nothing is in flight (a write larger than the cap). */
+	while (wb->w_bytes && wb->w_bytes + len > wb->w_max)
+		pthread_cond_wait(&wb->w_done, &wb->w_lock);
+	error = wb_err_take(wb, a->handle);
+	if (error) {
+		pthread_mutex_unlock(&wb->w_lock);
+		free(e);
+		return error;
+	}
+	wb->w_bytes += len;   /* reserved while it is sent, outside the lock */
+	pthread_mutex_unlock(&wb->w_lock);
+	/*
+	 * The kernel sends one file's writes one at a time (the inode lock), so
+	 * they reach each server in order; other files' writes go in parallel.
+	 */
+	error = orch_fs_write_send(m->m_cl, cred, a, off, buf, len, &e->e_io);
+	pthread_mutex_lock(&wb->w_lock);
+	if (error) {
+		wb->w_bytes -= len;
+		pthread_cond_broadcast(&wb->w_done);
+		pthread_mutex_unlock(&wb->w_lock);
+		free(e);
+		return error;
+	}
+	e->e_handle = a->handle;
+	e->e_bytes = len;
+	e->e_next = NULL;
+	if (wb->w_tail)
+		wb->w_tail->e_next = e;
+	else
+		wb->w_head = e;
+	wb->w_tail = e;
+	wb->w_writes++;
+	pthread_cond_signal(&wb->w_work);
+	pthread_mutex_unlock(&wb->w_lock);
+	return 0;
+}
+
+int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+	int error = 0;
+
+	if (!wb->w_running)
+		return 0;
+	pthread_mutex_lock(&wb->w_lock);
+	if (wb_has(wb, h)) {
+		wb->w_waits++;
+		do
+			pthread_cond_wait(&wb->w_done, &wb->w_lock);
+		while (wb_has(wb, h));
+	}
+	if (take_error)
+		error = wb_err_take(wb, h);
+	pthread_mutex_unlock(&wb->w_lock);
+	return error;
+}
+
+void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+
+	memset(out, 0, sizeof(*out));
+	if (!wb->w_running)
+		return;
+	pthread_mutex_lock(&wb->w_lock);
+	out->max_bytes = wb->w_max;
+	out->writes = wb->w_writes;
+	out->waits = wb->w_waits;
+	out->in_flight = wb->w_bytes;
+	pthread_mutex_unlock(&wb->w_lock);
+}

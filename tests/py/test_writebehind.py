@@ -1,0 +1,122 @@
+"""Write-behind in orchard-mount (src/mount/wb.c): a write is answered once
+it is sent, before the servers commit it.  Reads through the same mount
+still see every write, a write that fails after it was answered is reported
+by close (flush) and fsync, and O_DIRECT writes wait for the servers."""
+import errno
+import mmap
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from cluster import stat_layout
+from mount import Mount
+
+KiB = 1 << 10
+
+
+def mount(cluster, tmp_path, **opts):
+    return Mount(cluster, str(tmp_path / "mnt"), opts).start()
+
+
+@pytest.mark.parametrize("wb_kb", [16384, 0])
+def test_reads_see_writes_in_flight(cluster2, tmp_path, wb_kb):
+    """Random writes, each followed at once by an O_DIRECT read of the same
+    range through another descriptor: the read goes to the servers, which
+    answer a READ at once, so it must wait for the write in flight."""
+    m = mount(cluster2, tmp_path, writebehind_kb=wb_kb)
+    try:
+        rng = random.Random(7)
+        path = m.path("f")
+        size = 4 << 20
+        model = bytearray(size)
+        end = 0
+        w = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        r = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            for _ in range(150):
+                # Whole 4 KiB blocks: what O_DIRECT reads with an aligned buffer.
+                off = rng.randrange(0, size // 4096 - 64) * 4096
+                data = rng.randbytes(rng.randrange(1, 64) * 4096)
+                assert os.pwrite(w, data, off) == len(data)
+                model[off:off + len(data)] = data
+                end = max(end, off + len(data))
+                got = os.pread(r, len(data), off)
+                assert got == data, "read at %d missed a write" % off
+        finally:
+            os.close(r)
+            os.close(w)
+        with open(path, "rb") as f:
+            assert f.read() == bytes(model[:end])
+        wb = m.stats()["write_behind"]
+        assert wb["max_bytes"] == wb_kb * KiB
+        assert (wb["writes"] > 0) == (wb_kb > 0)
+        assert wb["bytes_in_flight"] == 0
+    finally:
+        m.stop()
+
+
+def empty_file_and_its_first_server(c, m, name):
+    """Creates @name on mount @m; returns its path and the name of the
+    server that holds its byte 0 (the layout's first server)."""
+    path = m.path(name)
+    with open(path, "wb"):
+        pass
+    return path, c.names[stat_layout(c, "/" + name)["first_server"]]
+
+
+def test_write_error_reported_at_close(cluster2, tmp_path):
+    """A server that stops answering: the write is answered at once (it is
+    in flight), and close reports the failure once the deadline passes."""
+    c = cluster2
+    m = mount(c, tmp_path, op_timeout_ms=1000)
+    stopped = None
+    try:
+        path, stopped = empty_file_and_its_first_server(c, m, "f")
+        fd = os.open(path, os.O_WRONLY)
+        os.kill(c.pid(stopped), signal.SIGSTOP)
+        t0 = time.monotonic()
+        assert os.write(fd, b"x" * 4096) == 4096
+        assert time.monotonic() - t0 < 0.5, "the write waited for the server"
+        with pytest.raises(OSError) as e:
+            os.close(fd)
+        assert e.value.errno in (errno.ETIMEDOUT, errno.EIO)
+    finally:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        m.stop()
+
+
+def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
+    """fsync reports a failed write in flight; an O_DIRECT write waits for
+    the servers, so it fails itself."""
+    c = cluster2
+    m = mount(c, tmp_path, op_timeout_ms=1000)
+    stopped = None
+    try:
+        path, stopped = empty_file_and_its_first_server(c, m, "g")
+        fd = os.open(path, os.O_WRONLY)
+        dfd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, 4096)   # page-aligned, as O_DIRECT may want
+        os.kill(c.pid(stopped), signal.SIGSTOP)
+        assert os.write(fd, b"y" * 4096) == 4096
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno in (errno.ETIMEDOUT, errno.EIO)
+        t0 = time.monotonic()
+        with pytest.raises(OSError):
+            os.pwritev(dfd, [memoryview(buf)], 0)
+        assert time.monotonic() - t0 >= 0.9, "the O_DIRECT write did not wait"
+        os.kill(c.pid(stopped), signal.SIGCONT)
+        stopped = None
+        # Once the server answers again, the same descriptors work.
+        assert os.write(fd, b"z" * 4096) == 4096
+        os.fsync(fd)
+        os.close(dfd)
+        os.close(fd)
+    finally:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        m.stop()
