@@ -53,6 +53,7 @@
 #define RPC_HANDSHAKE_MAXFRAME 4096 /* HELLO and AUTH replies are tiny */
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
+#define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -161,13 +162,13 @@ static int rpc_cond_init(pthread_cond_t *cond)
  * went out), or -EIO.  MSG_NOSIGNAL: a dead peer must not kill the process
  * with SIGPIPE.
  */
-static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
-			size_t *sent)
+static int rpc_send_flags(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
+			  size_t *sent, int more)
 {
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t w = send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT | more);
 
 		if (w > 0) {
 			done += (size_t)w;
@@ -196,6 +197,12 @@ static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms
 	}
 	*sent = done;
 	return 0;
+}
+
+static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
+			size_t *sent)
+{
+	return rpc_send_flags(fd, p, n, deadline_ms, sent, 0);
 }
 
 /* Reads exactly @n bytes before the deadline (handshake only).  0, -ETIMEDOUT, -EIO. */
@@ -818,9 +825,9 @@ static void rpc_count(struct orch_client *cl, uint16_t type)
  * call on it fails.
  */
 static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_buf *frame,
-			  uint64_t deadline_ms)
+			  const struct orch_str *tail, uint64_t deadline_ms)
 {
-	size_t sent = 0;
+	size_t sent = 0, tail_sent = 0;
 	int fd, error;
 
 	pthread_mutex_lock(&c->c_send_lock);
@@ -831,7 +838,12 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
 		pthread_mutex_unlock(&c->c_send_lock);
 		return -EIO;
 	}
-	error = rpc_send_all(fd, frame->b_data, frame->b_len, deadline_ms, &sent);
+	error = rpc_send_flags(fd, frame->b_data, frame->b_len, deadline_ms, &sent,
+			       tail->len ? MSG_MORE : 0);
+	if (!error && tail->len)
+		error = rpc_send_all(fd, (const uint8_t *)tail->s, tail->len, deadline_ms,
+				     &tail_sent);
+	sent += tail_sent;
 	if (error && (error != -ETIMEDOUT || sent > 0)) {
 		/* A reader would notice; with none, the calls waiting would not. */
 		pthread_mutex_lock(&c->c_lock);
@@ -845,9 +857,19 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
 	return error;
 }
 
+/* True if requests of @type end with data (D), which can follow the frame. */
+static bool rpc_data_last(uint16_t type)
+{
+	const char *f = orch_msg_fields(type, false);
+	size_t n = f ? strlen(f) : 0;
+
+	return n && f[n - 1] == 'D';
+}
+
 int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_call **out)
 {
+	struct orch_str tail = { 0 };
 	struct orch_msg m;
 	struct orch_call *call;
 	struct orch_buf frame;
@@ -877,7 +899,10 @@ int orch_client_send(struct orch_client *cl, unsigned int server, const struct o
 	m.reqid = call->ca_reqid;
 	m.flags = 0;
 	orch_buf_init(&frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
-	error = orch_msg_encode(&frame, &m);
+	/* Large data (a WRITE) goes from the caller's buffer, not copied into the frame. */
+	if (rpc_data_last(req->type) && req->data.len >= RPC_TAIL_MIN)
+		tail = req->data;
+	error = tail.len ? orch_msg_encode_head(&frame, &m) : orch_msg_encode(&frame, &m);
 	if (error) {
 		error = error == -ENOMEM ? -ENOMEM : -EINVAL;
 		goto out_free_frame;
@@ -890,7 +915,7 @@ int orch_client_send(struct orch_client *cl, unsigned int server, const struct o
 	rpc_table_insert(c, call);
 	pthread_mutex_unlock(&c->c_lock);
 
-	error = rpc_conn_write(c, gen, &frame, call->ca_deadline_ms);
+	error = rpc_conn_write(c, gen, &frame, &tail, call->ca_deadline_ms);
 	if (error) {
 		pthread_mutex_lock(&c->c_lock);
 		if (call->ca_queued)

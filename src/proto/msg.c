@@ -252,16 +252,27 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 	return 0;
 }
 
-int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m)
+/* @head: the last field, data, is left out but for its length (orch_msg_encode_head). */
+static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 {
 	const struct msg_desc *d = msg_find(m->type);
 	bool reply = m->flags & ORCH_FRAME_REPLY;
 	struct orch_frame_hdr h;
-	size_t start = b->b_len;
+	size_t start = b->b_len, tail = 0;
 	int error;
 
 	if (!d)
 		return -EINVAL;
+	if (head) {
+		const char *f = reply ? d->rep : d->req;
+		size_t n = strlen(f);
+
+		if (n == 0 || f[n - 1] != 'D' || (reply && m->status))
+			return -EINVAL;
+		if (m->data.len > ORCH_IO_MAX)
+			return -EINVAL;
+		tail = m->data.len;
+	}
 	error = orch_buf_reserve(b, ORCH_FRAME_HDR);
 	if (error)
 		return error;
@@ -270,6 +281,10 @@ int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m)
 		orch_wr_u32(b, orch_errno_to_status(m->status));
 	if (!reply || m->status == 0) {
 		for (const char *f = reply ? d->rep : d->req; *f; f++) {
+			if (head && f[1] == '\0') {
+				orch_wr_u32(b, (uint32_t)tail);   /* the bytes follow */
+				break;
+			}
 			error = field_encode(b, *f, m);
 			if (error)
 				goto out_truncate;
@@ -279,12 +294,12 @@ int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m)
 		error = b->b_err;
 		goto out_truncate;
 	}
-	if (b->b_len - start - ORCH_FRAME_HDR > ORCH_MAXFRAME) {
+	if (b->b_len - start - ORCH_FRAME_HDR + tail > ORCH_MAXFRAME) {
 		error = -EMSGSIZE;
 		goto out_truncate;
 	}
 	h = (struct orch_frame_hdr){
-		.length = (uint32_t)(b->b_len - start - ORCH_FRAME_HDR),
+		.length = (uint32_t)(b->b_len - start - ORCH_FRAME_HDR + tail),
 		.type = m->type,
 		.version = ORCH_PROTO_VERSION,
 		.flags = m->flags,
@@ -296,6 +311,16 @@ out_truncate:
 	if (!b->b_err)
 		b->b_len = start;
 	return error;
+}
+
+int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m)
+{
+	return msg_encode(b, m, false);
+}
+
+int orch_msg_encode_head(struct orch_buf *b, const struct orch_msg *m)
+{
+	return msg_encode(b, m, true);
 }
 
 /* --- Decode ------------------------------------------------------------------------ */

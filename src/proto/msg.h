@@ -115,6 +115,14 @@ struct orch_msg {
 int orch_msg_encode(struct orch_buf *b, const struct orch_msg *m);
 
 /*
+ * The same for a message whose last field is data (D), without the data's
+ * bytes: the frame's length counts them, and the caller sends m->data
+ * right after the frame, so a 1 MiB WRITE is not copied into the frame.
+ * -EINVAL also if the type's last field is not D.
+ */
+int orch_msg_encode_head(struct orch_buf *b, const struct orch_msg *m);
+
+/*
  * Decodes the payload of a frame whose header is @h.  Returns 0, -ENOSYS
  * for an unknown type (the caller answers AN2AN_UNKNOWN), -EPROTO for a
  * malformed payload, -ENOMEM.  On error *@m holds nothing to free.

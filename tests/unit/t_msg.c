@@ -900,6 +900,46 @@ ORCH_TEST(encode_rejects_over_limits)
 	orch_buf_fini(&b);
 }
 
+/*
+ * orch_msg_encode_head: the frame without the data's bytes, which follow it;
+ * together the same bytes as orch_msg_encode.  Refused where data is not
+ * the last field, and over the limit.
+ */
+ORCH_TEST(encode_head_leaves_trailing_data_out)
+{
+	static char data[70000];
+	struct orch_buf full, head;
+	struct orch_msg m;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 7);
+	orch_buf_init(&full, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	orch_buf_init(&head, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	orch_msg_init(&m, ORCH_CL2SV_WRITE);
+	m.reqid = 42;
+	m.handle = 0x1234;
+	m.offset = 1 << 20;
+	m.cred.uid = 7;
+	m.data = orch_str_of(data, sizeof(data));
+	ORCH_CHECK_RC(orch_msg_encode(&full, &m), 0);
+	ORCH_CHECK_RC(orch_msg_encode_head(&head, &m), 0);
+	ORCH_CHECK(head.b_len + sizeof(data) == full.b_len);
+	ORCH_CHECK(memcmp(head.b_data, full.b_data, head.b_len) == 0);
+	ORCH_CHECK(memcmp(full.b_data + head.b_len, data, sizeof(data)) == 0);
+
+	orch_msg_init(&m, ORCH_CL2SV_READ);   /* no data at all */
+	ORCH_CHECK_RC(orch_msg_encode_head(&head, &m), -EINVAL);
+	orch_msg_init(&m, ORCH_CL2SV_SETXATTR);   /* data, then nothing: allowed */
+	m.xname = orch_str_of("user.a", 6);
+	m.data = orch_str_of(data, 10);
+	ORCH_CHECK_RC(orch_msg_encode_head(&head, &m), 0);
+	orch_msg_init(&m, ORCH_CL2SV_WRITE);
+	m.data = orch_str_of(data, ORCH_IO_MAX + 1);
+	ORCH_CHECK_RC(orch_msg_encode_head(&head, &m), -EINVAL);
+	orch_buf_fini(&full);
+	orch_buf_fini(&head);
+}
+
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
 ORCH_TEST(status_mapping)
 {
