@@ -249,6 +249,8 @@ int main(int argc, char **argv)
 	}
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
+	if (sv_work_start(&sv))
+		ORCH_WARN("cannot start the data worker: dedupes and copies run on the loop");
 	ORCH_NOTICE("serving: server=%s index=%u address=%s:%u data_dir=%s", name, sv.s_index,
 		    sv.s_cfg.servers[idx].host, sv.s_cfg.servers[idx].port,
 		    sv.s_cfg.servers[idx].data_dir);
@@ -257,6 +259,7 @@ int main(int argc, char **argv)
 	status = error ? 1 : 0;
 	/* Writes still in the store's queue finish, and are answered if we can. */
 	sv_writes_wait(&sv);
+	sv_work_stop(&sv);
 	sv_admin_stop(&sv);
 	while (nlive)
 		orch_conn_close(live[nlive - 1], -ESHUTDOWN);

@@ -163,6 +163,22 @@ void sv_writes_wait(struct sv_server *sv);
  */
 void sv_writes_fini(struct sv_server *sv);
 
+/* --- The data worker (sv_work.c) ------------------------------------------------------ */
+
+/* Computes the reply @rep (initialised, status 0) to request @m, on the worker. */
+typedef void (*sv_work_fn)(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep);
+/* Starts the thread.  After the store and the loop exist.  0 or -errno. */
+int sv_work_start(struct sv_server *sv);
+/* Runs what is queued, then stops; the replies go out with the loop's last posts. */
+void sv_work_stop(struct sv_server *sv);
+/*
+ * Runs @fn for @m (its scalar fields: strings and data are not carried) on
+ * the worker and answers @r with its reply on the loop.  Without a worker,
+ * runs it at once.  Loop thread.
+ */
+void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+		    sv_work_fn fn);
+
 /* --- Other servers (sv_sv.c, intent.c) ------------------------------------------------ */
 
 int sv_peers_init(struct sv_server *sv);

@@ -1154,17 +1154,136 @@ static bool sv_copy_whole_rows(struct sv_server *sv, const struct orch_msg *m, u
 	return true;
 }
 
-static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+/*
+ * Calls @fn for each piece of the source range that this server holds, with
+ * where its destination lies; stops at the first non-zero return.
+ */
+static int sv_copy_pieces(struct sv_server *sv, const struct orch_msg *m,
+			  int (*fn)(void *arg, const struct orch_layout_pos *sp,
+				    const struct orch_layout_pos *dp, uint64_t n),
+			  void *arg)
 {
 	uint64_t off = m->offset, end = m->offset + m->size;
 	struct orch_layout_pos sp, dp;
-	struct copy_job *cj;
+	int rc = 0;
+
+	while (off < end && !rc) {
+		uint64_t n;
+
+		orch_layout_locate(&m->layout, off, &sp);
+		n = ORCH_MIN(sp.run, end - off);
+		if (sp.server == sv->s_index) {
+			orch_layout_locate(&m->layout2, m->offset2 + (off - m->offset), &dp);
+			n = ORCH_MIN(n, dp.run);
+			rc = fn(arg, &sp, &dp, n);
+		}
+		off += n;
+	}
+	return rc;
+}
+
+static int sv_copy_is_remote(void *arg, const struct orch_layout_pos *sp,
+			     const struct orch_layout_pos *dp, uint64_t n)
+{
+	(void)sp;
+	(void)n;
+	return dp->server != *(unsigned int *)arg;
+}
+
+struct copy_local {
+	struct sv_server *sv;
+	const struct orch_msg *m;
 	uint8_t *buf;
+	uint64_t copied;
+};
+
+static int sv_copy_local_piece(void *arg, const struct orch_layout_pos *sp,
+			       const struct orch_layout_pos *dp, uint64_t n)
+{
+	struct copy_local *cl = arg;
+	int error = sv_copy_local(cl->sv, cl->m, sp->local_off, dp->local_off, n, cl->buf);
+
+	if (!error)
+		cl->copied += n;
+	return error;
+}
+
+/* On the data worker: a copy whose pieces held here all stay here. */
+static void sv_copy_run(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep)
+{
+	struct copy_local cl = { .sv = sv, .m = m };
 	int error = 0;
 
+	cl.buf = malloc(ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
+	if (!cl.buf) {
+		rep->status = -ENOMEM;
+		return;
+	}
+	if (sv_copy_whole_rows(sv, m, cl.buf, &error))
+		cl.copied = m->size;
+	else
+		error = sv_copy_pieces(sv, m, sv_copy_local_piece, &cl);
+	free(cl.buf);
+	sv_flusher_dirty(sv);
+	rep->status = error;
+	rep->size = cl.copied;
+}
+
+struct copy_mixed {
+	struct sv_server *sv;
+	const struct orch_msg *m;
+	struct copy_job *cj;
+	uint8_t *buf;
+};
+
+/* A piece copied here, or read here and written by a peer (SV2SV_WRITE). */
+static int sv_copy_mixed_piece(void *arg, const struct orch_layout_pos *sp,
+			       const struct orch_layout_pos *dp, uint64_t n)
+{
+	struct copy_mixed *cm = arg;
+	struct sv_server *sv = cm->sv;
+	struct orch_msg w;
+	size_t got = 0;
+	int error;
+
+	if (dp->server == sv->s_index) {
+		error = sv_copy_local(sv, cm->m, sp->local_off, dp->local_off, n, cm->buf);
+		cm->cj->cj_copied += n;
+		return error;
+	}
+	if (dp->server >= sv->s_cfg.nservers)
+		return -EINVAL;
+	error = orch_store_read(sv->s_store, cm->m->handle, sp->local_off, cm->buf, n, &got);
+	if (error)
+		return error;
+	memset(cm->buf + got, 0, n - got); /* a hole, or past the object's end */
+	orch_msg_init(&w, ORCH_SV2SV_WRITE);
+	w.origin = sv->s_index;
+	w.handle = cm->m->handle2;
+	w.offset = dp->local_off;
+	w.data = orch_str_of((const char *)cm->buf, n);
+	cm->cj->cj_outstanding++;
+	sv_peer_call(sv, dp->server, &w, sv_copy_written, cm->cj);
+	cm->cj->cj_copied += n;
+	return 0;
+}
+
+static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct copy_mixed cm;
+	struct copy_job *cj;
+	uint8_t *buf;
+	int error;
+
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
-	    m->size > SV_COPY_MAX || end < off || m->offset2 + m->size < m->offset2) {
+	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
+	    m->offset2 + m->size < m->offset2) {
 		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	/* Nothing to send to a peer (cp of a file to one of its layout): off the loop. */
+	if (!sv_copy_pieces(sv, m, sv_copy_is_remote, &sv->s_index)) {
+		sv_work_submit(sv, r, m, sv_copy_run);
 		return;
 	}
 	cj = calloc(1, sizeof(*cj));
@@ -1177,49 +1296,8 @@ static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct o
 	}
 	cj->cj_req = r;
 	cj->cj_outstanding = 1;
-	if (sv_copy_whole_rows(sv, m, buf, &error)) {
-		cj->cj_copied = m->size;
-		off = end;
-	}
-	while (off < end && !error) {
-		uint64_t n, dst;
-		size_t got = 0;
-
-		orch_layout_locate(&m->layout, off, &sp);
-		n = ORCH_MIN(sp.run, end - off);
-		if (sp.server != sv->s_index) {
-			off += n;
-			continue;
-		}
-		dst = m->offset2 + (off - m->offset);
-		orch_layout_locate(&m->layout2, dst, &dp);
-		n = ORCH_MIN(n, dp.run);
-		if (dp.server == sv->s_index) {
-			error = sv_copy_local(sv, m, sp.local_off, dp.local_off, n, buf);
-			cj->cj_copied += n;
-			off += n;
-			continue;
-		}
-		error = orch_store_read(sv->s_store, m->handle, sp.local_off, buf, n, &got);
-		if (error)
-			break;
-		memset(buf + got, 0, n - got); /* a hole, or past the object's end */
-		if (dp.server < sv->s_cfg.nservers) {
-			struct orch_msg w;
-
-			orch_msg_init(&w, ORCH_SV2SV_WRITE);
-			w.origin = sv->s_index;
-			w.handle = m->handle2;
-			w.offset = dp.local_off;
-			w.data = orch_str_of((const char *)buf, n);
-			cj->cj_outstanding++;
-			sv_peer_call(sv, dp.server, &w, sv_copy_written, cj);
-		} else {
-			error = -EINVAL;
-		}
-		cj->cj_copied += n;
-		off += n;
-	}
+	cm = (struct copy_mixed){ .sv = sv, .m = m, .cj = cj, .buf = buf };
+	error = sv_copy_pieces(sv, m, sv_copy_mixed_piece, &cm);
 	free(buf);
 	if (error && !cj->cj_error)
 		cj->cj_error = error;
@@ -1272,23 +1350,17 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	return 0;
 }
 
-static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+/* On the data worker: compares (and shares) every piece held here. */
+static void sv_dedupe_run(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep)
 {
 	uint64_t off = m->offset, end = m->offset + m->size, deduped = 0;
 	struct orch_layout_pos sp, dp;
-	struct orch_msg rep;
 	uint8_t *buf;
 	int error = 0;
 
-	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
-	    m->size > SV_COPY_MAX || end < off || m->offset2 + m->size < m->offset2 ||
-	    m->flags32 & ~ORCH_DEDUPE_COMPARE) {
-		sv_reply_status(r, -EINVAL);
-		return;
-	}
 	buf = malloc(2 * ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
 	if (!buf) {
-		sv_reply_status(r, -ENOMEM);
+		rep->status = -ENOMEM;
 		return;
 	}
 	while (off < end && !error) {
@@ -1305,10 +1377,19 @@ static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_
 	free(buf);
 	if (!error && !(m->flags32 & ORCH_DEDUPE_COMPARE))
 		sv_flusher_dirty(sv);
-	orch_msg_init(&rep, 0);
-	rep.status = error;
-	rep.size = deduped;
-	sv_reply(r, &rep);
+	rep->status = error;
+	rep->size = deduped;
+}
+
+static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
+	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
+	    m->offset2 + m->size < m->offset2 || m->flags32 & ~ORCH_DEDUPE_COMPARE) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	sv_work_submit(sv, r, m, sv_dedupe_run);
 }
 
 /*

@@ -280,3 +280,47 @@ def test_dedupe_scan_finds_identical_blocks(cluster3, tmp_path):
     out = c.cli("dedupe", "--scan", "/").stdout
     assert " 0 bytes deduplicated" in out, out
     scrub_clean(c)
+
+
+def test_dedupe_runs_beside_the_loop(tmp_path):
+    """A dedupe runs on the server's data worker: while one is held there
+    (a test gate, ORCH_TEST_WORK_GATE), the server keeps answering other
+    requests; released, it completes."""
+    from cluster import ORCHARD, Cluster, wait_until
+    c = Cluster(tmp_path / "c", nservers=1)
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    c.start("s0", env={"ORCH_TEST_WORK_GATE": gate})
+    w = p = None
+    try:
+        data = os.urandom(MiB)
+        (tmp_path / "a").write_bytes(data)
+        c.cli("put", str(tmp_path / "a"), "/a")
+        c.cli("put", str(tmp_path / "a"), "/b")
+        p = subprocess.Popen([ORCHARD, "-c", c.conf, "dedupe", "/a", "/b"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def worker_holds_a_job():
+            nonlocal w
+            try:   # succeeds once the worker opened the gate: a job waits there
+                w = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return False
+            return True
+        wait_until(worker_holds_a_job, what="the dedupe to reach the data worker")
+        # Held; the loop answers a read and the stats meanwhile.
+        c.cli("get", "/a", str(tmp_path / "back"))
+        assert (tmp_path / "back").read_bytes() == data
+        assert c.requests().get("CL2SV_DEDUPE", 0) == 1
+        assert p.poll() is None
+        os.write(w, b"xx")   # the compare pass, then the share pass
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "deduplicated %d bytes" % MiB in out
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        if w is not None:
+            os.close(w)
+        c.stop_all()
