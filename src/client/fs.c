@@ -662,10 +662,10 @@ int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
 	return 0;
 }
 
-/* A write in flight: its WRITE requests, one per piece. */
+/* A write in flight: its WRITE requests. */
 struct orch_fs_wio {
-	size_t n;
-	struct orch_call *calls[];
+	size_t n, cap;
+	struct orch_call **calls;
 };
 
 int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w)
@@ -680,96 +680,112 @@ int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w)
 		if (rc && !error)
 			error = rc;
 	}
+	free(w->calls);
 	free(w);
 	return error;
 }
 
-/* Sends one WRITE of @len bytes at @local_off of @server's object. */
-static int fs_write_piece(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-			  unsigned int server, uint64_t local_off, const uint8_t *p, size_t len,
-			  struct orch_fs_wio *w, size_t max)
+/*
+ * Sends one WRITE at @local_off of @server's object, its data the @n
+ * buffers of @iov (at most ORCH_CLIENT_IOV_MAX, ORCH_IO_MAX bytes).
+ */
+static int fs_write_send_one(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			     unsigned int server, uint64_t local_off, const struct iovec *iov,
+			     int n, struct orch_fs_wio *w)
 {
-	for (size_t at = 0, n; at < len; at += n) {
-		struct orch_msg req;
-		int error;
+	struct orch_msg req;
+	int error;
 
-		if (w->n == max)
-			return -EINVAL;   /* cannot happen: the bound of the caller */
-		n = ORCH_MIN(len - at, (size_t)ORCH_IO_MAX);
-		fs_req_init(&req, ORCH_CL2SV_WRITE, cred);
-		req.handle = h;
-		req.offset = local_off + at;
-		req.data = orch_str_of((const char *)p + at, n);
-		error = orch_client_send(cl, server, &req, &w->calls[w->n]);
-		if (error)
-			return error;
-		w->n++;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 8;
+		struct orch_call **v = realloc(w->calls, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		w->calls = v;
+		w->cap = cap;
 	}
-	return 0;
+	fs_req_init(&req, ORCH_CL2SV_WRITE, cred);
+	req.handle = h;
+	req.offset = local_off;
+	error = orch_client_send_iov(cl, server, &req, iov, n, &w->calls[w->n]);
+	if (!error)
+		w->n++;
+	return error;
 }
 
-/* One server's share of a striped write. */
-struct fs_gather {
+/* One server's share of a chunk of a write: its pieces, in its object's order. */
+struct fs_share {
 	unsigned int server;
 	uint64_t local_off;   /* of its first byte */
-	size_t len;
-	unsigned int pieces;
-	const uint8_t *first; /* the piece itself, when it is the only one */
-	uint8_t *buf;         /* the pieces copied together, when there are more */
+	int npieces;
+	struct iovec *iov;    /* npieces of them, into the caller's buffer */
 };
 
 /*
  * A range of a file is contiguous in each server's object (a server's
- * strips follow each other there), so a striped write is one WRITE per
- * server, its strips copied together, rather than one per strip: fewer
- * frames, fewer store operations and larger extents, for one copy.
+ * strips follow each other there), so a chunk of at most ORCH_IO_MAX bytes
+ * is one WRITE per server, its strips sent from the caller's buffer one
+ * after the other (orch_client_send_iov), rather than one WRITE per strip:
+ * fewer frames and store operations, larger extents, and no copy.
  */
-static int fs_write_gathered(struct orch_client *cl, const struct orch_cred *cred,
-			     const struct orch_attr *a, uint64_t off, const uint8_t *buf,
-			     size_t len, struct orch_fs_wio *w, size_t max)
+static int fs_write_chunk(struct orch_client *cl, const struct orch_cred *cred,
+			  const struct orch_attr *a, uint64_t off, const uint8_t *buf,
+			  size_t len, struct orch_fs_wio *w)
 {
 	const struct orch_layout *l = &a->layout;
-	size_t ng = 0, cap = ORCH_MIN((size_t)l->stripe_count, len / l->strip_size + 2);
-	struct fs_gather *g = calloc(cap, sizeof(*g));
+	size_t cap = ORCH_MIN((size_t)l->stripe_count, len / l->strip_size + 2);
+	size_t maxpieces = len / l->strip_size + 2, used = 0, ns = 0;
+	struct fs_share *sh = calloc(cap, sizeof(*sh));
+	struct iovec *iov = calloc(maxpieces, sizeof(*iov));
 	struct orch_layout_pos lp;
-	int error = g ? 0 : -ENOMEM;
+	int error = sh && iov ? 0 : -ENOMEM;
 
-	/* Pass 1: each server's range; pass 2: the copies. */
+	/* Pass 1 counts each server's pieces; pass 2 places them. */
 	for (int pass = 0; pass < 2 && !error; pass++) {
 		for (size_t pos = 0, n, i; pos < len && !error; pos += n) {
 			orch_layout_locate(l, off + pos, &lp);
 			n = (size_t)ORCH_MIN(lp.run, (uint64_t)(len - pos));
-			for (i = 0; i < ng && g[i].server != lp.server; i++)
+			for (i = 0; i < ns && sh[i].server != lp.server; i++)
 				;
 			if (pass == 1) {
-				if (g[i].buf)
-					memcpy(g[i].buf + (lp.local_off - g[i].local_off), buf + pos,
-					       n);
+				sh[i].iov[sh[i].npieces++] = (struct iovec){
+					.iov_base = (void *)(uintptr_t)(buf + pos), .iov_len = n };
 				continue;
 			}
-			if (i == ng) {
-				if (ng == cap) {
+			if (i == ns) {
+				if (ns == cap) {
 					error = -EINVAL;   /* cannot happen: at most cap servers */
 					break;
 				}
-				g[ng++] = (struct fs_gather){ .server = lp.server,
-							      .local_off = lp.local_off,
-							      .first = buf + pos };
+				sh[ns++] = (struct fs_share){ .server = lp.server,
+							      .local_off = lp.local_off };
 			}
-			g[i].len += n;
-			g[i].pieces++;
+			sh[i].npieces++;
 		}
-		for (size_t i = 0; pass == 0 && i < ng && !error; i++) {
-			if (g[i].pieces > 1 && !(g[i].buf = malloc(g[i].len)))
-				error = -ENOMEM;
+		for (size_t i = 0; pass == 0 && i < ns && !error; i++) {
+			if (used + (size_t)sh[i].npieces > maxpieces) {
+				error = -EINVAL;   /* cannot happen: len / strip + 2 pieces */
+				break;
+			}
+			sh[i].iov = iov + used;
+			used += (size_t)sh[i].npieces;
+			sh[i].npieces = 0;
 		}
 	}
-	for (size_t i = 0; i < ng && !error; i++)
-		error = fs_write_piece(cl, cred, a->handle, g[i].server, g[i].local_off,
-				       g[i].buf ? g[i].buf : g[i].first, g[i].len, w, max);
-	for (size_t i = 0; i < ng; i++)
-		free(g[i].buf);
-	free(g);
+	for (size_t i = 0; i < ns && !error; i++) {
+		uint64_t at = sh[i].local_off;
+
+		for (int k = 0, n; k < sh[i].npieces && !error; k += n) {
+			n = ORCH_MIN(sh[i].npieces - k, ORCH_CLIENT_IOV_MAX);
+			error = fs_write_send_one(cl, cred, a->handle, sh[i].server, at,
+						  sh[i].iov + k, n, w);
+			for (int j = k; j < k + n; j++)
+				at += sh[i].iov[j].iov_len;
+		}
+	}
+	free(iov);
+	free(sh);
 	return error;
 }
 
@@ -777,26 +793,21 @@ int orch_fs_write_send(struct orch_client *cl, const struct orch_cred *cred,
 		       const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
 		       struct orch_fs_wio **out)
 {
-	const struct orch_layout *l = &a->layout;
 	struct orch_fs_wio *w;
-	size_t max;
-	int error;
+	int error = 0;
 
 	*out = NULL;
-	if (!orch_layout_is_valid(l))
+	if (!orch_layout_is_valid(&a->layout))
 		return -EINVAL;
 	if (off > UINT64_MAX - len)
 		return -EFBIG;
-	/* Per server: its bytes / ORCH_IO_MAX + 1; at most len / strip + 2 servers. */
-	max = len / ORCH_IO_MAX + ORCH_MIN((size_t)l->stripe_count, len / l->strip_size + 2);
-	w = malloc(sizeof(*w) + max * sizeof(w->calls[0]));
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->n = 0;
-	if (l->stripe_count == 1)   /* the object is the file */
-		error = fs_write_piece(cl, cred, a->handle, 0, off, buf, len, w, max);
-	else
-		error = fs_write_gathered(cl, cred, a, off, buf, len, w, max);
+	for (size_t at = 0, n; at < len && !error; at += n) {
+		n = ORCH_MIN(len - at, (size_t)ORCH_IO_MAX);
+		error = fs_write_chunk(cl, cred, a, off + at, (const uint8_t *)buf + at, n, w);
+	}
 	if (error) {
 		orch_fs_write_wait(cl, w);   /* what was sent is waited for */
 		return error;

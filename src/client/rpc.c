@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
+#define RPC_TAIL_IOV_MAX ORCH_CLIENT_IOV_MAX
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -162,16 +164,30 @@ static int rpc_cond_init(pthread_cond_t *cond)
  * went out), or -EIO.  MSG_NOSIGNAL: a dead peer must not kill the process
  * with SIGPIPE.
  */
-static int rpc_send_flags(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
-			  size_t *sent, int more)
+/*
+ * Sends @cnt buffers (@iov is consumed) before the deadline, in one
+ * sendmsg where the socket takes them.  *@sent gets the bytes that left.
+ * 0, -ETIMEDOUT or -EIO.
+ */
+static int rpc_send_iov(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms, size_t *sent)
 {
 	size_t done = 0;
 
-	while (done < n) {
-		ssize_t w = send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+	while (cnt > 0) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (w > 0) {
 			done += (size_t)w;
+			while (cnt > 0 && (size_t)w >= iov->iov_len) {
+				w -= (ssize_t)iov->iov_len;
+				iov++;
+				cnt--;
+			}
+			if (cnt > 0) {
+				iov->iov_base = (char *)iov->iov_base + w;
+				iov->iov_len -= (size_t)w;
+			}
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -202,7 +218,9 @@ static int rpc_send_flags(int fd, const uint8_t *p, size_t n, uint64_t deadline_
 static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
 			size_t *sent)
 {
-	return rpc_send_flags(fd, p, n, deadline_ms, sent, 0);
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)p, .iov_len = n };
+
+	return rpc_send_iov(fd, &iov, 1, deadline_ms, sent);
 }
 
 /* Reads exactly @n bytes before the deadline (handshake only).  0, -ETIMEDOUT, -EIO. */
@@ -824,10 +842,12 @@ static void rpc_count(struct orch_client *cl, uint16_t type)
  * desynchronise the stream, so that case shuts the socket down and every
  * call on it fails.
  */
+/* Writes the frame, then the @ntail buffers of data that follow it. */
 static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_buf *frame,
-			  const struct orch_str *tail, uint64_t deadline_ms)
+			  const struct iovec *tail, int ntail, uint64_t deadline_ms)
 {
-	size_t sent = 0, tail_sent = 0;
+	struct iovec iov[1 + RPC_TAIL_IOV_MAX];
+	size_t sent = 0;
 	int fd, error;
 
 	pthread_mutex_lock(&c->c_send_lock);
@@ -838,12 +858,10 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
 		pthread_mutex_unlock(&c->c_send_lock);
 		return -EIO;
 	}
-	error = rpc_send_flags(fd, frame->b_data, frame->b_len, deadline_ms, &sent,
-			       tail->len ? MSG_MORE : 0);
-	if (!error && tail->len)
-		error = rpc_send_all(fd, (const uint8_t *)tail->s, tail->len, deadline_ms,
-				     &tail_sent);
-	sent += tail_sent;
+	iov[0] = (struct iovec){ .iov_base = frame->b_data, .iov_len = frame->b_len };
+	if (ntail)
+		memcpy(iov + 1, tail, (size_t)ntail * sizeof(*tail));
+	error = rpc_send_iov(fd, iov, 1 + ntail, deadline_ms, &sent);
 	if (error && (error != -ETIMEDOUT || sent > 0)) {
 		/* A reader would notice; with none, the calls waiting would not. */
 		pthread_mutex_lock(&c->c_lock);
@@ -866,10 +884,15 @@ static bool rpc_data_last(uint16_t type)
 	return n && f[n - 1] == 'D';
 }
 
-int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
-		     struct orch_call **out)
+/*
+ * orch_client_send, with the data of a request that ends with it sent from
+ * @tail (@ntail buffers; req->data is then ignored), not copied.
+ */
+static int rpc_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		    const struct iovec *tail, int ntail, struct orch_call **out)
 {
-	struct orch_str tail = { 0 };
+	struct iovec one;
+	size_t tail_len = 0;
 	struct orch_msg m;
 	struct orch_call *call;
 	struct orch_buf frame;
@@ -900,9 +923,19 @@ int orch_client_send(struct orch_client *cl, unsigned int server, const struct o
 	m.flags = 0;
 	orch_buf_init(&frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	/* Large data (a WRITE) goes from the caller's buffer, not copied into the frame. */
-	if (rpc_data_last(req->type) && req->data.len >= RPC_TAIL_MIN)
-		tail = req->data;
-	error = tail.len ? orch_msg_encode_head(&frame, &m) : orch_msg_encode(&frame, &m);
+	if (!ntail && rpc_data_last(req->type) && req->data.len >= RPC_TAIL_MIN) {
+		one = (struct iovec){ .iov_base = (void *)(uintptr_t)req->data.s,
+				      .iov_len = req->data.len };
+		tail = &one;
+		ntail = 1;
+	}
+	for (int i = 0; i < ntail; i++)
+		tail_len += tail[i].iov_len;
+	m.data = orch_str_of(ntail ? NULL : req->data.s, ntail ? (uint32_t)tail_len : req->data.len);
+	if (ntail > RPC_TAIL_IOV_MAX || tail_len > ORCH_IO_MAX || (ntail && !rpc_data_last(req->type)))
+		error = -EINVAL;
+	else
+		error = ntail ? orch_msg_encode_head(&frame, &m) : orch_msg_encode(&frame, &m);
 	if (error) {
 		error = error == -ENOMEM ? -ENOMEM : -EINVAL;
 		goto out_free_frame;
@@ -915,7 +948,7 @@ int orch_client_send(struct orch_client *cl, unsigned int server, const struct o
 	rpc_table_insert(c, call);
 	pthread_mutex_unlock(&c->c_lock);
 
-	error = rpc_conn_write(c, gen, &frame, &tail, call->ca_deadline_ms);
+	error = rpc_conn_write(c, gen, &frame, tail, ntail, call->ca_deadline_ms);
 	if (error) {
 		pthread_mutex_lock(&c->c_lock);
 		if (call->ca_queued)
@@ -931,6 +964,18 @@ out_free_frame:
 	orch_buf_fini(&frame);
 	rpc_call_free(call);
 	return error;
+}
+
+int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		     struct orch_call **out)
+{
+	return rpc_send(cl, server, req, NULL, 0, out);
+}
+
+int orch_client_send_iov(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+			 const struct iovec *data, int n, struct orch_call **out)
+{
+	return rpc_send(cl, server, req, data, n, out);
 }
 
 /* Decodes the reply a call received.  Consumes call->ca_payload. */

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "common/cfg.h"
 #include "proto/msg.h"
@@ -70,6 +71,16 @@ int orch_client_send(struct orch_client *cl, unsigned int server,
 		     const struct orch_msg *req, struct orch_call **out);
 int orch_client_wait(struct orch_client *cl, struct orch_call *call,
 		     struct orch_reply *rep);
+
+/*
+ * orch_client_send for a request whose last field is data (a WRITE), the
+ * data given as @n buffers sent one after the other without being copied
+ * (req->data is ignored): at most ORCH_CLIENT_IOV_MAX buffers and
+ * ORCH_IO_MAX bytes in all, else -EINVAL.
+ */
+#define ORCH_CLIENT_IOV_MAX 64
+int orch_client_send_iov(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+			 const struct iovec *data, int n, struct orch_call **out);
 
 /*
  * Per-type request counts sent by this client since creation (for
