@@ -58,12 +58,14 @@ def test_reads_see_writes_in_flight(cluster2, tmp_path, wb_kb):
         m.stop()
 
 
-def empty_file_and_its_first_server(c, m, name):
-    """Creates @name on mount @m; returns its path and the name of the
-    server that holds its byte 0 (the layout's first server)."""
+def file_and_its_first_server(c, m, name):
+    """Creates @name on mount @m with one block, fsynced, so that the mount
+    is connected to every server of its layout; returns its path and the
+    name of the server that holds its byte 0 (the layout's first server)."""
     path = m.path(name)
-    with open(path, "wb"):
-        pass
+    with open(path, "wb") as f:
+        f.write(b"w" * 4096)
+        os.fsync(f.fileno())
     return path, c.names[stat_layout(c, "/" + name)["first_server"]]
 
 
@@ -74,7 +76,7 @@ def test_write_error_reported_at_close(cluster2, tmp_path):
     m = mount(c, tmp_path, op_timeout_ms=1000)
     stopped = None
     try:
-        path, stopped = empty_file_and_its_first_server(c, m, "f")
+        path, stopped = file_and_its_first_server(c, m, "f")
         fd = os.open(path, os.O_WRONLY)
         os.kill(c.pid(stopped), signal.SIGSTOP)
         t0 = time.monotonic()
@@ -95,10 +97,13 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
     c = cluster2
     m = mount(c, tmp_path, op_timeout_ms=1000)
     stopped = None
+    fds = []
     try:
-        path, stopped = empty_file_and_its_first_server(c, m, "g")
+        path, stopped = file_and_its_first_server(c, m, "g")
         fd = os.open(path, os.O_WRONLY)
+        fds.append(fd)
         dfd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+        fds.append(dfd)
         buf = mmap.mmap(-1, 4096)   # page-aligned, as O_DIRECT may want
         os.kill(c.pid(stopped), signal.SIGSTOP)
         assert os.write(fd, b"y" * 4096) == 4096
@@ -114,9 +119,9 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
         # Once the server answers again, the same descriptors work.
         assert os.write(fd, b"z" * 4096) == 4096
         os.fsync(fd)
-        os.close(dfd)
-        os.close(fd)
     finally:
         if stopped:
             os.kill(c.pid(stopped), signal.SIGCONT)
+        for f in fds:
+            os.close(f)
         m.stop()
