@@ -691,6 +691,7 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	struct orch_dirent target;
 	uint32_t victim_type = 0;
 	int nin = 0, error;
+	bool wait;
 
 	if (!sv_is_local(sv, m->newparent)) {
 		sv_rename_remote(sv, r, m);
@@ -761,10 +762,14 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	if (error)
 		goto out_free;
 	sv_flusher_dirty(sv);
-	/* The last intent carries the reply, so the caller sees the moved parent. */
+	/*
+	 * The last intent carries the reply, so the caller sees the moved
+	 * parent; nobody waits for freeing data.  Starting consumes an intent.
+	 */
+	wait = nin && ins[nin - 1]->i_kind != SV_INTENT_FREE_DATA;
 	for (int i = 0; i < nin; i++)
-		sv_intent_start(sv, ins[i], i == nin - 1 && ins[i]->i_kind != SV_INTENT_FREE_DATA ? r : NULL);
-	if (nin && ins[nin - 1]->i_kind != SV_INTENT_FREE_DATA)
+		sv_intent_start(sv, ins[i], i == nin - 1 && wait ? r : NULL);
+	if (wait)
 		return;
 	goto out_reply;
 out_abort:
@@ -1482,6 +1487,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_RMDIR_INODE:
 	case ORCH_SV2SV_NLINK_ADJ:
 	case ORCH_SV2SV_DATA_DELETE:
+	case ORCH_SV2SV_DATA_DELETE_MANY:
 	case ORCH_SV2SV_DATA_TRUNCATE:
 	case ORCH_SV2SV_SET_PARENT:
 	case ORCH_SV2SV_RENAME_IN:
