@@ -112,17 +112,14 @@ static int dirent_sticky_check(struct orch_meta *m, const struct orch_cred *cred
 
 /* --- Lookup ------------------------------------------------------------------- */
 
-int orch_meta_lookup(struct orch_meta *m, const struct orch_cred *cred,
-		     uint64_t parent, const char *name, size_t namelen,
-		     struct orch_dirent *out)
+static int dirent_lookup_(struct orch_meta *m, const struct orch_cred *cred,
+			  uint64_t parent, const char *name, size_t namelen,
+			  struct orch_dirent *out)
 {
 	struct orch_inode_irec dir;
 	struct orch_dirent_irec de;
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
-	if (error)
-		return error;
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
@@ -135,6 +132,22 @@ int orch_meta_lookup(struct orch_meta *m, const struct orch_cred *cred,
 	if (de.d_state == ORCH_DIRENT_PENDING)
 		return -ENOENT;
 	return dirent_fill(m, parent, name, namelen, &de, out);
+}
+
+int orch_meta_lookup(struct orch_meta *m, const struct orch_cred *cred,
+		     uint64_t parent, const char *name, size_t namelen,
+		     struct orch_dirent *out)
+{
+	bool began;
+	int error;
+
+	error = orch_mdb_name_check(name, namelen);
+	if (error)
+		return error;
+	began = orch_mdb_read_begin(m);
+	error = dirent_lookup_(m, cred, parent, name, namelen, out);
+	orch_mdb_read_end(m, began);
+	return error;
 }
 
 /* --- Create ------------------------------------------------------------------- */
@@ -449,18 +462,35 @@ int orch_meta_dirent_set_busy(struct orch_meta *m, uint64_t parent, const char *
 
 /* --- Unlink --------------------------------------------------------------------- */
 
-/* Linux may_delete() order: exists, permission, sticky, type, emptiness. */
+static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cred,
+				uint64_t parent, const char *name, size_t namelen,
+				bool want_dir, struct orch_dirent *out);
+
 int orch_meta_unlink_check(struct orch_meta *m, const struct orch_cred *cred,
 			   uint64_t parent, const char *name, size_t namelen,
 			   bool want_dir, struct orch_dirent *out)
 {
-	struct orch_inode_irec dir;
-	struct orch_dirent_irec de;
+	bool began;
 	int error;
 
 	error = orch_mdb_name_check(name, namelen);
 	if (error)
 		return error;
+	began = orch_mdb_read_begin(m);
+	error = dirent_unlink_check_(m, cred, parent, name, namelen, want_dir, out);
+	orch_mdb_read_end(m, began);
+	return error;
+}
+
+/* Linux may_delete() order: exists, permission, sticky, type, emptiness. */
+static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cred,
+				uint64_t parent, const char *name, size_t namelen,
+				bool want_dir, struct orch_dirent *out)
+{
+	struct orch_inode_irec dir;
+	struct orch_dirent_irec de;
+	int error;
+
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;

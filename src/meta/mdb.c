@@ -224,6 +224,27 @@ int orch_mdb_op_end(struct orch_meta *m, int error)
 	return 0;
 }
 
+/* --- Read transactions ------------------------------------------------------ */
+
+bool orch_mdb_read_begin(struct orch_meta *m)
+{
+	if (m->m_in_txn || !sqlite3_get_autocommit(m->m_db))
+		return false;
+	orch_mdb_stmt(m, MDB_BEGIN_READ);
+	return orch_mdb_exec(m, MDB_BEGIN_READ) == 0;
+}
+
+void orch_mdb_read_end(struct orch_meta *m, bool began)
+{
+	if (!began || sqlite3_get_autocommit(m->m_db))
+		return;
+	orch_mdb_stmt(m, MDB_COMMIT);
+	if (orch_mdb_exec(m, MDB_COMMIT) && !sqlite3_get_autocommit(m->m_db)) {
+		orch_mdb_stmt(m, MDB_ROLLBACK);
+		orch_mdb_exec(m, MDB_ROLLBACK);
+	}
+}
+
 /* --- Super table ----------------------------------------------------------- */
 
 int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)

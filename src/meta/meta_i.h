@@ -38,6 +38,7 @@
  */
 #define ORCH_MDB_STMTS(X)                                                      \
 	X(BEGIN, "BEGIN IMMEDIATE")                                            \
+	X(BEGIN_READ, "BEGIN")                                                 \
 	X(COMMIT, "COMMIT")                                                    \
 	X(ROLLBACK, "ROLLBACK")                                                \
 	X(SAVEPOINT, "SAVEPOINT orch_op")                                      \
@@ -170,6 +171,16 @@ static inline void orch_mdb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
  */
 int orch_mdb_op_begin(struct orch_meta *m);
 int orch_mdb_op_end(struct orch_meta *m, int error);
+
+/*
+ * Brackets the reads of one query made of several statements in one read
+ * transaction, unless a transaction is open already: on its own, each
+ * statement takes and drops the WAL read lock (two fcntl calls) and reads
+ * the WAL index header again.  read_begin returns whether it began one;
+ * pass that to read_end, which ends it.  Nothing is written in between.
+ */
+bool orch_mdb_read_begin(struct orch_meta *m);
+void orch_mdb_read_end(struct orch_meta *m, bool began);
 
 /* Creates every table in a new database. */
 int orch_mdb_schema_create(sqlite3 *db);

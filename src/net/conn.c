@@ -37,7 +37,11 @@ static void conn_update_events(struct orch_conn *c)
 		if (c->c_out.b_len > c->c_out_off)
 			ev |= EPOLLOUT;
 	}
-	orch_ev_mod(c->c_ev, c->c_fd, ev);
+	/* Every reply flushes: most of them change nothing, and cost no syscall. */
+	if (ev == c->c_events)
+		return;
+	if (orch_ev_mod(c->c_ev, c->c_fd, ev) == 0)
+		c->c_events = ev;
 }
 
 static struct orch_conn *conn_alloc(struct orch_ev *ev, int fd, const uint8_t *key,
@@ -107,6 +111,7 @@ int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
 	c->c_state = ORCH_CONN_ACCEPT_HELLO;
 	conn_peer_name(c);
 	error = orch_ev_add(ev, fd, EPOLLIN, conn_io, c);
+	c->c_events = EPOLLIN;
 	if (error) {
 		close(fd);
 		orch_buf_fini(&c->c_in);
@@ -153,6 +158,7 @@ int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
 	c->c_self = self;
 	snprintf(c->c_peer, sizeof(c->c_peer), "%s:%u", host, port);
 	error = orch_ev_add(ev, fd, EPOLLOUT, conn_io, c);
+	c->c_events = EPOLLOUT;
 	if (error) {
 		close(fd);
 		free(c);

@@ -58,6 +58,7 @@ struct orch_conn {
 	int c_refs;
 	bool c_closed;
 	bool c_reading;                 /* EPOLLIN armed (off under backpressure) */
+	uint32_t c_events;              /* what epoll watches for now */
 	enum orch_conn_state c_state;
 	struct orch_ev *c_ev;
 	const struct orch_conn_ops *c_ops;

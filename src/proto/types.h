@@ -42,6 +42,7 @@ static inline uint64_t orch_handle_make(unsigned int server, uint64_t counter)
 #define ORCH_XATTR_LIST_MAX 65536
 #define ORCH_IO_MAX (1u << 20)    /* one READ or WRITE */
 #define ORCH_READDIR_MAX 1024     /* entries in one READDIR reply */
+#define ORCH_DATA_DELETE_MANY_MAX 1024 /* handles in one SV2SV_DATA_DELETE_MANY */
 
 /* --- Layout ----------------------------------------------------------------- */
 

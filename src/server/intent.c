@@ -24,6 +24,14 @@
 #define INTENT_RETRY_MS 1000
 /* Peers forget their idempotency records of ours every this many intents. */
 #define INTENT_TRIM_EVERY 256
+/* FREE_DATA intents nobody waits for go out in batches of at most ... */
+#define INTENT_FREE_BATCH 256
+/* ... and the first of a batch waits at most this long for company. */
+#define INTENT_FREE_DELAY_MS 10
+
+#if INTENT_FREE_BATCH > ORCH_DATA_DELETE_MANY_MAX
+#error "a free-data batch must fit one SV2SV_DATA_DELETE_MANY"
+#endif
 
 struct intent_run {
 	struct sv_intent *ir_in;
@@ -37,6 +45,24 @@ static struct intent_run *intent_runs;
 static bool intent_timer_armed;
 static unsigned int intent_since_trim;
 static uint64_t intent_last_done;
+
+/*
+ * A batch of FREE_DATA intents: what an intent_run is for one, for up to
+ * INTENT_FREE_BATCH.  Only the id and the handle of each are kept.
+ */
+struct free_batch {
+	uint64_t fb_id[INTENT_FREE_BATCH];
+	uint64_t fb_handle[INTENT_FREE_BATCH];
+	unsigned int fb_n;
+	unsigned int fb_outstanding; /* peer calls in flight */
+	uint32_t fb_done_mask[(ORCH_SERVERS_MAX + 31) / 32];
+	struct free_batch *fb_next;  /* in free_flying */
+};
+
+static struct free_batch *free_filling; /* collecting; sent by the timer */
+static struct free_batch *free_full;    /* full, sent by the timer (armed for now) */
+static struct free_batch *free_flying;  /* sent, waiting for peers */
+static bool free_timer_armed;
 
 static const char *const intent_names[] = {
 	[SV_INTENT_MKDIR] = "mkdir",   [SV_INTENT_RMDIR] = "rmdir",
@@ -154,6 +180,16 @@ static void intent_trim_done(struct sv_server *sv, void *arg, int error,
 	(void)rep;
 }
 
+/* The smallest of @below and the ids in the batches of list @fb. */
+static uint64_t intent_free_oldest(const struct free_batch *fb, uint64_t below)
+{
+	for (; fb; fb = fb->fb_next)
+		for (unsigned int i = 0; i < fb->fb_n; i++)
+			if (fb->fb_id[i] < below)
+				below = fb->fb_id[i];
+	return below;
+}
+
 /*
  * Peers keep an "applied" record per intent of ours so that replays are
  * idempotent.  Every intent below the oldest one still running is done for
@@ -166,6 +202,9 @@ static void intent_trim_peers(struct sv_server *sv)
 	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
 		if (run->ir_in->i_id < below)
 			below = run->ir_in->i_id;
+	below = intent_free_oldest(free_flying, below);
+	below = intent_free_oldest(free_full, below);
+	below = intent_free_oldest(free_filling, below);
 	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++) {
 		struct orch_msg m;
 
@@ -729,7 +768,9 @@ static void intent_tick(void *arg)
 	}
 }
 
-void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter)
+/* Makes @in a running intent (consumed).  NULL on ENOMEM: it stays in the database. */
+static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent *in,
+					 struct sv_req *waiter)
 {
 	struct intent_run *run = calloc(1, sizeof(*run));
 
@@ -738,7 +779,7 @@ void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *
 		if (waiter)
 			sv_reply_status(waiter, -ENOMEM);
 		free(in);
-		return;
+		return NULL;
 	}
 	run->ir_in = in;
 	run->ir_waiter = waiter;
@@ -748,7 +789,237 @@ void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *
 		orch_ev_timer_arm(sv->s_ev, &sv->s_intent_timer, INTENT_RETRY_MS, intent_tick, sv);
 		intent_timer_armed = true;
 	}
-	intent_drive(sv, run);
+	return run;
+}
+
+/* --- Free-data batches ------------------------------------------------------------------------ */
+
+/*
+ * Freeing a removed file's data needs nobody to wait, and the intent in the
+ * database already makes it crash-safe, so it need not happen at once.
+ * Driven one by one it cost a peer round trip per server and one more
+ * transaction per unlink, on the loop that serves the next request.  A
+ * batch collects up to INTENT_FREE_BATCH intents for INTENT_FREE_DELAY_MS,
+ * frees their objects here, sends one SV2SV_DATA_DELETE_MANY to each peer
+ * and deletes every intent in one transaction.  If anything fails, each
+ * intent goes on alone as before (intent_drive_data), knowing which servers
+ * are done, and is retried every INTENT_RETRY_MS.
+ */
+
+static void intent_free_unlink(struct free_batch *fb)
+{
+	for (struct free_batch **pp = &free_flying; *pp; pp = &(*pp)->fb_next) {
+		if (*pp == fb) {
+			*pp = fb->fb_next;
+			return;
+		}
+	}
+}
+
+static bool intent_free_all_done(struct sv_server *sv, const struct free_batch *fb)
+{
+	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++)
+		if (!(fb->fb_done_mask[s / 32] & (1u << (s % 32))))
+			return false;
+	return true;
+}
+
+/* Deletes every intent of @fb in one transaction.  0 or -errno (nothing deleted). */
+static int intent_free_commit(struct sv_server *sv, const struct free_batch *fb)
+{
+	int error;
+
+	error = orch_meta_begin(sv->s_meta);
+	if (error)
+		return error;
+	for (unsigned int i = 0; i < fb->fb_n && !error; i++) {
+		error = orch_meta_intent_delete(sv->s_meta, fb->fb_id[i]);
+		if (error == -ENOENT)
+			error = 0; /* not ours to worry about: nothing is left to do */
+	}
+	if (error) {
+		orch_meta_abort(sv->s_meta);
+		return error;
+	}
+	return orch_meta_commit(sv->s_meta);
+}
+
+/* Each intent of @fb on its own, with the servers @fb finished, retried by the tick. */
+static void intent_free_fallback(struct sv_server *sv, const struct free_batch *fb)
+{
+	for (unsigned int i = 0; i < fb->fb_n; i++) {
+		struct sv_intent *in = calloc(1, sizeof(*in));
+		struct intent_run *run;
+
+		if (!in)
+			continue; /* stays in the database; replayed at the next start */
+		in->i_id = fb->fb_id[i];
+		in->i_kind = SV_INTENT_FREE_DATA;
+		in->i_handle = fb->fb_handle[i];
+		memcpy(in->i_done_mask, fb->fb_done_mask, sizeof(in->i_done_mask));
+		run = intent_run_add(sv, in, NULL);
+		if (run)
+			run->ir_retry = true;
+	}
+}
+
+static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *fb)
+{
+	int error = -EAGAIN;
+
+	if (fb->fb_outstanding)
+		return;
+	intent_free_unlink(fb);
+	if (intent_free_all_done(sv, fb)) {
+		error = intent_free_commit(sv, fb);
+		if (error)
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "cannot finish free-data intents: ids=%llu..: %s",
+					   (unsigned long long)fb->fb_id[0], strerror(-error));
+	}
+	if (error) {
+		intent_free_fallback(sv, fb);
+		free(fb);
+		return;
+	}
+	sv_flusher_dirty(sv);
+	sv->s_intents_done += fb->fb_n;
+	for (unsigned int i = 0; i < fb->fb_n; i++)
+		if (fb->fb_id[i] > intent_last_done)
+			intent_last_done = fb->fb_id[i];
+	intent_since_trim += fb->fb_n;
+	free(fb);
+	if (intent_since_trim >= INTENT_TRIM_EVERY) {
+		intent_since_trim = 0;
+		intent_trim_peers(sv);
+	}
+}
+
+struct free_call {
+	struct free_batch *fc_batch;
+	unsigned int fc_server;
+};
+
+static void intent_free_done(struct sv_server *sv, void *arg, int error,
+			     const struct orch_msg *rep)
+{
+	struct free_call *fc = arg;
+	struct free_batch *fb = fc->fc_batch;
+
+	fb->fb_outstanding--;
+	if (rep && !error)
+		fb->fb_done_mask[fc->fc_server / 32] |= 1u << (fc->fc_server % 32);
+	else if (rep)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "peer failed to free data: server=%u ids=%llu..: %s",
+				   fc->fc_server, (unsigned long long)fb->fb_id[0],
+				   strerror(-error));
+	free(fc);
+	intent_free_finish_if_done(sv, fb);
+}
+
+/* Frees the objects of @fb here and asks every peer to free theirs. */
+static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
+{
+	uint8_t wire[INTENT_FREE_BATCH * 8];
+
+	for (unsigned int i = 0; i < fb->fb_n; i++)
+		orch_put_u64(wire + 8 * i, fb->fb_handle[i]);
+	fb->fb_next = free_flying;
+	free_flying = fb;
+	fb->fb_outstanding++; /* hold the batch while sending */
+	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++) {
+		struct free_call *fc;
+		struct orch_msg m;
+		int error = 0;
+
+		if (s == sv->s_index) {
+			for (unsigned int i = 0; i < fb->fb_n; i++) {
+				int e = orch_store_delete(sv->s_store, fb->fb_handle[i]);
+
+				if (e && !error)
+					error = e;
+			}
+			if (!error)
+				fb->fb_done_mask[s / 32] |= 1u << (s % 32);
+			continue;
+		}
+		fc = malloc(sizeof(*fc));
+		if (!fc)
+			continue;
+		fc->fc_batch = fb;
+		fc->fc_server = s;
+		orch_msg_init(&m, ORCH_SV2SV_DATA_DELETE_MANY);
+		m.origin = sv->s_index;
+		m.id = fb->fb_id[0];
+		m.data = orch_str_of((const char *)wire, 8 * (size_t)fb->fb_n);
+		fb->fb_outstanding++;
+		sv_peer_call(sv, s, &m, intent_free_done, fc);
+	}
+	fb->fb_outstanding--;
+	intent_free_finish_if_done(sv, fb);
+}
+
+static void intent_free_tick(void *arg)
+{
+	struct sv_server *sv = arg;
+	struct free_batch *fb = free_filling;
+
+	free_timer_armed = false;
+	free_filling = NULL;
+	if (fb)
+		intent_free_send(sv, fb);
+	while (free_full) {
+		fb = free_full;
+		free_full = fb->fb_next;
+		intent_free_send(sv, fb);
+	}
+}
+
+/* Adds FREE_DATA intent @in (consumed) to the batch being filled. */
+static void intent_free_queue(struct sv_server *sv, struct sv_intent *in)
+{
+	struct free_batch *fb = free_filling;
+	struct intent_run *run;
+
+	if (!fb) {
+		fb = calloc(1, sizeof(*fb));
+		if (!fb) {
+			run = intent_run_add(sv, in, NULL);
+			if (run)
+				intent_drive(sv, run);
+			return;
+		}
+		free_filling = fb;
+	}
+	fb->fb_id[fb->fb_n] = in->i_id;
+	fb->fb_handle[fb->fb_n] = in->i_handle;
+	fb->fb_n++;
+	free(in);
+	if (fb->fb_n == INTENT_FREE_BATCH) {
+		/* Sent from the loop, not before the caller has answered its request. */
+		free_filling = NULL;
+		fb->fb_next = free_full;
+		free_full = fb;
+		orch_ev_timer_arm(sv->s_ev, &sv->s_free_timer, 0, intent_free_tick, sv);
+		free_timer_armed = true;
+	} else if (!free_timer_armed) {
+		orch_ev_timer_arm(sv->s_ev, &sv->s_free_timer, INTENT_FREE_DELAY_MS,
+				  intent_free_tick, sv);
+		free_timer_armed = true;
+	}
+}
+
+void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter)
+{
+	struct intent_run *run;
+
+	if (in->i_kind == SV_INTENT_FREE_DATA && !waiter) {
+		intent_free_queue(sv, in);
+		return;
+	}
+	run = intent_run_add(sv, in, waiter);
+	if (run)
+		intent_drive(sv, run);
 }
 
 static int intent_replay_one(void *arg, uint64_t id, uint32_t kind, const void *body,
@@ -784,6 +1055,22 @@ void sv_intent_replay_all(struct sv_server *sv)
 void sv_intent_fini_all(void);
 void sv_intent_fini_all(void)
 {
+	/* Their intents stay in the database and are replayed at the next start. */
+	free(free_filling);
+	free_filling = NULL;
+	free_timer_armed = false;
+	while (free_full) {
+		struct free_batch *fb = free_full;
+
+		free_full = fb->fb_next;
+		free(fb);
+	}
+	while (free_flying) {
+		struct free_batch *fb = free_flying;
+
+		free_flying = fb->fb_next;
+		free(fb);
+	}
 	while (intent_runs) {
 		struct intent_run *run = intent_runs;
 

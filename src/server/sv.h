@@ -58,6 +58,7 @@ struct sv_server {
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
 	struct orch_ev_timer s_intent_timer;
+	struct orch_ev_timer s_free_timer;  /* sends the free-data batch being filled */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
 	uint16_t s_types[SV_MSG_TYPES_MAX];

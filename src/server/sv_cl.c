@@ -689,20 +689,12 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 {
 	uint64_t freed = 0, victim = 0, moved_dir = 0;
 	struct sv_intent *ins[3] = { NULL, NULL, NULL };
-	struct orch_dirent target;
 	uint32_t victim_type = 0;
 	int nin = 0, error;
+	bool wait;
 
 	if (!sv_is_local(sv, m->newparent)) {
 		sv_rename_remote(sv, r, m);
-		return;
-	}
-	error = orch_meta_lookup(sv->s_meta, &m->cred, m->newparent, m->name2.s, m->name2.len,
-				 &target);
-	if (!error && S_ISDIR(target.type) && !sv_is_local(sv, target.handle) &&
-	    !(m->flags32 & RENAME_EXCHANGE)) {
-		/* A victim directory held elsewhere must be found empty there first. */
-		sv_rename_over_remote_dir(sv, r, m, target.handle);
 		return;
 	}
 	error = orch_meta_begin(sv->s_meta);
@@ -718,6 +710,16 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	}
 	if (error)
 		goto out_abort;
+	if (victim && S_ISDIR(victim_type) && !(m->flags32 & RENAME_EXCHANGE)) {
+		/*
+		 * A victim directory held elsewhere must be found empty there
+		 * first.  Rare: finding out here, rather than with a lookup
+		 * before, saves every other rename that lookup.
+		 */
+		orch_meta_abort(sv->s_meta);
+		sv_rename_over_remote_dir(sv, r, m, victim);
+		return;
+	}
 	if (freed && !S_ISDIR(victim_type)) {
 		error = sv_free_data_intent(sv, freed, &ins[nin]);
 		if (error)
@@ -762,10 +764,14 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	if (error)
 		goto out_free;
 	sv_flusher_dirty(sv);
-	/* The last intent carries the reply, so the caller sees the moved parent. */
+	/*
+	 * The last intent carries the reply, so the caller sees the moved
+	 * parent; nobody waits for freeing data.  Starting consumes an intent.
+	 */
+	wait = nin && ins[nin - 1]->i_kind != SV_INTENT_FREE_DATA;
 	for (int i = 0; i < nin; i++)
-		sv_intent_start(sv, ins[i], i == nin - 1 && ins[i]->i_kind != SV_INTENT_FREE_DATA ? r : NULL);
-	if (nin && ins[nin - 1]->i_kind != SV_INTENT_FREE_DATA)
+		sv_intent_start(sv, ins[i], i == nin - 1 && wait ? r : NULL);
+	if (wait)
 		return;
 	goto out_reply;
 out_abort:
@@ -1598,6 +1604,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_RMDIR_INODE:
 	case ORCH_SV2SV_NLINK_ADJ:
 	case ORCH_SV2SV_DATA_DELETE:
+	case ORCH_SV2SV_DATA_DELETE_MANY:
 	case ORCH_SV2SV_DATA_TRUNCATE:
 	case ORCH_SV2SV_SET_PARENT:
 	case ORCH_SV2SV_RENAME_IN:

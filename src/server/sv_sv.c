@@ -554,6 +554,28 @@ out_reply:
 	sv_reply(r, &rep);
 }
 
+/*
+ * A batch of a coordinator's FREE_DATA intents: @m->data is their handles,
+ * 8 bytes each.  Every object is deleted even if one fails; the first error
+ * is the answer, and the coordinator then retries intent by intent.
+ */
+static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m)
+{
+	const uint8_t *p = (const uint8_t *)m->data.s;
+	size_t n = m->data.len / 8;
+	int error = 0;
+
+	if (m->data.len % 8 || n > ORCH_DATA_DELETE_MANY_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int e = orch_store_delete(sv->s_store, orch_get_u64(p + 8 * i));
+
+		if (e && !error)
+			error = e;
+	}
+	return error;
+}
+
 void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	int error;
@@ -573,6 +595,9 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		break;
 	case ORCH_SV2SV_DATA_DELETE:
 		error = orch_store_delete(sv->s_store, m->handle);
+		break;
+	case ORCH_SV2SV_DATA_DELETE_MANY:
+		error = sv_sv_data_delete_many(sv, m);
 		break;
 	case ORCH_SV2SV_DATA_TRUNCATE:
 		error = orch_store_truncate(sv->s_store, m->handle, m->size);

@@ -29,6 +29,7 @@ from cluster import ORCHARD, wait_until  # noqa: E402
 HDR = wire.HDR
 LOOKUP, GETATTR = 0x0101, 0x0102
 SV2SV_DATA_DELETE = 0x0404
+SV2SV_DATA_DELETE_MANY = 0x040a
 ST_ACCES, ST_NOSYS, ST_PERM = 5, 18, 1
 CRED_ROOT = struct.pack("<IIH", 0, 0, 0)
 WARN_LINE = " warn: "
@@ -289,6 +290,12 @@ def test_server_request_from_client_refused(cluster1, tmp_path):
     p.send(wire.frame(SV2SV_DATA_DELETE, struct.pack("<IQQ", 0, 1, 1), reqid=11))
     rt, flags, rid, body = p.recv_frame()
     assert (rt, rid) == (SV2SV_DATA_DELETE, 11) and flags & wire.REPLY
+    assert struct.unpack_from("<I", body)[0] == ST_PERM
+    handles = struct.pack("<QQ", 1, 2)
+    p.send(wire.frame(SV2SV_DATA_DELETE_MANY,
+                      struct.pack("<IQI", 0, 1, len(handles)) + handles, reqid=12))
+    rt, flags, rid, body = p.recv_frame()
+    assert (rt, rid) == (SV2SV_DATA_DELETE_MANY, 12) and flags & wire.REPLY
     assert struct.unpack_from("<I", body)[0] == ST_PERM
     assert p.ping() == 0
     p.close()

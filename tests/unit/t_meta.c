@@ -1301,6 +1301,37 @@ ORCH_TEST(transaction_abort_leaves_no_trace)
 }
 
 /*
+ * Lookups and unlink checks read in one transaction of their own, and end
+ * it whatever they return: a writer can begin right after, and nothing
+ * counts as a commit.  Inside an open transaction they use that one and
+ * see its changes.
+ */
+ORCH_TEST(lookups_leave_no_transaction)
+{
+	struct orch_dirent de;
+	uint64_t commits, dir;
+
+	ORCH_CHECK_OK(fx_setup(0));
+	dir = mk(&ROOT, 1, "private", S_IFDIR | 0700);
+	ORCH_CHECK(dir && mk(&ROOT, 1, "f", S_IFREG | 0644));
+	commits = orch_meta_commit_count(M);
+	ORCH_CHECK_OK(lookup(&ROOT, 1, "f", &de));
+	ORCH_CHECK_RC(lookup(&ROOT, 1, "missing", &de), -ENOENT);
+	ORCH_CHECK_RC(lookup(&ALICE, dir, "x", &de), -EACCES);
+	ORCH_CHECK_OK(orch_meta_unlink_check(M, &ROOT, 1, "f", 1, false, &de));
+	ORCH_CHECK_RC(orch_meta_unlink_check(M, &ROOT, 1, "private", 7, false, &de), -EISDIR);
+	ORCH_CHECK(orch_meta_commit_count(M) == commits);
+	ORCH_CHECK_OK(orch_meta_begin(M));
+	ORCH_CHECK(mk(&ROOT, 1, "g", S_IFREG | 0644));
+	ORCH_CHECK_OK(lookup(&ROOT, 1, "g", &de));
+	ORCH_CHECK_OK(orch_meta_unlink_check(M, &ROOT, 1, "g", 1, false, &de));
+	ORCH_CHECK_OK(orch_meta_commit(M));
+	ORCH_CHECK(orch_meta_commit_count(M) == commits + 1);
+	ORCH_CHECK_OK(lookup(&ROOT, 1, "g", &de));
+	fx_teardown();
+}
+
+/*
  * An operation that fails after writing (here: the handle counter collides
  * with an existing inode, so the insert fails after the counter moved) must
  * leave nothing, both standalone and inside an open transaction.
