@@ -1451,13 +1451,82 @@ static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 	return op->status;
 }
 
+/* Writes of at least this many whole blocks have their checksums computed
+ * by the submitting thread; below it the handover costs more than it saves. */
+#define STORE_SUMS_MIN_BLOCKS 16u
+/* Checksums kept on the submitter's stack (4 MiB of data); more are malloc()ed. */
+#define STORE_SUMS_STACK 1024u
+
+/* A write's checksums on their way from the submitter to the writer. */
+struct store_sums {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool ready;
+};
+
+const uint32_t *store_op_sums(struct orch_store_op *op)
+{
+	struct store_sums *s = op->o_sums_wait;
+
+	if (!op->o_sums || !s)
+		return op->o_sums;
+	pthread_mutex_lock(&s->lock);
+	while (!s->ready)
+		pthread_cond_wait(&s->cv, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return op->o_sums;
+}
+
+/*
+ * A write that waits for its operation anyway checksums the data itself,
+ * after submitting it: the writer thread allocates blocks and copies the
+ * data into the page cache meanwhile, and takes the sums when it needs
+ * them, for the csum rows (store_op_sums).  The caller owns @buf until
+ * the operation is done, so both threads may read it.
+ */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 		     const void *buf, size_t len)
 {
 	struct orch_store_op op = { .type = ORCH_STORE_OP_WRITE, .handle = h, .off = off,
 				    .len = len, .buf = buf };
+	uint32_t stack_sums[STORE_SUMS_STACK], *sums = NULL;
+	size_t nb = len / ORCH_STORE_BLOCK;
+	struct store_sums ss = { .ready = false };
+	struct sync_wait w = { .done = false };
 
-	return submit_wait(st, &op);
+	if (off % ORCH_STORE_BLOCK || len % ORCH_STORE_BLOCK || nb < STORE_SUMS_MIN_BLOCKS ||
+	    len > ORCH_STORE_MAX_IO)
+		return submit_wait(st, &op);
+	sums = nb <= STORE_SUMS_STACK ? stack_sums : malloc(nb * sizeof(*sums));
+	if (!sums)
+		return submit_wait(st, &op);
+	pthread_mutex_init(&ss.lock, NULL);
+	pthread_cond_init(&ss.cv, NULL);
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	op.o_sums = sums;
+	op.o_sums_wait = &ss;
+	op.done = sync_done;
+	op.arg = &w;
+	store_submit(st, &op);
+	for (size_t i = 0; i < nb; i++)
+		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
+				      ORCH_STORE_BLOCK);
+	pthread_mutex_lock(&ss.lock);
+	ss.ready = true;
+	pthread_cond_signal(&ss.cv);
+	pthread_mutex_unlock(&ss.lock);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&ss.lock);
+	pthread_cond_destroy(&ss.cv);
+	if (sums != stack_sums)
+		free(sums);
+	return op.status;
 }
 
 int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)

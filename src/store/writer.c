@@ -450,10 +450,11 @@ static int read_block(struct store_writer *w, struct w_obj *o, uint64_t b, uint8
 /*
  * Writes @len bytes of @src (NULL: zeros) at byte @off of @o: the edge
  * blocks are merged with their old contents, the range gets new blocks,
- * the old ones are freed.
+ * the old ones are freed.  @op is the write that @src comes from (NULL for
+ * zeros): its submitter may be computing the checksums of @src meanwhile.
  */
 static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
-		       const void *src, size_t len)
+		       const void *src, size_t len, struct orch_store_op *op)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t b0 = off / ORCH_STORE_BLOCK;
@@ -461,6 +462,7 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 	size_t nb = (size_t)(b1 - b0), head = off % ORCH_STORE_BLOCK;
 	size_t tail = (off + len) % ORCH_STORE_BLOCK;
 	const uint8_t *data;
+	const uint32_t *given = NULL;   /* of @src's blocks, from the submitter */
 	uint32_t sums[256];
 	uint64_t pos;
 	int error = 0;
@@ -468,6 +470,7 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 	if (src && !head && !tail) {
 		/* Whole blocks: written from the caller's buffer as they are. */
 		data = src;
+		given = op ? op->o_sums : NULL;
 	} else {
 		error = buf_reserve(w, nb * ORCH_STORE_BLOCK);
 		if (error)
@@ -494,7 +497,12 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 		if (error)
 			break;
 		error = store_pwrite_blocks(st, store_gblock(st, e.ag, e.agbno), e.len, p);
-		for (uint32_t i = 0; !error && i < e.len; i += 256) {
+		if (!error && given) {
+			/* Ready by now, as a rule: the data took longer to write. */
+			given = store_op_sums(op);
+			error = w_csum_set(w, e.ag, e.agbno, e.len, given + (pos - b0));
+		}
+		for (uint32_t i = 0; !error && !given && i < e.len; i += 256) {
 			uint32_t k, m = ORCH_MIN(256u, e.len - i);
 
 			for (k = 0; k < m; k++)
@@ -524,7 +532,7 @@ static int zero_in_block(struct store_writer *w, struct w_obj *o, uint64_t from,
 	rc = ext_at(w, o, from / ORCH_STORE_BLOCK, &e);
 	if (rc <= 0)
 		return rc;
-	return write_range(w, o, from, NULL, (size_t)(to - from));
+	return write_range(w, o, from, NULL, (size_t)(to - from), NULL);
 }
 
 /* --- Operations ------------------------------------------------------------------------ */
@@ -545,7 +553,7 @@ static int apply_write(struct store_writer *w, struct orch_store_op *op)
 		return error;
 	if (!o.nid)
 		obj_new(w, &o);
-	error = write_range(w, &o, op->off, op->buf, op->len);
+	error = write_range(w, &o, op->off, op->buf, op->len, op);
 	if (!error)
 		error = obj_save(w, &o);
 	if (!error)
@@ -1478,6 +1486,13 @@ static void *writer_main(void *arg)
 }
 
 void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
+{
+	op->o_sums = NULL;
+	op->o_sums_wait = NULL;
+	store_submit(st, op);
+}
+
+void store_submit(struct orch_store *st, struct orch_store_op *op)
 {
 	struct store_writer *w = st->st_writer;
 
