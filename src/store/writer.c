@@ -41,6 +41,9 @@ static const char *const w_sql[S_NSTMT] = {
 			    " WHERE handle=? AND (flags & 2)=0",
 	[S_OBJ_BY_NID] = "SELECT handle, size, flags, nextents, nblocks FROM obj WHERE nid=?",
 	[S_OBJ_PUT] = "INSERT OR REPLACE INTO obj VALUES(?,?,?,?,?,?,?)",
+	/* The handle of a nid never changes; leaving it out spares the index. */
+	[S_OBJ_UPD] = "UPDATE obj SET size=?2, flags=?3, nextents=?4, nblocks=?5, crc=?6"
+		      " WHERE nid=?1",
 	[S_OBJ_DEL] = "DELETE FROM obj WHERE nid=?",
 	[S_BMAP_LE] = "SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<=?"
 		      " ORDER BY off DESC LIMIT 1",
@@ -134,6 +137,7 @@ static int w_sql_exec(struct store_writer *w, const char *sql)
 
 struct w_obj {
 	int64_t nid;          /* 0: does not exist */
+	bool stored;          /* its row is in store.db (in this transaction) */
 	uint64_t handle;
 	uint64_t size;
 	uint32_t flags;
@@ -155,6 +159,7 @@ static int obj_load(struct store_writer *w, uint64_t h, struct w_obj *o)
 	if (rc <= 0)
 		return rc;
 	o->nid = sqlite3_column_int64(s, 0);
+	o->stored = true;
 	o->size = (uint64_t)sqlite3_column_int64(s, 1);
 	o->flags = (uint32_t)sqlite3_column_int64(s, 2);
 	o->nextents = sqlite3_column_int64(s, 3);
@@ -172,6 +177,7 @@ static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
 	if (rc <= 0)
 		return rc;
 	o->nid = nid;
+	o->stored = true;
 	o->handle = store_unkey_u64(sqlite3_column_int64(s, 0));
 	o->size = (uint64_t)sqlite3_column_int64(s, 1);
 	o->flags = (uint32_t)sqlite3_column_int64(s, 2);
@@ -181,13 +187,27 @@ static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
 	return 0;
 }
 
-static int obj_save(struct store_writer *w, const struct w_obj *o)
+/*
+ * Writes @o's row: an UPDATE of the row read, which leaves the obj_handle
+ * index alone (one page less in the WAL for every write), or an INSERT of
+ * a new one.
+ */
+static int obj_save(struct store_writer *w, struct w_obj *o)
 {
 	int64_t f[6] = { o->nid, store_key_u64(o->handle), (int64_t)o->size, o->flags,
 			 o->nextents, o->nblocks };
+	int64_t crc = store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0);
+	int error;
 
-	return w_exec(w, S_OBJ_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					   store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0)));
+	if (o->stored) {
+		error = w_exec(w, S_OBJ_UPD, W_ARGS(f[0], f[2], f[3], f[4], f[5], crc));
+		if (error || sqlite3_changes(w->w_db) == 1)
+			return error;
+	}
+	error = w_exec(w, S_OBJ_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5], crc));
+	if (!error)
+		o->stored = true;
+	return error;
 }
 
 static void obj_new(struct store_writer *w, struct w_obj *o)
