@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1417,38 +1418,47 @@ static bool store_surely_absent(struct orch_store *st, uint64_t h)
 	return nid == 0 && atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0;
 }
 
+/*
+ * A synchronous call waiting for its operation.  A semaphore, not a mutex
+ * and a condition variable: the writer wakes the caller with one sem_post
+ * and never holds a lock the caller then needs (signalled under its mutex,
+ * the caller, often woken on the writer's CPU, ran only to block on that
+ * mutex).  glibc's sem_post touches nothing after the wake-up, so the
+ * caller may destroy the semaphore as soon as sem_wait returns.
+ */
 struct sync_wait {
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	bool done;
+	sem_t sem;
 };
 
 static void sync_done(struct orch_store_op *op)
 {
 	struct sync_wait *w = op->arg;
 
-	pthread_mutex_lock(&w->lock);
-	w->done = true;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->lock);
+	sem_post(&w->sem);
+}
+
+static void sync_wait_init(struct sync_wait *w, struct orch_store_op *op)
+{
+	sem_init(&w->sem, 0, 0);
+	op->done = sync_done;
+	op->arg = w;
+}
+
+static int sync_wait_end(struct sync_wait *w, struct orch_store_op *op)
+{
+	while (sem_wait(&w->sem) < 0 && errno == EINTR)
+		;
+	sem_destroy(&w->sem);
+	return op->status;
 }
 
 static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 {
-	struct sync_wait w = { .done = false };
+	struct sync_wait w;
 
-	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cv, NULL);
-	op->done = sync_done;
-	op->arg = &w;
+	sync_wait_init(&w, op);
 	orch_store_submit(st, op);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cv, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	pthread_mutex_destroy(&w.lock);
-	pthread_cond_destroy(&w.cv);
-	return op->status;
+	return sync_wait_end(&w, op);
 }
 
 /* Writes of at least this many whole blocks have their checksums computed
@@ -1492,7 +1502,8 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	uint32_t stack_sums[STORE_SUMS_STACK], *sums = NULL;
 	size_t nb = len / ORCH_STORE_BLOCK;
 	struct store_sums ss = { .ready = false };
-	struct sync_wait w = { .done = false };
+	struct sync_wait w;
+	int error;
 
 	if (off % ORCH_STORE_BLOCK || len % ORCH_STORE_BLOCK || nb < STORE_SUMS_MIN_BLOCKS ||
 	    len > ORCH_STORE_MAX_IO)
@@ -1502,12 +1513,9 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 		return submit_wait(st, &op);
 	pthread_mutex_init(&ss.lock, NULL);
 	pthread_cond_init(&ss.cv, NULL);
-	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cv, NULL);
 	op.o_sums = sums;
 	op.o_sums_wait = &ss;
-	op.done = sync_done;
-	op.arg = &w;
+	sync_wait_init(&w, &op);
 	store_submit(st, &op);
 	for (size_t i = 0; i < nb; i++)
 		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
@@ -1516,17 +1524,12 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	ss.ready = true;
 	pthread_cond_signal(&ss.cv);
 	pthread_mutex_unlock(&ss.lock);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cv, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	pthread_mutex_destroy(&w.lock);
-	pthread_cond_destroy(&w.cv);
+	error = sync_wait_end(&w, &op);
 	pthread_mutex_destroy(&ss.lock);
 	pthread_cond_destroy(&ss.cv);
 	if (sums != stack_sums)
 		free(sums);
-	return op.status;
+	return error;
 }
 
 int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
