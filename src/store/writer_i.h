@@ -95,6 +95,8 @@ struct store_writer {
 
 	uint8_t *w_buf;               /* data of one write, block aligned */
 	size_t w_bufcap;
+
+	bool w_wal_prefetched;        /* since the WAL was last emptied */
 };
 
 /* Binds @n integers to statement @id (after a reset). */
