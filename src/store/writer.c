@@ -1089,7 +1089,7 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
  * a benchmark dropping caches) is read from disk, synchronously, before
  * its first partial write.  About ten such reads per commit made a 1 MiB
  * write's commit take 1.5 to 2 ms instead of 0.1.  So the writer asks for
- * the old WAL's pages in one readahead when it starts again; pages still
+ * the old WAL's pages ahead (up to 64 MiB) when it starts again; pages still
  * cached cost a lookup.  (journal_size_limit, truncating the WAL, avoids
  * the reads too but made every fdatasync of the growing WAL write its
  * size: 4 KiB write+fsync ran at half the rate.)
