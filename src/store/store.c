@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1417,47 +1418,118 @@ static bool store_surely_absent(struct orch_store *st, uint64_t h)
 	return nid == 0 && atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0;
 }
 
+/*
+ * A synchronous call waiting for its operation.  A semaphore, not a mutex
+ * and a condition variable: the writer wakes the caller with one sem_post
+ * and never holds a lock the caller then needs (signalled under its mutex,
+ * the caller, often woken on the writer's CPU, ran only to block on that
+ * mutex).  glibc's sem_post touches nothing after the wake-up, so the
+ * caller may destroy the semaphore as soon as sem_wait returns.
+ */
 struct sync_wait {
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	bool done;
+	sem_t sem;
 };
 
 static void sync_done(struct orch_store_op *op)
 {
 	struct sync_wait *w = op->arg;
 
-	pthread_mutex_lock(&w->lock);
-	w->done = true;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->lock);
+	sem_post(&w->sem);
+}
+
+static void sync_wait_init(struct sync_wait *w, struct orch_store_op *op)
+{
+	sem_init(&w->sem, 0, 0);
+	op->done = sync_done;
+	op->arg = w;
+}
+
+static int sync_wait_end(struct sync_wait *w, struct orch_store_op *op)
+{
+	while (sem_wait(&w->sem) < 0 && errno == EINTR)
+		;
+	sem_destroy(&w->sem);
+	return op->status;
 }
 
 static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 {
-	struct sync_wait w = { .done = false };
+	struct sync_wait w;
 
-	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cv, NULL);
-	op->done = sync_done;
-	op->arg = &w;
+	sync_wait_init(&w, op);
 	orch_store_submit(st, op);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cv, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	pthread_mutex_destroy(&w.lock);
-	pthread_cond_destroy(&w.cv);
-	return op->status;
+	return sync_wait_end(&w, op);
 }
 
+/* Writes of at least this many whole blocks have their checksums computed
+ * by the submitting thread; below it the handover costs more than it saves. */
+#define STORE_SUMS_MIN_BLOCKS 16u
+/* Checksums kept on the submitter's stack (4 MiB of data); more are malloc()ed. */
+#define STORE_SUMS_STACK 1024u
+
+/* A write's checksums on their way from the submitter to the writer. */
+struct store_sums {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool ready;
+};
+
+const uint32_t *store_op_sums(struct orch_store_op *op)
+{
+	struct store_sums *s = op->o_sums_wait;
+
+	if (!op->o_sums || !s)
+		return op->o_sums;
+	pthread_mutex_lock(&s->lock);
+	while (!s->ready)
+		pthread_cond_wait(&s->cv, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return op->o_sums;
+}
+
+/*
+ * A write that waits for its operation anyway checksums the data itself,
+ * after submitting it: the writer thread allocates blocks and copies the
+ * data into the page cache meanwhile, and takes the sums when it needs
+ * them, for the csum rows (store_op_sums).  The caller owns @buf until
+ * the operation is done, so both threads may read it.
+ */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 		     const void *buf, size_t len)
 {
 	struct orch_store_op op = { .type = ORCH_STORE_OP_WRITE, .handle = h, .off = off,
 				    .len = len, .buf = buf };
+	uint32_t stack_sums[STORE_SUMS_STACK], *sums = NULL;
+	size_t nb = len / ORCH_STORE_BLOCK;
+	struct store_sums ss = { .ready = false };
+	struct sync_wait w;
+	int error;
 
-	return submit_wait(st, &op);
+	if (off % ORCH_STORE_BLOCK || len % ORCH_STORE_BLOCK || nb < STORE_SUMS_MIN_BLOCKS ||
+	    len > ORCH_STORE_MAX_IO)
+		return submit_wait(st, &op);
+	sums = nb <= STORE_SUMS_STACK ? stack_sums : malloc(nb * sizeof(*sums));
+	if (!sums)
+		return submit_wait(st, &op);
+	pthread_mutex_init(&ss.lock, NULL);
+	pthread_cond_init(&ss.cv, NULL);
+	op.o_sums = sums;
+	op.o_sums_wait = &ss;
+	sync_wait_init(&w, &op);
+	store_submit(st, &op);
+	for (size_t i = 0; i < nb; i++)
+		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
+				      ORCH_STORE_BLOCK);
+	pthread_mutex_lock(&ss.lock);
+	ss.ready = true;
+	pthread_cond_signal(&ss.cv);
+	pthread_mutex_unlock(&ss.lock);
+	error = sync_wait_end(&w, &op);
+	pthread_mutex_destroy(&ss.lock);
+	pthread_cond_destroy(&ss.cv);
+	if (sums != stack_sums)
+		free(sums);
+	return error;
 }
 
 int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)

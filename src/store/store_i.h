@@ -288,6 +288,17 @@ int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
  */
 void store_killpoint(const char *point);
 
+/*
+ * The checksums of every block of write @op, if its submitter computes
+ * them (orch_store_write does, for large whole-block writes, while the
+ * writer allocates and writes the data): waits until they are ready.
+ * NULL if the writer must compute them.  Writer thread.
+ */
+const uint32_t *store_op_sums(struct orch_store_op *op);
+
+/* orch_store_submit, keeping @op's o_sums and o_sums_wait. */
+void store_submit(struct orch_store *st, struct orch_store_op *op);
+
 /* Writer thread (writer.c). */
 int store_writer_start(struct orch_store *st);
 void store_writer_stop(struct orch_store *st);

@@ -9,7 +9,7 @@
 #include "store/store_i.h"
 
 enum w_stmt {
-	S_OBJ_BY_HANDLE, S_OBJ_BY_NID, S_OBJ_PUT, S_OBJ_DEL,
+	S_OBJ_BY_HANDLE, S_OBJ_BY_NID, S_OBJ_PUT, S_OBJ_UPD, S_OBJ_DEL,
 	S_BMAP_LE, S_BMAP_RANGE, S_BMAP_LAST, S_BMAP_INS, S_BMAP_DEL, S_BMAP_COUNT,
 	S_RMAP_INS, S_RMAP_DEL,
 	S_FSB_LE, S_FSB_GT, S_FSB_AT, S_FSB_INS, S_FSB_DEL, S_FSC_INS, S_FSC_DEL, S_FSC_MAX,
@@ -95,6 +95,8 @@ struct store_writer {
 
 	uint8_t *w_buf;               /* data of one write, block aligned */
 	size_t w_bufcap;
+
+	bool w_wal_prefetched;        /* since the WAL was last emptied */
 };
 
 /* Binds @n integers to statement @id (after a reset). */
