@@ -35,7 +35,7 @@
 #define R_SIZE (8u << 20)
 #define R_AG 64u
 #define R_MAXEXT 8u
-#define R_NOBJ 24u
+#define R_NOBJ 24
 #define R_SPAN (384u << 10)
 
 /* --- Fixture ------------------------------------------------------------------ */
@@ -285,11 +285,15 @@ static int churn(int nops)
  */
 static int share_blocks(bool *by_clone)
 {
-	/* The object with the most blocks: all of it, then a piece again. */
-	uint64_t src = store_unkey_u64(sql_int("SELECT handle FROM obj"
-					      " ORDER BY nblocks DESC, nid LIMIT 1"));
-	uint64_t len = (uint64_t)sql_int("SELECT size FROM obj"
-					" ORDER BY nblocks DESC, nid LIMIT 1") & ~4095ull;
+	/*
+	 * The object with the most blocks, other than the two clones made of
+	 * it (onto itself a clone overlaps and is refused): all of it, then
+	 * a piece again.
+	 */
+#define SHARE_SRC " FROM obj WHERE handle NOT IN (" ORCH_STR(R_NOBJ) ", " \
+		  ORCH_STR(R_NOBJ) " - 1) ORDER BY nblocks DESC, nid LIMIT 1"
+	uint64_t src = store_unkey_u64(sql_int("SELECT handle" SHARE_SRC));
+	uint64_t len = (uint64_t)sql_int("SELECT size" SHARE_SRC) & ~4095ull;
 	int rc = getenv("ORCH_TEST_NO_CLONE") ? -EINVAL :
 		 orch_store_clone(S, src, 0, R_NOBJ, 0, len);
 
