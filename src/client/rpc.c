@@ -55,7 +55,6 @@
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
-#define RPC_TAIL_IOV_MAX ORCH_CLIENT_IOV_MAX
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -846,7 +845,7 @@ static void rpc_count(struct orch_client *cl, uint16_t type)
 static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_buf *frame,
 			  const struct iovec *tail, int ntail, uint64_t deadline_ms)
 {
-	struct iovec iov[1 + RPC_TAIL_IOV_MAX];
+	struct iovec iov[1 + ORCH_CLIENT_IOV_MAX];
 	size_t sent = 0;
 	int fd, error;
 
@@ -932,7 +931,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	for (int i = 0; i < ntail; i++)
 		tail_len += tail[i].iov_len;
 	m.data = orch_str_of(ntail ? NULL : req->data.s, ntail ? (uint32_t)tail_len : req->data.len);
-	if (ntail > RPC_TAIL_IOV_MAX || tail_len > ORCH_IO_MAX || (ntail && !rpc_data_last(req->type)))
+	if (ntail > ORCH_CLIENT_IOV_MAX || tail_len > ORCH_IO_MAX || (ntail && !rpc_data_last(req->type)))
 		error = -EINVAL;
 	else
 		error = ntail ? orch_msg_encode_head(&frame, &m) : orch_msg_encode(&frame, &m);
