@@ -190,6 +190,8 @@ static void dirent_new_inode(struct orch_meta *m, const struct orch_cred *cred,
 	struct orch_attr *a = &ir->i_attr;
 
 	memset(ir, 0, sizeof(*ir));
+	/* Not stored; a new inode has no xattr, and saying so spares GETXATTRs. */
+	a->flags = ORCH_ATTR_NOXATTR;
 	a->mode = mode;
 	a->uid = cred->uid;
 	a->gid = cred->gid;

@@ -577,8 +577,10 @@ static int inode_create_(struct orch_meta *m, const struct orch_attr *in,
 		memset(&a->layout, 0, sizeof(a->layout));
 	}
 	error = orch_mdb_inode_insert(m, &ir, NULL);
-	if (!error)
+	if (!error) {
 		*out = *a;
+		out->flags = ORCH_ATTR_NOXATTR;   /* computed, not stored: none yet */
+	}
 	return error;
 }
 
