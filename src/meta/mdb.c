@@ -178,12 +178,54 @@ int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id)
 
 /* --- Savepoints ------------------------------------------------------------- */
 
+/*
+ * Outside orch_meta_begin() an operation takes the write lock at once
+ * (BEGIN IMMEDIATE), not at its first write as a SAVEPOINT's deferred
+ * transaction would: upgrading a read transaction to a write one fails with
+ * SQLITE_BUSY without calling the busy handler, so an operation that met
+ * the flusher's checkpoint holding the lock (flush.c) would fail instead of
+ * waiting for it.
+ */
 int orch_mdb_op_begin(struct orch_meta *m)
 {
+	int error;
+
 	if (m->m_txn_lost)
 		return -EIO;
-	orch_mdb_stmt(m, MDB_SAVEPOINT);
-	return orch_mdb_exec(m, MDB_SAVEPOINT);
+	if (m->m_in_txn || !sqlite3_get_autocommit(m->m_db)) {
+		orch_mdb_stmt(m, MDB_SAVEPOINT);
+		error = orch_mdb_exec(m, MDB_SAVEPOINT);
+		if (!error && m->m_op_txn)
+			m->m_op_nest++;
+		return error;
+	}
+	orch_mdb_stmt(m, MDB_BEGIN);
+	error = orch_mdb_exec(m, MDB_BEGIN);
+	if (error)
+		return error;
+	m->m_op_txn = true;
+	return 0;
+}
+
+/* The end of an operation in its own transaction: commit or roll back. */
+static int mdb_op_txn_end(struct orch_meta *m, int error)
+{
+	m->m_op_txn = false;
+	if (sqlite3_get_autocommit(m->m_db))
+		return error ? error : -EIO; /* SQLite rolled it back itself */
+	if (!error) {
+		orch_mdb_stmt(m, MDB_COMMIT);
+		error = orch_mdb_exec(m, MDB_COMMIT);
+		if (!error) {
+			m->m_commits++;
+			return 0;
+		}
+		if (sqlite3_get_autocommit(m->m_db))
+			return error;
+	}
+	orch_mdb_stmt(m, MDB_ROLLBACK);
+	orch_mdb_exec(m, MDB_ROLLBACK);
+	return error;
 }
 
 /*
@@ -195,6 +237,10 @@ int orch_mdb_op_end(struct orch_meta *m, int error)
 {
 	int rc;
 
+	if (m->m_op_txn && m->m_op_nest == 0)
+		return mdb_op_txn_end(m, error);
+	if (m->m_op_txn)
+		m->m_op_nest--;
 	if (sqlite3_get_autocommit(m->m_db)) {
 		if (m->m_in_txn) {
 			ORCH_ERR("transaction rolled back by sqlite: db='%s'", m->m_path);
@@ -213,13 +259,13 @@ int orch_mdb_op_end(struct orch_meta *m, int error)
 	rc = orch_mdb_exec(m, MDB_RELEASE);
 	if (rc) {
 		/* A failed standalone commit: leave nothing half done. */
-		if (!m->m_in_txn && !sqlite3_get_autocommit(m->m_db)) {
+		if (!m->m_in_txn && !m->m_op_txn && !sqlite3_get_autocommit(m->m_db)) {
 			orch_mdb_stmt(m, MDB_ROLLBACK);
 			orch_mdb_exec(m, MDB_ROLLBACK);
 		}
 		return rc;
 	}
-	if (!m->m_in_txn)
+	if (!m->m_in_txn && !m->m_op_txn)
 		m->m_commits++;
 	return 0;
 }

@@ -79,6 +79,8 @@ void orch_meta_abort(struct orch_meta *m);
 
 /* Commits since open (for stats). */
 uint64_t orch_meta_commit_count(const struct orch_meta *m);
+/* Microseconds slept waiting for another connection's lock (busy handler). */
+uint64_t orch_meta_busy_us(const struct orch_meta *m);
 
 /*
  * Durability: the path of the WAL file (data_dir/meta.db-wal) and of the

@@ -110,7 +110,10 @@ struct orch_meta {
 	char m_path[PATH_MAX];                /* data_dir/meta.db */
 	bool m_in_txn;                        /* orch_meta_begin() is open */
 	bool m_txn_lost;                      /* SQLite rolled the open txn back */
+	bool m_op_txn;                        /* op_begin began its own txn */
+	unsigned int m_op_nest;               /* ops nested in it (savepoints) */
 	uint64_t m_commits;                   /* commits since open */
+	uint64_t m_busy_us;                   /* slept in meta_busy() */
 	/* Owners of inodes held elsewhere, told by the caller (sticky rule). */
 	struct {
 		uint64_t handle;
@@ -165,9 +168,10 @@ static inline void orch_mdb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
 }
 
 /*
- * Brackets one operation in SAVEPOINT orch_op: inside orch_meta_begin() it
- * nests, outside it is the operation's own transaction.  op_end releases on
- * @error 0 and rolls back otherwise; it returns @error, or the commit error.
+ * Brackets one operation: inside orch_meta_begin() in SAVEPOINT orch_op,
+ * which nests; outside it in its own BEGIN IMMEDIATE transaction.  op_end
+ * releases (commits) on @error 0 and rolls back otherwise; it returns
+ * @error, or the commit error.
  */
 int orch_mdb_op_begin(struct orch_meta *m);
 int orch_mdb_op_end(struct orch_meta *m, int error);

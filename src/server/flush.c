@@ -12,7 +12,13 @@
  *
  * Without requests, anything committed is flushed within commit_interval_ms
  * (DESIGN.md, "Durability contract"), and the WAL is checkpointed into the
- * database from here, so no request ever pays for a checkpoint's fsyncs.
+ * database from here, so no request pays for copying the WAL or syncing
+ * the database.  The one exception is bounded: the WAL restarts from its
+ * start only when a checkpoint has copied all of it, which never happens
+ * while the loop commits without pause; so when the writer is idle anyway,
+ * or past SV_WAL_LIMIT_FRAMES, a second checkpoint holds the write lock for
+ * the frames committed since the passive one (a sync of those and of the
+ * database), and writes wait that long (see flush_restart).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,11 +32,21 @@
 #include "common/time.h"
 #include "server/sv.h"
 
+/*
+ * The WAL size (in 4 KiB frames, 64 MiB) past which a checkpoint restarts
+ * it even though writers have to wait for it (about 1.5 ms each time in the
+ * mount benchmark): a bound on its disk space, its page cache and the
+ * recovery after a crash.  DESIGN.md, "The namespace WAL".
+ */
+#define SV_WAL_LIMIT_FRAMES 16384
+
 struct flush_batch {
 	struct sv_server *sv;
 	struct sv_req **reqs;
 	size_t n;
 	int error;
+	bool wal_restarted;        /* a checkpoint restarted the WAL */
+	uint64_t wal_restart_us;   /* how long it took (lock wait included) */
 };
 
 struct sv_flusher {
@@ -52,20 +68,74 @@ static void flush_done(void *arg)
 		sv_reply_status(b->reqs[i], b->error);
 	b->sv->s_syncs++;
 	b->sv->s_sync_waiters += b->n;
+	if (b->wal_restarted) {
+		b->sv->s_wal_restarts++;
+		b->sv->s_wal_restart_us += b->wal_restart_us;
+	}
 	free(b->reqs);
 	free(b);
 }
 
-static void flush_checkpoint(struct sv_flusher *f)
+/*
+ * Makes the next commit write the WAL from its start: copies what the
+ * passive checkpoint left (the frames committed while it ran) and syncs the
+ * database, holding the write lock throughout, so writes wait that long.
+ * @mode is SQLITE_CHECKPOINT_TRUNCATE when the writer is idle: the file is
+ * emptied, and later commits append to it.  A restarted WAL that kept its
+ * file rewrites its old pages with writes that do not cover whole pages, and
+ * a page that has left the page cache meanwhile is read back from disk by
+ * the loop thread inside a commit (in the mount benchmark, unlinks after an
+ * idle phase took 3x their time).  Under load @mode is
+ * SQLITE_CHECKPOINT_RESTART: those pages were written within the last
+ * seconds, and truncating a large file under the lock made requests wait
+ * for 100 ms and more.
+ */
+static void flush_restart(struct sv_flusher *f, struct flush_batch *b, int mode)
 {
-	int busy = 0, log = 0, done = 0;
+	struct timespec t0, t1;
+	int log = 0, done = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, mode, &log,
+				      &done) != SQLITE_OK) {
+		/* A reader outlived the busy timeout: the next flush tries again. */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "wal restart deferred: %s",
+				   sqlite3_errmsg(f->f_ckpt));
+		return;
+	}
+	b->wal_restarted = true;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	b->wal_restart_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+				    (t1.tv_nsec - t0.tv_nsec) / 1000);
+}
+
+/*
+ * A passive checkpoint first, which never blocks the loop and copies almost
+ * everything.  Then the restart, if the WAL is over its limit (and the
+ * restart has little left to copy), or if the writer is idle: the passive
+ * checkpoint copied every frame and nothing was committed since this flush
+ * began, so the restart has nothing to copy or sync, and most likely no
+ * request meets its lock.  "Copied every frame" alone is not idle: between
+ * two requests of a busy client it often is, and the restart would then
+ * sync the frames of the next ones while they wait.  @b is NULL at shutdown
+ * (no stats to report).
+ */
+static void flush_checkpoint(struct sv_flusher *f, struct flush_batch *b)
+{
+	int log = 0, done = 0;
 
 	if (sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
-				      &done) != SQLITE_OK)
-		busy = 1;
-	if (busy)
+				      &done) != SQLITE_OK) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "wal checkpoint incomplete: %s",
 				   sqlite3_errmsg(f->f_ckpt));
+		return;
+	}
+	if (!b || log <= 0)
+		return;
+	if (done == log && !atomic_load(&f->f_dirty))
+		flush_restart(f, b, SQLITE_CHECKPOINT_TRUNCATE);
+	else if (log >= SV_WAL_LIMIT_FRAMES)
+		flush_restart(f, b, SQLITE_CHECKPOINT_RESTART);
 }
 
 /* The store, then the namespace WAL.  0 or the first error. */
@@ -126,7 +196,7 @@ static void *flush_main(void *arg)
 		error = flush_sync(sv, f);
 		b->error = error;
 		if (b->n == 0)
-			flush_checkpoint(f);
+			flush_checkpoint(f, b);
 		if (orch_ev_post(sv->s_ev, flush_done, b)) {
 			/* Cannot reach the loop: the waiters' clients will time out. */
 			free(b->reqs);
@@ -190,7 +260,7 @@ void sv_flusher_stop(struct sv_server *sv)
 	pthread_join(f->f_thread, NULL);
 	/* A clean stop leaves everything durable: the store, then the namespace. */
 	error = flush_sync(sv, f);
-	flush_checkpoint(f);
+	flush_checkpoint(f, NULL);
 	for (size_t i = 0; i < f->f_n; i++)
 		sv_reply_status(f->f_reqs[i], error);
 	free(f->f_reqs);

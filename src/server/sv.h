@@ -69,6 +69,8 @@ struct sv_server {
 	uint64_t s_conns;
 	uint64_t s_syncs;             /* flushes done (group commits) */
 	uint64_t s_sync_waiters;      /* fsync requests served by them */
+	uint64_t s_wal_restarts;      /* checkpoints that restarted the namespace WAL */
+	uint64_t s_wal_restart_us;       /* time they took, lock wait included */
 	uint64_t s_intents_done;
 };
 
