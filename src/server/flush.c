@@ -40,6 +40,16 @@
  */
 #define SV_WAL_LIMIT_FRAMES 16384
 
+/*
+ * How long a restarting checkpoint waits for readers (and for the loop's
+ * transaction in progress), in ms.  It holds the write lock meanwhile, so a
+ * long reader, such as a scrub's snapshot, would otherwise hold every write
+ * off for the connection's whole busy timeout at each flush; the restart is
+ * retried at the next flush instead.
+ */
+#define SV_WAL_RESTART_WAIT_MS 5
+#define SV_CKPT_BUSY_MS 100
+
 struct flush_batch {
 	struct sv_server *sv;
 	struct sv_req **reqs;
@@ -93,12 +103,14 @@ static void flush_done(void *arg)
 static void flush_restart(struct sv_flusher *f, struct flush_batch *b, int mode)
 {
 	struct timespec t0, t1;
-	int log = 0, done = 0;
+	int log = 0, done = 0, rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, mode, &log,
-				      &done) != SQLITE_OK) {
-		/* A reader outlived the busy timeout: the next flush tries again. */
+	sqlite3_busy_timeout(f->f_ckpt, SV_WAL_RESTART_WAIT_MS);
+	rc = sqlite3_wal_checkpoint_v2(f->f_ckpt, NULL, mode, &log, &done);
+	sqlite3_busy_timeout(f->f_ckpt, SV_CKPT_BUSY_MS);
+	if (rc != SQLITE_OK) {
+		/* A reader outlived the wait: the next flush tries again. */
 		ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "wal restart deferred: %s",
 				   sqlite3_errmsg(f->f_ckpt));
 		return;
@@ -229,7 +241,7 @@ int sv_flusher_start(struct sv_server *sv)
 		error = -EIO;
 		goto out_free;
 	}
-	sqlite3_busy_timeout(f->f_ckpt, 100);
+	sqlite3_busy_timeout(f->f_ckpt, SV_CKPT_BUSY_MS);
 	sqlite3_exec(f->f_ckpt, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
 	sv->s_flusher = f;
 	error = -pthread_create(&f->f_thread, NULL, flush_main, sv);

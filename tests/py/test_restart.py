@@ -357,3 +357,28 @@ def test_one_client_reconnects_after_server_restart(cluster3_fast, tmp_path):
     rc, got, err = cat(c, "/stream")
     assert rc == 0, err
     assert got == part1 + part2
+
+
+def test_namespace_wal_emptied_when_idle(tmp_path):
+    """The flusher empties the namespace WAL once the writer pauses (DESIGN
+    "The namespace WAL"): after a burst of changes meta.db-wal goes back to
+    zero bytes within a few flushes, the restart is counted, and everything
+    is still there after a restart of the server."""
+    c = Cluster(tmp_path / "c", nservers=1)
+    c.set_cluster_option("commit_interval_ms", 50)
+    c.start_all()
+    try:
+        wal = os.path.join(c.dir, "s0", "meta.db-wal")
+        assert os.path.exists(wal), "data directory layout changed"
+        names = ["/d%03d" % i for i in range(300)]
+        c.cli("mkdir", *names)
+        wait_until(lambda: os.path.getsize(wal) == 0 and
+                   c.server_stats()["s0"]["wal_restarts"] >= 1,
+                   what="the namespace WAL emptied by the flusher")
+        c.cli("mkdir", "/after")
+        c.stop("s0")
+        c.start("s0")
+        listed = set(c.cli("ls", "/").stdout.split())
+        assert {n.lstrip("/") for n in names} | {"after"} <= listed
+    finally:
+        c.stop_all()
