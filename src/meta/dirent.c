@@ -273,7 +273,7 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 	}
 
 	dirent_new_inode(m, cred, &dir.i_attr, mode, rdev, target, layout, now, &ir);
-	error = orch_mdb_counter_next(m, "next_handle", &counter);
+	error = orch_mdb_counter_next(m, MDB_COUNTER_HANDLE, &counter);
 	if (error)
 		return error;
 	ir.i_attr.handle = orch_handle_make(m->m_ident.server_index, counter);

@@ -588,7 +588,7 @@ static int inode_create_(struct orch_meta *m, const struct orch_attr *in,
 	uint64_t counter;
 	int error;
 
-	error = orch_mdb_counter_next(m, "next_handle", &counter);
+	error = orch_mdb_counter_next(m, MDB_COUNTER_HANDLE, &counter);
 	if (error)
 		return error;
 	a->handle = orch_handle_make(m->m_ident.server_index, counter);
@@ -968,7 +968,7 @@ int orch_meta_counts(struct orch_meta *m, uint64_t *inodes, uint64_t *next_count
 		return error ? error : -EIO;
 	*inodes = (uint64_t)sqlite3_column_int64(st, 0);
 	orch_mdb_reset(m, MDB_INODE_COUNT);
-	return orch_mdb_super_get_u64(m, "next_handle", next_counter);
+	return orch_mdb_counter_peek(m, MDB_COUNTER_HANDLE, next_counter);
 }
 
 /* --- Owners of remote inodes ------------------------------------------------ */

@@ -45,8 +45,7 @@
 	X(RELEASE, "RELEASE orch_op")                                          \
 	X(ROLLBACK_TO, "ROLLBACK TO orch_op")                                  \
 	X(SUPER_GET, "SELECT value FROM super WHERE key = ?1")                 \
-	X(COUNTER_NEXT, "UPDATE super SET value = value + 1 WHERE key = ?1 "   \
-			"RETURNING value - 1")                                 \
+	X(COUNTER_SET, "UPDATE super SET value = ?2 WHERE key = ?1")           \
 	X(INODE_GET, "SELECT mode, uid, gid, nlink, size, rdev, atime, "       \
 		     "mtime, ctime, parent, strip_size, stripe_count, "        \
 		     "first_server, next_seq, EXISTS (SELECT 1 FROM xattr "   \
@@ -103,6 +102,16 @@ enum orch_mdb_stmt {
 
 #define ORCH_META_REMOTE_OWNERS 2
 
+/* Counters of the super table, reserved in batches (orch_mdb_counter_next). */
+enum mdb_counter {
+	MDB_COUNTER_HANDLE, /* "next_handle" */
+	MDB_COUNTER_INTENT, /* "next_intent" */
+	MDB_NCOUNTERS
+};
+
+/* Values a counter reserves at a time: one super row write per this many. */
+#define MDB_COUNTER_BATCH 64
+
 struct orch_meta {
 	sqlite3 *m_db;                        /* the one write connection */
 	sqlite3_stmt *m_stmt[MDB_NSTMT];      /* prepared at open, reset after use */
@@ -114,6 +123,11 @@ struct orch_meta {
 	unsigned int m_op_nest;               /* ops nested in it (savepoints) */
 	uint64_t m_commits;                   /* commits since open */
 	uint64_t m_busy_us;                   /* slept in meta_busy() */
+	/* Counter values reserved in memory (orch_mdb_counter_next). */
+	struct {
+		uint64_t c_next;              /* next value to hand out */
+		uint64_t c_limit;             /* what super holds; 0: none */
+	} m_counter[MDB_NCOUNTERS];
 	/* Owners of inodes held elsewhere, told by the caller (sticky rule). */
 	struct {
 		uint64_t handle;
@@ -192,8 +206,16 @@ int orch_mdb_schema_create(sqlite3 *db);
 int orch_mdb_prepare_all(struct orch_meta *m);
 void orch_mdb_finalize_all(struct orch_meta *m);
 
-/* Takes the next value of counter @key ("next_handle", "next_intent"). */
-int orch_mdb_counter_next(struct orch_meta *m, const char *key, uint64_t *out);
+/*
+ * Takes the next value of counter @c, in the caller's transaction.  Values
+ * are reserved MDB_COUNTER_BATCH at a time: super holds the end of the
+ * reservation, so most calls read it and write nothing.  0, -EUCLEAN,
+ * -ENOSPC (counter exhausted), -EIO.
+ */
+int orch_mdb_counter_next(struct orch_meta *m, enum mdb_counter c, uint64_t *out);
+
+/* The value counter @c hands out next (for statistics and tests). */
+int orch_mdb_counter_peek(struct orch_meta *m, enum mdb_counter c, uint64_t *out);
 
 /* Reads super integer @key into *@out (-ENOENT if absent). */
 int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out);

@@ -284,7 +284,7 @@ static int intent_insert_(struct orch_meta *m, uint32_t kind, const void *body,
 	sqlite3_stmt *st;
 	int error;
 
-	error = orch_mdb_counter_next(m, "next_intent", id);
+	error = orch_mdb_counter_next(m, MDB_COUNTER_INTENT, id);
 	if (error)
 		return error;
 	st = orch_mdb_stmt(m, MDB_INTENT_INSERT);
