@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
+#define RPC_RECV_SLICE_MS 1000    /* a reader's blocking recv gives up this often */
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -99,6 +101,7 @@ struct rpc_conn {
 	struct orch_frame_hdr c_hdr; /* its header */
 	uint8_t *c_payload;          /* its payload so far */
 	size_t c_pgot;
+	int c_rcvtimeo_ms;           /* the socket's SO_RCVTIMEO; set by the connector too */
 };
 
 struct orch_client {
@@ -518,30 +521,48 @@ static void rpc_table_wake_one(struct rpc_conn *c)
 
 /* --- Reading: the reader role ----------------------------------------------------- */
 
+/* Sets the socket's receive timeout to @ms (> 0).  0 or -errno. */
+static int rpc_set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ? -errno : 0;
+}
+
 /*
  * Receives up to @len bytes into @p, waiting until the deadline: the
  * number received (> 0), -ETIMEDOUT, or -EIO on end of stream or error.
+ *
+ * The socket is blocking with a receive timeout (SO_RCVTIMEO), so a reader
+ * waiting for a reply makes one recv that sleeps until it comes.  A
+ * non-blocking recv and then poll and recv again cost two more syscalls per
+ * request, and with one request at a time (a FUSE worker's stat) the first
+ * recv nearly always found nothing.  The timeout is RPC_RECV_SLICE_MS, cut
+ * to what is left of the deadline near its end; only then does it change
+ * (a setsockopt).  shutdown() by another thread ends the recv as it ended
+ * the poll.
  */
-static ssize_t rpc_recv_some(int fd, uint8_t *p, size_t len, uint64_t deadline_ms)
+static ssize_t rpc_recv_some(struct rpc_conn *c, int fd, uint8_t *p, size_t len,
+			     uint64_t deadline_ms)
 {
 	for (;;) {
-		ssize_t r = recv(fd, p, len, MSG_DONTWAIT);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int ms, rc;
+		int ms = rpc_remaining_ms(deadline_ms);
+		ssize_t r;
 
+		if (ms == 0)
+			return -ETIMEDOUT;
+		ms = ORCH_MIN(ms, RPC_RECV_SLICE_MS);
+		if (ms != c->c_rcvtimeo_ms) {
+			if (rpc_set_rcvtimeo(fd, ms))
+				return -EIO;
+			c->c_rcvtimeo_ms = ms;
+		}
+		r = recv(fd, p, len, 0);
 		if (r > 0)
 			return r;
 		if (r == 0)
 			return -EIO;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -EIO;
-		ms = rpc_remaining_ms(deadline_ms);
-		if (ms == 0)
-			return -ETIMEDOUT;
-		rc = poll(&pfd, 1, ms);
-		if (rc < 0 && errno != EINTR)
+		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -EIO;
 	}
 }
@@ -558,7 +579,7 @@ static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 		c->c_rlen -= c->c_rpos;
 		c->c_rpos = 0;
 	}
-	r = rpc_recv_some(fd, c->c_rbuf + c->c_rlen, RPC_RBUF - c->c_rlen, deadline_ms);
+	r = rpc_recv_some(c, fd, c->c_rbuf + c->c_rlen, RPC_RBUF - c->c_rlen, deadline_ms);
 	if (r < 0)
 		return (int)r;
 	c->c_rlen += (size_t)r;
@@ -568,7 +589,7 @@ static int rpc_fill(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 /* Reads straight into the payload: for the big part of a big frame. */
 static int rpc_recv_payload(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 {
-	ssize_t r = rpc_recv_some(fd, c->c_payload + c->c_pgot, c->c_hdr.length - c->c_pgot,
+	ssize_t r = rpc_recv_some(c, fd, c->c_payload + c->c_pgot, c->c_hdr.length - c->c_pgot,
 				  deadline_ms);
 
 	if (r < 0)
@@ -748,6 +769,11 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	error = rpc_handshake(c, fd, deadline_ms);
 	if (error)
 		goto out_close;
+	/* No reader yet (reap waited for it to leave): its state is ours. */
+	error = rpc_set_rcvtimeo(fd, RPC_RECV_SLICE_MS);
+	if (error)
+		goto out_close;
+	c->c_rcvtimeo_ms = RPC_RECV_SLICE_MS;
 
 	pthread_mutex_lock(&c->c_lock);
 	c->c_fd = fd;
