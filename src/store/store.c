@@ -1087,28 +1087,30 @@ static void store_checkpoint(struct orch_store *st)
  * The data blocks, then the WAL, with commits held off in between: a WAL
  * sync covers every commit in the WAL, so one made after the blocks were
  * flushed would become durable before its data.  The writer keeps
- * applying operations meanwhile; only its COMMIT waits.  *@upto is the
- * last commit made durable.
+ * applying operations meanwhile; only its COMMIT waits.  A second blocks
+ * fdatasync is needed only if a commit made meanwhile maps data written
+ * after the first began: blocks the writer has written for a transaction
+ * still open are no business of this flush (no WAL frame points to them
+ * yet).  Commits up to st_sync_upto are durable when it returns 0.
  */
-static int store_flush(struct orch_store *st, uint64_t *upto)
+static int store_flush(struct orch_store *st)
 {
+	uint64_t writes = atomic_load(&st->st_data_writes);
 	uint64_t mark;
 	int error = 0;
 
-	uint64_t writes = atomic_load(&st->st_data_writes);
-
-	*upto = 0;
 	/* Most of the data, while the writer still commits... */
 	mark = orch_pcut_mark();
 	if (fdatasync(st->st_blocks_fd) < 0)
 		return -errno;
-	/* ...then what came since, if anything did, and the WAL, with commits
-	 * held off. */
+	/* ...then what the commits made since need, if anything, and the WAL,
+	 * with commits held off. */
 	pthread_mutex_lock(&st->st_commit_lock);
 	pthread_mutex_lock(&st->st_seq_lock);
-	*upto = st->st_committed;
+	st->st_sync_upto = st->st_committed;
+	st->st_sync_captured = true;
 	pthread_mutex_unlock(&st->st_seq_lock);
-	if (atomic_load(&st->st_data_writes) != writes) {
+	if (st->st_commit_writes > writes) {
 		mark = orch_pcut_mark();
 		if (fdatasync(st->st_blocks_fd) < 0)
 			error = -errno;
@@ -1125,6 +1127,16 @@ static int store_flush(struct orch_store *st, uint64_t *upto)
 	return error;
 }
 
+/*
+ * Every mutation that completed before the call is committed by then, at
+ * or below st_committed: the caller needs that commit durable, not a flush
+ * of its own.  So it returns at once if a flush already covered it, rides
+ * on the flush in progress if that flush has not yet read st_committed or
+ * read it late enough, and otherwise waits for the next one (started by
+ * one of its waiters).  Callers that arrive in a burst as the writer's
+ * batch completes then share one flush, and a caller woken late does not
+ * start a flush for a commit that is already on its way to disk.
+ */
 int orch_store_sync(struct orch_store *st)
 {
 	uint64_t need;
@@ -1132,19 +1144,22 @@ int orch_store_sync(struct orch_store *st)
 
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.sync_calls++;
-	need = st->st_sync_started + 1;
-	while (st->st_sync_done < need && !st->st_sync_err) {
-		uint64_t gen, upto;
+	need = st->st_committed;
+	while (st->st_durable < need && !st->st_sync_err) {
+		uint64_t gen;
 
 		if (st->st_syncing) {
-			/* The flush running now, or the next one, is ours. */
-			pthread_cond_wait(&st->st_sync_cv[need % 2], &st->st_seq_lock);
+			gen = st->st_sync_started;
+			if (st->st_sync_captured && st->st_sync_upto < need)
+				gen++;
+			pthread_cond_wait(&st->st_sync_cv[gen % 2], &st->st_seq_lock);
 			continue;
 		}
 		st->st_syncing = true;
+		st->st_sync_captured = false;
 		gen = ++st->st_sync_started;
 		pthread_mutex_unlock(&st->st_seq_lock);
-		error = store_flush(st, &upto);
+		error = store_flush(st);
 		pthread_mutex_lock(&st->st_seq_lock);
 		st->st_syncing = false;
 		st->st_sync_done = gen;
@@ -1154,8 +1169,10 @@ int orch_store_sync(struct orch_store *st)
 				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
 					 st->st_dir, strerror(-error));
 			st->st_sync_err = error;
-		} else if (upto > st->st_durable) {
-			st->st_durable = upto;
+			/* Nobody will start another: wake every waiter. */
+			pthread_cond_broadcast(&st->st_sync_cv[(gen + 1) % 2]);
+		} else if (st->st_sync_upto > st->st_durable) {
+			st->st_durable = st->st_sync_upto;
 		}
 		/* Its waiters are done; one of the next one's must start it. */
 		pthread_cond_broadcast(&st->st_sync_cv[gen % 2]);
@@ -1266,6 +1283,8 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	st->st_lock_fd = -1;
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
+	/* What is on disk now: durable only after the first flush (below). */
+	st->st_committed = 1;
 	pthread_mutex_init(&st->st_commit_lock, NULL);
 	pthread_cond_init(&st->st_sync_cv[0], NULL);
 	pthread_cond_init(&st->st_sync_cv[1], NULL);

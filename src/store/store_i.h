@@ -181,10 +181,16 @@ struct orch_store {
 
 	/* Commit and durability sequence numbers (by st_seq_lock). */
 	pthread_mutex_t st_seq_lock;
-	uint64_t st_committed;        /* write transactions committed */
+	/* Write transactions committed; 1 at open stands for the state found
+	 * on disk, which only a flush makes known to be durable. */
+	uint64_t st_committed;
 	uint64_t st_durable;          /* ... of which known to be on disk */
 	uint64_t st_sync_started, st_sync_done;  /* flush generations */
 	bool st_syncing;
+	/* The flush in progress has read st_committed: it makes up to
+	 * st_sync_upto durable.  Before that, it covers every commit made. */
+	bool st_sync_captured;
+	uint64_t st_sync_upto;
 	int st_sync_err;              /* sticky: a flush failed */
 	/* Callers of orch_store_sync waiting for flush generation g sleep on
 	 * st_sync_cv[g % 2], so the end of one flush wakes only its own. */
@@ -192,6 +198,9 @@ struct orch_store {
 	/* Held by the writer around COMMIT and by a flush from its blocks
 	 * fdatasync to its WAL sync. */
 	pthread_mutex_t st_commit_lock;
+	/* st_data_writes when the last commit was made (by st_commit_lock):
+	 * every block a committed mapping points to was written by then. */
+	uint64_t st_commit_writes;
 	sqlite3 *st_sync_db;          /* the flush's connection (its WAL handle) */
 
 	struct store_writer *st_writer;

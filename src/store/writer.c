@@ -1184,6 +1184,8 @@ static int txn_commit(struct store_writer *w)
 		return error;
 	}
 	w->w_meta_dirty = false;
+	/* Only this thread writes data, and all of this transaction's is written. */
+	st->st_commit_writes = atomic_load(&st->st_data_writes);
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
 	w_busy_commit(w, st->st_committed);
