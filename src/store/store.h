@@ -142,6 +142,8 @@ struct orch_store_op {
 	 * (NULL: the writer computes them); see store_op_sums(). */
 	const uint32_t *o_sums;
 	struct store_sums *o_sums_wait;
+	/* A synchronous caller sleeps on it (then @done is not called). */
+	struct store_waiter *o_waiter;
 };
 
 /*
