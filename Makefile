@@ -174,8 +174,9 @@ bench-mount: $(BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py $(BENCHFLAGS)
 
 # The extent store against pwrite/pread on a file in the same directory
-# (issue: store throughput).  Writes about 2 GiB; as root it drops the page
-# cache.  BENCHFLAGS="--quick", "-d DIR", "--json": see store-bench --help.
+# (issue: store throughput).  Writes about 2 GiB; drops the files it reads
+# from the page cache before each read.  BENCHFLAGS="--quick", "-d DIR",
+# "--json", "--phases fsync": see store-bench --help.
 bench-store: $(BUILDDIR)/bench/store-bench
 	$(Q)$(BUILDDIR)/bench/store-bench $(BENCHFLAGS)
 

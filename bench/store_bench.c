@@ -11,18 +11,19 @@
  *      store shares flushes between concurrent callers).
  *
  * Prints a table of both rates, the ratio store/plain against the targets
- * (large writes >= 70%, reads >= 80%, write+fsync with 64 writers >= 10x
- * one writer), and the store's batching: operations per commit and
- * orch_store_sync calls per flush.  Must run as root to drop caches; else
- * the files' pages are dropped with posix_fadvise and the table says so.
+ * (large writes >= 70%, reads >= 80% (paired by round), write+fsync with
+ * 64 writers >= 10x one writer), and the store's batching: operations per commit and
+ * orch_store_sync calls per flush.  Before each read, the files either
+ * side reads (the plain file; the store's blocks, store.db and its WAL)
+ * are dropped from the page cache, and what stays resident is reported.
  *
  * Phases 1, 2 and 4 run --rounds times (default 3), plain and store taking
- * turns, and report the median: on a VM the disk's rates vary a lot from
- * one run to the next.  Phase 3 runs once (50000 operations per run).
+ * turns (phase 2 reads twice per round, A B B A), and report the median:
+ * on a VM the disk's rates vary a lot from one run to the next.  Phase 3 runs once (50000 operations per run).
  * The default run takes 1.5 to 3 minutes, --quick about 30 s.
  *
  *   store-bench [-d DIR] [--size-mb N] [--quick] [--fsync-secs S]
- *               [--rounds N] [--json]
+ *               [--rounds N] [--json] [--drop files|global] [--phases LIST]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +51,9 @@
 
 enum { PLAIN, STORE };
 
+/* Phases to run (--phases). */
+enum { PH_LARGE = 1, PH_SMALL = 2, PH_FSYNC = 4, PH_ALL = 7 };
+
 /* A rate measured for plain and store, and the store's counters over it. */
 struct result {
 	const char *key;          /* JSON name */
@@ -62,6 +67,7 @@ struct result {
 	int nrounds[2];
 	double t_write[2], t_sync[2]; /* phases 3, 4: seconds in the calls */
 	struct orch_store_stats d; /* store counters: delta over the run */
+	double paired;            /* reads: median of the rounds' ratios, or 0 */
 };
 
 enum {
@@ -80,8 +86,10 @@ struct bench {
 	long fsync_cap;           /* phase 4: operations per run at most */
 	int rounds;               /* of phases 1 and 2 */
 	bool quick, json;
-	bool dropped;             /* caches really dropped before the reads */
+	bool drop_global;         /* --drop global: also /proc/sys/vm/drop_caches */
 	char drop_note[160];
+	uint64_t resident_kib[2]; /* most left cached before a read, by side */
+	unsigned int phases;      /* PH_* to run */
 	double load;              /* 1-minute load average at the start */
 	double others;            /* CPUs used by other processes, average */
 	long ncpu;
@@ -303,6 +311,15 @@ static double write_store(struct bench *b, uint8_t *buf, uint64_t h,
 	return t;
 }
 
+/* The store's files a read goes to: the data, and the index it looks up. */
+static const char *const store_files[] = { "blocks", "store.db", "store.db-wal" };
+#define NSTORE_FILES (sizeof(store_files) / sizeof(store_files[0]))
+
+static void store_file(const struct bench *b, size_t i, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%s", b->store_path, store_files[i]);
+}
+
 static void drop_file(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -313,35 +330,91 @@ static void drop_file(const char *path)
 	close(fd);
 }
 
-static void drop_caches(struct bench *b)
+/* Adds the pages of @path in the page cache to *@in (mincore, 1 GiB at a time). */
+static void count_resident(const char *path, uint64_t *in)
 {
-	char blocks[4300];
+	static unsigned char vec[(1u << 30) / 4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &sb) == 0) {
+		for (off_t o = 0; o < sb.st_size; o += 1 << 30) {
+			size_t len = (size_t)(sb.st_size - o < (1 << 30) ?
+					      sb.st_size - o : (1 << 30));
+			void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, o);
+
+			if (p == MAP_FAILED)
+				break;
+			if (mincore(p, len, vec) == 0)
+				for (size_t i = 0; i < (len + 4095) / 4096; i++)
+					*in += vec[i] & 1;
+			munmap(p, len);
+		}
+	}
+	close(fd);
+}
+
+/* KiB of @kind's files still in the page cache. */
+static uint64_t resident_kib(const struct bench *b, int kind)
+{
+	char path[4300];
+	uint64_t in = 0;
+
+	if (kind == PLAIN) {
+		count_resident(b->plain_path, &in);
+	} else {
+		for (size_t i = 0; i < NSTORE_FILES; i++) {
+			store_file(b, i, path, sizeof(path));
+			count_resident(path, &in);
+		}
+	}
+	return in * 4;
+}
+
+/*
+ * Before a read of @kind: every file either side reads is written back and
+ * dropped from the page cache, the plain file and all the store's (its
+ * blocks, and store.db and its WAL, whose pages a cold read must fetch as
+ * well).  With --drop global (and root), /proc/sys/vm/drop_caches is
+ * written too; it drops every other process's cache as well, and their
+ * reads back compete with the one measured.  What stays resident of
+ * @kind's files is checked and reported, so neither side reads warm.
+ */
+static void drop_caches(struct bench *b, int kind)
+{
+	char path[4300];
+	uint64_t kib;
 	int fd, saved;
 	ssize_t w;
 
 	settle();
-	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		w = write(fd, "3\n", 2);
+	if (b->drop_global) {
+		fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+		w = -1;
 		saved = errno;
-		close(fd);
-		if (w == 2) {
-			b->dropped = true;
-			return;
+		if (fd >= 0) {
+			w = write(fd, "3\n", 2);
+			saved = errno;
+			close(fd);
 		}
-		errno = w < 0 ? saved : EIO;
+		if (w != 2 && !b->drop_note[0]) {
+			snprintf(b->drop_note, sizeof(b->drop_note),
+				 "could not write /proc/sys/vm/drop_caches: %s; "
+				 "dropped the files read only",
+				 w < 0 ? strerror(saved) : "short write");
+			fprintf(stderr, "store-bench: %s\n", b->drop_note);
+		}
 	}
-	if (!b->drop_note[0]) {
-		snprintf(b->drop_note, sizeof(b->drop_note),
-			 "could not drop caches (/proc/sys/vm/drop_caches: %s); "
-			 "used posix_fadvise(DONTNEED) on the data files, "
-			 "store.db stays cached", strerror(errno));
-		fprintf(stderr, "store-bench: %s\n", b->drop_note);
-	}
-	b->dropped = false;
 	drop_file(b->plain_path);
-	snprintf(blocks, sizeof(blocks), "%s/blocks", b->store_path);
-	drop_file(blocks);
+	for (size_t i = 0; i < NSTORE_FILES; i++) {
+		store_file(b, i, path, sizeof(path));
+		drop_file(path);
+	}
+	kib = resident_kib(b, kind);
+	if (kib > b->resident_kib[kind])
+		b->resident_kib[kind] = kib;
 }
 
 /* Phase 2, plain: 1 MiB preads of the file write_plain made. */
@@ -350,7 +423,7 @@ static double read_plain(struct bench *b, uint8_t *buf)
 	uint64_t n = b->size / BIG_IO;
 	double t0;
 
-	drop_caches(b);
+	drop_caches(b, PLAIN);
 	t0 = now_s();
 	for (uint64_t i = 0; i < n; i++) {
 		ssize_t g = pread(b->fd, buf, BIG_IO, (off_t)(i * BIG_IO));
@@ -373,7 +446,7 @@ static double read_store(struct bench *b, uint8_t *buf, uint64_t h,
 	size_t got;
 	int error;
 
-	drop_caches(b);
+	drop_caches(b, STORE);
 	get_stats(b, &s0);
 	t0 = now_s();
 	for (uint64_t i = 0; i < n; i++) {
@@ -402,27 +475,35 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void set_large(struct bench *b, struct result *r, int kind, double *secs)
+/* Sets @r's rate of @kind from the median of @nsecs times of one pass. */
+static void set_large(struct bench *b, struct result *r, int kind, double *secs,
+		      int nsecs)
 {
 	uint64_t n = b->size / BIG_IO;
 
-	r->ops[kind] = (long)(n * (uint64_t)b->rounds);
-	r->secs[kind] = median(secs, b->rounds);
+	r->ops[kind] = (long)(n * (uint64_t)nsecs);
+	r->secs[kind] = median(secs, nsecs);
 	r->rate[kind] = (double)n / r->secs[kind];
 }
 
 /*
- * Phases 1 and 2, @b->rounds times, plain and store in turns (who goes
- * first alternates), a new file and a new object each round.  Each side's
- * rate is from its median time.
+ * Phases 1 and 2, @b->rounds times, a new file and a new object each
+ * round.  The writes take turns (who goes first alternates); the reads
+ * go A B B A (A alternating), so in every round each side reads once
+ * first after the writes and once after the other's read, and a drift
+ * within the round (the host writing back what was just written, another
+ * process's I/O starting or ending) weighs on both alike.  With one read
+ * each, A B, the side first in two rounds of three took the first slot's
+ * luck twice.  Each side's rate is from its median time.
  */
 static void large_phases(struct bench *b)
 {
 	struct result *rw = &b->r[R_WRITE], *rr = &b->r[R_READ];
-	double ws[2][MAX_ROUNDS], rs[2][MAX_ROUNDS];
+	double ws[2][MAX_ROUNDS], rs[2][2 * MAX_ROUNDS], pr[MAX_ROUNDS];
 	uint64_t n = b->size / BIG_IO;
 	struct orch_store_stats d;
 	uint8_t *buf = xaligned(BIG_IO);
+	int nr[2] = { 0, 0 };
 
 	fill_random(buf, BIG_IO, 42);
 	for (int i = 0; i < b->rounds; i++) {
@@ -441,22 +522,36 @@ static void large_phases(struct bench *b)
 				 " MiB in %.2f s", i + 1, kind ? "store" : "plain",
 				 n, ws[kind][i]);
 		}
-		for (int j = 0; j < 2; j++) {
-			int kind = (i + j) % 2 ? STORE : PLAIN;
+		for (int j = 0; j < 4; j++) {
+			int kind = (i + (j == 1 || j == 2)) % 2 ? STORE : PLAIN;
+			double t;
 
 			if (kind == PLAIN) {
-				rs[PLAIN][i] = read_plain(b, buf);
+				t = read_plain(b, buf);
 			} else {
-				rs[STORE][i] = read_store(b, buf, h, &d);
+				t = read_store(b, buf, h, &d);
 				stats_add(&rr->d, &d);
 			}
+			rs[kind][nr[kind]++] = t;
 			progress("round %d: read %s: %" PRIu64 " MiB in %.2f s",
-				 i + 1, kind ? "store" : "plain", n, rs[kind][i]);
+				 i + 1, kind ? "store" : "plain", n, t);
 		}
 	}
+	/*
+	 * The reads' ratio pairs each round's two reads of a side with the
+	 * other's (plain time / store time, summed over the round): a drift
+	 * or a step in the disk's speed within the round weighs on both
+	 * sides alike there, where medians of each side alone may take
+	 * their values from different regimes.
+	 */
+	for (int i = 0; i < b->rounds; i++)
+		pr[i] = (rs[PLAIN][2 * i] + rs[PLAIN][2 * i + 1]) /
+			(rs[STORE][2 * i] + rs[STORE][2 * i + 1]);
+	rr->paired = median(pr, b->rounds);
+	/* after: median() sorts */
 	for (int k = PLAIN; k <= STORE; k++) {
-		set_large(b, rw, k, ws[k]);
-		set_large(b, rr, k, rs[k]);
+		set_large(b, rw, k, ws[k], b->rounds);
+		set_large(b, rr, k, rs[k], nr[k]);
 	}
 	plain_close(b);
 	free(buf);
@@ -671,6 +766,12 @@ static double ratio(double a, double z)
 	return z > 0 ? a / z : 0;
 }
 
+/* Store over plain for row @x: the paired ratio where there is one. */
+static double row_ratio(const struct result *x)
+{
+	return x->paired > 0 ? x->paired : ratio(x->rate[STORE], x->rate[PLAIN]);
+}
+
 static double quot(uint64_t a, uint64_t z)
 {
 	return z ? (double)a / (double)z : 0;
@@ -687,6 +788,14 @@ static const char *verdict(double v, double target)
 	return v >= target ? "PASS" : "MISS";
 }
 
+/* Whether result row @i was measured (--phases). */
+static bool row_ran(const struct bench *b, int i)
+{
+	unsigned int ph = i <= R_READ ? PH_LARGE : i <= R_W64 ? PH_SMALL : PH_FSYNC;
+
+	return b->phases & ph;
+}
+
 static void print_table(const struct bench *b)
 {
 	const struct result *r = b->r;
@@ -696,8 +805,11 @@ static void print_table(const struct bench *b)
 	printf("store-bench: %s, large write/read %" PRIu64 " MiB, median of "
 	       "%d round%s%s\n", b->dir, b->size >> 20, b->rounds,
 	       b->rounds == 1 ? "" : "s", b->quick ? " (quick)" : "");
-	printf("reads: %s\n", b->dropped ? "after dropping caches" :
-	       b->drop_note);
+	printf("reads: cold, %s; left cached before a read: plain %" PRIu64
+	       " KiB, store %" PRIu64 " KiB\n", b->drop_note[0] ? b->drop_note :
+	       b->drop_global ? "after drop_caches and dropping the files read" :
+	       "after dropping the files read (data, store.db and its WAL)",
+	       b->resident_kib[PLAIN], b->resident_kib[STORE]);
 	printf("machine: %ld CPUs, load average %.2f at the start; other "
 	       "processes and kernel threads\n  used %.2f CPUs meanwhile%s\n\n",
 	       b->ncpu, b->load, b->others, b->load > 1 || b->others > 0.5 ?
@@ -706,9 +818,11 @@ static void print_table(const struct bench *b)
 	       "unit", "s/p", "target");
 	for (int i = 0; i < R_NR; i++) {
 		const struct result *x = &r[i];
-		double q = ratio(x->rate[STORE], x->rate[PLAIN]);
+		double q = row_ratio(x);
 		char tgt[32] = "";
 
+		if (!row_ran(b, i))
+			continue;
 		if (i == R_WRITE)
 			snprintf(tgt, sizeof(tgt), ">= 0.70 %s",
 				 verdict(q, 0.70));
@@ -718,9 +832,13 @@ static void print_table(const struct bench *b)
 		printf("%-32s %12.1f %12.1f %-6s %7.2f  %s\n", x->label,
 		       x->rate[PLAIN], x->rate[STORE], x->unit, q, tgt);
 	}
-	printf("%-32s %12.1fx %11.1fx %-6s %7s  >= 10x %s\n",
-	       "4 KiB write+fsync, 64 vs 1", pscale, scale, "", "",
-	       verdict(scale, 10.0));
+	if (b->phases & PH_LARGE)
+		printf("read s/p: median over the rounds of plain time / store time, "
+		       "each side's two reads\n  of the round (A B B A) summed\n");
+	if (b->phases & PH_FSYNC)
+		printf("%-32s %12.1fx %11.1fx %-6s %7s  >= 10x %s\n",
+		       "4 KiB write+fsync, 64 vs 1", pscale, scale, "", "",
+		       verdict(scale, 10.0));
 	for (int i = R_W1; i <= R_W64; i++)
 		for (int k = PLAIN; k <= STORE; k++)
 			if (r[i].capped[k])
@@ -728,10 +846,11 @@ static void print_table(const struct bench *b)
 				       "after %ld ops\n", r[i].label,
 				       k == PLAIN ? "plain" : "store",
 				       b->small_secs, r[i].ops[k]);
-	printf("4 KiB write+fsync: %d round%s of %.1f s per cell, median; a plain "
-	       "op is pwrite + fdatasync,\n  a store op orch_store_write + "
-	       "orch_store_sync\n", b->rounds, b->rounds == 1 ? "" : "s",
-	       b->fsync_secs);
+	if (b->phases & PH_FSYNC)
+		printf("4 KiB write+fsync: %d round%s of %.1f s per cell, median; "
+		       "a plain op is pwrite + fdatasync,\n  a store op "
+		       "orch_store_write + orch_store_sync\n", b->rounds,
+		       b->rounds == 1 ? "" : "s", b->fsync_secs);
 	printf("\nmean latency per 4 KiB op, us (write: pwrite or "
 	       "orch_store_write; sync: fdatasync or orch_store_sync):\n");
 	printf("%-32s %12s %12s %12s %12s\n", "phase", "plain write",
@@ -739,6 +858,8 @@ static void print_table(const struct bench *b)
 	for (int i = R_W1; i < R_NR; i++) {
 		const struct result *x = &r[i];
 
+		if (!row_ran(b, i))
+			continue;
 		printf("%-32s", x->label);
 		for (int k = PLAIN; k <= STORE; k++) {
 			double n = (double)(x->ops[k] ? x->ops[k] : 1);
@@ -757,15 +878,18 @@ static void print_table(const struct bench *b)
 	for (int i = 0; i < R_NR; i++) {
 		const struct orch_store_stats *d = &r[i].d;
 
+		if (!row_ran(b, i))
+			continue;
 		printf("%-32s %10" PRIu64 " %10" PRIu64 " %8" PRIu64
 		       " %8" PRIu64 " %10.2f %12.2f\n", r[i].label, d->ops,
 		       d->commits, d->syncs, d->sync_calls,
 		       quot(d->ops, d->commits), quot(d->sync_calls, d->syncs));
 	}
-	printf("\nstore 4 KiB write+fsync: %.2f ops per flush with 1 writer, "
-	       "%.2f with 64\n",
-	       quot(r[R_WS1].d.ops, r[R_WS1].d.syncs),
-	       quot(r[R_WS64].d.ops, r[R_WS64].d.syncs));
+	if (b->phases & PH_FSYNC)
+		printf("\nstore 4 KiB write+fsync: %.2f ops per flush with 1 writer, "
+		       "%.2f with 64\n",
+		       quot(r[R_WS1].d.ops, r[R_WS1].d.syncs),
+		       quot(r[R_WS64].d.ops, r[R_WS64].d.syncs));
 }
 
 static void print_json(const struct bench *b)
@@ -774,11 +898,14 @@ static void print_json(const struct bench *b)
 	double scale = ratio(r[R_WS64].rate[STORE], r[R_WS1].rate[STORE]);
 
 	printf("{\n  \"dir\": \"%s\",\n  \"size_mib\": %" PRIu64
-	       ",\n  \"rounds\": %d,\n  \"quick\": %s,\n  \"caches_dropped\": %s,\n"
-	       "  \"cpus\": %ld,\n  \"load_start\": %.2f,\n"
+	       ",\n  \"rounds\": %d,\n  \"quick\": %s,\n  \"drop_global\": %s,\n"
+	       "  \"resident_kib_plain\": %" PRIu64 ",\n  \"resident_kib_store\": %"
+	       PRIu64 ",\n  \"cpus\": %ld,\n  \"load_start\": %.2f,\n"
 	       "  \"other_cpus_used\": %.3f,\n"
 	       "  \"phases\": {\n", b->dir, b->size >> 20, b->rounds,
-	       b->quick ? "true" : "false", b->dropped ? "true" : "false",
+	       b->quick ? "true" : "false",
+	       b->drop_global && !b->drop_note[0] ? "true" : "false",
+	       b->resident_kib[PLAIN], b->resident_kib[STORE],
 	       b->ncpu, b->load, b->others);
 	for (int i = 0; i < R_NR; i++) {
 		const struct result *x = &r[i];
@@ -795,7 +922,7 @@ static void print_json(const struct bench *b)
 		       ", \"store_sync_calls\": %" PRIu64
 		       ", \"ops_per_commit\": %.3f, \"calls_per_flush\": %.3f}%s\n",
 		       x->key, x->unit, x->rate[PLAIN], x->rate[STORE],
-		       ratio(x->rate[STORE], x->rate[PLAIN]), x->ops[PLAIN],
+		       row_ratio(x), x->ops[PLAIN],
 		       x->secs[PLAIN], x->ops[STORE], x->secs[STORE],
 		       us(x->t_write[PLAIN], x->ops[PLAIN]),
 		       us(x->t_sync[PLAIN], x->ops[PLAIN]),
@@ -813,8 +940,8 @@ static void print_json(const struct bench *b)
 	       ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]),
 	       ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]) >= 0.70 ?
 	       "true" : "false",
-	       ratio(r[R_READ].rate[STORE], r[R_READ].rate[PLAIN]),
-	       ratio(r[R_READ].rate[STORE], r[R_READ].rate[PLAIN]) >= 0.80 ?
+	       row_ratio(&r[R_READ]),
+	       row_ratio(&r[R_READ]) >= 0.80 ?
 	       "true" : "false",
 	       scale, scale >= 10.0 ? "true" : "false");
 }
@@ -855,6 +982,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: store-bench [-d DIR] [--size-mb N] [--quick] "
 		"[--fsync-secs S] [--rounds N] [--json]\n"
+		"                   [--drop files|global] [--phases LIST]\n"
 		"  -d, --dir DIR     where to put the plain file and the store\n"
 		"                    (default /var/tmp/orch-store-bench)\n"
 		"  --size-mb N       size of the large write and read (default 1024)\n"
@@ -862,7 +990,12 @@ static void usage(FILE *f)
 		"  --fsync-secs S    seconds per 4 KiB write+fsync run (default 4, quick 2)\n"
 		"  --rounds N        rounds of the large write and read and of\n"
 		"                    write+fsync, median taken (default 3, quick 1)\n"
-		"  --json            print the results as JSON\n");
+		"  --json            print the results as JSON\n"
+		"  --drop MODE       before each read, drop from the page cache the\n"
+		"                    files read (files, the default) or, as root,\n"
+		"                    everything as well (global: drop_caches)\n"
+		"  --phases LIST     of large (write and read), small (4 KiB writes),\n"
+		"                    fsync (4 KiB write+fsync); default all\n");
 }
 
 static void init_results(struct bench *b)
@@ -894,10 +1027,12 @@ int main(int argc, char **argv)
 		{ "fsync-secs", required_argument, NULL, 'f' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "drop", required_argument, NULL, 'D' },
+		{ "phases", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static struct bench bench;
+	static struct bench bench = { .phases = PH_ALL };
 	struct bench *b = &bench;
 	struct orch_store_geom geom = { 0 };
 	const char *dir = "/var/tmp/orch-store-bench";
@@ -945,6 +1080,30 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			b->json = true;
+			break;
+		case 'D':
+			if (strcmp(optarg, "global") && strcmp(optarg, "files")) {
+				fprintf(stderr, "store-bench: bad --drop %s (global, files)\n",
+					optarg);
+				return 2;
+			}
+			b->drop_global = !strcmp(optarg, "global");
+			break;
+		case 'p':
+			b->phases = 0;
+			for (char *t = strtok(optarg, ","); t; t = strtok(NULL, ",")) {
+				if (!strcmp(t, "large")) {
+					b->phases |= PH_LARGE;
+				} else if (!strcmp(t, "small")) {
+					b->phases |= PH_SMALL;
+				} else if (!strcmp(t, "fsync")) {
+					b->phases |= PH_FSYNC;
+				} else {
+					fprintf(stderr, "store-bench: bad --phases %s "
+						"(large,small,fsync)\n", t);
+					return 2;
+				}
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -1006,10 +1165,12 @@ int main(int argc, char **argv)
 	busy0 = cpu_busy();
 	self0 = self_cpu();
 	t0 = now_s();
-	large_phases(b);
-
-	small_phase(b, false);
-	small_phase(b, true);
+	if (b->phases & PH_LARGE)
+		large_phases(b);
+	if (b->phases & PH_SMALL)
+		small_phase(b, false);
+	if (b->phases & PH_FSYNC)
+		small_phase(b, true);
 
 	busy1 = cpu_busy();
 	if (busy0 >= 0 && busy1 >= 0)

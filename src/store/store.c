@@ -1087,28 +1087,30 @@ static void store_checkpoint(struct orch_store *st)
  * The data blocks, then the WAL, with commits held off in between: a WAL
  * sync covers every commit in the WAL, so one made after the blocks were
  * flushed would become durable before its data.  The writer keeps
- * applying operations meanwhile; only its COMMIT waits.  *@upto is the
- * last commit made durable.
+ * applying operations meanwhile; only its COMMIT waits.  A second blocks
+ * fdatasync is needed only if a commit made meanwhile maps data written
+ * after the first began: blocks the writer has written for a transaction
+ * still open are no business of this flush (no WAL frame points to them
+ * yet).  Commits up to st_sync_upto are durable when it returns 0.
  */
-static int store_flush(struct orch_store *st, uint64_t *upto)
+static int store_flush(struct orch_store *st)
 {
+	uint64_t writes = atomic_load(&st->st_data_writes);
 	uint64_t mark;
 	int error = 0;
 
-	uint64_t writes = atomic_load(&st->st_data_writes);
-
-	*upto = 0;
 	/* Most of the data, while the writer still commits... */
 	mark = orch_pcut_mark();
 	if (fdatasync(st->st_blocks_fd) < 0)
 		return -errno;
-	/* ...then what came since, if anything did, and the WAL, with commits
-	 * held off. */
+	/* ...then what the commits made since need, if anything, and the WAL,
+	 * with commits held off. */
 	pthread_mutex_lock(&st->st_commit_lock);
 	pthread_mutex_lock(&st->st_seq_lock);
-	*upto = st->st_committed;
+	st->st_sync_upto = st->st_committed;
+	st->st_sync_captured = true;
 	pthread_mutex_unlock(&st->st_seq_lock);
-	if (atomic_load(&st->st_data_writes) != writes) {
+	if (st->st_commit_writes > writes) {
 		mark = orch_pcut_mark();
 		if (fdatasync(st->st_blocks_fd) < 0)
 			error = -errno;
@@ -1125,6 +1127,16 @@ static int store_flush(struct orch_store *st, uint64_t *upto)
 	return error;
 }
 
+/*
+ * Every mutation that completed before the call is committed by then, at
+ * or below st_committed: the caller needs that commit durable, not a flush
+ * of its own.  So it returns at once if a flush already covered it, rides
+ * on the flush in progress if that flush has not yet read st_committed or
+ * read it late enough, and otherwise waits for the next one (started by
+ * one of its waiters).  Callers that arrive in a burst as the writer's
+ * batch completes then share one flush, and a caller woken late does not
+ * start a flush for a commit that is already on its way to disk.
+ */
 int orch_store_sync(struct orch_store *st)
 {
 	uint64_t need;
@@ -1132,19 +1144,22 @@ int orch_store_sync(struct orch_store *st)
 
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_stats.sync_calls++;
-	need = st->st_sync_started + 1;
-	while (st->st_sync_done < need && !st->st_sync_err) {
-		uint64_t gen, upto;
+	need = st->st_committed;
+	while (st->st_durable < need && !st->st_sync_err) {
+		uint64_t gen;
 
 		if (st->st_syncing) {
-			/* The flush running now, or the next one, is ours. */
-			pthread_cond_wait(&st->st_sync_cv[need % 2], &st->st_seq_lock);
+			gen = st->st_sync_started;
+			if (st->st_sync_captured && st->st_sync_upto < need)
+				gen++;
+			pthread_cond_wait(&st->st_sync_cv[gen % 2], &st->st_seq_lock);
 			continue;
 		}
 		st->st_syncing = true;
+		st->st_sync_captured = false;
 		gen = ++st->st_sync_started;
 		pthread_mutex_unlock(&st->st_seq_lock);
-		error = store_flush(st, &upto);
+		error = store_flush(st);
 		pthread_mutex_lock(&st->st_seq_lock);
 		st->st_syncing = false;
 		st->st_sync_done = gen;
@@ -1154,12 +1169,24 @@ int orch_store_sync(struct orch_store *st)
 				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
 					 st->st_dir, strerror(-error));
 			st->st_sync_err = error;
-		} else if (upto > st->st_durable) {
-			st->st_durable = upto;
+		} else if (st->st_sync_upto > st->st_durable) {
+			st->st_durable = st->st_sync_upto;
 		}
-		/* Its waiters are done; one of the next one's must start it. */
+		error = st->st_sync_err;
+		pthread_mutex_unlock(&st->st_seq_lock);
+		/*
+		 * Its waiters are done; one of the next one's must start it
+		 * (after an error, nobody will: all of them wake).  Woken
+		 * after the unlock, not under it, where each would first
+		 * block on st_seq_lock again: a context switch apiece.  Its
+		 * own commit is covered: the flush read st_committed later.
+		 */
 		pthread_cond_broadcast(&st->st_sync_cv[gen % 2]);
-		pthread_cond_signal(&st->st_sync_cv[(gen + 1) % 2]);
+		if (error)
+			pthread_cond_broadcast(&st->st_sync_cv[(gen + 1) % 2]);
+		else
+			pthread_cond_signal(&st->st_sync_cv[(gen + 1) % 2]);
+		return error;
 	}
 	error = st->st_sync_err;
 	pthread_mutex_unlock(&st->st_seq_lock);
@@ -1266,6 +1293,8 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	st->st_lock_fd = -1;
 	pthread_mutex_init(&st->st_pool_lock, NULL);
 	pthread_mutex_init(&st->st_seq_lock, NULL);
+	/* What is on disk now: durable only after the first flush (below). */
+	st->st_committed = 1;
 	pthread_mutex_init(&st->st_commit_lock, NULL);
 	pthread_cond_init(&st->st_sync_cv[0], NULL);
 	pthread_cond_init(&st->st_sync_cv[1], NULL);
@@ -1419,46 +1448,54 @@ static bool store_surely_absent(struct orch_store *st, uint64_t h)
 }
 
 /*
- * A synchronous call waiting for its operation.  A semaphore, not a mutex
- * and a condition variable: the writer wakes the caller with one sem_post
- * and never holds a lock the caller then needs (signalled under its mutex,
- * the caller, often woken on the writer's CPU, ran only to block on that
- * mutex).  glibc's sem_post touches nothing after the wake-up, so the
- * caller may destroy the semaphore as soon as sem_wait returns.
+ * A synchronous call waits on a semaphore, not a mutex and a condition
+ * variable: the writer wakes the caller with one sem_post and never holds
+ * a lock the caller then needs (signalled under its mutex, the caller,
+ * often woken on the writer's CPU, ran only to block on that mutex).
+ * glibc's sem_post touches nothing after the wake-up, so the caller may
+ * destroy the semaphore as soon as sem_wait returns.  The callers of one
+ * batch wake each other in turn (struct store_waiter).
  */
-struct sync_wait {
-	sem_t sem;
-};
+void store_waiter_wake(struct store_waiter *sw)
+{
+	sem_post(&sw->sw_sem);
+}
 
+/* @done of an operation completed alone (not in a batch's chain). */
 static void sync_done(struct orch_store_op *op)
 {
-	struct sync_wait *w = op->arg;
-
-	sem_post(&w->sem);
+	store_waiter_wake(op->o_waiter);
 }
 
-static void sync_wait_init(struct sync_wait *w, struct orch_store_op *op)
+static void sync_wait_init(struct store_waiter *sw, struct orch_store_op *op)
 {
-	sem_init(&w->sem, 0, 0);
+	sem_init(&sw->sw_sem, 0, 0);
+	sw->sw_next = NULL;
 	op->done = sync_done;
-	op->arg = w;
+	op->arg = NULL;
+	op->o_waiter = sw;
 }
 
-static int sync_wait_end(struct sync_wait *w, struct orch_store_op *op)
+static int sync_wait_end(struct store_waiter *sw, struct orch_store_op *op)
 {
-	while (sem_wait(&w->sem) < 0 && errno == EINTR)
+	while (sem_wait(&sw->sw_sem) < 0 && errno == EINTR)
 		;
-	sem_destroy(&w->sem);
+	/* Set before the chain's first wake-up; its waiter is still asleep. */
+	if (sw->sw_next)
+		store_waiter_wake(sw->sw_next);
+	sem_destroy(&sw->sw_sem);
 	return op->status;
 }
 
 static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 {
-	struct sync_wait w;
+	struct store_waiter sw;
 
-	sync_wait_init(&w, op);
-	orch_store_submit(st, op);
-	return sync_wait_end(&w, op);
+	op->o_sums = NULL;
+	op->o_sums_wait = NULL;
+	sync_wait_init(&sw, op);
+	store_submit(st, op);
+	return sync_wait_end(&sw, op);
 }
 
 /* Writes of at least this many whole blocks have their checksums computed
@@ -1502,7 +1539,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	uint32_t stack_sums[STORE_SUMS_STACK], *sums = NULL;
 	size_t nb = len / ORCH_STORE_BLOCK;
 	struct store_sums ss = { .ready = false };
-	struct sync_wait w;
+	struct store_waiter sw;
 	int error;
 
 	if (off % ORCH_STORE_BLOCK || len % ORCH_STORE_BLOCK || nb < STORE_SUMS_MIN_BLOCKS ||
@@ -1515,7 +1552,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	pthread_cond_init(&ss.cv, NULL);
 	op.o_sums = sums;
 	op.o_sums_wait = &ss;
-	sync_wait_init(&w, &op);
+	sync_wait_init(&sw, &op);
 	store_submit(st, &op);
 	for (size_t i = 0; i < nb; i++)
 		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
@@ -1524,7 +1561,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	ss.ready = true;
 	pthread_cond_signal(&ss.cv);
 	pthread_mutex_unlock(&ss.lock);
-	error = sync_wait_end(&w, &op);
+	error = sync_wait_end(&sw, &op);
 	pthread_mutex_destroy(&ss.lock);
 	pthread_cond_destroy(&ss.cv);
 	if (sums != stack_sums)

@@ -142,6 +142,8 @@ struct orch_store_op {
 	 * (NULL: the writer computes them); see store_op_sums(). */
 	const uint32_t *o_sums;
 	struct store_sums *o_sums_wait;
+	/* A synchronous caller sleeps on it (then @done is not called). */
+	struct store_waiter *o_waiter;
 };
 
 /*
@@ -273,7 +275,9 @@ void orch_store_snap_end(struct orch_store_snap *sn);
  * power loss: fdatasync of the blocks file, then a sync of the store's WAL.
  * No commit happens between the two, so no mapping can become durable
  * before the data it points to.  Concurrent callers share flushes: a
- * caller waits for at most the flush in progress and one more.  Returns -EIO (or -ENOSPC, -EDQUOT) if the
+ * caller waits for at most the flush in progress and one more, and none
+ * if a flush has already made every commit before the call durable
+ * (nothing changed since).  Returns -EIO (or -ENOSPC, -EDQUOT) if the
  * kernel failed to write back some data since the store was opened.  That
  * data is lost, so the error is sticky until the store is reopened.
  */

@@ -1184,6 +1184,8 @@ static int txn_commit(struct store_writer *w)
 		return error;
 	}
 	w->w_meta_dirty = false;
+	/* Only this thread writes data, and all of this transaction's is written. */
+	st->st_commit_writes = atomic_load(&st->st_data_writes);
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
 	w_busy_commit(w, st->st_committed);
@@ -1415,13 +1417,30 @@ static int work_resume(struct store_writer *w)
 
 /* --- The thread ----------------------------------------------------------------------------- */
 
-/* Completes the operations of a transaction that ended with @rc. */
+/*
+ * Completes the operations of a transaction that ended with @rc.  The
+ * synchronous callers among them are woken as one chain, after the loop:
+ * each op is read before its caller can wake and end it.
+ */
 static void complete_all(struct store_writer *w, struct orch_store_op *done, int rc)
 {
+	struct store_waiter *chain = NULL, **tail = &chain;
+
 	for (struct orch_store_op *d = done, *dn; d; d = dn) {
+		int status = rc && !d->status ? rc : d->status;
+
 		dn = d->o_next;
-		complete(w, d, rc && !d->status ? rc : d->status);
+		if (!d->o_waiter) {
+			complete(w, d, status);
+			continue;
+		}
+		atomic_fetch_sub_explicit(&w->w_st->st_queued, 1, memory_order_release);
+		d->status = status;
+		*tail = d->o_waiter;
+		tail = &d->o_waiter->sw_next;
 	}
+	if (chain)
+		store_waiter_wake(chain);
 }
 
 /*
@@ -1536,8 +1555,11 @@ static void *writer_main(void *arg)
 	for (;;) {
 		struct orch_store_op *list;
 
-		while (!w->w_head && !w->w_stop)
+		while (!w->w_head && !w->w_stop) {
+			w->w_idle = true;
 			pthread_cond_wait(&w->w_cv, &w->w_lock);
+		}
+		w->w_idle = false;
 		if (!w->w_head)
 			break;
 		list = w->w_head;
@@ -1555,12 +1577,14 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
 {
 	op->o_sums = NULL;
 	op->o_sums_wait = NULL;
+	op->o_waiter = NULL;
 	store_submit(st, op);
 }
 
 void store_submit(struct orch_store *st, struct orch_store_op *op)
 {
 	struct store_writer *w = st->st_writer;
+	bool wake;
 
 	op->o_next = NULL;
 	op->status = 0;
@@ -1569,8 +1593,16 @@ void store_submit(struct orch_store *st, struct orch_store_op *op)
 	pthread_mutex_lock(&w->w_lock);
 	*w->w_tail = op;
 	w->w_tail = &op->o_next;
-	pthread_cond_signal(&w->w_cv);
+	wake = w->w_idle;
+	w->w_idle = false;
 	pthread_mutex_unlock(&w->w_lock);
+	/*
+	 * Only an idle writer needs a wake-up, one per idle spell, and after
+	 * the unlock: woken under it, the writer would block on w_lock at
+	 * once (64 submitters at a time made that a switch per operation).
+	 */
+	if (wake)
+		pthread_cond_signal(&w->w_cv);
 }
 
 /* --- Start and stop ---------------------------------------------------------------------------- */

@@ -63,6 +63,7 @@ struct store_writer {
 	pthread_cond_t w_cv;
 	struct orch_store_op *w_head, **w_tail;
 	bool w_stop;
+	bool w_idle;                  /* waiting on w_cv, not yet signalled */
 
 	/* Allocation. */
 	uint64_t w_cursor;            /* next-fit: global block to try next */

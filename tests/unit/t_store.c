@@ -3118,4 +3118,188 @@ ORCH_TEST(i22_power_cut)
 	}
 }
 
+/*
+ * Power loss with concurrent syncs: B_THREADS threads each write one of
+ * their regions and sync, over and over, so that syncs ride on flushes
+ * in progress, start the next one, or find their commit durable already,
+ * while the writer commits during flushes.  After the cut every write a
+ * thread saw its sync return for is there (or the thread's one write
+ * after it), the checker is clean and every block matches its checksum.
+ */
+struct sthread {
+	struct orch_store *st;
+	const struct bregion *reg;   /* this thread's B_REGIONS */
+	uint64_t seed;
+	int t, fd;
+};
+
+static void *s_writer(void *p)
+{
+	static __thread unsigned char buf[64 * KiB];
+	struct sthread *a = p;
+
+	for (int j = 0; j < B_OPS; j++) {
+		const struct bregion *g = &a->reg[j % B_REGIONS];
+		int rc;
+
+		fill(buf, g->len, a->seed, b_tag(a->t, j));
+		rc = orch_store_write(a->st, k_handles[g->obj], g->off, buf, g->len);
+		if (!rc)
+			rc = orch_store_sync(a->st);
+		if (rc) {
+			ack(a->fd, 'X', a->t, rc);
+			return NULL;
+		}
+		ack(a->fd, 'S', a->t, j);
+	}
+	return NULL;
+}
+
+static bool sync_cut_round(uint64_t seed, unsigned int at)
+{
+	static struct bregion reg[B_THREADS * B_REGIONS];
+	static unsigned char rb[K_OBJMAX + BLK], want[64 * KiB];
+	int synced[B_THREADS], pfd[2], status, orc;
+	char done[128], atbuf[16], ctx[64], *out;
+	struct fx fx;
+	pid_t pid;
+	bool ok = false;
+
+	snprintf(ctx, sizeof(ctx), "power cut at write %u, concurrent syncs", at);
+	for (int t = 0; t < B_THREADS; t++)
+		synced[t] = -1;
+	rng_state = seed;
+	for (int r = 0; r < B_THREADS * B_REGIONS; r++) {
+		reg[r].obj = r % K_NOBJ;
+		reg[r].off = (uint64_t)(r / K_NOBJ) * 80 * KiB + rng_below(8192);
+		reg[r].len = 1 + rng_below(64 * KiB);
+	}
+	if (fx_setup(&fx, &geom_small))
+		goto out;
+	orch_store_close(fx.st);
+	fx.st = NULL;
+	snprintf(done, sizeof(done), "%s.pcut-done", fx.dir);
+	unlink(done);
+	if (pipe(pfd))
+		goto out;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct sthread a[B_THREADS];
+		pthread_t th[B_THREADS];
+		struct orch_store *st;
+
+		close(pfd[0]);
+		snprintf(atbuf, sizeof(atbuf), "%u", at);
+		setenv("ORCH_PCUT", "1", 1);
+		setenv("ORCH_PCUT_AT", atbuf, 1);
+		setenv("ORCH_PCUT_DONE", done, 1);
+		orch_pcut_init();
+		if (orch_store_open(fx.dir, &st))
+			_exit(3);
+		for (int t = 0; t < B_THREADS; t++) {
+			a[t] = (struct sthread){ st, &reg[t * B_REGIONS], seed, t, pfd[1] };
+			pthread_create(&th[t], NULL, s_writer, &a[t]);
+		}
+		for (int t = 0; t < B_THREADS; t++)
+			pthread_join(th[t], NULL);
+		ack(pfd[1], 'E', 0, 0);
+		orch_pcut_cut();
+	}
+	close(pfd[1]);
+	out = child_collect(pid, pfd[0], &status);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 137) {
+		fprintf(stderr, "%s: child did not end in a power cut (status %#x): %s\n",
+			ctx, status, out);
+		free(out);
+		goto out;
+	}
+	for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+		if (*p == 'S') {
+			int t = atoi(p + 2);
+			const char *sp = strchr(p + 2, ' ');
+
+			if (t >= 0 && t < B_THREADS && sp)
+				synced[t] = atoi(sp + 1);
+		} else if (*p == 'X') {
+			fprintf(stderr, "%s: a write or sync failed: %.40s\n", ctx, p);
+			free(out);
+			goto out;
+		}
+	}
+	free(out);
+	for (int tries = 0; access(done, F_OK) != 0 && tries < 3000; tries++)
+		usleep(10000);
+	if (access(done, F_OK) != 0) {
+		fprintf(stderr, "%s: files not put back\n", ctx);
+		goto out;
+	}
+	unlink(done);
+	for (int tries = 0; orch_store_check_unused(fx.dir) == -EBUSY && tries < 1000; tries++)
+		usleep(10000);
+	orc = orch_store_open(fx.dir, &fx.st);
+	if (orc) {
+		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-orc));
+		goto out;
+	}
+	if (!store_clean(fx.st, true, ctx))
+		goto out;
+	for (int obj = 0; obj < K_NOBJ; obj++) {
+		size_t got;
+
+		memset(rb, 0, sizeof(rb));
+		if (orch_store_read(fx.st, k_handles[obj], 0, rb, K_OBJMAX, &got)) {
+			fprintf(stderr, "%s: read failed\n", ctx);
+			goto out;
+		}
+		for (int r = obj; r < B_THREADS * B_REGIONS; r += K_NOBJ) {
+			int t = r / B_REGIONS, ri = r % B_REGIONS, last = -1, next;
+			bool match;
+
+			/* thread t's j-th write went to region j % B_REGIONS */
+			for (int j = ri; j <= synced[t]; j += B_REGIONS)
+				last = j;
+			memset(want, 0, reg[r].len);
+			if (last >= 0)
+				fill(want, reg[r].len, seed, b_tag(t, last));
+			match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
+			/* or the thread's write whose sync had not returned */
+			next = synced[t] + 1;
+			if (!match && next < B_OPS && next % B_REGIONS == ri) {
+				fill(want, reg[r].len, seed, b_tag(t, next));
+				match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
+			}
+			if (!match) {
+				fprintf(stderr, "%s: region %d (thread %d, synced up to write %d): "
+					"neither its synced value nor the write after it\n",
+					ctx, r, t, synced[t]);
+				goto out;
+			}
+			memset(rb + reg[r].off, 0, reg[r].len);
+		}
+		if (!all_zero(rb, K_OBJMAX)) {
+			fprintf(stderr, "%s: object %d: bytes outside every region\n", ctx, obj);
+			goto out;
+		}
+	}
+	ok = true;
+out:
+	fx_teardown(&fx);
+	return ok;
+}
+
+ORCH_TEST(i22_power_cut_concurrent_syncs)
+{
+	static const unsigned int ats[] = { 2, 9, 25, 60, 120, 250, 500, 900, 100000 };
+	uint64_t seed = test_seed();
+
+	for (size_t i = 0; i < sizeof(ats) / sizeof(ats[0]); i++) {
+		if (!sync_cut_round(seed + i, ats[i])) {
+			fprintf(stderr, "power cut at %u (concurrent syncs) failed: replay "
+				"with ORCH_TEST_SEED=%llu\n", ats[i], (unsigned long long)seed);
+			orch_test_failed = 1;
+		}
+	}
+}
+
 ORCH_TEST_MAIN()
