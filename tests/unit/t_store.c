@@ -2672,10 +2672,59 @@ static void *b_writer(void *p)
 	return NULL;
 }
 
+/*
+ * After a crash: every object holds, in each region, thread t's last
+ * write there among its first @done[t] (zeros if none), or its write
+ * @done[t], which may have reached the disk without being acknowledged;
+ * and zeros outside the regions.
+ */
+static bool b_objects_hold(struct orch_store *st, const struct bregion *reg,
+			   const int *done, uint64_t seed, const char *ctx)
+{
+	static unsigned char rb[K_OBJMAX + BLK], want[64 * KiB];
+
+	for (int obj = 0; obj < K_NOBJ; obj++) {
+		size_t got;
+
+		memset(rb, 0, sizeof(rb));
+		if (orch_store_read(st, k_handles[obj], 0, rb, K_OBJMAX, &got)) {
+			fprintf(stderr, "%s: read failed\n", ctx);
+			return false;
+		}
+		for (int r = obj; r < B_THREADS * B_REGIONS; r += K_NOBJ) {
+			int t = r / B_REGIONS, ri = r % B_REGIONS, last = -1;
+			bool match;
+
+			/* thread t's j-th write went to region j % B_REGIONS */
+			for (int j = ri; j < done[t]; j += B_REGIONS)
+				last = j;
+			memset(want, 0, reg[r].len);
+			if (last >= 0)
+				fill(want, reg[r].len, seed, b_tag(t, last));
+			match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
+			if (!match && done[t] < B_OPS && done[t] % B_REGIONS == ri) {
+				fill(want, reg[r].len, seed, b_tag(t, done[t]));
+				match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
+			}
+			if (!match) {
+				fprintf(stderr, "%s: region %d (thread %d, %d writes done): neither "
+					"its last done write nor the one after it\n",
+					ctx, r, t, done[t]);
+				return false;
+			}
+			memset(rb + reg[r].off, 0, reg[r].len);
+		}
+		if (!all_zero(rb, K_OBJMAX)) {
+			fprintf(stderr, "%s: object %d: bytes outside every region\n", ctx, obj);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool batch_kill_round(const char *spec, uint64_t seed)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
-	static unsigned char rb[K_OBJMAX + BLK], want[64 * KiB];
 	int nack[B_THREADS] = { 0 }, pfd[2], status, orc;
 	struct fx fx;
 	char *out;
@@ -2741,42 +2790,8 @@ static bool batch_kill_round(const char *spec, uint64_t seed)
 	}
 	if (!store_clean(fx.st, true, spec))
 		goto out;
-	for (int obj = 0; obj < K_NOBJ; obj++) {
-		size_t got;
-
-		memset(rb, 0, sizeof(rb));
-		if (orch_store_read(fx.st, k_handles[obj], 0, rb, K_OBJMAX, &got)) {
-			fprintf(stderr, "%s: read failed\n", spec);
-			goto out;
-		}
-		for (int r = obj; r < B_THREADS * B_REGIONS; r += K_NOBJ) {
-			int t = r / B_REGIONS, ri = r % B_REGIONS, last = -1;
-			bool match;
-
-			/* thread t's j-th write went to region j % B_REGIONS */
-			for (int j = ri; j < nack[t]; j += B_REGIONS)
-				last = j;
-			memset(want, 0, reg[r].len);
-			if (last >= 0)
-				fill(want, reg[r].len, seed, b_tag(t, last));
-			match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
-			if (!match && nack[t] < B_OPS && nack[t] % B_REGIONS == ri) {
-				fill(want, reg[r].len, seed, b_tag(t, nack[t]));
-				match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
-			}
-			if (!match) {
-				fprintf(stderr, "%s: region %d (thread %d, %d acked): neither "
-					"its last acknowledged write nor the one in flight\n",
-					spec, r, t, nack[t]);
-				goto out;
-			}
-			memset(rb + reg[r].off, 0, reg[r].len);
-		}
-		if (!all_zero(rb, K_OBJMAX)) {
-			fprintf(stderr, "%s: object %d: bytes outside every region\n", spec, obj);
-			goto out;
-		}
-	}
+	if (!b_objects_hold(fx.st, reg, nack, seed, spec))
+		goto out;
 	ok = true;
 out:
 	fx_teardown(&fx);
@@ -3158,7 +3173,6 @@ static void *s_writer(void *p)
 static bool sync_cut_round(uint64_t seed, unsigned int at)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
-	static unsigned char rb[K_OBJMAX + BLK], want[64 * KiB];
 	int synced[B_THREADS], pfd[2], status, orc;
 	char done[128], atbuf[16], ctx[64], *out;
 	struct fx fx;
@@ -3244,44 +3258,11 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 	}
 	if (!store_clean(fx.st, true, ctx))
 		goto out;
-	for (int obj = 0; obj < K_NOBJ; obj++) {
-		size_t got;
-
-		memset(rb, 0, sizeof(rb));
-		if (orch_store_read(fx.st, k_handles[obj], 0, rb, K_OBJMAX, &got)) {
-			fprintf(stderr, "%s: read failed\n", ctx);
-			goto out;
-		}
-		for (int r = obj; r < B_THREADS * B_REGIONS; r += K_NOBJ) {
-			int t = r / B_REGIONS, ri = r % B_REGIONS, last = -1, next;
-			bool match;
-
-			/* thread t's j-th write went to region j % B_REGIONS */
-			for (int j = ri; j <= synced[t]; j += B_REGIONS)
-				last = j;
-			memset(want, 0, reg[r].len);
-			if (last >= 0)
-				fill(want, reg[r].len, seed, b_tag(t, last));
-			match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
-			/* or the thread's write whose sync had not returned */
-			next = synced[t] + 1;
-			if (!match && next < B_OPS && next % B_REGIONS == ri) {
-				fill(want, reg[r].len, seed, b_tag(t, next));
-				match = memcmp(rb + reg[r].off, want, reg[r].len) == 0;
-			}
-			if (!match) {
-				fprintf(stderr, "%s: region %d (thread %d, synced up to write %d): "
-					"neither its synced value nor the write after it\n",
-					ctx, r, t, synced[t]);
-				goto out;
-			}
-			memset(rb + reg[r].off, 0, reg[r].len);
-		}
-		if (!all_zero(rb, K_OBJMAX)) {
-			fprintf(stderr, "%s: object %d: bytes outside every region\n", ctx, obj);
-			goto out;
-		}
-	}
+	/* Thread t's writes up to its last synced one must be there. */
+	for (int t = 0; t < B_THREADS; t++)
+		synced[t]++;
+	if (!b_objects_hold(fx.st, reg, synced, seed, ctx))
+		goto out;
 	ok = true;
 out:
 	fx_teardown(&fx);
