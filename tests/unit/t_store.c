@@ -2942,6 +2942,75 @@ struct pop {
 };
 
 /*
+ * Forks the child of a power-cut round on a new store of @fx: the child
+ * (0 returned) runs with the power-cut layer set to cut at its @at-th
+ * recorded write, and reports on pfd[1]; the layer creates @done once it
+ * has put the files back as they were at the cut.  The parent gets the
+ * pid, or -1.
+ */
+static pid_t pcut_fork(struct fx *fx, unsigned int at, char *done, size_t ndone, int pfd[2])
+{
+	char atbuf[16];
+	pid_t pid;
+
+	if (fx_setup(fx, &geom_small))
+		return -1;
+	orch_store_close(fx->st);
+	fx->st = NULL;
+	snprintf(done, ndone, "%s.pcut-done", fx->dir);
+	unlink(done);
+	if (pipe(pfd))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	close(pfd[0]);
+	snprintf(atbuf, sizeof(atbuf), "%u", at);
+	setenv("ORCH_PCUT", "1", 1);
+	setenv("ORCH_PCUT_AT", atbuf, 1);
+	setenv("ORCH_PCUT_DONE", done, 1);
+	orch_pcut_init();
+	return 0;
+}
+
+/*
+ * The parent's side of pcut_fork(): the child's reports (to free), once it
+ * ended in the power cut and the files are back as they were at the cut,
+ * or NULL.
+ */
+static char *pcut_collect(struct fx *fx, pid_t pid, int pfd[2], const char *done,
+			  const char *ctx)
+{
+	int status;
+	char *out;
+
+	close(pfd[1]);
+	out = child_collect(pid, pfd[0], &status);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 137) {
+		fprintf(stderr, "%s: child did not end in a power cut (status %#x): %s\n",
+			ctx, status, out);
+		free(out);
+		return NULL;
+	}
+	for (int tries = 0; access(done, F_OK) != 0 && tries < 3000; tries++)
+		usleep(10000);
+	if (access(done, F_OK) != 0) {
+		fprintf(stderr, "%s: files not put back\n", ctx);
+		free(out);
+		return NULL;
+	}
+	unlink(done);
+	/*
+	 * The reverting process inherited the store lock; it lets go as it
+	 * exits, which may be a moment after the pipe and the done file.
+	 */
+	for (int tries = 0; orch_store_check_unused(fx->dir) == -EBUSY && tries < 1000; tries++)
+		usleep(10000);
+	return out;
+}
+
+/*
  * A child writes whole regions (disjoint blocks) and syncs, and cuts the
  * power at its @at-th recorded write (or at the end).  After reopen: every
  * region holds exactly its value at the last completed sync or one written
@@ -2953,9 +3022,9 @@ static bool pcut_round(uint64_t seed, unsigned int at)
 	struct pop ops[P_OPS];
 	/* static: the child exits with _exit, and valgrind counts leaks then */
 	static unsigned char rb[4 * P_SLOT], want[P_SLOT];
-	char done[128], atbuf[16], *out, ctx[64];
+	char done[128], *out, ctx[64];
 	struct fx fx;
-	int pfd[2], status, orc;
+	int pfd[2], orc;
 	pid_t pid;
 	bool ok = false;
 	bool acked[P_OPS] = { false };
@@ -2973,26 +3042,13 @@ static bool pcut_round(uint64_t seed, unsigned int at)
 		ops[i].sync = rng_below(4) == 0;
 		ops[i].region = (int)rng_below(P_REGIONS);
 	}
-	if (fx_setup(&fx, &geom_small))
+	pid = pcut_fork(&fx, at, done, sizeof(done), pfd);
+	if (pid < 0)
 		goto out;
-	orch_store_close(fx.st);
-	fx.st = NULL;
-	snprintf(done, sizeof(done), "%s.pcut-done", fx.dir);
-	unlink(done);
-	if (pipe(pfd))
-		goto out;
-	fflush(NULL);
-	pid = fork();
 	if (pid == 0) {
 		static unsigned char buf[P_SLOT];
 		struct orch_store *st;
 
-		close(pfd[0]);
-		snprintf(atbuf, sizeof(atbuf), "%u", at);
-		setenv("ORCH_PCUT", "1", 1);
-		setenv("ORCH_PCUT_AT", atbuf, 1);
-		setenv("ORCH_PCUT_DONE", done, 1);
-		orch_pcut_init();
 		if (orch_store_open(fx.dir, &st))
 			_exit(3);
 		ack(pfd[1], 'O', 0, 0);
@@ -3015,28 +3071,9 @@ static bool pcut_round(uint64_t seed, unsigned int at)
 		ack(pfd[1], 'E', 0, 0);
 		orch_pcut_cut();
 	}
-	close(pfd[1]);
-	out = child_collect(pid, pfd[0], &status);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 137) {
-		fprintf(stderr, "%s: child did not end in a power cut (status %#x): %s\n",
-			ctx, status, out);
-		free(out);
+	out = pcut_collect(&fx, pid, pfd, done, ctx);
+	if (!out)
 		goto out;
-	}
-	for (int tries = 0; access(done, F_OK) != 0 && tries < 3000; tries++)
-		usleep(10000);
-	if (access(done, F_OK) != 0) {
-		fprintf(stderr, "%s: files not put back\n", ctx);
-		free(out);
-		goto out;
-	}
-	unlink(done);
-	/*
-	 * The reverting process inherited the store lock; it lets go as it
-	 * exits, which may be a moment after the pipe and the done file.
-	 */
-	for (int tries = 0; orch_store_check_unused(fx.dir) == -EBUSY && tries < 1000; tries++)
-		usleep(10000);
 	for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
 		if (*p == 'A') {
 			int i = atoi(p + 2);
@@ -3173,8 +3210,8 @@ static void *s_writer(void *p)
 static bool sync_cut_round(uint64_t seed, unsigned int at)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
-	int synced[B_THREADS], pfd[2], status, orc;
-	char done[128], atbuf[16], ctx[64], *out;
+	int synced[B_THREADS], pfd[2], orc;
+	char done[128], ctx[64], *out;
 	struct fx fx;
 	pid_t pid;
 	bool ok = false;
@@ -3188,27 +3225,14 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 		reg[r].off = (uint64_t)(r / K_NOBJ) * 80 * KiB + rng_below(8192);
 		reg[r].len = 1 + rng_below(64 * KiB);
 	}
-	if (fx_setup(&fx, &geom_small))
+	pid = pcut_fork(&fx, at, done, sizeof(done), pfd);
+	if (pid < 0)
 		goto out;
-	orch_store_close(fx.st);
-	fx.st = NULL;
-	snprintf(done, sizeof(done), "%s.pcut-done", fx.dir);
-	unlink(done);
-	if (pipe(pfd))
-		goto out;
-	fflush(NULL);
-	pid = fork();
 	if (pid == 0) {
 		struct sthread a[B_THREADS];
 		pthread_t th[B_THREADS];
 		struct orch_store *st;
 
-		close(pfd[0]);
-		snprintf(atbuf, sizeof(atbuf), "%u", at);
-		setenv("ORCH_PCUT", "1", 1);
-		setenv("ORCH_PCUT_AT", atbuf, 1);
-		setenv("ORCH_PCUT_DONE", done, 1);
-		orch_pcut_init();
 		if (orch_store_open(fx.dir, &st))
 			_exit(3);
 		for (int t = 0; t < B_THREADS; t++) {
@@ -3220,14 +3244,9 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 		ack(pfd[1], 'E', 0, 0);
 		orch_pcut_cut();
 	}
-	close(pfd[1]);
-	out = child_collect(pid, pfd[0], &status);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 137) {
-		fprintf(stderr, "%s: child did not end in a power cut (status %#x): %s\n",
-			ctx, status, out);
-		free(out);
+	out = pcut_collect(&fx, pid, pfd, done, ctx);
+	if (!out)
 		goto out;
-	}
 	for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
 		if (*p == 'S') {
 			int t = atoi(p + 2);
@@ -3242,15 +3261,6 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 		}
 	}
 	free(out);
-	for (int tries = 0; access(done, F_OK) != 0 && tries < 3000; tries++)
-		usleep(10000);
-	if (access(done, F_OK) != 0) {
-		fprintf(stderr, "%s: files not put back\n", ctx);
-		goto out;
-	}
-	unlink(done);
-	for (int tries = 0; orch_store_check_unused(fx.dir) == -EBUSY && tries < 1000; tries++)
-		usleep(10000);
 	orc = orch_store_open(fx.dir, &fx.st);
 	if (orc) {
 		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-orc));
