@@ -933,12 +933,7 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 		int error = 0;
 
 		if (s == sv->s_index) {
-			for (unsigned int i = 0; i < fb->fb_n; i++) {
-				int e = orch_store_delete(sv->s_store, fb->fb_handle[i]);
-
-				if (e && !error)
-					error = e;
-			}
+			error = orch_store_delete_many(sv->s_store, fb->fb_handle, fb->fb_n);
 			if (!error)
 				fb->fb_done_mask[s / 32] |= 1u << (s % 32);
 			continue;

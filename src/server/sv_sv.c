@@ -562,18 +562,14 @@ out_reply:
 static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m)
 {
 	const uint8_t *p = (const uint8_t *)m->data.s;
+	uint64_t h[ORCH_DATA_DELETE_MANY_MAX];
 	size_t n = m->data.len / 8;
-	int error = 0;
 
 	if (m->data.len % 8 || n > ORCH_DATA_DELETE_MANY_MAX)
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		int e = orch_store_delete(sv->s_store, orch_get_u64(p + 8 * i));
-
-		if (e && !error)
-			error = e;
-	}
-	return error;
+	for (size_t i = 0; i < n; i++)
+		h[i] = orch_get_u64(p + 8 * i);
+	return orch_store_delete_many(sv->s_store, h, n);
 }
 
 void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)

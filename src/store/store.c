@@ -1595,6 +1595,63 @@ int orch_store_delete(struct orch_store *st, uint64_t h)
 	return submit_wait(st, &op);
 }
 
+/* The operations of one orch_store_delete_many(): the last to finish posts. */
+struct store_many {
+	sem_t sem;
+	atomic_size_t left;
+};
+
+static void many_release(struct store_many *m, size_t k)
+{
+	if (atomic_fetch_sub_explicit(&m->left, k, memory_order_acq_rel) == k)
+		sem_post(&m->sem);
+}
+
+static void many_done(struct orch_store_op *op)
+{
+	many_release(op->arg, 1);
+}
+
+int orch_store_delete_many(struct orch_store *st, const uint64_t *handles, size_t n)
+{
+	struct orch_store_op *ops;
+	struct store_many m;
+	size_t queued = 0;
+	int error = 0;
+
+	if (n == 0)
+		return 0;
+	ops = calloc(n, sizeof(*ops));
+	if (!ops) {
+		/* One at a time still frees everything. */
+		for (size_t i = 0; i < n; i++) {
+			int e = orch_store_delete(st, handles[i]);
+
+			if (e && !error)
+				error = e;
+		}
+		return error;
+	}
+	sem_init(&m.sem, 0, 0);
+	atomic_init(&m.left, n + 1);   /* + 1: held until every op is queued */
+	for (size_t i = 0; i < n; i++) {
+		if (store_surely_absent(st, handles[i]))
+			continue;
+		ops[i] = (struct orch_store_op){ .type = ORCH_STORE_OP_DELETE, .handle = handles[i],
+						 .done = many_done, .arg = &m };
+		orch_store_submit(st, &ops[i]);
+		queued++;
+	}
+	many_release(&m, n - queued + 1);
+	while (sem_wait(&m.sem) < 0 && errno == EINTR)
+		;
+	sem_destroy(&m.sem);
+	for (size_t i = 0; i < n && !error; i++)
+		error = ops[i].status;
+	free(ops);
+	return error;
+}
+
 int orch_store_clone(struct orch_store *st, uint64_t src, uint64_t src_off, uint64_t dst,
 		     uint64_t dst_off, uint64_t len)
 {

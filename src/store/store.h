@@ -190,6 +190,13 @@ int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off,
 int orch_store_delete(struct orch_store *st, uint64_t h);
 
 /*
+ * orch_store_delete() of each of @handles[0..@n), queued together so that
+ * the writer applies them in one transaction (or a few), not one commit
+ * each.  Returns 0, or the first error; the others are still attempted.
+ */
+int orch_store_delete_many(struct orch_store *st, const uint64_t *handles, size_t n);
+
+/*
  * Makes bytes [@dst_off, @dst_off + @len) of object @dst share the blocks
  * of bytes [@src_off, @src_off + @len) of object @src (reflink): no data is
  * copied, and a later write to either object changes only that object

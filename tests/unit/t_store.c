@@ -34,6 +34,7 @@
 #include "common/crc32c.h"
 #include "common/pcut.h"
 #include "common/util.h"
+#include "store/fsmap.h"
 #include "store/store.h"
 #include "store/store_i.h" /* store_key_u64 (I30) */
 #include "unit/store_fx.h"
@@ -869,6 +870,40 @@ STORE_TEST(delete_is_idempotent, &geom_small)
 	ORCH_CHECK_OK(orch_store_read(fx->st, 9, 0, buf, sizeof(buf), &got));
 	ORCH_CHECK(got == 0 && nobjects(fx) == 0);
 	ORCH_CHECK(store_clean(fx->st, true, "delete"));
+}
+
+/*
+ * orch_store_delete_many: absent handles, small objects and one long
+ * enough for a work item all go, and the small ones share commits.
+ */
+STORE_TEST(delete_many, &geom_small)
+{
+	static unsigned char buf[1 * MiB];
+	uint64_t h[40], keep = 1000;
+	struct orch_store_stats s0, s1;
+
+	fill(buf, sizeof(buf), 7, 7);
+	for (int i = 0; i < 40; i++) {
+		h[i] = (uint64_t)i + 1;
+		if (i % 4 != 3)   /* every fourth never existed */
+			ORCH_CHECK_OK(orch_store_write(fx->st, h[i], 0, buf, 5000));
+	}
+	for (int i = 0; i < 300; i++)   /* object 1: 300 one-block extents, a work item */
+		ORCH_CHECK_OK(orch_store_write(fx->st, h[0], (uint64_t)i * 2 * BLK, buf, 100));
+	ORCH_CHECK_OK(orch_store_write(fx->st, keep, 0, buf, 3000));
+	ORCH_CHECK(nobjects(fx) == 31);
+	orch_store_get_stats(fx->st, &s0);
+	ORCH_CHECK_OK(orch_store_delete_many(fx->st, h, 40));
+	orch_store_get_stats(fx->st, &s1);
+	ORCH_CHECK(nobjects(fx) == 1 && orch_store_has_object(fx->st, keep));
+	ORCH_CHECK(s1.objects_deleted - s0.objects_deleted == 30);
+	printf("delete_many: 30 objects in %llu commits\n",
+	       (unsigned long long)(s1.commits - s0.commits));
+	ORCH_CHECK(s1.commits - s0.commits < 30);
+	ORCH_CHECK_OK(orch_store_delete_many(fx->st, h, 40));   /* idempotent */
+	ORCH_CHECK_OK(orch_store_delete_many(fx->st, h, 0));
+	ORCH_CHECK(nobjects(fx) == 1);
+	ORCH_CHECK(store_clean(fx->st, true, "delete_many"));
 }
 
 STORE_TEST(truncate_absent, &geom_small)
