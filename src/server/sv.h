@@ -175,9 +175,10 @@ int sv_work_start(struct sv_server *sv);
 /* Runs what is queued, then stops; the replies go out with the loop's last posts. */
 void sv_work_stop(struct sv_server *sv);
 /*
- * Runs @fn for @m (its scalar fields: strings and data are not carried) on
- * the worker and answers @r with its reply on the loop.  Without a worker,
- * runs it at once.  Loop thread.
+ * Runs @fn for @m, a CL2SV_COPY_RANGE or CL2SV_DEDUPE (its fields are
+ * copied; no pointer into the frame is carried), on the worker and answers
+ * @r with its reply on the loop.  Without a worker, runs it at once.  Loop
+ * thread.
  */
 void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 		    sv_work_fn fn);

@@ -155,17 +155,21 @@ void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	j->j_sv = sv;
 	j->j_req = r;
 	j->j_fn = fn;
-	j->j_msg = *m;
-	/* Pointers into the frame do not outlive the handler. */
-	memset(&j->j_msg.name, 0, sizeof(j->j_msg.name));
-	memset(&j->j_msg.name2, 0, sizeof(j->j_msg.name2));
-	memset(&j->j_msg.target, 0, sizeof(j->j_msg.target));
-	memset(&j->j_msg.xname, 0, sizeof(j->j_msg.xname));
-	memset(&j->j_msg.data, 0, sizeof(j->j_msg.data));
-	memset(&j->j_msg.json, 0, sizeof(j->j_msg.json));
-	memset(&j->j_msg.entry, 0, sizeof(j->j_msg.entry));
-	j->j_msg.dirents = NULL;
-	j->j_msg.ndirents = 0;
+	/*
+	 * The fields of CL2SV_COPY_RANGE and CL2SV_DEDUPE ("chLHYoQs[f]"),
+	 * all held by value: a copy of the whole message would carry pointers
+	 * into the frame, which does not outlive the handler.
+	 */
+	orch_msg_init(&j->j_msg, m->type);
+	j->j_msg.cred = m->cred;
+	j->j_msg.handle = m->handle;
+	j->j_msg.layout = m->layout;
+	j->j_msg.handle2 = m->handle2;
+	j->j_msg.layout2 = m->layout2;
+	j->j_msg.offset = m->offset;
+	j->j_msg.offset2 = m->offset2;
+	j->j_msg.size = m->size;
+	j->j_msg.flags32 = m->flags32;
 	pthread_mutex_lock(&work_state.w_lock);
 	if (work_state.w_tail)
 		work_state.w_tail->j_next = j;
