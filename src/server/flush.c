@@ -25,7 +25,10 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -55,8 +58,6 @@ struct flush_batch {
 	struct sv_req **reqs;
 	size_t n;
 	int error;
-	bool wal_restarted;        /* a checkpoint restarted the WAL */
-	uint64_t wal_restart_us;   /* how long it took (lock wait included) */
 };
 
 struct sv_flusher {
@@ -78,10 +79,6 @@ static void flush_done(void *arg)
 		sv_reply_status(b->reqs[i], b->error);
 	b->sv->s_syncs++;
 	b->sv->s_sync_waiters += b->n;
-	if (b->wal_restarted) {
-		b->sv->s_wal_restarts++;
-		b->sv->s_wal_restart_us += b->wal_restart_us;
-	}
 	free(b->reqs);
 	free(b);
 }
@@ -100,7 +97,7 @@ static void flush_done(void *arg)
  * seconds, and truncating a large file under the lock made requests wait
  * for 100 ms and more.
  */
-static void flush_restart(struct sv_flusher *f, struct flush_batch *b, int mode)
+static void flush_restart(struct sv_server *sv, struct sv_flusher *f, int mode)
 {
 	struct timespec t0, t1;
 	int log = 0, done = 0, rc;
@@ -115,10 +112,11 @@ static void flush_restart(struct sv_flusher *f, struct flush_batch *b, int mode)
 				   sqlite3_errmsg(f->f_ckpt));
 		return;
 	}
-	b->wal_restarted = true;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	b->wal_restart_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
-				    (t1.tv_nsec - t0.tv_nsec) / 1000);
+	atomic_fetch_add(&sv->s_wal_restarts, 1);
+	atomic_fetch_add(&sv->s_wal_restart_us,
+			 (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+				    (t1.tv_nsec - t0.tv_nsec) / 1000));
 }
 
 /*
@@ -129,10 +127,10 @@ static void flush_restart(struct sv_flusher *f, struct flush_batch *b, int mode)
  * began, so the restart has nothing to copy or sync, and most likely no
  * request meets its lock.  "Copied every frame" alone is not idle: between
  * two requests of a busy client it often is, and the restart would then
- * sync the frames of the next ones while they wait.  @b is NULL at shutdown
- * (no stats to report).
+ * sync the frames of the next ones while they wait.  No restart at
+ * shutdown (@sv NULL): closing the last connection checkpoints anyway.
  */
-static void flush_checkpoint(struct sv_flusher *f, struct flush_batch *b)
+static void flush_checkpoint(struct sv_server *sv, struct sv_flusher *f)
 {
 	int log = 0, done = 0;
 
@@ -142,12 +140,25 @@ static void flush_checkpoint(struct sv_flusher *f, struct flush_batch *b)
 				   sqlite3_errmsg(f->f_ckpt));
 		return;
 	}
-	if (!b || log <= 0)
+	if (!sv || log <= 0)
 		return;
 	if (done == log && !atomic_load(&f->f_dirty))
-		flush_restart(f, b, SQLITE_CHECKPOINT_TRUNCATE);
+		flush_restart(sv, f, SQLITE_CHECKPOINT_TRUNCATE);
 	else if (log >= SV_WAL_LIMIT_FRAMES)
-		flush_restart(f, b, SQLITE_CHECKPOINT_RESTART);
+		flush_restart(sv, f, SQLITE_CHECKPOINT_RESTART);
+}
+
+/* The namespace WAL's length in frames (SQLite's default 4 KiB pages and
+ * 24-byte frame headers), from its size; 0 if unknown. */
+static uint64_t flush_wal_frames(struct sv_server *sv)
+{
+	char path[PATH_MAX];
+	struct stat sb;
+
+	if (snprintf(path, sizeof(path), "%s-wal", orch_meta_db_path(sv->s_meta)) >=
+	    (int)sizeof(path) || stat(path, &sb) != 0)
+		return 0;
+	return (uint64_t)sb.st_size / (4096 + 24);
 }
 
 /* The store, then the namespace WAL.  0 or the first error. */
@@ -172,6 +183,7 @@ static void *flush_main(void *arg)
 	while (!f->f_stop) {
 		struct flush_batch *b;
 		struct timespec ts;
+		bool waiters;
 		int error;
 
 		if (f->f_n == 0) {
@@ -207,13 +219,20 @@ static void *flush_main(void *arg)
 
 		error = flush_sync(sv, f);
 		b->error = error;
-		if (b->n == 0)
-			flush_checkpoint(f, b);
+		waiters = b->n != 0;
 		if (orch_ev_post(sv->s_ev, flush_done, b)) {
 			/* Cannot reach the loop: the waiters' clients will time out. */
 			free(b->reqs);
 			free(b);
 		}
+		/*
+		 * After the answers are on their way.  fsyncs arriving meanwhile
+		 * wait for the checkpoint too, so while they keep coming it runs
+		 * only once the WAL is past its limit: skipping it whenever any
+		 * fsync waited let a steady stream of them grow the WAL for ever.
+		 */
+		if (!waiters || flush_wal_frames(sv) >= SV_WAL_LIMIT_FRAMES)
+			flush_checkpoint(sv, f);
 		pthread_mutex_lock(&f->f_lock);
 	}
 	pthread_mutex_unlock(&f->f_lock);
@@ -272,7 +291,7 @@ void sv_flusher_stop(struct sv_server *sv)
 	pthread_join(f->f_thread, NULL);
 	/* A clean stop leaves everything durable: the store, then the namespace. */
 	error = flush_sync(sv, f);
-	flush_checkpoint(f, NULL);
+	flush_checkpoint(NULL, f);
 	for (size_t i = 0; i < f->f_n; i++)
 		sv_reply_status(f->f_reqs[i], error);
 	free(f->f_reqs);

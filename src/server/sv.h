@@ -19,6 +19,7 @@
 #define ORCH_SERVER_SV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -69,8 +70,9 @@ struct sv_server {
 	uint64_t s_conns;
 	uint64_t s_syncs;             /* flushes done (group commits) */
 	uint64_t s_sync_waiters;      /* fsync requests served by them */
-	uint64_t s_wal_restarts;      /* checkpoints that restarted the namespace WAL */
-	uint64_t s_wal_restart_us;       /* time they took, lock wait included */
+	/* Written by the flusher thread, read for stats. */
+	atomic_uint_least64_t s_wal_restarts;   /* checkpoints that restarted the namespace WAL */
+	atomic_uint_least64_t s_wal_restart_us; /* time they took, lock wait included */
 	uint64_t s_intents_done;
 };
 

@@ -1523,8 +1523,8 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "commits", orch_meta_commit_count(sv->s_meta), true);
 	sv_json_u64(b, "syncs", sv->s_syncs, true);
 	sv_json_u64(b, "fsync_requests", sv->s_sync_waiters, true);
-	sv_json_u64(b, "wal_restarts", sv->s_wal_restarts, true);
-	sv_json_u64(b, "wal_restart_us", sv->s_wal_restart_us, true);
+	sv_json_u64(b, "wal_restarts", atomic_load(&sv->s_wal_restarts), true);
+	sv_json_u64(b, "wal_restart_us", atomic_load(&sv->s_wal_restart_us), true);
 	sv_json_u64(b, "wal_wait_us", orch_meta_busy_us(sv->s_meta), true);
 	sv_json_u64(b, "intents_done", sv->s_intents_done, true);
 	sv_json_u64(b, "inodes", inodes, true);
