@@ -62,18 +62,29 @@ static int fs_xname_check(const char *name, struct orch_str *out)
 	return 0;
 }
 
-/* Attributes of an entry reply, fetched from the inode's server if absent. */
+/*
+ * Attributes of an entry reply from @parent's server (its stamp @stamp),
+ * fetched from the inode's server if absent.  @st (may be NULL) gets the
+ * stamps: the entry's, and the attributes' if their own server sent them.
+ */
 static int fs_entry_attr(struct orch_client *cl, const struct orch_cred *cred,
-			 const struct orch_dirent *e, struct orch_attr *out)
+			 uint64_t parent, uint64_t stamp, const struct orch_dirent *e,
+			 struct orch_attr *out, struct orch_fs_stamps *st)
 {
+	if (st) {
+		st->entry = stamp;
+		st->attr = 0;
+	}
 	if (e->has_attr) {
 		if (out)
 			*out = e->attr;
+		if (st && orch_handle_server(e->handle) == orch_handle_server(parent))
+			st->attr = stamp;
 		return 0;
 	}
 	if (!out)
 		return 0;
-	return orch_fs_getattr(cl, cred, e->handle, out);
+	return orch_fs_getattr_stamped(cl, cred, e->handle, out, st ? &st->attr : NULL);
 }
 
 /* --- Credentials ------------------------------------------------------------------- */
@@ -101,8 +112,8 @@ void orch_fs_cred_self(struct orch_cred *out)
 
 /* --- Namespace ------------------------------------------------------------------------ */
 
-int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-		    struct orch_attr *out)
+int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    struct orch_attr *out, uint64_t *stamp)
 {
 	struct orch_reply rep;
 	struct orch_msg req;
@@ -111,6 +122,8 @@ int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 	fs_req_init(&req, ORCH_CL2SV_GETATTR, cred);
 	req.handle = h;
 	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	if (stamp)
+		*stamp = rep.stamp;
 	if (error)
 		return error;
 	*out = rep.m.attr;
@@ -118,25 +131,45 @@ int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 	return 0;
 }
 
-int orch_fs_lookup(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
-		   const char *name, struct orch_attr *out)
+int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    struct orch_attr *out)
+{
+	return orch_fs_getattr_stamped(cl, cred, h, out, NULL);
+}
+
+int orch_fs_lookup_stamped(struct orch_client *cl, const struct orch_cred *cred,
+			   uint64_t parent, const char *name, struct orch_attr *out,
+			   struct orch_fs_stamps *st)
 {
 	struct orch_dirent e;
 	struct orch_reply rep;
 	struct orch_msg req;
+	uint64_t stamp;
 	int error;
 
+	if (st)
+		*st = (struct orch_fs_stamps){ 0 };
 	fs_req_init(&req, ORCH_CL2SV_LOOKUP, cred);
 	req.parent = parent;
 	error = fs_name_check(name, &req.name);
 	if (error)
 		return error;
 	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
-	if (error)
+	if (error) {
+		if (st && error == -ENOENT)
+			st->entry = rep.stamp;
 		return error;
+	}
 	e = rep.m.entry;
+	stamp = rep.stamp;
 	orch_reply_release(&rep);
-	return fs_entry_attr(cl, cred, &e, out);
+	return fs_entry_attr(cl, cred, parent, stamp, &e, out, st);
+}
+
+int orch_fs_lookup(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
+		   const char *name, struct orch_attr *out)
+{
+	return orch_fs_lookup_stamped(cl, cred, parent, name, out, NULL);
 }
 
 int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
@@ -163,11 +196,13 @@ int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 /* CREATE for files, nodes and symlinks: one round trip to the parent's server. */
 static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
 		     const char *name, uint32_t mode, uint64_t rdev, bool excl,
-		     const char *target, struct orch_attr *out, bool *existed)
+		     const char *target, struct orch_attr *out, bool *existed,
+		     struct orch_fs_stamps *st)
 {
 	struct orch_dirent e;
 	struct orch_reply rep;
 	struct orch_msg req;
+	uint64_t stamp;
 	int error;
 
 	fs_req_init(&req, ORCH_CL2SV_CREATE, cred);
@@ -193,24 +228,34 @@ static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint6
 	e = rep.m.entry;
 	if (existed)
 		*existed = rep.m.eof;
+	stamp = rep.stamp;
 	orch_reply_release(&rep);
-	return fs_entry_attr(cl, cred, &e, out);
+	return fs_entry_attr(cl, cred, parent, stamp, &e, out, st);
 }
 
 int orch_fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
 		   const char *name, uint32_t mode, uint64_t rdev, bool excl,
 		   struct orch_attr *out, bool *existed)
 {
+	return orch_fs_create_stamped(cl, cred, parent, name, mode, rdev, excl, out, existed,
+				      NULL);
+}
+
+int orch_fs_create_stamped(struct orch_client *cl, const struct orch_cred *cred,
+			   uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+			   bool excl, struct orch_attr *out, bool *existed,
+			   struct orch_fs_stamps *st)
+{
 	if (existed)
 		*existed = false;
-	return fs_create(cl, cred, parent, name, mode, rdev, excl, NULL, out, existed);
+	return fs_create(cl, cred, parent, name, mode, rdev, excl, NULL, out, existed, st);
 }
 
 int orch_fs_symlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
 		    const char *name, const char *target, struct orch_attr *out)
 {
 	/* Like symlink(2): an existing name is always -EEXIST. */
-	return fs_create(cl, cred, parent, name, S_IFLNK | 0777, 0, true, target, out, NULL);
+	return fs_create(cl, cred, parent, name, S_IFLNK | 0777, 0, true, target, out, NULL, NULL);
 }
 
 int orch_fs_mkdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
@@ -232,7 +277,7 @@ int orch_fs_mkdir(struct orch_client *cl, const struct orch_cred *cred, uint64_t
 		return error;
 	e = rep.m.entry;
 	orch_reply_release(&rep);
-	return fs_entry_attr(cl, cred, &e, out);
+	return fs_entry_attr(cl, cred, parent, 0, &e, out, NULL);
 }
 
 int orch_fs_readlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
@@ -271,7 +316,7 @@ int orch_fs_link(struct orch_client *cl, const struct orch_cred *cred, uint64_t 
 		return error;
 	e = rep.m.entry;
 	orch_reply_release(&rep);
-	return fs_entry_attr(cl, cred, &e, out);
+	return fs_entry_attr(cl, cred, newparent, 0, &e, out, NULL);
 }
 
 static int fs_unlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
@@ -439,10 +484,19 @@ int orch_fs_readdir(struct orch_client *cl, const struct orch_cred *cred, uint64
 		    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
 		    uint32_t *n, bool *eof)
 {
+	return orch_fs_readdir_stamped(cl, cred, dir, cookie, max, plus, out, n, eof, NULL);
+}
+
+int orch_fs_readdir_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t dir,
+			    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
+			    uint32_t *n, bool *eof, uint64_t *stamp)
+{
 	struct orch_reply rep;
 	struct orch_msg req;
 	int error;
 
+	if (stamp)
+		*stamp = 0;
 	*n = 0;
 	*eof = false;
 	if (max == 0 || max > ORCH_READDIR_MAX)
@@ -463,6 +517,8 @@ int orch_fs_readdir(struct orch_client *cl, const struct orch_cred *cred, uint64
 		memcpy(out, rep.m.dirents, rep.m.ndirents * sizeof(*out));
 	*n = rep.m.ndirents;
 	*eof = rep.m.eof;
+	if (stamp)
+		*stamp = rep.stamp;
 	orch_reply_release(&rep);
 	if (plus) {
 		uint32_t got = *n;

@@ -35,6 +35,29 @@ int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 		    struct orch_attr *out);
 
 /*
+ * For a lease cache (rpc.h): the same calls, also giving the stamps of
+ * the replies, 0 where nothing may be cached.  entry: the name's presence
+ * or absence (a lookup's -ENOENT has one); attr: the attributes returned.
+ */
+struct orch_fs_stamps {
+	uint64_t entry;
+	uint64_t attr;
+};
+int orch_fs_lookup_stamped(struct orch_client *cl, const struct orch_cred *cred,
+			   uint64_t parent, const char *name, struct orch_attr *out,
+			   struct orch_fs_stamps *st);
+int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    struct orch_attr *out, uint64_t *stamp);
+/* A listing's stamp covers its names (plain, not plus). */
+int orch_fs_readdir_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t dir,
+			    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
+			    uint32_t *n, bool *eof, uint64_t *stamp);
+int orch_fs_create_stamped(struct orch_client *cl, const struct orch_cred *cred,
+			   uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
+			   bool excl, struct orch_attr *out, bool *existed,
+			   struct orch_fs_stamps *st);
+
+/*
  * setattr with ORCH_SET_* bits in @valid.  A smaller size frees the data
  * beyond it on every server before this returns.
  */

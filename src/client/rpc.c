@@ -75,6 +75,8 @@ struct orch_call {
 	bool ca_waiting;             /* its caller sleeps on ca_cond; by c_lock */
 	int ca_error;                /* -EIO if the connection broke */
 	struct orch_frame_hdr ca_hdr; /* of the reply */
+	uint64_t ca_stamp;           /* the reply's place in its connection's stream */
+	bool ca_leased;              /* ... on a connection with leases */
 	uint8_t *ca_payload;         /* owned until handed to the reply */
 	struct orch_call *ca_next;   /* bucket chain; protected by c_lock */
 };
@@ -89,6 +91,13 @@ struct rpc_conn {
 	enum rpc_state c_state;
 	int c_fd;                    /* -1 when closed; closed under both locks */
 	uint64_t c_gen;              /* bumped on every successful connect */
+	uint64_t c_features;         /* granted in this connection's HELLO */
+	/*
+	 * Frames read from this server, over every connection: each reply and
+	 * push gets the next value, so stamps order them (the lease cache of
+	 * the caller, rpc.h).  Under c_lock.
+	 */
+	uint64_t c_stamp;
 	bool c_closing;              /* destroy is tearing it down: no notice */
 	bool c_reading;              /* a caller holds the reader role */
 	unsigned int c_inflight;     /* calls in the table */
@@ -102,6 +111,7 @@ struct rpc_conn {
 	uint8_t *c_payload;          /* its payload so far */
 	size_t c_pgot;
 	int c_rcvtimeo_ms;           /* the socket's SO_RCVTIMEO; set by the connector too */
+	bool c_nowait;               /* recv without waiting (orch_client_poll) */
 };
 
 struct orch_client {
@@ -112,6 +122,8 @@ struct orch_client {
 	uint16_t cl_types[RPC_MAXTYPES];           /* as orch_msg_types() */
 	_Atomic uint64_t cl_counts[RPC_MAXTYPES];  /* requests sent, per type */
 	struct rpc_conn *cl_conns;                 /* cl_cfg.nservers of them */
+	orch_push_fn cl_push;                      /* set before the first call */
+	void *cl_push_arg;
 };
 
 /* --- Time ---------------------------------------------------------------------- */
@@ -392,7 +404,7 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	req.reqid = reqid;
 	req.vmin = ORCH_PROTO_VERSION;
 	req.vmax = ORCH_PROTO_VERSION;
-	req.features = 0;
+	req.features = cl->cl_push ? ORCH_FEAT_LEASES : 0;
 	memcpy(req.nonce, nc, sizeof(nc));
 	req.origin = ORCH_ORIGIN_CLIENT;
 	error = rpc_hs_send(fd, &req, deadline_ms);
@@ -415,6 +427,7 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 		goto out_fini;
 	}
 	memcpy(ns, rep.nonce, sizeof(ns));
+	c->c_features = rep.features & req.features;
 	orch_auth_mac(cl->cl_cfg.key, true, nc, ns, mac);
 	if (!orch_auth_mac_equal(mac, rep.mac)) {
 		error = -EACCES;
@@ -557,11 +570,13 @@ static ssize_t rpc_recv_some(struct rpc_conn *c, int fd, uint8_t *p, size_t len,
 				return -EIO;
 			c->c_rcvtimeo_ms = ms;
 		}
-		r = recv(fd, p, len, 0);
+		r = recv(fd, p, len, c->c_nowait ? MSG_DONTWAIT : 0);
 		if (r > 0)
 			return r;
 		if (r == 0)
 			return -EIO;
+		if (c->c_nowait && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return -EAGAIN;
 		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -EIO;
 	}
@@ -600,7 +615,8 @@ static int rpc_recv_payload(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 
 /*
  * Reads one whole frame: 0 with *@h and *@payload (the caller's), or
- * -ETIMEDOUT (a half-read frame stays for the next reader), -EIO, -EPROTO.
+ * -ETIMEDOUT or -EAGAIN (c_nowait: a half-read frame stays for the next
+ * reader), -EIO, -EPROTO.
  * The header is checked against ORCH_MAXFRAME before the payload is
  * allocated, so a peer cannot make us allocate more.
  */
@@ -667,6 +683,19 @@ static void rpc_reader_reset(struct rpc_conn *c)
 }
 
 /*
+ * What the caller cached from this server may be stale from now on: the
+ * connection (and the server's record of our leases) went or came.  c_lock
+ * held.
+ */
+static void rpc_push_reset_locked(struct rpc_conn *c)
+{
+	struct orch_client *cl = c->c_client;
+
+	if (cl->cl_push)
+		cl->cl_push(cl->cl_push_arg, c->c_index, ++c->c_stamp, NULL);
+}
+
+/*
  * The connection broke (c_lock held, generation @gen): fails the calls in
  * flight, marks it down and shuts the socket down.
  */
@@ -677,9 +706,57 @@ static void rpc_conn_broken_locked(struct rpc_conn *c, int fd)
 	rpc_table_fail_all(c, -EIO);
 	if (c->c_state == RPC_UP && !c->c_closing)
 		ORCH_NOTICE("connection lost: server='%s'", name);
+	rpc_push_reset_locked(c);
 	c->c_state = RPC_DOWN;
 	/* Wakes a writer blocked on this socket; the next connector closes it. */
 	shutdown(fd, SHUT_RDWR);
+}
+
+/*
+ * Hands frame @h (@payload is consumed) to its call, or a push to the push
+ * handler, stamped in stream order.  c_lock held.  Returns the call it
+ * completed, or NULL.
+ */
+static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
+						   const struct orch_frame_hdr *h,
+						   uint8_t *payload)
+{
+	struct orch_client *cl = c->c_client;
+	uint64_t stamp = ++c->c_stamp;
+	struct orch_call *to;
+
+	if (h->flags & ORCH_FRAME_PUSH) {
+		struct orch_msg m;
+
+		if (cl->cl_push && (c->c_features & ORCH_FEAT_LEASES) &&
+		    orch_msg_decode(h, payload, &m) == 0) {
+			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, &m);
+			orch_msg_fini(&m);
+		} else if (cl->cl_push) {
+			/* A push we cannot read: forget everything from this server. */
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "unreadable push from server '%s': type=0x%04x length=%u",
+					   cl->cl_cfg.servers[c->c_index].name, h->type, h->length);
+			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, NULL);
+		}
+		free(payload);
+		return NULL;
+	}
+	if (!(h->flags & ORCH_FRAME_REPLY)) {
+		free(payload);
+		return NULL;
+	}
+	to = rpc_table_take(c, h->reqid);
+	if (!to) {
+		free(payload); /* a late reply to a call that timed out */
+		return NULL;
+	}
+	to->ca_hdr = *h;
+	to->ca_payload = payload;
+	to->ca_stamp = stamp;
+	to->ca_leased = c->c_features & ORCH_FEAT_LEASES;
+	to->ca_done = true;
+	return to;
 }
 
 /*
@@ -708,20 +785,8 @@ static void rpc_read_until(struct rpc_conn *c, struct orch_call *call)
 			rpc_conn_broken_locked(c, fd);
 			break;
 		}
-		/* Pushes are future cache invalidations; nothing uses them yet. */
-		if ((h.flags & ORCH_FRAME_PUSH) || !(h.flags & ORCH_FRAME_REPLY)) {
-			free(payload);
-			continue;
-		}
-		to = rpc_table_take(c, h.reqid);
-		if (!to) {
-			free(payload); /* a late reply to a call that timed out */
-			continue;
-		}
-		to->ca_hdr = h;
-		to->ca_payload = payload;
-		to->ca_done = true;
-		if (to != call)
+		to = rpc_frame_dispatch_locked(c, &h, payload);
+		if (to && to != call)
 			pthread_cond_signal(&to->ca_cond);
 	}
 	c->c_reading = false;
@@ -779,6 +844,7 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	c->c_fd = fd;
 	c->c_gen++;
 	c->c_state = RPC_UP;
+	rpc_push_reset_locked(c);
 	pthread_mutex_unlock(&c->c_lock);
 	ORCH_INFO("connected: server='%s' address=%s:%u", sv->name, sv->host, sv->port);
 	return 0;
@@ -1029,9 +1095,12 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 		error = rep->m.status;
 		orch_msg_fini(&rep->m);
 		memset(rep, 0, sizeof(*rep));
+		/* A LOOKUP's ENOENT may be cached too. */
+		rep->stamp = call->ca_leased ? call->ca_stamp : 0;
 		return error;
 	}
 	rep->frame = call->ca_payload;
+	rep->stamp = call->ca_leased ? call->ca_stamp : 0;
 	call->ca_payload = NULL;
 	return 0;
 }
@@ -1192,6 +1261,57 @@ void orch_client_set_timeout(struct orch_client *cl, uint32_t op_timeout_ms)
 {
 	if (op_timeout_ms)
 		atomic_store(&cl->cl_timeout_ms, op_timeout_ms);
+}
+
+void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg)
+{
+	cl->cl_push = fn;
+	cl->cl_push_arg = arg;
+}
+
+bool orch_client_poll(struct orch_client *cl, unsigned int server)
+{
+	struct rpc_conn *c;
+	bool up;
+
+	if (server >= cl->cl_cfg.nservers)
+		return false;
+	c = &cl->cl_conns[server];
+	pthread_mutex_lock(&c->c_lock);
+	if (c->c_state == RPC_UP && !c->c_reading && !c->c_closing) {
+		int fd = c->c_fd;
+
+		/* The reader role, without waiting: take what has arrived. */
+		c->c_reading = true;
+		c->c_nowait = true;
+		for (;;) {
+			struct orch_frame_hdr h;
+			struct orch_call *to;
+			uint8_t *payload = NULL;
+			int error;
+
+			pthread_mutex_unlock(&c->c_lock);
+			error = rpc_read_frame(c, fd, UINT64_MAX, &h, &payload);
+			pthread_mutex_lock(&c->c_lock);
+			if (error == -EAGAIN)
+				break;
+			if (error) {
+				rpc_reader_reset(c);
+				rpc_conn_broken_locked(c, fd);
+				break;
+			}
+			to = rpc_frame_dispatch_locked(c, &h, payload);
+			if (to)
+				pthread_cond_signal(&to->ca_cond);
+		}
+		c->c_nowait = false;
+		c->c_reading = false;
+		rpc_table_wake_one(c);
+		pthread_cond_broadcast(&c->c_state_cond);
+	}
+	up = c->c_state == RPC_UP && (c->c_features & ORCH_FEAT_LEASES);
+	pthread_mutex_unlock(&c->c_lock);
+	return up;
 }
 
 void orch_client_request_counts(struct orch_client *cl, uint64_t *counts, size_t n)

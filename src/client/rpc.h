@@ -45,6 +45,12 @@ void orch_client_set_timeout(struct orch_client *cl, uint32_t op_timeout_ms);
 struct orch_reply {
 	struct orch_msg m;
 	uint8_t *frame; /* owned */
+	/*
+	 * With a push handler (below): the reply's place among the frames of
+	 * its server, pushes included; 0 if its connection has no leases.
+	 * Set for a status-only reply too.
+	 */
+	uint64_t stamp;
 };
 
 /* Frees a reply.  Accepts a zeroed one; the reply is zeroed after. */
@@ -81,6 +87,28 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call,
 #define ORCH_CLIENT_IOV_MAX 64
 int orch_client_send_iov(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 			 const struct iovec *data, int n, struct orch_call **out);
+
+/*
+ * Leases (docs/DESIGN.md, "Leases and invalidations").  With a push
+ * handler set (before the first call), every connection asks its server
+ * for leases; @fn then gets each SV2CL_* push, with its stamp, on the
+ * thread reading that connection and with its lock held (it must not call
+ * the client), in the order of the stream: a reply with a lower stamp was
+ * read before the push.  @m NULL means "forget what this server told you,
+ * up to @stamp": the connection came up or went down, or a push could not
+ * be read.
+ */
+typedef void (*orch_push_fn)(void *arg, unsigned int server, uint64_t stamp,
+			     const struct orch_msg *m);
+void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg);
+
+/*
+ * Reads, without waiting, the frames that have arrived from @server when
+ * no other thread is reading them (pushes go to the handler), so a cache
+ * hit sees every invalidation that reached this host.  Returns true if
+ * the connection is up and has leases.
+ */
+bool orch_client_poll(struct orch_client *cl, unsigned int server);
 
 /*
  * Per-type request counts sent by this client since creation (for

@@ -148,6 +148,8 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 10, 3600000, &cfg->op_timeout_ms);
 		else if (strcmp(name, "commit_interval_ms") == 0)
 			bad = cfg_u32(value, 1, 3600000, &cfg->commit_interval_ms);
+		else if (strcmp(name, "lease_ms") == 0)
+			bad = cfg_u32(value, 0, 3600000, &cfg->lease_ms);
 		else if (strcmp(name, "store_size") == 0)
 			bad = orch_cfg_parse_size(value, &cfg->store_size) ? 3 : 0;
 		else if (strcmp(name, "store_ag_blocks") == 0)
@@ -215,6 +217,7 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->strip_size = 65536;
 	cfg->op_timeout_ms = 10000;
 	cfg->commit_interval_ms = 1000;
+	cfg->lease_ms = 10000;
 }
 
 static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)

@@ -8,6 +8,7 @@
  *   strip_size = 65536
  *   op_timeout_ms = 10000
  *   commit_interval_ms = 1000
+ *   lease_ms = 10000        ; how long a mount may cache under a lease; 0: no leases
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
  *   store_ag_blocks = 0     ; blocks per allocation group (0: 1048576)
  *   store_maxext = 0        ; longest extent in blocks (0: 4096)
@@ -56,6 +57,7 @@ struct orch_cfg {
 	uint32_t strip_size;
 	uint32_t op_timeout_ms;
 	uint32_t commit_interval_ms;
+	uint32_t lease_ms;            /* 0: servers grant no leases */
 	uint64_t store_size;          /* bytes; 0 = the store's default */
 	uint32_t store_ag_blocks;     /* 0 = default */
 	uint32_t store_maxext;        /* 0 = default */

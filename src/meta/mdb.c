@@ -529,6 +529,8 @@ int orch_mdb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in)
 	rc = orch_mdb_exec(m, MDB_INODE_UPDATE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
+	if (rc == 0)
+		orch_mdb_changed(m, in->i_attr.handle, NULL, 0);
 	return rc;
 }
 
@@ -541,6 +543,7 @@ int orch_mdb_inode_delete(struct orch_meta *m, uint64_t h)
 	rc = orch_mdb_exec(m, MDB_INODE_DELETE);
 	if (rc)
 		return rc;
+	orch_mdb_changed(m, h, NULL, 0);
 	st = orch_mdb_stmt(m, MDB_XATTR_DELETE_ALL);
 	orch_mdb_bind_u64(st, 1, h);
 	return orch_mdb_exec(m, MDB_XATTR_DELETE_ALL);
@@ -597,8 +600,13 @@ static void mdb_dirent_bind(sqlite3_stmt *st, uint64_t parent, const char *name,
 int orch_mdb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, const struct orch_dirent_irec *in)
 {
+	int rc;
+
 	mdb_dirent_bind(orch_mdb_stmt(m, MDB_DIRENT_INSERT), parent, name, namelen, in);
-	return orch_mdb_exec(m, MDB_DIRENT_INSERT);
+	rc = orch_mdb_exec(m, MDB_DIRENT_INSERT);
+	if (rc == 0)
+		orch_mdb_changed(m, parent, name, namelen);
+	return rc;
 }
 
 int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
@@ -610,6 +618,8 @@ int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *nam
 	rc = orch_mdb_exec(m, MDB_DIRENT_UPDATE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
+	if (rc == 0)
+		orch_mdb_changed(m, parent, name, namelen);
 	return rc;
 }
 
@@ -624,6 +634,8 @@ int orch_mdb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *nam
 	rc = orch_mdb_exec(m, MDB_DIRENT_DELETE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
+	if (rc == 0)
+		orch_mdb_changed(m, parent, name, namelen);
 	return rc;
 }
 

@@ -487,6 +487,12 @@ out_close:
 	return error;
 }
 
+void orch_meta_set_change_hook(struct orch_meta *m, orch_meta_change_fn fn, void *arg)
+{
+	m->m_change = fn;
+	m->m_change_arg = arg;
+}
+
 const struct orch_meta_ident *orch_meta_ident(const struct orch_meta *m)
 {
 	return &m->m_ident;

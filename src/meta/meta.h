@@ -70,6 +70,16 @@ void orch_meta_close(struct orch_meta *m);
 /* The identity read from the database. */
 const struct orch_meta_ident *orch_meta_ident(const struct orch_meta *m);
 
+/*
+ * Called whenever a record that a client may cache is written: the inode
+ * @h (@name NULL) or the entry @name (@namelen bytes) of directory @h.  It
+ * runs inside the transaction, before the commit; a change rolled back
+ * afterwards was reported all the same, which costs a holder a refetch.
+ * The server pushes cache invalidations from it (server/sv_lease.c).
+ */
+typedef void (*orch_meta_change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
+void orch_meta_set_change_hook(struct orch_meta *m, orch_meta_change_fn fn, void *arg);
+
 /* --- Transactions ------------------------------------------------------------ */
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK.  No nesting. */

@@ -134,7 +134,16 @@ struct orch_meta {
 		uint32_t uid;
 	} m_remote_owner[ORCH_META_REMOTE_OWNERS];
 	unsigned int m_nremote_owner;
+	orch_meta_change_fn m_change;         /* NULL: nobody listens */
+	void *m_change_arg;
 };
+
+static inline void orch_mdb_changed(struct orch_meta *m, uint64_t h, const char *name,
+				    size_t namelen)
+{
+	if (m->m_change)
+		m->m_change(m->m_change_arg, h, name, namelen);
+}
 
 /*
  * An inode in host form: the attributes plus the directory's next readdir

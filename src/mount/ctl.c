@@ -163,7 +163,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  * {"fuse": {"LOOKUP": n, ...}, "server_requests": {"CL2SV_LOOKUP": n, ...},
  *  "cache": {"dcache_timeout_ms": n, ...},
  *  "inode_table": {"inodes": n, "forget_unknown": n},
- *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n}}.
+ *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
+ *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n}}.
  * Every key is always present.
  */
 static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *len)
@@ -172,6 +173,7 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	uint64_t counts[CTL_MSG_TYPES_MAX];
 	uint64_t inodes, unknown;
 	struct orch_mnt_wb_counts wbc;
+	struct orch_mnt_lc_counts lcc;
 	size_t ntypes, pos = 0;
 	bool first = true;
 
@@ -204,6 +206,11 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 		   "}, \"write_behind\": {\"max_bytes\": %" PRIu64 ", \"writes\": %" PRIu64
 		   ", \"waits\": %" PRIu64 ", \"bytes_in_flight\": %" PRIu64,
 		   wbc.max_bytes, wbc.writes, wbc.waits, wbc.in_flight);
+	orch_mnt_lc_counts(&m->m_lc, &lcc);
+	ctl_printf(buf, size, &pos,
+		   "}, \"lease_cache\": {\"lease_ms\": %" PRIu64 ", \"entries\": %" PRIu64
+		   ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"pushes\": %" PRIu64,
+		   lcc.lease_ms, lcc.entries, lcc.hits, lcc.misses, lcc.pushes);
 	if (!ctl_printf(buf, size, &pos, "}}"))
 		return -EOVERFLOW;
 	*len = pos;

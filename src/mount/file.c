@@ -192,15 +192,21 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_attr a, rep, zero = { 0 };
+	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	bool existed = false;
+	uint64_t sent_ms;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_CREATE);
 	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
-	error = orch_fs_create(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
-			       fi->flags & O_EXCL, &a, &existed);
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_create_stamped(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
+				       fi->flags & O_EXCL, &a, &existed, &st);
+	if (!error)
+		orch_mnt_lc_fill(m, orch_mnt_lc_credkey(&m->m_lc, &cred), parent, name, 0, &a,
+				 &st, sent_ms);
 	/*
 	 * The kernel asks CREATE only for a name it believed absent; if another
 	 * client made it meanwhile, this is an open of that file.

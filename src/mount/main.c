@@ -304,6 +304,14 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot create client: %s", strerror(-error));
 		goto out_unmount;
 	}
+	error = orch_mnt_lc_init(&m.m_lc, cfg->nservers, cfg->lease_ms, m.m_default_permissions);
+	if (error) {
+		ORCH_ERR("cannot set up the lease cache: %s", strerror(-error));
+		goto out_unmount;
+	}
+	/* Before the first call: the connections ask for leases in HELLO. */
+	if (m.m_lc.l_on)
+		orch_client_set_push_handler(m.m_cl, orch_mnt_lc_push, &m.m_lc);
 	m.m_se = se;
 	error = orch_mnt_wb_start(&m, (size_t)o.writebehind_kb << 10);
 	if (error) {
@@ -312,9 +320,9 @@ int main(int argc, char **argv)
 	}
 	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
 		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u "
-		    "writebehind_kb=%u",
+		    "writebehind_kb=%u lease_ms=%u",
 		    cfg->cluster_name, o.mountpoint, o.dcache_ms, o.getattr_ms,
-		    o.negative_ms, cfg->op_timeout_ms, o.writebehind_kb);
+		    o.negative_ms, cfg->op_timeout_ms, o.writebehind_kb, cfg->lease_ms);
 	error = mnt_run(se, &fo);
 	rc = error < 0 ? 1 : 0;
 	/* Every write in flight acknowledged (or logged) before the end. */
@@ -329,6 +337,7 @@ out_session:
 	/* Ends the session: no handler runs after this. */
 	fuse_session_destroy(se);
 	orch_client_destroy(m.m_cl);
+	orch_mnt_lc_fini(&m.m_lc);
 out_itab:
 	orch_mnt_itab_fini(&m.m_itab);
 	free(m.m_mountpoint);

@@ -136,6 +136,73 @@ struct orch_mnt_wb {
 	pthread_t w_thread;
 };
 
+/* --- The lease cache (lcache.c) ------------------------------------------------- */
+
+struct lc_ent;
+
+struct lc_srv {
+	uint64_t floor;   /* entries stamped at or below it are dead (reset) */
+	uint64_t reject;  /* replies stamped at or below it may not fill */
+	uint64_t last;    /* highest stamp seen */
+};
+
+struct orch_mnt_lc {
+	pthread_mutex_t l_lock;          /* a leaf: protects everything below */
+	bool l_on;                       /* lease_ms > 0 and set up */
+	bool l_default_permissions;
+	uint32_t l_lease_ms;
+	unsigned int l_nservers;
+	struct lc_srv *l_srv;            /* [l_nservers] */
+	struct lc_ent **l_buckets;
+	size_t l_count;
+	uint64_t l_hits, l_misses, l_pushes;
+};
+
+/* Off (every call misses) if @lease_ms is 0.  0 or -ENOMEM. */
+int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
+		     bool default_permissions);
+void orch_mnt_lc_fini(struct orch_mnt_lc *lc);
+/* liborchard's push handler (rpc.h, orch_push_fn); @arg is the cache. */
+void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
+/* Who a name is served to: the caller's credentials, or 0 with default_permissions. */
+uint64_t orch_mnt_lc_credkey(const struct orch_mnt_lc *lc, const struct orch_cred *cred);
+/*
+ * Fill from a reply stamped @stamp (0: not leased, nothing happens) to a
+ * request sent at @sent_ms (orch_time_now_ms).  @child 0: the name is absent.
+ */
+void orch_mnt_lc_put_attr(struct orch_mnt_lc *lc, const struct orch_attr *a, uint64_t stamp,
+			  uint64_t sent_ms);
+void orch_mnt_lc_put_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+			  uint64_t credkey, uint64_t child, uint64_t stamp, uint64_t sent_ms);
+/*
+ * Hits.  The caller first reads what arrived (orch_client_poll of the
+ * key's server) and asks only if that returned true.
+ */
+bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out);
+bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+			  uint64_t credkey, uint64_t *child);
+/*
+ * Complete directories.  wanted: true if @dir is worth listing for
+ * @credkey (not known whole, not found too big this term); put_dir: the
+ * whole listing of @dir (one page that reached the end), stamped @stamp;
+ * too_big: the listing did not fit, do not try again this term.
+ */
+bool orch_mnt_lc_dir_wanted(struct orch_mnt_lc *lc, uint64_t dir, uint64_t credkey);
+void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch_dirent *ents,
+			 uint32_t n, uint64_t stamp, uint64_t sent_ms);
+void orch_mnt_lc_dir_too_big(struct orch_mnt_lc *lc, uint64_t dir, uint64_t sent_ms);
+struct orch_mnt_lc_counts {
+	uint64_t lease_ms, entries, hits, misses, pushes;
+};
+void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out);
+/* ops.c: attributes of @h from the cache (getattr_timeout_ms > 0); true on a hit. */
+struct orch_mnt;
+bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out);
+/* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */
+void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,
+		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,
+		      uint64_t sent_ms);
+
 /* --- The mount -------------------------------------------------------------- */
 
 struct orch_mnt {
@@ -154,6 +221,7 @@ struct orch_mnt {
 	unsigned int m_readahead_kb;
 	atomic_bool m_readahead_done;
 	struct orch_mnt_wb m_wb;
+	struct orch_mnt_lc m_lc;          /* names and attributes under leases */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 

@@ -20,6 +20,7 @@
 #include <sys/xattr.h>
 
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 
 /* --- Shared helpers ------------------------------------------------------------ */
@@ -175,30 +176,110 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 
 /* --- Names -------------------------------------------------------------------------- */
 
+/*
+ * Attributes of @h from the lease cache, after reading the invalidations
+ * that reached us.  Off while getattr_timeout_ms is 0: then every stat
+ * asks the servers, as that setting promises.
+ */
+bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
+{
+	return m->m_lc.l_on && atomic_load(&m->m_getattr_ms) &&
+	       orch_client_poll(m->m_cl, orch_handle_server(h)) &&
+	       orch_mnt_lc_get_attr(&m->m_lc, h, out);
+}
+
+/*
+ * A lookup from the lease cache (off while dcache_timeout_ms is 0): 0 with
+ * *@a, -ENOENT for a name known absent, or 1 for a miss.
+ */
+static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t parent,
+			     const char *name, struct orch_attr *a)
+{
+	uint64_t child;
+
+	/* A name the servers refuse gets their error, not ours. */
+	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_ms) || strlen(name) > ORCH_NAME_MAX ||
+	    !orch_client_poll(m->m_cl, orch_handle_server(parent)) ||
+	    !orch_mnt_lc_get_name(&m->m_lc, parent, name, credkey, &child))
+		return 1;
+	if (!child)
+		return -ENOENT;
+	return orch_mnt_lc_attr(m, child, a) ? 0 : 1;
+}
+
+/* Fills the lease cache from a lookup or create sent at @sent_ms. */
+void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,
+		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,
+		      uint64_t sent_ms)
+{
+	if (!m->m_lc.l_on || (error && error != -ENOENT))
+		return;
+	orch_mnt_lc_put_name(&m->m_lc, parent, name, credkey, error ? 0 : a->handle, st->entry,
+			     sent_ms);
+	if (!error)
+		orch_mnt_lc_put_attr(&m->m_lc, a, st->attr, sent_ms);
+}
+
+/*
+ * After a name was found absent in @dir: lists @dir once per lease term,
+ * so that if it is small the next absent names cost no round trip (a
+ * create, a rename's target, a compiler's search for headers).
+ */
+static void mnt_lc_learn_dir(struct orch_mnt *m, const struct orch_cred *cred, uint64_t dir)
+{
+	struct orch_dirent *ents = malloc(ORCH_READDIR_MAX * sizeof(*ents));
+	uint64_t stamp, sent_ms = orch_time_now_ms();
+	uint32_t n;
+	bool eof;
+
+	if (!ents)
+		return;
+	if (orch_fs_readdir_stamped(m->m_cl, cred, dir, 0, ORCH_READDIR_MAX, false, ents, &n,
+				    &eof, &stamp) == 0) {
+		if (eof)
+			orch_mnt_lc_put_dir(&m->m_lc, dir, ents, n, stamp, sent_ms);
+		else
+			orch_mnt_lc_dir_too_big(&m->m_lc, dir, sent_ms);
+	}
+	free(ents);
+}
+
 static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t credkey, sent_ms;
+	bool learn = false;
 	uint32_t neg;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_LOOKUP);
 	orch_mnt_cred(req, &cred);
-	error = orch_fs_lookup(m->m_cl, &cred, parent, name, &a);
-	if (!error) {
-		orch_mnt_reply_entry(req, &a, NULL);
-		return;
+	credkey = orch_mnt_lc_credkey(&m->m_lc, &cred);
+	error = mnt_lookup_cached(m, credkey, parent, name, &a);
+	if (error == 1) {
+		sent_ms = orch_time_now_ms();
+		error = orch_fs_lookup_stamped(m->m_cl, &cred, parent, name, &a, &st);
+		orch_mnt_lc_fill(m, credkey, parent, name, error, &a, &st, sent_ms);
+		learn = error == -ENOENT && st.entry && atomic_load(&m->m_dcache_ms) &&
+			orch_mnt_lc_dir_wanted(&m->m_lc, parent, credkey);
 	}
 	neg = atomic_load(&m->m_negative_ms);
-	if (error == -ENOENT && neg) {
+	if (!error) {
+		orch_mnt_reply_entry(req, &a, NULL);
+	} else if (error == -ENOENT && neg) {
 		/* A negative entry: ino 0, cached for negative_timeout_ms. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = neg / 1000.0 };
 
 		fuse_reply_entry(req, &e);
-		return;
+	} else {
+		orch_mnt_reply_err(req, error);
 	}
-	orch_mnt_reply_err(req, error);
+	/* After the reply: the caller does not wait for it. */
+	if (learn)
+		mnt_lc_learn_dir(m, &cred, parent);
 }
 
 static void mnt_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -360,10 +441,15 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_GETATTR);
 	orch_mnt_cred(req, &cred);
-	error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
-	if (error) {
-		orch_mnt_reply_err(req, error);
-		return;
+	if (!orch_mnt_lc_attr(m, ino, &a)) {
+		uint64_t stamp, sent_ms = orch_time_now_ms();
+
+		error = orch_fs_getattr_stamped(m->m_cl, &cred, ino, &a, &stamp);
+		if (error) {
+			orch_mnt_reply_err(req, error);
+			return;
+		}
+		orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 	}
 	orch_mnt_inode_update(&m->m_itab, &a, &rep);
 	mnt_reply_attr(req, &rep);

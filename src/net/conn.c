@@ -232,7 +232,7 @@ static void conn_flush(struct orch_conn *c)
 	conn_update_events(c);
 }
 
-int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
+int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
 {
 	struct orch_buf *b;
 	int error;
@@ -245,12 +245,26 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
 	if (error) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot encode message: type=%s peer=%s: %s",
 				   orch_msg_name(m->type), c->c_peer, strerror(-error));
-		orch_buf_reset(b);
+		/* The encoder took its bytes back; frames queued before stay. */
+		b->b_err = 0;
 		return error;
 	}
-	if (b == &c->c_out)
-		conn_flush(c);
 	return 0;
+}
+
+void orch_conn_flush(struct orch_conn *c)
+{
+	if (!c->c_closed && (c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH))
+		conn_flush(c);
+}
+
+int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
+{
+	int error = orch_conn_queue(c, m);
+
+	if (!error)
+		orch_conn_flush(c);
+	return error;
 }
 
 /* --- Handshake ---------------------------------------------------------------------- */
@@ -311,6 +325,7 @@ static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 			return;
 		}
 		c->c_origin = m.origin;
+		c->c_features = m.features & c->c_ops->features;
 		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
 		if (orch_auth_nonce(c->c_nonce)) {
 			orch_conn_close(c, -EIO);
@@ -320,6 +335,7 @@ static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 		r.flags = ORCH_FRAME_REPLY;
 		r.reqid = h->reqid;
 		r.vmin = r.vmax = ORCH_PROTO_VERSION;
+		r.features = c->c_features;
 		memcpy(r.nonce, c->c_nonce, ORCH_NONCE_LEN);
 		orch_auth_mac(c->c_key, true, c->c_peer_nonce, c->c_nonce, r.mac);
 		c->c_state = ORCH_CONN_ACCEPT_AUTH;

@@ -51,6 +51,8 @@ struct orch_conn_ops {
 	void (*on_ready)(struct orch_conn *c);
 	/* Called once when the connection closes, for any reason. */
 	void (*on_close)(struct orch_conn *c, int reason);
+	/* Acceptor: HELLO features (ORCH_FEAT_*) it grants when asked. */
+	uint64_t features;
 };
 
 struct orch_conn {
@@ -66,6 +68,7 @@ struct orch_conn {
 	const uint8_t *c_key;           /* cluster key, borrowed for the conn's life */
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
 	uint32_t c_self;                /* our origin, sent in HELLO as connector */
+	uint64_t c_features;            /* acceptor: granted in the handshake */
 	uint8_t c_nonce[ORCH_NONCE_LEN];      /* our nonce */
 	uint8_t c_peer_nonce[ORCH_NONCE_LEN]; /* theirs */
 	struct orch_buf c_in;
@@ -96,6 +99,12 @@ int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
  * unencodable (nothing queued).
  */
 int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
+/*
+ * The same without writing to the socket: the frame leaves with the next
+ * orch_conn_send() or orch_conn_flush(), so several go out in one write.
+ */
+int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
+void orch_conn_flush(struct orch_conn *c);
 
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);

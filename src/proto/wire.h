@@ -28,6 +28,12 @@
 #define ORCH_FRAME_PUSH 0x02  /* server-initiated, no reply expected */
 
 /*
+ * HELLO features.  The connector asks for some; the acceptor's HELLO reply
+ * names those it grants (docs/SPEC-wire.md, "Leases").
+ */
+#define ORCH_FEAT_LEASES (1ull << 0) /* cache under leases; take SV2CL_* pushes */
+
+/*
  * Largest payload accepted, per direction; checked before any allocation.
  * Client to server carries at most one WRITE of ORCH_IO_MAX plus headers.
  */

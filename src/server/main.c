@@ -63,10 +63,12 @@ static void client_on_close(struct orch_conn *c, int reason)
 	(void)reason;
 	sv->s_bytes_in += c->c_bytes_in;
 	sv->s_bytes_out += c->c_bytes_out;
+	sv_lease_conn_closed(sv, c);
 	live_remove(c);
 }
 
-static const struct orch_conn_ops client_ops = {
+/* .features: leases, unless lease_ms is 0 (set in main). */
+static struct orch_conn_ops client_ops = {
 	.on_frame = sv_cl_frame,
 	.on_close = client_on_close,
 };
@@ -247,6 +249,11 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
+	if (sv_lease_init(&sv)) {
+		ORCH_ERR("cannot set up the lease table");
+		goto out_listen;
+	}
+	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES : 0;
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	if (sv_work_start(&sv))
@@ -263,6 +270,7 @@ int main(int argc, char **argv)
 	sv_admin_stop(&sv);
 	while (nlive)
 		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
+	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
 	sv_intent_fini_all();
 out_listen:

@@ -74,6 +74,9 @@ struct sv_server {
 	atomic_uint_least64_t s_wal_restarts;   /* checkpoints that restarted the namespace WAL */
 	atomic_uint_least64_t s_wal_restart_us; /* time they took, lock wait included */
 	uint64_t s_intents_done;
+	uint64_t s_lease_grants;      /* lease records made */
+	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
+	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
 
 /*
@@ -90,6 +93,7 @@ struct sv_req {
 	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
 	struct orch_frame_hdr r_hdr;  /* of the request */
 	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
+	uint64_t r_lease_dir;         /* directory whose entries the reply leases; 0: none */
 	unsigned int r_nowners;       /* owners fetched for the sticky rule */
 	struct {
 		uint64_t handle;
@@ -127,6 +131,24 @@ void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
 
 /* Builds the stats JSON text into @b. */
 void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
+
+/* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
+
+/* After the loop and the namespace exist; nothing if lease_ms is 0.  0 or -ENOMEM. */
+int sv_lease_init(struct sv_server *sv);
+/* After every connection closed. */
+void sv_lease_fini(struct sv_server *sv);
+/* @c, if it asked for leases, may cache what it is told about @h (held here). */
+void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h);
+/*
+ * The leases reply @rep to @c carries: the entries of directory @dir (0:
+ * none; a LOOKUP's ENOENT too) and the attributes it holds.  From sv_reply.
+ */
+void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
+			  const struct orch_msg *rep);
+void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
+/* Records in the table (stats). */
+size_t sv_lease_count(void);
 
 /* --- Reverse-map tools: fsmap, names, scrub, bad blocks (sv_admin.c) ---------------- */
 

@@ -38,6 +38,7 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
 	r->r_hdr = *h;
 	r->r_raw = NULL;
+	r->r_lease_dir = 0;
 	r->r_nowners = 0;
 	orch_conn_get(c);
 	return r;
@@ -48,6 +49,7 @@ void sv_reply(struct sv_req *r, struct orch_msg *m)
 	m->type = r->r_type;
 	m->reqid = r->r_reqid;
 	m->flags = ORCH_FRAME_REPLY;
+	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
 	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
 		/* A reply that cannot be encoded still answers the request. */
 		struct orch_msg e;
@@ -1527,6 +1529,10 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "wal_restart_us", atomic_load(&sv->s_wal_restart_us), true);
 	sv_json_u64(b, "wal_wait_us", orch_meta_busy_us(sv->s_meta), true);
 	sv_json_u64(b, "intents_done", sv->s_intents_done, true);
+	sv_json_u64(b, "leases", sv_lease_count(), true);
+	sv_json_u64(b, "lease_grants", sv->s_lease_grants, true);
+	sv_json_u64(b, "lease_pushes", sv->s_lease_pushes, true);
+	sv_json_u64(b, "lease_revokes", sv->s_lease_revokes, true);
 	sv_json_u64(b, "inodes", inodes, true);
 	sv_json_u64(b, "data_bytes_written", st.bytes_written, true);
 	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
@@ -1571,6 +1577,21 @@ static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
 
 static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
+	switch (m->type) {
+	case ORCH_CL2SV_LOOKUP:
+	case ORCH_CL2SV_CREATE:
+	case ORCH_CL2SV_MKDIR:
+		r->r_lease_dir = m->parent;
+		break;
+	case ORCH_CL2SV_LINK:
+		r->r_lease_dir = m->newparent;
+		break;
+	case ORCH_CL2SV_READDIR:
+		r->r_lease_dir = m->handle;
+		break;
+	default:
+		break;
+	}
 	switch (m->type) {
 	case ORCH_AN2AN_PING: sv_ping(sv, r); break;
 	case ORCH_CL2SV_LOOKUP: sv_lookup(sv, r, m); break;

@@ -1,0 +1,492 @@
+/*
+ * The mount's lease cache: names and attributes the servers leased to this
+ * mount (docs/DESIGN.md, "Leases and invalidations"), so that a LOOKUP or
+ * GETATTR the kernel sends once its own timeouts ran out is answered here,
+ * without a round trip, while nothing changed.
+ *
+ * Correctness rests on the order of one server's stream.  liborchard
+ * stamps every frame it reads from a server, replies and pushes alike, in
+ * stream order (rpc.h).  A push invalidates the keys it names at its
+ * stamp; a reply may fill a key only if no push for that key came after it
+ * (the key's stamp is lower).  A push for a key we do not hold raises the
+ * server's rejection floor instead, and so does dropping tombstones: any
+ * reply read before it may have missed that push.  A connection that came
+ * up or went down drops everything of its server.  Every entry also ends
+ * lease_ms after its request was sent, before the server's lease does.
+ *
+ * Keys are the attributes of a handle, a name in a directory (present
+ * with its handle, or absent), and a directory known complete: listed
+ * whole under its lease, so that a name we hold nothing about is absent
+ * (a create or a rename's target then costs no lookup).  A push makes a
+ * tombstone, never just a gap, so a complete directory stays right.
+ *
+ * Permissions: without default_permissions the server checks the caller's
+ * search permission in a lookup.  A name is served only to the credentials
+ * it was looked up with (credkey), and, unless those pass every check
+ * (root, or default_permissions: credkey LC_CRED_FREE), only while the
+ * directory's attributes have not changed since.  Completeness answers
+ * only LC_CRED_FREE callers.
+ *
+ * The pushes come on liborchard's reader threads with its connection lock
+ * held: lc_lock is a leaf, and nothing calls liborchard holding it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/time.h"
+#include "mount/mount_i.h"
+
+#define LC_MAX (1u << 18)       /* entries; at the cap everything is dropped */
+#define LC_BUCKETS (1u << 16)
+
+enum { LC_ATTR = 1, LC_NAME = 2, LC_DIR = 3 };
+
+/* The credkey of callers every permission check passes. */
+#define LC_CRED_FREE 1u
+
+struct lc_ent {
+	struct lc_ent *e_next;
+	uint64_t e_key;          /* the handle (LC_ATTR) or the directory (LC_NAME) */
+	uint64_t e_child;        /* LC_NAME: the handle, 0 if the name is absent */
+	uint64_t e_credkey;      /* LC_NAME: whose lookup it was; 0 with default_permissions */
+	uint64_t e_stamp;        /* of the reply that filled it, or the push that killed it */
+	uint64_t e_inval;        /* LC_ATTR: stamp of the last push for it; 0: none */
+	uint64_t e_expire_ms;
+	struct orch_attr e_attr; /* LC_ATTR */
+	uint8_t e_kind;
+	bool e_valid;            /* false: a tombstone, kept for its stamp */
+	uint8_t e_namelen;
+	char e_name[];
+};
+
+static uint64_t lc_hash(int kind, uint64_t key, const char *name, size_t namelen)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)kind;
+
+	for (int i = 0; i < 8; i++) {
+		h ^= (key >> (i * 8)) & 0xff;
+		h *= 1099511628211ull;
+	}
+	for (size_t i = 0; i < namelen; i++) {
+		h ^= (uint8_t)name[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static struct lc_ent **lc_bucket(struct orch_mnt_lc *lc, int kind, uint64_t key,
+				 const char *name, size_t namelen)
+{
+	return &lc->l_buckets[lc_hash(kind, key, name, namelen) & (LC_BUCKETS - 1)];
+}
+
+static bool lc_match(const struct lc_ent *e, int kind, uint64_t key, const char *name,
+		     size_t namelen)
+{
+	return e->e_kind == kind && e->e_key == key && e->e_namelen == namelen &&
+	       memcmp(e->e_name, name, namelen) == 0;
+}
+
+static unsigned int lc_server(const struct orch_mnt_lc *lc, uint64_t h)
+{
+	unsigned int s = orch_handle_server(h);
+
+	return s < lc->l_nservers ? s : 0;
+}
+
+/* Drops every entry; replies read so far may have missed a push.  l_lock held. */
+static void lc_clear_locked(struct orch_mnt_lc *lc)
+{
+	for (size_t i = 0; i < LC_BUCKETS; i++) {
+		while (lc->l_buckets[i]) {
+			struct lc_ent *e = lc->l_buckets[i];
+
+			lc->l_buckets[i] = e->e_next;
+			free(e);
+		}
+	}
+	lc->l_count = 0;
+	for (unsigned int s = 0; s < lc->l_nservers; s++)
+		lc->l_srv[s].reject = lc->l_srv[s].last;
+}
+
+int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
+		     bool default_permissions)
+{
+	memset(lc, 0, sizeof(*lc));
+	if (!lease_ms || !nservers)
+		return 0;
+	lc->l_buckets = calloc(LC_BUCKETS, sizeof(*lc->l_buckets));
+	lc->l_srv = calloc(nservers, sizeof(*lc->l_srv));
+	if (!lc->l_buckets || !lc->l_srv) {
+		free(lc->l_buckets);
+		free(lc->l_srv);
+		lc->l_buckets = NULL;
+		lc->l_srv = NULL;
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&lc->l_lock, NULL);
+	lc->l_nservers = nservers;
+	lc->l_lease_ms = lease_ms;
+	lc->l_default_permissions = default_permissions;
+	lc->l_on = true;
+	return 0;
+}
+
+void orch_mnt_lc_fini(struct orch_mnt_lc *lc)
+{
+	if (!lc->l_on)
+		return;
+	lc_clear_locked(lc);
+	pthread_mutex_destroy(&lc->l_lock);
+	free(lc->l_buckets);
+	free(lc->l_srv);
+	lc->l_on = false;
+}
+
+uint64_t orch_mnt_lc_credkey(const struct orch_mnt_lc *lc, const struct orch_cred *cred)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint32_t v[2 + ORCH_GROUPS_MAX];
+	size_t n = 0;
+
+	if (lc->l_default_permissions || cred->uid == 0)
+		return LC_CRED_FREE;
+	v[n++] = cred->uid;
+	v[n++] = cred->gid;
+	for (unsigned int i = 0; i < cred->ngroups && i < ORCH_GROUPS_MAX; i++)
+		v[n++] = cred->groups[i];
+	for (size_t i = 0; i < n * sizeof(v[0]); i++) {
+		h ^= ((const uint8_t *)v)[i];
+		h *= 1099511628211ull;
+	}
+	return h | 2; /* never 0 or LC_CRED_FREE */
+}
+
+/* A new dead entry for a key (a tombstone), linked in; NULL on ENOMEM. */
+static struct lc_ent *lc_new_locked(struct orch_mnt_lc *lc, int kind, uint64_t key,
+				    const char *name, size_t namelen, uint64_t credkey)
+{
+	struct lc_ent **b = lc_bucket(lc, kind, key, name, namelen);
+	struct lc_ent *e = calloc(1, sizeof(*e) + namelen + 1);
+
+	if (!e)
+		return NULL;
+	e->e_kind = (uint8_t)kind;
+	e->e_key = key;
+	e->e_credkey = credkey;
+	e->e_namelen = (uint8_t)namelen;
+	memcpy(e->e_name, name, namelen);
+	e->e_next = *b;
+	*b = e;
+	lc->l_count++;
+	return e;
+}
+
+static struct lc_ent *lc_find_locked(struct orch_mnt_lc *lc, int kind, uint64_t key)
+{
+	for (struct lc_ent *e = *lc_bucket(lc, kind, key, NULL, 0); e; e = e->e_next)
+		if (lc_match(e, kind, key, NULL, 0))
+			return e;
+	return NULL;
+}
+
+/*
+ * Marks every entry of the key dead at @stamp, or makes a tombstone if
+ * there is none.  False if it could not (no memory).
+ */
+static bool lc_kill_locked(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *name,
+			   size_t namelen, uint64_t stamp)
+{
+	bool found = false;
+
+	for (struct lc_ent *e = *lc_bucket(lc, kind, key, name, namelen); e; e = e->e_next) {
+		if (!lc_match(e, kind, key, name, namelen))
+			continue;
+		e->e_valid = false;
+		if (e->e_stamp < stamp)
+			e->e_stamp = stamp;
+		e->e_inval = stamp;
+		found = true;
+	}
+	if (!found && lc->l_count < LC_MAX) {
+		struct lc_ent *e = lc_new_locked(lc, kind, key, name, namelen, 0);
+
+		if (e) {
+			e->e_stamp = e->e_inval = stamp;
+			found = true;
+		}
+	}
+	return found;
+}
+
+void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m)
+{
+	struct orch_mnt_lc *lc = arg;
+	struct lc_srv *sv;
+	bool found = true;
+
+	if (!lc->l_on || server >= lc->l_nservers)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	sv = &lc->l_srv[server];
+	if (sv->last < stamp)
+		sv->last = stamp;
+	if (!m || m->type == ORCH_SV2CL_REVOKE) {
+		sv->floor = stamp;
+		sv->reject = stamp;
+	} else if (m->type == ORCH_SV2CL_INVAL_ATTR) {
+		found = lc_kill_locked(lc, LC_ATTR, m->handle, NULL, 0, stamp);
+	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY) {
+		found = lc_kill_locked(lc, LC_NAME, m->parent, m->name.s, m->name.len, stamp);
+		if (!found) {
+			/* Without a tombstone the directory is no longer known whole. */
+			struct lc_ent *d = lc_find_locked(lc, LC_DIR, m->parent);
+
+			if (d)
+				d->e_valid = false;
+		}
+	}
+	if (!found)
+		sv->reject = stamp;
+	lc->l_pushes++;
+	pthread_mutex_unlock(&lc->l_lock);
+}
+
+/*
+ * Fills a key from a reply stamped @stamp, sent at @sent_ms.  @cmp_attr
+ * points at the attributes for LC_ATTR.
+ */
+static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *name,
+		   size_t namelen, uint64_t credkey, uint64_t child, const struct orch_attr *a,
+		   uint64_t stamp, uint64_t sent_ms)
+{
+	struct lc_srv *sv;
+	struct lc_ent *e, *mine = NULL;
+
+	if (!lc->l_on || !stamp || namelen > ORCH_NAME_MAX)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	sv = &lc->l_srv[lc_server(lc, key)];
+	if (stamp <= sv->reject || stamp <= sv->floor)
+		goto out;
+	for (e = *lc_bucket(lc, kind, key, name, namelen); e; e = e->e_next) {
+		if (!lc_match(e, kind, key, name, namelen))
+			continue;
+		if (e->e_stamp > stamp)
+			goto out; /* what we hold, or a push, is newer */
+		if (e->e_credkey == credkey)
+			mine = e;
+	}
+	if (!mine) {
+		if (lc->l_count >= LC_MAX) {
+			lc_clear_locked(lc);
+			if (stamp <= sv->reject)
+				goto out;
+		}
+		mine = lc_new_locked(lc, kind, key, name, namelen, credkey);
+		if (!mine)
+			goto out;
+	}
+	mine->e_child = child;
+	if (a)
+		mine->e_attr = *a;
+	mine->e_stamp = stamp;
+	mine->e_expire_ms = sent_ms + lc->l_lease_ms;
+	mine->e_valid = true;
+	if (kind == LC_NAME) {
+		/*
+		 * The reply renewed the directory's lease on the server: a
+		 * directory still known whole stays so for another term.
+		 */
+		struct lc_ent *d = lc_find_locked(lc, LC_DIR, key);
+
+		if (d && d->e_valid && orch_time_now_ms() < d->e_expire_ms &&
+		    d->e_expire_ms < mine->e_expire_ms)
+			d->e_expire_ms = mine->e_expire_ms;
+	}
+out:
+	pthread_mutex_unlock(&lc->l_lock);
+}
+
+void orch_mnt_lc_put_attr(struct orch_mnt_lc *lc, const struct orch_attr *a, uint64_t stamp,
+			  uint64_t sent_ms)
+{
+	lc_put(lc, LC_ATTR, a->handle, NULL, 0, 0, 0, a, stamp, sent_ms);
+}
+
+void orch_mnt_lc_put_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+			  uint64_t credkey, uint64_t child, uint64_t stamp, uint64_t sent_ms)
+{
+	lc_put(lc, LC_NAME, parent, name, strlen(name), credkey, child, NULL, stamp, sent_ms);
+}
+
+/* The live entry of a key for @credkey, or NULL.  l_lock held. */
+static struct lc_ent *lc_get_locked(struct orch_mnt_lc *lc, int kind, uint64_t key,
+				    const char *name, size_t namelen, uint64_t credkey)
+{
+	const struct lc_srv *sv = &lc->l_srv[lc_server(lc, key)];
+	uint64_t now = orch_time_now_ms();
+
+	for (struct lc_ent *e = *lc_bucket(lc, kind, key, name, namelen); e; e = e->e_next) {
+		if (!lc_match(e, kind, key, name, namelen) || e->e_credkey != credkey)
+			continue;
+		if (e->e_valid && e->e_stamp > sv->floor && now < e->e_expire_ms)
+			return e;
+		return NULL;
+	}
+	return NULL;
+}
+
+bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out)
+{
+	struct lc_ent *e;
+
+	if (!lc->l_on)
+		return false;
+	pthread_mutex_lock(&lc->l_lock);
+	e = lc_get_locked(lc, LC_ATTR, h, NULL, 0, 0);
+	if (e)
+		*out = e->e_attr;
+	lc->l_hits += e != NULL;
+	lc->l_misses += e == NULL;
+	pthread_mutex_unlock(&lc->l_lock);
+	return e != NULL;
+}
+
+/* Live, fresh and after the last reset of its server. */
+static bool lc_alive(const struct orch_mnt_lc *lc, const struct lc_ent *e, uint64_t now)
+{
+	return e->e_valid && e->e_stamp > lc->l_srv[lc_server(lc, e->e_key)].floor &&
+	       now < e->e_expire_ms;
+}
+
+/*
+ * A name for @credkey: its entry, or, with nothing at all held about the
+ * name, "absent" if the directory is known whole (LC_CRED_FREE callers).
+ * l_lock held.
+ */
+static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+			       size_t namelen, uint64_t credkey, uint64_t *child)
+{
+	uint64_t now = orch_time_now_ms();
+	bool known = false;
+	struct lc_ent *d;
+
+	for (struct lc_ent *e = *lc_bucket(lc, LC_NAME, parent, name, namelen); e; e = e->e_next) {
+		if (!lc_match(e, LC_NAME, parent, name, namelen))
+			continue;
+		known = true;
+		if (e->e_credkey != credkey || !lc_alive(lc, e, now))
+			continue;
+		if (credkey != LC_CRED_FREE) {
+			/* A permission check that may have changed with the directory. */
+			struct lc_ent *pa = lc_find_locked(lc, LC_ATTR, parent);
+
+			if (pa && pa->e_inval > e->e_stamp)
+				return false;
+		}
+		*child = e->e_child;
+		return true;
+	}
+	if (known || credkey != LC_CRED_FREE)
+		return false;
+	d = lc_find_locked(lc, LC_DIR, parent);
+	if (!d || !lc_alive(lc, d, now))
+		return false;
+	*child = 0;
+	return true;
+}
+
+bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+			  uint64_t credkey, uint64_t *child)
+{
+	bool hit;
+
+	if (!lc->l_on)
+		return false;
+	pthread_mutex_lock(&lc->l_lock);
+	hit = lc_get_name_locked(lc, parent, name, strlen(name), credkey, child);
+	lc->l_hits += hit;
+	lc->l_misses += !hit;
+	pthread_mutex_unlock(&lc->l_lock);
+	return hit;
+}
+
+bool orch_mnt_lc_dir_wanted(struct orch_mnt_lc *lc, uint64_t dir, uint64_t credkey)
+{
+	struct lc_ent *d;
+	bool want;
+
+	if (!lc->l_on || credkey != LC_CRED_FREE)
+		return false;
+	pthread_mutex_lock(&lc->l_lock);
+	d = lc_find_locked(lc, LC_DIR, dir);
+	/* A dead record still in its term: too big to list, do not try again. */
+	want = !d || (d->e_valid ? !lc_alive(lc, d, orch_time_now_ms())
+				 : orch_time_now_ms() >= d->e_expire_ms);
+	pthread_mutex_unlock(&lc->l_lock);
+	return want;
+}
+
+void orch_mnt_lc_dir_too_big(struct orch_mnt_lc *lc, uint64_t dir, uint64_t sent_ms)
+{
+	struct lc_ent *d;
+
+	if (!lc->l_on)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	d = lc_find_locked(lc, LC_DIR, dir);
+	if (!d && lc->l_count < LC_MAX)
+		d = lc_new_locked(lc, LC_DIR, dir, NULL, 0, 0);
+	if (d && !d->e_valid)
+		d->e_expire_ms = sent_ms + lc->l_lease_ms;
+	pthread_mutex_unlock(&lc->l_lock);
+}
+
+void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch_dirent *ents,
+			 uint32_t n, uint64_t stamp, uint64_t sent_ms)
+{
+	const struct lc_srv *sv;
+	struct lc_ent *d;
+
+	if (!lc->l_on || !stamp)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		lc_put(lc, LC_NAME, dir, ents[i].name, ents[i].namelen, LC_CRED_FREE,
+		       ents[i].handle, NULL, stamp, sent_ms);
+	pthread_mutex_lock(&lc->l_lock);
+	sv = &lc->l_srv[lc_server(lc, dir)];
+	if (stamp <= sv->reject || stamp <= sv->floor)
+		goto out;
+	d = lc_find_locked(lc, LC_DIR, dir);
+	if (!d) {
+		if (lc->l_count >= LC_MAX)
+			goto out;
+		d = lc_new_locked(lc, LC_DIR, dir, NULL, 0, 0);
+		if (!d)
+			goto out;
+	} else if (d->e_stamp > stamp) {
+		goto out; /* a push after the listing made it incomplete */
+	}
+	d->e_stamp = stamp;
+	d->e_expire_ms = sent_ms + lc->l_lease_ms;
+	d->e_valid = true;
+out:
+	pthread_mutex_unlock(&lc->l_lock);
+}
+
+void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!lc->l_on)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	out->entries = lc->l_count;
+	out->hits = lc->l_hits;
+	out->misses = lc->l_misses;
+	out->pushes = lc->l_pushes;
+	pthread_mutex_unlock(&lc->l_lock);
+	out->lease_ms = lc->l_lease_ms;
+}

@@ -1,0 +1,372 @@
+/*
+ * Leases: which client connections may be caching what, and the pushes
+ * that tell them it changed (docs/DESIGN.md, "Leases and invalidations").
+ *
+ * A mount that asked for leases in HELLO (ORCH_FEAT_LEASES) may cache, for
+ * lease_ms after it sent the request, what a reply from this server told
+ * it about an inode held here: its attributes, and for a directory the
+ * presence or absence of every name it looked up in it.  sv_reply() grants
+ * the lease (sv_lease_grant_reply): one record per (handle, connection),
+ * refreshed by every reply that covers it.  Every write of an inode or
+ * entry record reaches sv_lease_changed() through the namespace's change
+ * hook, inside the handler and so before its reply, and pushes
+ * SV2CL_INVAL_ATTR or SV2CL_INVAL_ENTRY to every live holder (the
+ * requester included: the push is ahead of its reply on the same stream,
+ * and the client orders them).  Holders stay: a lease covers a handle for
+ * its whole term, however often it changes.
+ *
+ * Bounds: at most SV_LEASE_MAX records.  A full table is emptied and every
+ * holder told SV2CL_REVOKE (forget all you cached from this server), which
+ * is rare and always safe.  Expired records go at the next sweep, a closed
+ * connection's at its close.  Loop thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "server/sv.h"
+
+#define SV_LEASE_MAX (1u << 20)        /* records; about 40 MiB at most */
+#define SV_LEASE_BUCKETS0 4096u
+#define SV_LEASE_MARGIN_MS 1000u       /* kept past the client's term: clock drift */
+
+struct sv_lease {
+	struct sv_lease *l_next;        /* hash chain */
+	uint64_t l_handle;
+	struct orch_conn *l_conn;       /* not referenced: records go at its close */
+	uint64_t l_expire_ms;           /* monotonic */
+};
+
+struct sv_leases {
+	struct sv_lease **t_buckets;
+	size_t t_nbuckets;              /* a power of two */
+	size_t t_count;
+	uint32_t t_term_ms;             /* lease_ms + margin */
+	struct orch_ev_timer t_sweep;
+	/*
+	 * Connections with pushes queued but not written: a requester's go
+	 * with its reply, the others' at the flush timer, in the same loop
+	 * turn, so a burst of changes costs each holder one write.
+	 */
+	struct orch_conn **t_unflushed; /* referenced */
+	size_t t_nunflushed, t_capunflushed;
+	struct orch_ev_timer t_flush;
+};
+
+static struct sv_leases leases;
+
+static size_t lease_bucket(uint64_t h, size_t nbuckets)
+{
+	/* Handles of one server are sequential: mix the bits. */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (size_t)h & (nbuckets - 1);
+}
+
+static void lease_grow(void)
+{
+	size_t n = leases.t_nbuckets * 2;
+	struct sv_lease **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < leases.t_nbuckets; i++) {
+		while (leases.t_buckets[i]) {
+			struct sv_lease *l = leases.t_buckets[i];
+			size_t j = lease_bucket(l->l_handle, n);
+
+			leases.t_buckets[i] = l->l_next;
+			l->l_next = b[j];
+			b[j] = l;
+		}
+	}
+	free(leases.t_buckets);
+	leases.t_buckets = b;
+	leases.t_nbuckets = n;
+}
+
+/* Drops every record for which @drop is true. */
+static void lease_filter(bool (*drop)(const struct sv_lease *, const void *), const void *arg)
+{
+	for (size_t i = 0; i < leases.t_nbuckets; i++) {
+		struct sv_lease **p = &leases.t_buckets[i];
+
+		while (*p) {
+			struct sv_lease *l = *p;
+
+			if (drop(l, arg)) {
+				*p = l->l_next;
+				free(l);
+				leases.t_count--;
+			} else {
+				p = &l->l_next;
+			}
+		}
+	}
+}
+
+static bool lease_is_expired(const struct sv_lease *l, const void *arg)
+{
+	return l->l_expire_ms <= *(const uint64_t *)arg;
+}
+
+static bool lease_is_of_conn(const struct sv_lease *l, const void *arg)
+{
+	return l->l_conn == arg;
+}
+
+static bool lease_any(const struct sv_lease *l, const void *arg)
+{
+	(void)l;
+	(void)arg;
+	return true;
+}
+
+static void lease_flush(void *arg)
+{
+	(void)arg;
+	/* Closing a connection (a failed write) may not touch this array. */
+	for (size_t i = 0; i < leases.t_nunflushed; i++) {
+		orch_conn_flush(leases.t_unflushed[i]);
+		orch_conn_put(leases.t_unflushed[i]);
+	}
+	leases.t_nunflushed = 0;
+}
+
+/*
+ * Queues a push to @c; it is written with @c's next frame or at the flush
+ * timer.  Never writes, so never closes @c under a caller that walks the
+ * table.
+ */
+static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type, uint64_t h,
+		       const char *name, size_t namelen)
+{
+	struct orch_msg p;
+	bool listed = false;
+
+	if (c->c_closed)
+		return;
+	orch_msg_init(&p, type);
+	p.flags = ORCH_FRAME_PUSH;
+	p.handle = h;
+	p.parent = h;
+	p.name = orch_str_of(name, namelen);
+	for (size_t i = 0; i < leases.t_nunflushed && !listed; i++)
+		listed = leases.t_unflushed[i] == c;
+	if (!listed) {
+		if (leases.t_nunflushed == leases.t_capunflushed) {
+			size_t cap = leases.t_capunflushed ? leases.t_capunflushed * 2 : 16;
+			struct orch_conn **a = realloc(leases.t_unflushed, cap * sizeof(*a));
+
+			if (!a)
+				goto out_queue; /* it leaves with @c's next frame */
+			leases.t_unflushed = a;
+			leases.t_capunflushed = cap;
+		}
+		orch_conn_get(c);
+		leases.t_unflushed[leases.t_nunflushed++] = c;
+		if (leases.t_nunflushed == 1)
+			orch_ev_timer_arm(sv->s_ev, &leases.t_flush, 0, lease_flush, sv);
+	}
+out_queue:
+	if (orch_conn_queue(c, &p) == 0)
+		sv->s_lease_pushes++;
+}
+
+/* The table is full: everybody forgets everything, and so do we. */
+static void lease_revoke_all(struct sv_server *sv)
+{
+	struct orch_conn **told = NULL;
+	size_t ntold = 0, cap = 0;
+
+	for (size_t i = 0; i < leases.t_nbuckets; i++) {
+		for (struct sv_lease *l = leases.t_buckets[i]; l; l = l->l_next) {
+			bool seen = false;
+
+			for (size_t k = 0; k < ntold && !seen; k++)
+				seen = told[k] == l->l_conn;
+			if (seen)
+				continue;
+			if (ntold == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct orch_conn **t = realloc(told, ncap * sizeof(*t));
+
+				if (!t) {
+					/* Cannot tell them apart: tell this one again later. */
+					lease_push(sv, l->l_conn, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+					continue;
+				}
+				told = t;
+				cap = ncap;
+			}
+			told[ntold++] = l->l_conn;
+			lease_push(sv, l->l_conn, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+		}
+	}
+	free(told);
+	lease_filter(lease_any, NULL);
+	sv->s_lease_revokes++;
+	ORCH_LOG_RATELIMIT(ORCH_LOG_NOTICE, "lease table full: revoked every lease (%u records)",
+			   SV_LEASE_MAX);
+}
+
+static void lease_sweep(void *arg)
+{
+	struct sv_server *sv = arg;
+	uint64_t now = orch_time_now_ms();
+
+	lease_filter(lease_is_expired, &now);
+	orch_ev_timer_arm(sv->s_ev, &leases.t_sweep, leases.t_term_ms, lease_sweep, sv);
+}
+
+void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
+{
+	uint64_t expire;
+	struct sv_lease **b, *l;
+
+	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed ||
+	    orch_handle_server(h) != sv->s_index)
+		return;
+	expire = orch_time_now_ms() + leases.t_term_ms;
+	b = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	for (l = *b; l; l = l->l_next) {
+		if (l->l_handle == h && l->l_conn == c) {
+			l->l_expire_ms = expire;
+			return;
+		}
+	}
+	if (leases.t_count >= SV_LEASE_MAX) {
+		uint64_t now = orch_time_now_ms();
+
+		lease_filter(lease_is_expired, &now);
+		if (leases.t_count >= SV_LEASE_MAX / 2)
+			lease_revoke_all(sv);
+	}
+	if (leases.t_count >= leases.t_nbuckets * 2) {
+		lease_grow();
+		b = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	}
+	l = malloc(sizeof(*l));
+	if (!l) {
+		/* The client believes it holds a lease: it must forget. */
+		lease_push(sv, c, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+		return;
+	}
+	l->l_handle = h;
+	l->l_conn = c;
+	l->l_expire_ms = expire;
+	l->l_next = *b;
+	*b = l;
+	leases.t_count++;
+	sv->s_lease_grants++;
+}
+
+void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
+			  const struct orch_msg *rep)
+{
+	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES))
+		return;
+	if (dir && (rep->status == 0 || (rep->type == ORCH_CL2SV_LOOKUP && rep->status == -ENOENT)))
+		sv_lease_grant(sv, c, dir);
+	if (rep->status)
+		return;
+	switch (rep->type) {
+	case ORCH_CL2SV_GETATTR:
+	case ORCH_CL2SV_SETATTR:
+	case ORCH_CL2SV_EXTEND:
+		sv_lease_grant(sv, c, rep->attr.handle);
+		break;
+	case ORCH_CL2SV_LOOKUP:
+	case ORCH_CL2SV_CREATE:
+	case ORCH_CL2SV_MKDIR:
+	case ORCH_CL2SV_LINK:
+		if (rep->entry.has_attr)
+			sv_lease_grant(sv, c, rep->entry.handle);
+		break;
+	case ORCH_CL2SV_READDIR:
+		for (uint32_t i = 0; i < rep->ndirents; i++)
+			if (rep->dirents[i].has_attr)
+				sv_lease_grant(sv, c, rep->dirents[i].handle);
+		break;
+	default:
+		break;
+	}
+}
+
+/* The namespace's change hook: push to every live holder of @h. */
+static void lease_changed(void *arg, uint64_t h, const char *name, size_t namelen)
+{
+	struct sv_server *sv = arg;
+	struct sv_lease **p;
+	uint64_t now;
+
+	if (!leases.t_count)
+		return;
+	now = orch_time_now_ms();
+	p = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	while (*p) {
+		struct sv_lease *l = *p;
+
+		if (l->l_handle != h) {
+			p = &l->l_next;
+			continue;
+		}
+		if (l->l_expire_ms <= now || l->l_conn->c_closed) {
+			*p = l->l_next;
+			free(l);
+			leases.t_count--;
+			continue;
+		}
+		if (name)
+			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ENTRY, h, name, namelen);
+		else
+			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ATTR, h, NULL, 0);
+		p = &l->l_next;
+	}
+}
+
+void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c)
+{
+	(void)sv;
+	if (leases.t_count && (c->c_features & ORCH_FEAT_LEASES))
+		lease_filter(lease_is_of_conn, c);
+}
+
+size_t sv_lease_count(void)
+{
+	return leases.t_count;
+}
+
+int sv_lease_init(struct sv_server *sv)
+{
+	if (!sv->s_cfg.lease_ms)
+		return 0;
+	leases.t_buckets = calloc(SV_LEASE_BUCKETS0, sizeof(*leases.t_buckets));
+	if (!leases.t_buckets)
+		return -ENOMEM;
+	leases.t_nbuckets = SV_LEASE_BUCKETS0;
+	leases.t_count = 0;
+	leases.t_term_ms = sv->s_cfg.lease_ms + SV_LEASE_MARGIN_MS;
+	orch_meta_set_change_hook(sv->s_meta, lease_changed, sv);
+	orch_ev_timer_arm(sv->s_ev, &leases.t_sweep, leases.t_term_ms, lease_sweep, sv);
+	return 0;
+}
+
+void sv_lease_fini(struct sv_server *sv)
+{
+	if (!leases.t_buckets)
+		return;
+	orch_meta_set_change_hook(sv->s_meta, NULL, NULL);
+	orch_ev_timer_cancel(sv->s_ev, &leases.t_sweep);
+	orch_ev_timer_cancel(sv->s_ev, &leases.t_flush);
+	lease_flush(NULL);
+	free(leases.t_unflushed);
+	leases.t_unflushed = NULL;
+	leases.t_capunflushed = 0;
+	lease_filter(lease_any, NULL);
+	free(leases.t_buckets);
+	leases.t_buckets = NULL;
+	leases.t_nbuckets = 0;
+}
