@@ -82,6 +82,12 @@ $(BUILDDIR)/bin/orchard-mount: $(call lib_objs,mount) $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,mount) $(LINKLIBS) $(LDLIBS)
 
+# The mount's lease cache is tested on its own (it needs no FUSE session).
+$(BUILDDIR)/tests/t_lcache: $(BUILDDIR)/obj/tests/unit/t_lcache.o $(BUILDDIR)/obj/mount/lcache.o $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILDDIR)/obj/mount/lcache.o $(LINKLIBS) $(LDLIBS)
+
 $(BUILDDIR)/tests/t_%: $(BUILDDIR)/obj/tests/unit/t_%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -217,7 +217,7 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->strip_size = 65536;
 	cfg->op_timeout_ms = 10000;
 	cfg->commit_interval_ms = 1000;
-	cfg->lease_ms = 10000;
+	cfg->lease_ms = 30000;
 }
 
 static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)

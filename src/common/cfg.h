@@ -8,7 +8,7 @@
  *   strip_size = 65536
  *   op_timeout_ms = 10000
  *   commit_interval_ms = 1000
- *   lease_ms = 10000        ; how long a mount may cache under a lease; 0: no leases
+ *   lease_ms = 30000        ; how long a mount may cache under a lease; 0: no leases
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
  *   store_ag_blocks = 0     ; blocks per allocation group (0: 1048576)
  *   store_maxext = 0        ; longest extent in blocks (0: 4096)

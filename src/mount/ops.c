@@ -188,6 +188,11 @@ bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
 	       orch_mnt_lc_get_attr(&m->m_lc, h, out);
 }
 
+static bool mnt_lc_name_ok(const char *name)
+{
+	return strlen(name) <= ORCH_NAME_MAX && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
 /*
  * A lookup from the lease cache (off while dcache_timeout_ms is 0): 0 with
  * *@a, -ENOENT for a name known absent, or 1 for a miss.
@@ -197,8 +202,11 @@ static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t pare
 {
 	uint64_t child;
 
-	/* A name the servers refuse gets their error, not ours. */
-	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_ms) || strlen(name) > ORCH_NAME_MAX ||
+	/*
+	 * A name the servers refuse gets their error, not ours; "." and ".."
+	 * are not entries (a moved directory's ".." changes with no push).
+	 */
+	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_ms) || !mnt_lc_name_ok(name) ||
 	    !orch_client_poll(m->m_cl, orch_handle_server(parent)) ||
 	    !orch_mnt_lc_get_name(&m->m_lc, parent, name, credkey, &child))
 		return 1;
@@ -212,7 +220,7 @@ void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, con
 		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,
 		      uint64_t sent_ms)
 {
-	if (!m->m_lc.l_on || (error && error != -ENOENT))
+	if (!m->m_lc.l_on || (error && error != -ENOENT) || !mnt_lc_name_ok(name))
 		return;
 	orch_mnt_lc_put_name(&m->m_lc, parent, name, credkey, error ? 0 : a->handle, st->entry,
 			     sent_ms);

@@ -27,33 +27,6 @@ pytestmark = pytest.mark.skipif(
 LOOKUPS = ["CL2SV_LOOKUP", "CL2SV_GETATTR"]
 
 
-@pytest.fixture
-def mounts(cluster3, tmp_path):
-    """Factory: mounts(opts) -> a started Mount of cluster3.  All are stopped
-    (and their stderr checked) before the cluster stops."""
-    made = []
-
-    def make(opts=None, name=None, extra_args=(), where=None):
-        base = where or tmp_path
-        m = Mount(cluster3, os.path.join(base, name or "mnt%d" % len(made)), opts, extra_args)
-        made.append(m)
-        return m.start()
-
-    yield make
-    errors = []
-    for m in reversed(made):
-        try:
-            # No FORGET of an inode the mount did not count (lookup counts).
-            if m.proc is not None and m.proc.poll() is None and os.path.ismount(m.mnt):
-                unknown = m.stats()["inode_table"]["forget_unknown"]
-                if unknown:
-                    errors.append("%s: %d FORGETs of unknown inodes" % (m.mnt, unknown))
-            m.stop()
-        except AssertionError as e:
-            errors.append(str(e))
-    assert not errors, "\n".join(errors)
-
-
 def expect_errno(code, fn, *args, **kwargs):
     with pytest.raises(OSError) as ei:
         fn(*args, **kwargs)

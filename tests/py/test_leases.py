@@ -1,0 +1,170 @@
+"""Leases: the mount answers lookups and stats from what the servers leased
+to it, and the servers push invalidations when any client changes it
+(docs/DESIGN.md, "Leases and invalidations").
+
+The kernel's own timeouts are set to 1 ms here, so nearly every stat
+reaches the mount: whatever is not a server request was served by the
+lease cache, and a change made through another mount must show at once,
+not after lease_ms (30 s by default).
+"""
+import errno
+import os
+import shutil
+import stat
+import time
+
+import pytest
+
+from cluster import wait_until
+from mount import ORCHARD_MOUNT, requests_delta
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
+    or shutil.which("fusermount3") is None,
+    reason="needs /dev/fuse, fusermount3 and orchard-mount")
+
+SHORT = {"dcache_timeout_ms": 1, "getattr_timeout_ms": 1}
+# A change must show well before a lease could have run out (lease_ms 30 s).
+PROMPT_S = 2.0
+
+
+def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
+    fd = os.open(path, flags, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def exists_errno(path):
+    try:
+        os.stat(path)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def shows_within(cond, what):
+    """Polls @cond; returns the seconds it took, failing past PROMPT_S."""
+    t0 = time.monotonic()
+    wait_until(cond, PROMPT_S, interval=0.002, what=what)
+    return time.monotonic() - t0
+
+
+def stat_for(path, seconds):
+    """stat()s @path for @seconds: the kernel's 1 ms entries run out many
+    times meanwhile.  Returns the number of calls."""
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        os.stat(path)
+        n += 1
+    return n
+
+
+def fuse_asks(m):
+    f = m.stats()["fuse"]
+    return f["LOOKUP"] + f["GETATTR"]
+
+
+def test_stats_served_under_leases(mounts):
+    m = mounts(SHORT)
+    os.mkdir(m.path("d"))
+    p = m.path("d", "f")
+    write_file(p, b"data")
+    os.stat(p)
+    before, asked0, lc0 = m.server_requests(), fuse_asks(m), m.stats()["lease_cache"]
+    calls = stat_for(p, 0.5)
+    n = requests_delta(before, m.server_requests())
+    asked = fuse_asks(m) - asked0
+    lc1 = m.stats()["lease_cache"]
+    print("%d stats in 0.5 s with 1 ms kernel timeouts: the kernel asked %d times, "
+          "%d server requests, %d lease-cache hits"
+          % (calls, asked, n, lc1["hits"] - lc0["hits"]))
+    assert lc1["lease_ms"] == 30000
+    assert asked >= 50
+    assert n <= 5
+    assert lc1["hits"] - lc0["hits"] >= asked - 5
+
+
+def test_timeouts_zero_bypass_the_lease_cache(mounts):
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0})
+    p = m.path("f")
+    write_file(p, b"data")
+    before = m.server_requests()
+    for _ in range(200):
+        os.stat(p)
+    assert requests_delta(before, m.server_requests()) >= 200
+    assert m.stats()["lease_cache"]["hits"] == 0
+
+
+def test_changes_pushed_to_the_other_mount(cluster3, mounts):
+    a = mounts(SHORT)
+    b = mounts(SHORT)
+    write_file(a.path("f"), b"one")
+    os.mkdir(a.path("d"))
+    # b holds f's name and attributes, and knows "new" is absent.
+    assert stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o644
+    assert exists_errno(b.path("new")) == errno.ENOENT
+    assert exists_errno(b.path("new")) == errno.ENOENT
+    before = b.server_requests()
+    for _ in range(50):
+        os.stat(b.path("f"))
+        assert exists_errno(b.path("new")) == errno.ENOENT
+    assert requests_delta(before, b.server_requests()) <= 2, "b did not serve from its leases"
+    pushes0 = b.stats()["lease_cache"]["pushes"]
+
+    took = []
+    os.chmod(a.path("f"), 0o600)
+    took.append(shows_within(lambda: stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o600,
+                             "b to see the chmod"))
+    write_file(a.path("new"), b"")
+    took.append(shows_within(lambda: exists_errno(b.path("new")) == 0, "b to see the create"))
+    write_file(a.path("f"), b"longer data", os.O_WRONLY)
+    took.append(shows_within(lambda: os.stat(b.path("f")).st_size == 11,
+                             "b to see the size after a's close"))
+    os.rename(a.path("f"), a.path("d", "g"))
+    took.append(shows_within(lambda: exists_errno(b.path("f")) == errno.ENOENT,
+                             "b to see the rename's source go"))
+    took.append(shows_within(lambda: exists_errno(b.path("d", "g")) == 0,
+                             "b to see the rename's target"))
+    os.unlink(a.path("new"))
+    took.append(shows_within(lambda: exists_errno(b.path("new")) == errno.ENOENT,
+                             "b to see the unlink"))
+    print("seconds until b saw each change: %s" % ", ".join("%.3f" % t for t in took))
+    assert b.stats()["lease_cache"]["pushes"] > pushes0
+    assert sum(s["lease_pushes"] for s in cluster3.server_stats().values()) > 0
+
+
+def test_leases_dropped_with_the_connection(cluster3, mounts):
+    """A restarted server has forgotten b's leases and cannot push to it:
+    b drops what it held from that server when the connection goes."""
+    a = mounts(SHORT)
+    b = mounts(dict(SHORT, op_timeout_ms=2000))
+    write_file(a.path("f"), b"x")
+    assert stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o644
+    before = b.server_requests()
+    os.stat(b.path("f"))
+    assert requests_delta(before, b.server_requests()) == 0
+    cluster3.stop("s0")
+    cluster3.start("s0")
+    wait_until(lambda: exists_errno(a.path("f")) == 0, 30, what="a to work again")
+    os.chmod(a.path("f"), 0o600)
+    shows_within(lambda: stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o600,
+                 "b to see the chmod made after the restart")
+
+
+def test_no_leases_when_lease_ms_is_zero(cluster3, mounts):
+    cluster3.stop_all()
+    cluster3.set_cluster_option("lease_ms", 0)
+    cluster3.start_all()
+    m = mounts(SHORT)
+    p = m.path("f")
+    write_file(p, b"data")
+    before, asked0 = m.server_requests(), fuse_asks(m)
+    stat_for(p, 0.3)
+    asked = fuse_asks(m) - asked0
+    assert asked >= 30
+    assert requests_delta(before, m.server_requests()) >= asked
+    lc = m.stats()["lease_cache"]
+    assert lc["lease_ms"] == 0 and lc["hits"] == 0
+    assert all(s["leases"] == 0 for s in cluster3.server_stats().values())
