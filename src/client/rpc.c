@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -112,6 +113,12 @@ struct rpc_conn {
 	size_t c_pgot;
 	int c_rcvtimeo_ms;           /* the socket's SO_RCVTIMEO; set by the connector too */
 	bool c_nowait;               /* recv without waiting (orch_client_poll) */
+	/*
+	 * Odd while the reader sleeps in recv.  The reader only sleeps once
+	 * every whole frame it has is dispatched, so odd, unchanged across a
+	 * check that the socket holds nothing, means nothing arrived undealt.
+	 */
+	_Atomic uint64_t c_recv_seq;
 };
 
 struct orch_client {
@@ -427,7 +434,19 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 		goto out_fini;
 	}
 	memcpy(ns, rep.nonce, sizeof(ns));
-	c->c_features = rep.features & req.features;
+	c->c_features = rep.features & req.features & ORCH_FEAT_BITS;
+	/*
+	 * We may trust an entry for our own lease_ms after sending for it; a
+	 * server that keeps leases for less would stop pushing before that.
+	 */
+	if (ORCH_FEAT_LEASE_MS(rep.features) < cl->cl_cfg.lease_ms) {
+		if (c->c_features & ORCH_FEAT_LEASES)
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "server '%s' keeps leases %u ms, less than our lease_ms %u: not caching from it",
+					   name, ORCH_FEAT_LEASE_MS(rep.features),
+					   cl->cl_cfg.lease_ms);
+		c->c_features &= ~ORCH_FEAT_LEASES;
+	}
 	orch_auth_mac(cl->cl_cfg.key, true, nc, ns, mac);
 	if (!orch_auth_mac_equal(mac, rep.mac)) {
 		error = -EACCES;
@@ -570,7 +589,9 @@ static ssize_t rpc_recv_some(struct rpc_conn *c, int fd, uint8_t *p, size_t len,
 				return -EIO;
 			c->c_rcvtimeo_ms = ms;
 		}
+		atomic_fetch_add(&c->c_recv_seq, 1);
 		r = recv(fd, p, len, c->c_nowait ? MSG_DONTWAIT : 0);
+		atomic_fetch_add(&c->c_recv_seq, 1);
 		if (r > 0)
 			return r;
 		if (r == 0)
@@ -760,6 +781,35 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 }
 
 /*
+ * As the holder of the reader role: reads one frame and dispatches it;
+ * *@done gets the call it completed (or NULL).  Called and returns with
+ * c_lock held, which it drops while reading.  Returns 0, -ETIMEDOUT or
+ * -EAGAIN (nothing complete yet), or another -errno after which the
+ * connection is broken.
+ */
+static int rpc_read_one_locked(struct rpc_conn *c, int fd, uint64_t deadline_ms,
+			       struct orch_call **done)
+{
+	struct orch_frame_hdr h;
+	uint8_t *payload = NULL;
+	int error;
+
+	*done = NULL;
+	pthread_mutex_unlock(&c->c_lock);
+	error = rpc_read_frame(c, fd, deadline_ms, &h, &payload);
+	pthread_mutex_lock(&c->c_lock);
+	if (error == -ETIMEDOUT || error == -EAGAIN)
+		return error;
+	if (error) {
+		rpc_reader_reset(c);
+		rpc_conn_broken_locked(c, fd);
+		return error;
+	}
+	*done = rpc_frame_dispatch_locked(c, &h, payload);
+	return 0;
+}
+
+/*
  * Reads frames as the holder of the reader role until @call is done or its
  * deadline passes, handing other replies to their calls.  Called and
  * returns with c_lock held; gives up the role before it returns.
@@ -770,22 +820,10 @@ static void rpc_read_until(struct rpc_conn *c, struct orch_call *call)
 
 	c->c_reading = true;
 	while (!call->ca_done) {
-		struct orch_frame_hdr h;
 		struct orch_call *to;
-		uint8_t *payload = NULL;
-		int error;
 
-		pthread_mutex_unlock(&c->c_lock);
-		error = rpc_read_frame(c, fd, call->ca_deadline_ms, &h, &payload);
-		pthread_mutex_lock(&c->c_lock);
-		if (error == -ETIMEDOUT)
+		if (rpc_read_one_locked(c, fd, call->ca_deadline_ms, &to))
 			break;
-		if (error) {
-			rpc_reader_reset(c);
-			rpc_conn_broken_locked(c, fd);
-			break;
-		}
-		to = rpc_frame_dispatch_locked(c, &h, payload);
 		if (to && to != call)
 			pthread_cond_signal(&to->ca_cond);
 	}
@@ -1269,6 +1307,20 @@ void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void 
 	cl->cl_push_arg = arg;
 }
 
+/*
+ * Another thread holds the reader role: true if it sleeps in recv with
+ * every frame dispatched and nothing waits in the socket.  c_lock held.
+ */
+static bool rpc_reader_caught_up(struct rpc_conn *c)
+{
+	uint64_t seq = atomic_load(&c->c_recv_seq);
+	int unread = 1;
+
+	if (!(seq & 1) || ioctl(c->c_fd, FIONREAD, &unread) != 0 || unread != 0)
+		return false;
+	return atomic_load(&c->c_recv_seq) == seq;
+}
+
 bool orch_client_poll(struct orch_client *cl, unsigned int server)
 {
 	struct rpc_conn *c;
@@ -1285,22 +1337,10 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server)
 		c->c_reading = true;
 		c->c_nowait = true;
 		for (;;) {
-			struct orch_frame_hdr h;
 			struct orch_call *to;
-			uint8_t *payload = NULL;
-			int error;
 
-			pthread_mutex_unlock(&c->c_lock);
-			error = rpc_read_frame(c, fd, UINT64_MAX, &h, &payload);
-			pthread_mutex_lock(&c->c_lock);
-			if (error == -EAGAIN)
+			if (rpc_read_one_locked(c, fd, UINT64_MAX, &to))
 				break;
-			if (error) {
-				rpc_reader_reset(c);
-				rpc_conn_broken_locked(c, fd);
-				break;
-			}
-			to = rpc_frame_dispatch_locked(c, &h, payload);
 			if (to)
 				pthread_cond_signal(&to->ca_cond);
 		}
@@ -1310,6 +1350,8 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server)
 		pthread_cond_broadcast(&c->c_state_cond);
 	}
 	up = c->c_state == RPC_UP && (c->c_features & ORCH_FEAT_LEASES);
+	if (up && c->c_reading && !rpc_reader_caught_up(c))
+		up = false; /* frames in hand or arriving: not sure of the cache */
 	pthread_mutex_unlock(&c->c_lock);
 	return up;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/time.h"
 #include "common/util.h"
 
 #define MNT_DIR_BATCH 256u
@@ -107,16 +108,47 @@ static int64_t mnt_dir_find(const struct mnt_dir *d, uint64_t cookie, bool plus)
 	return -1;
 }
 
+/*
+ * What a listing stamped @stamp tells the lease cache: the names (whoever
+ * listed, they are served only to callers every check passes), the
+ * attributes the directory's server sent with them, and, for a plain first
+ * batch that is the whole directory, that it is complete.
+ */
+static void mnt_dir_lease(struct orch_mnt *m, const struct mnt_dir *d, uint64_t cookie,
+			  bool plus, uint64_t stamp, uint64_t sent_ms)
+{
+	unsigned int server = orch_handle_server(d->d_handle);
+
+	if (!stamp)
+		return;
+	/* A plus listing drops names whose inode vanished: not proof of absence. */
+	if (cookie == 0 && d->d_eof && !plus) {
+		orch_mnt_lc_put_dir(&m->m_lc, d->d_handle, d->d_ents, d->d_n, stamp, sent_ms);
+	} else {
+		for (uint32_t i = 0; i < d->d_n; i++)
+			orch_mnt_lc_put_name(&m->m_lc, d->d_handle, d->d_ents[i].name,
+					     ORCH_MNT_LC_CRED_FREE, d->d_ents[i].handle, stamp,
+					     sent_ms);
+	}
+	if (!plus)
+		return;
+	for (uint32_t i = 0; i < d->d_n; i++)
+		if (orch_handle_server(d->d_ents[i].handle) == server)
+			orch_mnt_lc_put_attr(&m->m_lc, &d->d_ents[i].attr, stamp, sent_ms);
+}
+
 static int mnt_dir_fill(struct orch_mnt *m, const struct orch_cred *cred, struct mnt_dir *d,
 			uint64_t cookie, bool plus)
 {
+	uint64_t stamp, sent_ms = orch_time_now_ms();
 	int error;
 
 	d->d_valid = false;
-	error = orch_fs_readdir(m->m_cl, cred, d->d_handle, cookie, MNT_DIR_BATCH, plus,
-				d->d_ents, &d->d_n, &d->d_eof);
+	error = orch_fs_readdir_stamped(m->m_cl, cred, d->d_handle, cookie, MNT_DIR_BATCH, plus,
+					d->d_ents, &d->d_n, &d->d_eof, &stamp);
 	if (error)
 		return error;
+	mnt_dir_lease(m, d, cookie, plus, stamp, sent_ms);
 	d->d_start = cookie;
 	d->d_plus = plus;
 	d->d_valid = true;

@@ -8,10 +8,11 @@
  * stamps every frame it reads from a server, replies and pushes alike, in
  * stream order (rpc.h).  A push invalidates the keys it names at its
  * stamp; a reply may fill a key only if no push for that key came after it
- * (the key's stamp is lower).  A push for a key we do not hold raises the
- * server's rejection floor instead, and so does dropping tombstones: any
- * reply read before it may have missed that push.  A connection that came
- * up or went down drops everything of its server.  Every entry also ends
+ * (the key's stamp is lower).  A push for a key we do not hold leaves a
+ * tombstone with its stamp.  Dropping tombstones (the cache is full) raises
+ * the server's rejection floor: any reply read before may have missed a
+ * push.  A connection that came up or went down drops everything of its
+ * server, and so does a push we have no memory to record.  Every entry also ends
  * lease_ms after its request was sent, before the server's lease does.
  *
  * Keys are the attributes of a handle, a name in a directory (present
@@ -42,14 +43,13 @@
 
 enum { LC_ATTR = 1, LC_NAME = 2, LC_DIR = 3 };
 
-/* The credkey of callers every permission check passes. */
-#define LC_CRED_FREE 1u
+#define LC_CRED_FREE ORCH_MNT_LC_CRED_FREE
 
 struct lc_ent {
 	struct lc_ent *e_next;
 	uint64_t e_key;          /* the handle (LC_ATTR) or the directory (LC_NAME) */
 	uint64_t e_child;        /* LC_NAME: the handle, 0 if the name is absent */
-	uint64_t e_credkey;      /* LC_NAME: whose lookup it was; 0 with default_permissions */
+	uint64_t e_credkey;      /* LC_NAME: whose lookup it was (LC_CRED_FREE: anyone's); 0: a tombstone's */
 	uint64_t e_stamp;        /* of the reply that filled it, or the push that killed it */
 	uint64_t e_inval;        /* LC_ATTR: stamp of the last push for it; 0: none */
 	uint64_t e_expire_ms;
@@ -85,7 +85,7 @@ static bool lc_match(const struct lc_ent *e, int kind, uint64_t key, const char 
 		     size_t namelen)
 {
 	return e->e_kind == kind && e->e_key == key && e->e_namelen == namelen &&
-	       memcmp(e->e_name, name, namelen) == 0;
+	       (namelen == 0 || memcmp(e->e_name, name, namelen) == 0);
 }
 
 static unsigned int lc_server(const struct orch_mnt_lc *lc, uint64_t h)
@@ -177,7 +177,8 @@ static struct lc_ent *lc_new_locked(struct orch_mnt_lc *lc, int kind, uint64_t k
 	e->e_key = key;
 	e->e_credkey = credkey;
 	e->e_namelen = (uint8_t)namelen;
-	memcpy(e->e_name, name, namelen);
+	if (namelen)
+		memcpy(e->e_name, name, namelen);
 	e->e_next = *b;
 	*b = e;
 	lc->l_count++;
@@ -240,16 +241,16 @@ void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const stru
 		found = lc_kill_locked(lc, LC_ATTR, m->handle, NULL, 0, stamp);
 	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY) {
 		found = lc_kill_locked(lc, LC_NAME, m->parent, m->name.s, m->name.len, stamp);
-		if (!found) {
-			/* Without a tombstone the directory is no longer known whole. */
-			struct lc_ent *d = lc_find_locked(lc, LC_DIR, m->parent);
-
-			if (d)
-				d->e_valid = false;
-		}
 	}
-	if (!found)
+	if (!found) {
+		/*
+		 * No memory for a tombstone: a complete directory, or a name
+		 * whose permission check rests on its directory's attributes,
+		 * could now be wrong.  Forget everything from this server.
+		 */
+		sv->floor = stamp;
 		sv->reject = stamp;
+	}
 	lc->l_pushes++;
 	pthread_mutex_unlock(&lc->l_lock);
 }
@@ -263,7 +264,7 @@ static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *n
 		   uint64_t stamp, uint64_t sent_ms)
 {
 	struct lc_srv *sv;
-	struct lc_ent *e, *mine = NULL;
+	struct lc_ent *e, *mine = NULL, *dead = NULL;
 
 	if (!lc->l_on || !stamp || namelen > ORCH_NAME_MAX)
 		return;
@@ -278,6 +279,12 @@ static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *n
 			goto out; /* what we hold, or a push, is newer */
 		if (e->e_credkey == credkey)
 			mine = e;
+		else if (!e->e_valid && !dead)
+			dead = e;
+	}
+	if (!mine && dead) {
+		mine = dead; /* a tombstone older than this reply: reuse it */
+		mine->e_credkey = credkey;
 	}
 	if (!mine) {
 		if (lc->l_count >= LC_MAX) {

@@ -14,7 +14,8 @@
  * safe).  No lock is held across a liborchard call.
  *
  * Lock order: mnt_dir.d_lock, then orch_mnt_itab.t_lock.  Nothing else nests
- * (orch_mnt_wb.w_lock is a leaf).
+ * (orch_mnt_wb.w_lock is a leaf; so is orch_mnt_lc.l_lock, which the push
+ * handler takes on liborchard's reading thread, under its connection lock).
  */
 #ifndef ORCH_MOUNT_MOUNT_I_H
 #define ORCH_MOUNT_MOUNT_I_H
@@ -158,13 +159,16 @@ struct orch_mnt_lc {
 	uint64_t l_hits, l_misses, l_pushes;
 };
 
+/* The credkey of callers every permission check passes (root, default_permissions). */
+#define ORCH_MNT_LC_CRED_FREE 1u
+
 /* Off (every call misses) if @lease_ms is 0.  0 or -ENOMEM. */
 int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
 		     bool default_permissions);
 void orch_mnt_lc_fini(struct orch_mnt_lc *lc);
 /* liborchard's push handler (rpc.h, orch_push_fn); @arg is the cache. */
 void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
-/* Who a name is served to: the caller's credentials, or 0 with default_permissions. */
+/* Who a name is served to: the caller's credentials, or ORCH_MNT_LC_CRED_FREE. */
 uint64_t orch_mnt_lc_credkey(const struct orch_mnt_lc *lc, const struct orch_cred *cred);
 /*
  * Fill from a reply stamped @stamp (0: not leased, nothing happens) to a

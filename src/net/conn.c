@@ -245,8 +245,11 @@ int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
 	if (error) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot encode message: type=%s peer=%s: %s",
 				   orch_msg_name(m->type), c->c_peer, strerror(-error));
-		/* The encoder took its bytes back; frames queued before stay. */
-		b->b_err = 0;
+		if (b->b_err) {
+			/* The buffer dropped everything it held: the stream is cut. */
+			b->b_err = 0;
+			c->c_lost = true;
+		}
 		return error;
 	}
 	return 0;
@@ -254,15 +257,60 @@ int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
 
 void orch_conn_flush(struct orch_conn *c)
 {
-	if (!c->c_closed && (c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH))
+	if (c->c_closed)
+		return;
+	if (c->c_lost) {
+		orch_conn_close(c, -ENOMEM);
+		return;
+	}
+	if (c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH)
 		conn_flush(c);
+}
+
+static struct orch_conn *conn_listed;
+
+int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m)
+{
+	int error = orch_conn_queue(c, m);
+
+	if (!c->c_listed && !c->c_closed) {
+		orch_conn_get(c);
+		c->c_listed = true;
+		c->c_listed_next = conn_listed;
+		conn_listed = c;
+	}
+	return error;
+}
+
+void orch_conn_flush_listed(struct orch_conn *keep)
+{
+	/* Take the list first: a close below may queue and list again. */
+	struct orch_conn *c = conn_listed;
+
+	conn_listed = NULL;
+	while (c) {
+		struct orch_conn *next = c->c_listed_next;
+
+		c->c_listed_next = NULL;
+		c->c_listed = false;
+		if (c == keep) {
+			c->c_listed = true;
+			c->c_listed_next = conn_listed;
+			conn_listed = c;
+			c = next;
+			continue;
+		}
+		orch_conn_flush(c);
+		orch_conn_put(c);
+		c = next;
+	}
 }
 
 int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
 {
 	int error = orch_conn_queue(c, m);
 
-	if (!error)
+	if (!error || c->c_lost)
 		orch_conn_flush(c);
 	return error;
 }
@@ -325,7 +373,8 @@ static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 			return;
 		}
 		c->c_origin = m.origin;
-		c->c_features = m.features & c->c_ops->features;
+		c->c_features = (m.features & c->c_ops->features & ORCH_FEAT_BITS) |
+				(c->c_ops->features & ~ORCH_FEAT_BITS);
 		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
 		if (orch_auth_nonce(c->c_nonce)) {
 			orch_conn_close(c, -EIO);

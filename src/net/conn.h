@@ -51,7 +51,10 @@ struct orch_conn_ops {
 	void (*on_ready)(struct orch_conn *c);
 	/* Called once when the connection closes, for any reason. */
 	void (*on_close)(struct orch_conn *c, int reason);
-	/* Acceptor: HELLO features (ORCH_FEAT_*) it grants when asked. */
+	/*
+	 * Acceptor: HELLO features (ORCH_FEAT_*) it grants when asked, and in
+	 * the bits above ORCH_FEAT_BITS its parameters, always sent.
+	 */
 	uint64_t features;
 };
 
@@ -69,6 +72,9 @@ struct orch_conn {
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
 	uint32_t c_self;                /* our origin, sent in HELLO as connector */
 	uint64_t c_features;            /* acceptor: granted in the handshake */
+	bool c_lost;                    /* a frame could not be queued: close, not write */
+	bool c_listed;                  /* on the orch_conn_queue_listed() list */
+	struct orch_conn *c_listed_next;
 	uint8_t c_nonce[ORCH_NONCE_LEN];      /* our nonce */
 	uint8_t c_peer_nonce[ORCH_NONCE_LEN]; /* theirs */
 	struct orch_buf c_in;
@@ -102,9 +108,19 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
 /*
  * The same without writing to the socket: the frame leaves with the next
  * orch_conn_send() or orch_conn_flush(), so several go out in one write.
+ * Never closes @c: a frame lost for want of memory (the buffer dropped what
+ * it held) marks it, and the next flush closes it instead, so the peer
+ * starts afresh rather than miss a frame.
  */
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
 void orch_conn_flush(struct orch_conn *c);
+/*
+ * orch_conn_queue(), and @c goes on one list (referenced; no allocation)
+ * that orch_conn_flush_listed() writes out.  Loop thread only.
+ */
+int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m);
+/* Flushes every listed connection but @keep (NULL: all), which stays listed. */
+void orch_conn_flush_listed(struct orch_conn *keep);
 
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);

@@ -32,6 +32,9 @@
  * names those it grants (docs/SPEC-wire.md, "Leases").
  */
 #define ORCH_FEAT_LEASES (1ull << 0) /* cache under leases; take SV2CL_* pushes */
+#define ORCH_FEAT_BITS 0xffffffffull /* the rest: the acceptor's parameters */
+/* In the acceptor's reply: its lease term (lease_ms), when it grants leases. */
+#define ORCH_FEAT_LEASE_MS(f) ((uint32_t)((f) >> 32))
 
 /*
  * Largest payload accepted, per direction; checked before any allocation.

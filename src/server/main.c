@@ -253,7 +253,8 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the lease table");
 		goto out_listen;
 	}
-	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES : 0;
+	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
+				(uint64_t)sv.s_cfg.lease_ms << 32 : 0;
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	if (sv_work_start(&sv))

@@ -147,6 +147,12 @@ void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h);
 void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
 			  const struct orch_msg *rep);
 void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
+/*
+ * Writes the pushes queued for other holders before a reply leaves (from
+ * sv_reply): a client told "done" can tell another client, which must then
+ * already have its push.  @requester's own leave with the reply.
+ */
+void sv_lease_flush(struct orch_conn *requester);
 /* Records in the table (stats). */
 size_t sv_lease_count(void);
 

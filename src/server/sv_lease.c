@@ -45,13 +45,13 @@ struct sv_leases {
 	uint32_t t_term_ms;             /* lease_ms + margin */
 	struct orch_ev_timer t_sweep;
 	/*
-	 * Connections with pushes queued but not written: a requester's go
-	 * with its reply, the others' at the flush timer, in the same loop
-	 * turn, so a burst of changes costs each holder one write.
+	 * Pushes are queued on their connections (orch_conn_queue_listed) and
+	 * written before the next reply of anyone (sv_lease_flush), the
+	 * requester's own with its reply, or at this timer, in the same loop
+	 * turn: a burst of changes costs each holder one write.
 	 */
-	struct orch_conn **t_unflushed; /* referenced */
-	size_t t_nunflushed, t_capunflushed;
 	struct orch_ev_timer t_flush;
+	bool t_flush_armed;
 };
 
 static struct sv_leases leases;
@@ -127,24 +127,20 @@ static bool lease_any(const struct sv_lease *l, const void *arg)
 static void lease_flush(void *arg)
 {
 	(void)arg;
-	/* Closing a connection (a failed write) may not touch this array. */
-	for (size_t i = 0; i < leases.t_nunflushed; i++) {
-		orch_conn_flush(leases.t_unflushed[i]);
-		orch_conn_put(leases.t_unflushed[i]);
-	}
-	leases.t_nunflushed = 0;
+	leases.t_flush_armed = false;
+	orch_conn_flush_listed(NULL);
 }
 
 /*
- * Queues a push to @c; it is written with @c's next frame or at the flush
- * timer.  Never writes, so never closes @c under a caller that walks the
- * table.
+ * Queues a push to @c; it is written with @c's next frame, before the next
+ * reply to anyone, or at the flush timer.  Never writes, so never closes
+ * @c under a caller that walks the table (a push that cannot be queued
+ * makes the next flush close @c: its client then forgets everything).
  */
 static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type, uint64_t h,
 		       const char *name, size_t namelen)
 {
 	struct orch_msg p;
-	bool listed = false;
 
 	if (c->c_closed)
 		return;
@@ -153,26 +149,19 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 	p.handle = h;
 	p.parent = h;
 	p.name = orch_str_of(name, namelen);
-	for (size_t i = 0; i < leases.t_nunflushed && !listed; i++)
-		listed = leases.t_unflushed[i] == c;
-	if (!listed) {
-		if (leases.t_nunflushed == leases.t_capunflushed) {
-			size_t cap = leases.t_capunflushed ? leases.t_capunflushed * 2 : 16;
-			struct orch_conn **a = realloc(leases.t_unflushed, cap * sizeof(*a));
-
-			if (!a)
-				goto out_queue; /* it leaves with @c's next frame */
-			leases.t_unflushed = a;
-			leases.t_capunflushed = cap;
-		}
-		orch_conn_get(c);
-		leases.t_unflushed[leases.t_nunflushed++] = c;
-		if (leases.t_nunflushed == 1)
-			orch_ev_timer_arm(sv->s_ev, &leases.t_flush, 0, lease_flush, sv);
-	}
-out_queue:
-	if (orch_conn_queue(c, &p) == 0)
+	if (orch_conn_queue_listed(c, &p) == 0)
 		sv->s_lease_pushes++;
+	else
+		c->c_lost = true;
+	if (!leases.t_flush_armed) {
+		leases.t_flush_armed = true;
+		orch_ev_timer_arm(sv->s_ev, &leases.t_flush, 0, lease_flush, sv);
+	}
+}
+
+void sv_lease_flush(struct orch_conn *requester)
+{
+	orch_conn_flush_listed(requester);
 }
 
 /* The table is full: everybody forgets everything, and so do we. */
@@ -238,11 +227,9 @@ void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
 		}
 	}
 	if (leases.t_count >= SV_LEASE_MAX) {
-		uint64_t now = orch_time_now_ms();
-
-		lease_filter(lease_is_expired, &now);
-		if (leases.t_count >= SV_LEASE_MAX / 2)
-			lease_revoke_all(sv);
+		/* sv_lease_grant_reply made room: only a bare grant gets here. */
+		c->c_lost = true;
+		return;
 	}
 	if (leases.t_count >= leases.t_nbuckets * 2) {
 		lease_grow();
@@ -250,8 +237,12 @@ void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
 	}
 	l = malloc(sizeof(*l));
 	if (!l) {
-		/* The client believes it holds a lease: it must forget. */
-		lease_push(sv, c, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+		/*
+		 * The client will believe it holds a lease: close the
+		 * connection (at its next flush, after this reply), so that it
+		 * forgets everything from us.
+		 */
+		c->c_lost = true;
 		return;
 	}
 	l->l_handle = h;
@@ -266,22 +257,32 @@ void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
 void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
 			  const struct orch_msg *rep)
 {
-	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES))
+	size_t need = 2 + rep->ndirents;
+
+	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
 		return;
+	/*
+	 * Room first, so that no grant of this reply is undone by a revoke
+	 * that the client would read before the reply.
+	 */
+	if (leases.t_count + need > SV_LEASE_MAX) {
+		uint64_t now = orch_time_now_ms();
+
+		lease_filter(lease_is_expired, &now);
+		if (leases.t_count + need > SV_LEASE_MAX / 2)
+			lease_revoke_all(sv);
+	}
 	if (dir && (rep->status == 0 || (rep->type == ORCH_CL2SV_LOOKUP && rep->status == -ENOENT)))
 		sv_lease_grant(sv, c, dir);
 	if (rep->status)
 		return;
+	/* Only what the mount caches (src/mount/lcache.c). */
 	switch (rep->type) {
 	case ORCH_CL2SV_GETATTR:
-	case ORCH_CL2SV_SETATTR:
-	case ORCH_CL2SV_EXTEND:
 		sv_lease_grant(sv, c, rep->attr.handle);
 		break;
 	case ORCH_CL2SV_LOOKUP:
 	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-	case ORCH_CL2SV_LINK:
 		if (rep->entry.has_attr)
 			sv_lease_grant(sv, c, rep->entry.handle);
 		break;
@@ -362,9 +363,6 @@ void sv_lease_fini(struct sv_server *sv)
 	orch_ev_timer_cancel(sv->s_ev, &leases.t_sweep);
 	orch_ev_timer_cancel(sv->s_ev, &leases.t_flush);
 	lease_flush(NULL);
-	free(leases.t_unflushed);
-	leases.t_unflushed = NULL;
-	leases.t_capunflushed = 0;
 	lease_filter(lease_any, NULL);
 	free(leases.t_buckets);
 	leases.t_buckets = NULL;

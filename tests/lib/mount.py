@@ -109,10 +109,27 @@ class Mount:
         return os.path.join(self.mnt, *parts)
 
 
+def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
+    fd = os.open(path, flags, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def stat_errno(path):
+    """0 if @path can be stat()ed, else the errno."""
+    try:
+        os.stat(path)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
 def requests_delta(before, after, names=None):
     """Server requests between two server_requests() snapshots."""
     keys = names if names is not None else [k for k in after if k.startswith("CL2SV_")]
     return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
 
 
-__all__ = ["Mount", "requests_delta", "ORCHARD_MOUNT"]
+__all__ = ["Mount", "requests_delta", "ORCHARD_MOUNT", "stat_errno", "write_file"]

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from cluster import wait_until
-from mount import ORCHARD_MOUNT, requests_delta
+from mount import ORCHARD_MOUNT, requests_delta, stat_errno, write_file
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
@@ -26,22 +26,6 @@ pytestmark = pytest.mark.skipif(
 SHORT = {"dcache_timeout_ms": 1, "getattr_timeout_ms": 1}
 # A change must show well before a lease could have run out (lease_ms 30 s).
 PROMPT_S = 2.0
-
-
-def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
-    fd = os.open(path, flags, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def exists_errno(path):
-    try:
-        os.stat(path)
-        return 0
-    except OSError as e:
-        return e.errno
 
 
 def shows_within(cond, what):
@@ -104,12 +88,12 @@ def test_changes_pushed_to_the_other_mount(cluster3, mounts):
     os.mkdir(a.path("d"))
     # b holds f's name and attributes, and knows "new" is absent.
     assert stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o644
-    assert exists_errno(b.path("new")) == errno.ENOENT
-    assert exists_errno(b.path("new")) == errno.ENOENT
+    assert stat_errno(b.path("new")) == errno.ENOENT
+    assert stat_errno(b.path("new")) == errno.ENOENT
     before = b.server_requests()
     for _ in range(50):
         os.stat(b.path("f"))
-        assert exists_errno(b.path("new")) == errno.ENOENT
+        assert stat_errno(b.path("new")) == errno.ENOENT
     assert requests_delta(before, b.server_requests()) <= 2, "b did not serve from its leases"
     pushes0 = b.stats()["lease_cache"]["pushes"]
 
@@ -118,17 +102,17 @@ def test_changes_pushed_to_the_other_mount(cluster3, mounts):
     took.append(shows_within(lambda: stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o600,
                              "b to see the chmod"))
     write_file(a.path("new"), b"")
-    took.append(shows_within(lambda: exists_errno(b.path("new")) == 0, "b to see the create"))
+    took.append(shows_within(lambda: stat_errno(b.path("new")) == 0, "b to see the create"))
     write_file(a.path("f"), b"longer data", os.O_WRONLY)
     took.append(shows_within(lambda: os.stat(b.path("f")).st_size == 11,
                              "b to see the size after a's close"))
     os.rename(a.path("f"), a.path("d", "g"))
-    took.append(shows_within(lambda: exists_errno(b.path("f")) == errno.ENOENT,
+    took.append(shows_within(lambda: stat_errno(b.path("f")) == errno.ENOENT,
                              "b to see the rename's source go"))
-    took.append(shows_within(lambda: exists_errno(b.path("d", "g")) == 0,
+    took.append(shows_within(lambda: stat_errno(b.path("d", "g")) == 0,
                              "b to see the rename's target"))
     os.unlink(a.path("new"))
-    took.append(shows_within(lambda: exists_errno(b.path("new")) == errno.ENOENT,
+    took.append(shows_within(lambda: stat_errno(b.path("new")) == errno.ENOENT,
                              "b to see the unlink"))
     print("seconds until b saw each change: %s" % ", ".join("%.3f" % t for t in took))
     assert b.stats()["lease_cache"]["pushes"] > pushes0
@@ -147,7 +131,7 @@ def test_leases_dropped_with_the_connection(cluster3, mounts):
     assert requests_delta(before, b.server_requests()) == 0
     cluster3.stop("s0")
     cluster3.start("s0")
-    wait_until(lambda: exists_errno(a.path("f")) == 0, 30, what="a to work again")
+    wait_until(lambda: stat_errno(a.path("f")) == 0, 30, what="a to work again")
     os.chmod(a.path("f"), 0o600)
     shows_within(lambda: stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o600,
                  "b to see the chmod made after the restart")

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from cluster import wait_until
-from mount import ORCHARD_MOUNT, Mount, requests_delta
+from mount import ORCHARD_MOUNT, Mount, requests_delta, stat_errno, write_file
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
@@ -32,14 +32,6 @@ def expect_errno(code, fn, *args, **kwargs):
         fn(*args, **kwargs)
     assert ei.value.errno == code, "%s: errno %s, expected %s" % (
         fn.__name__, errno.errorcode.get(ei.value.errno), errno.errorcode[code])
-
-
-def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
-    fd = os.open(path, flags, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def read_file(path):
@@ -661,14 +653,6 @@ def test_shared_mmap_and_locks(mounts):
 
 # --- Failures and lifecycle -------------------------------------------------------------
 
-def _stat_errno(path):
-    try:
-        os.stat(path)
-        return 0
-    except OSError as e:
-        return e.errno
-
-
 def test_server_restart(cluster3, mounts):
     m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0, "op_timeout_ms": 2000})
     p = m.path("f")
@@ -677,11 +661,11 @@ def test_server_restart(cluster3, mounts):
     # A dead server (connection refused): EIO at once, well within the deadline.
     cluster3.kill("s0")
     t0 = time.monotonic()
-    e = _stat_errno(p)
+    e = stat_errno(p)
     elapsed = time.monotonic() - t0
     assert e in (errno.EIO, errno.ETIMEDOUT) and elapsed < 2.0 + 1.5, (e, elapsed)
     cluster3.start("s0")
-    wait_until(lambda: _stat_errno(p) == 0, 30, what="the mount to work again")
+    wait_until(lambda: stat_errno(p) == 0, 30, what="the mount to work again")
     assert read_file(p) == b"before"
 
     # A hung server (stopped): ETIMEDOUT at the deadline, then it answers again.
@@ -692,9 +676,9 @@ def test_server_restart(cluster3, mounts):
     os.kill(pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
-        e_new = _stat_errno(m.path("never-seen"))
+        e_new = stat_errno(m.path("never-seen"))
         t1 = time.monotonic()
-        e_old = _stat_errno(p)
+        e_old = stat_errno(p)
         t2 = time.monotonic()
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -702,7 +686,7 @@ def test_server_restart(cluster3, mounts):
           % (errno.errorcode[e_new], t1 - t0, errno.errorcode[e_old], t2 - t1))
     assert e_new == errno.ETIMEDOUT and 1.9 <= t1 - t0 < 2.0 + 1.0
     assert e_old == errno.ETIMEDOUT and 1.9 <= t2 - t1 < 2 * 2.0 + 1.0
-    wait_until(lambda: _stat_errno(p) == 0, 30, what="the mount to work again")
+    wait_until(lambda: stat_errno(p) == 0, 30, what="the mount to work again")
     write_file(m.path("g"), b"after")
     assert read_file(m.path("g")) == b"after"
 
