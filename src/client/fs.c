@@ -112,23 +112,32 @@ void orch_fs_cred_self(struct orch_cred *out)
 
 /* --- Namespace ------------------------------------------------------------------------ */
 
-int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-			    struct orch_attr *out, uint64_t *stamp)
+/* A request to @req->handle's server whose reply is attributes. */
+static int fs_attr_call(struct orch_client *cl, const struct orch_msg *req,
+			struct orch_attr *out, uint64_t *stamp)
 {
 	struct orch_reply rep;
-	struct orch_msg req;
 	int error;
 
-	fs_req_init(&req, ORCH_CL2SV_GETATTR, cred);
-	req.handle = h;
-	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
+	error = orch_client_call(cl, orch_handle_server(req->handle), req, &rep);
 	if (stamp)
 		*stamp = rep.stamp;
 	if (error)
 		return error;
-	*out = rep.m.attr;
+	if (out)
+		*out = rep.m.attr;
 	orch_reply_release(&rep);
 	return 0;
+}
+
+int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    struct orch_attr *out, uint64_t *stamp)
+{
+	struct orch_msg req;
+
+	fs_req_init(&req, ORCH_CL2SV_GETATTR, cred);
+	req.handle = h;
+	return fs_attr_call(cl, &req, out, stamp);
 }
 
 int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
@@ -172,25 +181,24 @@ int orch_fs_lookup(struct orch_client *cl, const struct orch_cred *cred, uint64_
 	return orch_fs_lookup_stamped(cl, cred, parent, name, out, NULL);
 }
 
-int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-		    uint32_t valid, const struct orch_attr *in, struct orch_attr *out)
+int orch_fs_setattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    uint32_t valid, const struct orch_attr *in, struct orch_attr *out,
+			    uint64_t *stamp)
 {
-	struct orch_reply rep;
 	struct orch_msg req;
-	int error;
 
 	fs_req_init(&req, ORCH_CL2SV_SETATTR, cred);
 	req.handle = h;
 	req.valid = valid;
 	req.attr = *in;
 	/* The server frees truncated data on every server before it answers. */
-	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
-	if (error)
-		return error;
-	if (out)
-		*out = rep.m.attr;
-	orch_reply_release(&rep);
-	return 0;
+	return fs_attr_call(cl, &req, out, stamp);
+}
+
+int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    uint32_t valid, const struct orch_attr *in, struct orch_attr *out)
+{
+	return orch_fs_setattr_stamped(cl, cred, h, valid, in, out, NULL);
 }
 
 /* CREATE for files, nodes and symlinks: one round trip to the parent's server. */
@@ -1002,24 +1010,23 @@ int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
 	return fs_dedupe_pass(cl, &req, src, off_in, off_out, len, deduped);
 }
 
-int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
-		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
+int orch_fs_extend_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			   uint64_t size, int64_t mtime_ns, struct orch_attr *out,
+			   uint64_t *stamp)
 {
-	struct orch_reply rep;
 	struct orch_msg req;
-	int error;
 
 	fs_req_init(&req, ORCH_CL2SV_EXTEND, cred);
 	req.handle = h;
 	req.size = size;
 	req.time_ns = mtime_ns;
-	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
-	if (error)
-		return error;
-	if (out)
-		*out = rep.m.attr;
-	orch_reply_release(&rep);
-	return 0;
+	return fs_attr_call(cl, &req, out, stamp);
+}
+
+int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
+{
+	return orch_fs_extend_stamped(cl, cred, h, size, mtime_ns, out, NULL);
 }
 
 /*

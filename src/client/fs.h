@@ -52,6 +52,12 @@ int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred
 int orch_fs_readdir_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t dir,
 			    uint64_t cookie, uint32_t max, bool plus, struct orch_dirent *out,
 			    uint32_t *n, bool *eof, uint64_t *stamp);
+int orch_fs_setattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    uint32_t valid, const struct orch_attr *in, struct orch_attr *out,
+			    uint64_t *stamp);
+int orch_fs_extend_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			   uint64_t size, int64_t mtime_ns, struct orch_attr *out,
+			   uint64_t *stamp);
 int orch_fs_create_stamped(struct orch_client *cl, const struct orch_cred *cred,
 			   uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
 			   bool excl, struct orch_attr *out, bool *existed,

@@ -127,8 +127,8 @@ int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint
 int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h)
 {
 	struct orch_attr a, rep;
+	uint64_t end, stamp, sent_ms;
 	int64_t mtime_ns;
-	uint64_t end;
 	int error;
 
 	/* The servers cut what they have: the writes in flight first. */
@@ -136,9 +136,12 @@ int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint
 	end = orch_mnt_inode_wend(&m->m_itab, h, &mtime_ns);
 	if (!end)
 		return 0;
-	error = orch_fs_extend(m->m_cl, cred, h, end, mtime_ns, &a);
-	if (!error)
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_extend_stamped(m->m_cl, cred, h, end, mtime_ns, &a, &stamp);
+	if (!error) {
+		orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 		orch_mnt_inode_extended(&m->m_itab, end, mtime_ns, &a, &rep);
+	}
 	return error;
 }
 
@@ -321,8 +324,8 @@ static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 			   struct mnt_file *f)
 {
 	struct orch_attr a, rep;
+	uint64_t end, stamp, sent_ms;
 	int64_t mtime_ns;
-	uint64_t end;
 	int werr, error;
 
 	/* The data first (write-behind), and the error of a write already answered. */
@@ -330,7 +333,10 @@ static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 	if (!atomic_exchange(&f->f_dirty, false))
 		return werr;
 	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle, &mtime_ns);
-	error = orch_fs_extend(m->m_cl, cred, f->f_handle, end, mtime_ns, &a);
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_extend_stamped(m->m_cl, cred, f->f_handle, end, mtime_ns, &a, &stamp);
+	if (!error)
+		orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 	if (error) {
 		/* Still to publish: the next flush, fsync or release retries. */
 		atomic_store(&f->f_dirty, true);

@@ -474,6 +474,7 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_attr in = { 0 }, a, rep;
 	struct orch_cred cred;
+	uint64_t stamp, sent_ms;
 	uint32_t valid = 0;
 	int error;
 
@@ -515,12 +516,14 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	}
 	orch_mnt_cred(req, &cred);
 	error = (valid & ORCH_SET_SIZE) ? orch_mnt_publish_size(m, &cred, ino) : 0;
+	sent_ms = orch_time_now_ms();
 	if (!error)
-		error = orch_fs_setattr(m->m_cl, &cred, ino, valid, &in, &a);
+		error = orch_fs_setattr_stamped(m->m_cl, &cred, ino, valid, &in, &a, &stamp);
 	if (error) {
 		orch_mnt_reply_err(req, error);
 		return;
 	}
+	orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 	orch_mnt_inode_setattr_done(&m->m_itab, &a, valid & ORCH_SET_SIZE,
 				    valid & (ORCH_SET_MTIME | ORCH_SET_MTIME_NOW), &rep);
 	mnt_reply_attr(req, &rep);

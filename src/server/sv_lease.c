@@ -279,6 +279,8 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 	/* Only what the mount caches (src/mount/lcache.c). */
 	switch (rep->type) {
 	case ORCH_CL2SV_GETATTR:
+	case ORCH_CL2SV_SETATTR:
+	case ORCH_CL2SV_EXTEND:
 		sv_lease_grant(sv, c, rep->attr.handle);
 		break;
 	case ORCH_CL2SV_LOOKUP:
