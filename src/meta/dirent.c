@@ -123,7 +123,7 @@ static int dirent_lookup_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
@@ -201,7 +201,7 @@ static void dirent_new_inode(struct orch_meta *m, const struct orch_cred *cred,
 			a->mode |= S_ISGID;
 	}
 	if (!S_ISDIR(mode) && (a->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
-	    cred->uid != 0 && !orch_meta_cred_in_group(cred, a->gid))
+	    cred->uid != 0 && !orch_cred_in_group(cred, a->gid))
 		a->mode &= ~(uint32_t)S_ISGID;
 	a->nlink = S_ISDIR(mode) ? 2 : 1;
 	if (S_ISLNK(mode))
@@ -245,7 +245,7 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
@@ -263,7 +263,7 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 	}
 	if (error != -ENOENT)
 		return error;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	if (S_ISDIR(mode)) {
@@ -331,13 +331,13 @@ static int dirent_reserve_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error != -ENOENT)
 		return error ? error : -EEXIST;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	de = (struct orch_dirent_irec){
@@ -496,7 +496,7 @@ static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cre
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
@@ -504,7 +504,7 @@ static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cre
 		return error;
 	if (de.d_state != ORCH_DIRENT_LIVE)
 		return -EBUSY;
-	error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
+	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 	if (error)
 		return error;
 	if (want_dir && !S_ISDIR(de.d_type))
@@ -638,7 +638,7 @@ static int dirent_insert_(struct orch_meta *m, const struct orch_cred *cred,
 	if (error)
 		return error;
 	if (cred) {
-		error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
+		error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 		if (error)
 			return error;
 	}
@@ -646,7 +646,7 @@ static int dirent_insert_(struct orch_meta *m, const struct orch_cred *cred,
 	if (error != -ENOENT)
 		return error ? error : -EEXIST;
 	if (cred) {
-		error = orch_meta_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
+		error = orch_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 		if (error)
 			return error;
 	}
@@ -733,7 +733,7 @@ static int dirent_reparent_check(struct orch_meta *m, const struct orch_cred *cr
 	error = orch_mdb_inode_lookup(m, child, &ir);
 	if (error)
 		return error;
-	return orch_meta_perm(cred, &ir.i_attr, ORCH_MAY_WRITE);
+	return orch_perm(cred, &ir.i_attr, ORCH_MAY_WRITE);
 }
 
 /* The victim of a replacing rename: held here it loses its entry's link. */
@@ -819,9 +819,9 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 	if (error)
 		return error;
 	if (cred) {
-		error = orch_meta_perm(cred, &olddir->i_attr, ORCH_MAY_EXEC);
+		error = orch_perm(cred, &olddir->i_attr, ORCH_MAY_EXEC);
 		if (!error)
-			error = orch_meta_perm(cred, &newdir->i_attr, ORCH_MAY_EXEC);
+			error = orch_perm(cred, &newdir->i_attr, ORCH_MAY_EXEC);
 		if (error)
 			return error;
 	}
@@ -848,9 +848,9 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 		return -EINVAL;
 
 	if (cred) {
-		error = orch_meta_perm(cred, &olddir->i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
+		error = orch_perm(cred, &olddir->i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 		if (!error)
-			error = orch_meta_perm(cred, &newdir->i_attr,
+			error = orch_perm(cred, &newdir->i_attr,
 					       ORCH_MAY_WRITE | ORCH_MAY_EXEC);
 		if (!error)
 			error = dirent_sticky_check(m, cred, &olddir->i_attr, src.d_child);
@@ -1018,7 +1018,7 @@ int orch_meta_readdir(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_meta_dir_get_(m, dir, &dr);
 	if (error)
 		return error;
-	error = orch_meta_perm(cred, &dr.i_attr, ORCH_MAY_READ);
+	error = orch_perm(cred, &dr.i_attr, ORCH_MAY_READ);
 	if (error)
 		return error;
 	if (cookie > INT64_MAX) {

@@ -657,13 +657,13 @@ static int inode_setattr_check(const struct orch_cred *cred, const struct orch_a
 			return -EISDIR;
 		if (!S_ISREG(a->mode))
 			return -EINVAL;
-		if (orch_meta_perm(cred, a, ORCH_MAY_WRITE))
+		if (orch_perm(cred, a, ORCH_MAY_WRITE))
 			return -EACCES;
 	}
 	if ((valid & ORCH_SET_UID) && !root && !(owner && in->uid == a->uid))
 		return -EPERM;
 	if ((valid & ORCH_SET_GID) && !root &&
-	    !(owner && (in->gid == a->gid || orch_meta_cred_in_group(cred, in->gid))))
+	    !(owner && (in->gid == a->gid || orch_cred_in_group(cred, in->gid))))
 		return -EPERM;
 	if ((valid & ORCH_SET_MODE) && !owner)
 		return -EPERM;
@@ -673,14 +673,14 @@ static int inode_setattr_check(const struct orch_cred *cred, const struct orch_a
 	if ((valid & ORCH_SET_MTIME) && !(valid & ORCH_SET_MTIME_NOW) && !owner)
 		return -EPERM;
 	if ((valid & (ORCH_SET_ATIME_NOW | ORCH_SET_MTIME_NOW)) && !owner &&
-	    orch_meta_perm(cred, a, ORCH_MAY_WRITE))
+	    orch_perm(cred, a, ORCH_MAY_WRITE))
 		return -EACCES;
 	if ((valid & ORCH_SET_CTIME) && !owner)
 		return -EPERM;
 	if (valid & ORCH_SET_LAYOUT) {
 		if (!S_ISREG(a->mode))
 			return S_ISDIR(a->mode) ? -EISDIR : -EINVAL;
-		if (orch_meta_perm(cred, a, ORCH_MAY_WRITE))
+		if (orch_perm(cred, a, ORCH_MAY_WRITE))
 			return -EACCES;
 		/* Only while no byte can sit where the old layout put it. */
 		if (a->size || ((valid & ORCH_SET_SIZE) && in->size))
@@ -717,7 +717,7 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	if (valid & ORCH_SET_MODE) {
 		a->mode = (a->mode & S_IFMT) | (in->mode & 07777);
 		/* Linux: only a member of the (new) group may keep S_ISGID. */
-		if (!root && !orch_meta_cred_in_group(cred, a->gid))
+		if (!root && !orch_cred_in_group(cred, a->gid))
 			a->mode &= ~(uint32_t)S_ISGID;
 	}
 	if ((valid & (ORCH_SET_UID | ORCH_SET_GID)) && !root && !S_ISDIR(a->mode)) {
@@ -961,7 +961,7 @@ int orch_meta_access(struct orch_meta *m, const struct orch_cred *cred, uint64_t
 	if (error)
 		return error;
 	/* R_OK, W_OK, X_OK have the values of the permission bits. */
-	return mask ? orch_meta_perm(cred, &ir.i_attr, mask) : 0;
+	return mask ? orch_perm(cred, &ir.i_attr, mask) : 0;
 }
 
 int orch_meta_counts(struct orch_meta *m, uint64_t *inodes, uint64_t *next_counter)

@@ -18,6 +18,7 @@
 
 #include "common/util.h"
 #include "meta/meta.h"
+#include "proto/perm.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -283,48 +284,8 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 /* Reads directory @h for an entry operation: -ENOENT, -ENOTDIR. */
 int orch_meta_dir_get_(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
 
-/* --- Permissions (Linux generic_permission) -------------------------------- */
+/* --- Permissions (Linux generic_permission; the checks are in proto/perm.h) --- */
 
-#define ORCH_MAY_EXEC 1u
-#define ORCH_MAY_WRITE 2u
-#define ORCH_MAY_READ 4u
-
-static inline bool orch_meta_cred_in_group(const struct orch_cred *cred, uint32_t gid)
-{
-	uint32_t n = ORCH_MIN(cred->ngroups, (uint32_t)ORCH_GROUPS_MAX);
-
-	if (cred->gid == gid)
-		return true;
-	for (uint32_t i = 0; i < n; i++)
-		if (cred->groups[i] == gid)
-			return true;
-	return false;
-}
-
-/*
- * 0 or -EACCES.  The owner class alone decides for the owner, the group
- * class for a member, as Linux does (a group can be denied what others may).
- * Root bypasses read and write; it may execute a non-directory only if
- * some x bit is set, and may always search a directory.
- */
-static inline int orch_meta_perm(const struct orch_cred *cred, const struct orch_attr *a,
-				 uint32_t mask)
-{
-	uint32_t bits;
-
-	if (cred->uid == 0) {
-		if ((mask & ORCH_MAY_EXEC) && !S_ISDIR(a->mode) && !(a->mode & 0111))
-			return -EACCES;
-		return 0;
-	}
-	if (cred->uid == a->uid)
-		bits = (a->mode >> 6) & 7;
-	else if (orch_meta_cred_in_group(cred, a->gid))
-		bits = (a->mode >> 3) & 7;
-	else
-		bits = a->mode & 7;
-	return (mask & ~bits) ? -EACCES : 0;
-}
 
 /*
  * The sticky rule: in a sticky directory only the owner of the entry's

@@ -66,7 +66,7 @@ static int xattr_perm(const struct orch_cred *cred, const struct orch_attr *a,
 	case XATTR_NS_USER:
 		if (!S_ISREG(a->mode) && !S_ISDIR(a->mode))
 			return write ? -EPERM : -ENODATA;
-		return orch_meta_perm(cred, a, write ? ORCH_MAY_WRITE : ORCH_MAY_READ);
+		return orch_perm(cred, a, write ? ORCH_MAY_WRITE : ORCH_MAY_READ);
 	}
 	return -EOPNOTSUPP;
 }

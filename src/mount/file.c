@@ -55,7 +55,7 @@ static int mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 	}
 	if (flags & O_TRUNC)
 		mask |= W_OK;
-	return orch_fs_access(m->m_cl, cred, h, mask);
+	return orch_mnt_access_check(m, cred, h, mask);
 }
 
 /*

@@ -199,8 +199,14 @@ struct orch_mnt_lc_counts {
 	uint64_t lease_ms, entries, hits, misses, pushes;
 };
 void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out);
-/* ops.c: attributes of @h from the cache (getattr_timeout_ms > 0); true on a hit. */
 struct orch_mnt;
+/*
+ * ops.c: access(2) for @cred on @h: from leased attributes with the
+ * servers' rule (proto/perm.h), else asked of @h's server.  0 or -errno.
+ */
+int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			  uint32_t mask);
+/* ops.c: attributes of @h from the cache (getattr_timeout_ms > 0); true on a hit. */
 bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out);
 /* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */
 void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,

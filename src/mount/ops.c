@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "proto/perm.h"
 
 /* --- Shared helpers ------------------------------------------------------------ */
 
@@ -191,6 +192,17 @@ bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
 static bool mnt_lc_name_ok(const char *name)
 {
 	return strlen(name) <= ORCH_NAME_MAX && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			  uint32_t mask)
+{
+	struct orch_attr a;
+
+	/* The servers' own rule, on attributes every change since was pushed for. */
+	if (!(mask & ~(uint32_t)(R_OK | W_OK | X_OK)) && orch_mnt_lc_attr(m, h, &a))
+		return mask ? orch_perm(cred, &a, mask) : 0;
+	return orch_fs_access(m->m_cl, cred, h, mask);
 }
 
 /*
@@ -536,7 +548,7 @@ static void mnt_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 	orch_mnt_count(m, ORCH_MNT_OP_ACCESS);
 	orch_mnt_cred(req, &cred);
-	orch_mnt_reply_err(req, orch_fs_access(m->m_cl, &cred, ino, (uint32_t)mask));
+	orch_mnt_reply_err(req, orch_mnt_access_check(m, &cred, ino, (uint32_t)mask));
 }
 
 static void mnt_statfs(fuse_req_t req, fuse_ino_t ino)

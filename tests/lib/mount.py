@@ -62,14 +62,21 @@ class Mount:
         except OSError:
             return ""
 
+    def mounted(self):
+        """True while the kernel lists the mount, even one whose process died
+        (os.path.ismount() cannot stat that: ENOTCONN)."""
+        mnt = os.path.realpath(self.mnt)
+        with open("/proc/self/mounts") as f:
+            return any(line.split()[1] == mnt for line in f)
+
     def unmount(self):
         """fusermount3 -u (lazy as a fallback); True if it unmounted."""
-        if not os.path.ismount(self.mnt):
+        if not self.mounted():
             return True
         r = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
-        if r.returncode != 0 and os.path.ismount(self.mnt):
+        if r.returncode != 0 and self.mounted():
             subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
-        return not os.path.ismount(self.mnt)
+        return not self.mounted()
 
     def stop(self, check=True, timeout=20.0):
         """Unmounts and waits for the process; returns its exit status."""
