@@ -208,7 +208,12 @@ static void sv_create(struct sv_server *sv, struct sv_req *r, const struct orch_
 				 m->flags32 & 1, &rep.entry.attr, &rep.eof);
 	if (!error) {
 		rep.entry.handle = rep.entry.attr.handle;
-		rep.entry.has_attr = true;
+		/*
+		 * An existing name of an inode held elsewhere (a link or a
+		 * rename from another server): we have no attributes for it,
+		 * and the client asks the inode's server.
+		 */
+		rep.entry.has_attr = sv_is_local(sv, rep.entry.handle);
 		sv_flusher_dirty(sv);
 	}
 out_reply:

@@ -348,6 +348,11 @@ def test_link_cross_server(op, cluster3):
     # The entry goes to b's server, the link count to a's.
     g = op.link(join(pa, "f"), join(pb, "g"))
     assert g["handle"] == f["handle"] and g["nlink"] == 2
+    # open(O_CREAT) of the name: b's server holds no attributes to give, so
+    # they come from a's, not zeroed.
+    again = op.create(join(pb, "g"), 0o600)
+    assert again["existed"] == 1 and again["handle"] == f["handle"]
+    assert (again["mode"], again["size"], again["nlink"]) == (0o100644, 150000, 2)
     h = op.link(join(pb, "g"), join(pb, "h"))
     assert h["nlink"] == 3
     for p in (join(pa, "f"), join(pb, "g"), join(pb, "h")):
