@@ -173,6 +173,18 @@ static bool store_clean(struct orch_store *st, bool data, const char *ctx)
 	return n >= 0 && c.counted == 0;
 }
 
+/* Reopens the store after a crash and checks it whole: false (said why) if not. */
+static bool fx_reopen_clean(struct fx *fx, const char *ctx)
+{
+	int rc = orch_store_open(fx->dir, &fx->st);
+
+	if (rc) {
+		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-rc));
+		return false;
+	}
+	return store_clean(fx->st, true, ctx);
+}
+
 /* --- Random numbers and data ---------------------------------------------- */
 
 /* @n, or a tenth of it under valgrind. */
@@ -2533,7 +2545,7 @@ static bool kill_round(const char *spec, uint64_t seed)
 		      *rb = malloc(K_OBJMAX + BLK);
 	uint64_t s_old[K_NOBJ] = { 0 }, s_new[K_NOBJ] = { 0 };
 	struct fx fx;
-	int pfd[2], status, nack, inprog = -1, orc;
+	int pfd[2], status, nack, inprog = -1;
 	long last;
 	char *out;
 	pid_t pid;
@@ -2594,12 +2606,7 @@ static bool kill_round(const char *spec, uint64_t seed)
 	kmodel_apply(m_old, s_old, ops, nack, seed, tmp);
 	kmodel_apply(m_new, s_new, ops, inprog >= 0 ? nack + 1 : nack, seed, tmp);
 
-	orc = orch_store_open(fx.dir, &fx.st);
-	if (orc) {
-		fprintf(stderr, "%s: reopen failed: %s\n", spec, strerror(-orc));
-		goto out;
-	}
-	if (!store_clean(fx.st, true, spec))
+	if (!fx_reopen_clean(&fx, spec))
 		goto out;
 	for (int i = 0; i < K_NOBJ; i++) {
 		size_t got;
@@ -2760,7 +2767,7 @@ static bool b_objects_hold(struct orch_store *st, const struct bregion *reg,
 static bool batch_kill_round(const char *spec, uint64_t seed)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
-	int nack[B_THREADS] = { 0 }, pfd[2], status, orc;
+	int nack[B_THREADS] = { 0 }, pfd[2], status;
 	struct fx fx;
 	char *out;
 	pid_t pid;
@@ -2818,12 +2825,7 @@ static bool batch_kill_round(const char *spec, uint64_t seed)
 		fprintf(stderr, "%s: child was not killed (status %#x)\n", spec, status);
 		goto out;
 	}
-	orc = orch_store_open(fx.dir, &fx.st);
-	if (orc) {
-		fprintf(stderr, "%s: reopen failed: %s\n", spec, strerror(-orc));
-		goto out;
-	}
-	if (!store_clean(fx.st, true, spec))
+	if (!fx_reopen_clean(&fx, spec))
 		goto out;
 	if (!b_objects_hold(fx.st, reg, nack, seed, spec))
 		goto out;
@@ -2857,7 +2859,7 @@ static bool chunk_round(const char *what, const char *spec)
 		      keepb[3000];
 	uint64_t size = CHUNK_SIZE, free0, free1;
 	struct fx fx;
-	int pfd[2], status, orc;
+	int pfd[2], status;
 	size_t got;
 	pid_t pid;
 	char *out, ctx[64];
@@ -2908,12 +2910,7 @@ static bool chunk_round(const char *what, const char *spec)
 		goto out;
 	}
 	free(out);
-	orc = orch_store_open(fx.dir, &fx.st);
-	if (orc) {
-		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-orc));
-		goto out;
-	}
-	if (!store_clean(fx.st, true, ctx))
+	if (!fx_reopen_clean(&fx, ctx))
 		goto out;
 	if (strcmp(what, "delete") == 0) {
 		size = 0;
@@ -3059,7 +3056,7 @@ static bool pcut_round(uint64_t seed, unsigned int at)
 	static unsigned char rb[4 * P_SLOT], want[P_SLOT];
 	char done[128], *out, ctx[64];
 	struct fx fx;
-	int pfd[2], orc;
+	int pfd[2];
 	pid_t pid;
 	bool ok = false;
 	bool acked[P_OPS] = { false };
@@ -3119,12 +3116,7 @@ static bool pcut_round(uint64_t seed, unsigned int at)
 		}
 	}
 	free(out);
-	orc = orch_store_open(fx.dir, &fx.st);
-	if (orc) {
-		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-orc));
-		goto out;
-	}
-	if (!store_clean(fx.st, true, ctx))
+	if (!fx_reopen_clean(&fx, ctx))
 		goto out;
 	for (int obj = 0; obj < 3; obj++) {
 		size_t got;
@@ -3245,7 +3237,7 @@ static void *s_writer(void *p)
 static bool sync_cut_round(uint64_t seed, unsigned int at)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
-	int synced[B_THREADS], pfd[2], orc;
+	int synced[B_THREADS], pfd[2];
 	char done[128], ctx[64], *out;
 	struct fx fx;
 	pid_t pid;
@@ -3296,12 +3288,7 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 		}
 	}
 	free(out);
-	orc = orch_store_open(fx.dir, &fx.st);
-	if (orc) {
-		fprintf(stderr, "%s: reopen failed: %s\n", ctx, strerror(-orc));
-		goto out;
-	}
-	if (!store_clean(fx.st, true, ctx))
+	if (!fx_reopen_clean(&fx, ctx))
 		goto out;
 	/* Thread t's writes up to its last synced one must be there. */
 	for (int t = 0; t < B_THREADS; t++)
