@@ -442,7 +442,7 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	if (ORCH_FEAT_LEASE_MS(rep.features) < cl->cl_cfg.lease_ms) {
 		if (c->c_features & ORCH_FEAT_LEASES)
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "server '%s' keeps leases %u ms, less than our lease_ms %u: not caching from it",
+					   "server '%s' keeps leases %u ms, less than our lease_ms %u: not caching from it (give clients and servers the same lease_ms)",
 					   name, ORCH_FEAT_LEASE_MS(rep.features),
 					   cl->cl_cfg.lease_ms);
 		c->c_features &= ~ORCH_FEAT_LEASES;

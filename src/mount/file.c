@@ -167,13 +167,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 	} else {
 		/* Leased attributes are current: every change since was pushed. */
-		if (!orch_mnt_lc_attr(m, ino, &a)) {
-			uint64_t stamp, sent_ms = orch_time_now_ms();
-
-			error = orch_fs_getattr_stamped(m->m_cl, &cred, ino, &a, &stamp);
-			if (!error)
-				orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
-		}
+		error = orch_mnt_getattr(m, &cred, ino, &a);
 		if (!error)
 			orch_mnt_inode_update(&m->m_itab, &a, &rep);
 	}

@@ -206,6 +206,9 @@ struct orch_mnt;
  */
 int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
 			  uint32_t mask);
+/* ops.c: attributes of @h, from the cache if it holds them, else from its server. */
+int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+		     struct orch_attr *out);
 /* ops.c: attributes of @h from the cache (getattr_timeout_ms > 0); true on a hit. */
 bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out);
 /* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */

@@ -205,6 +205,21 @@ int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 	return orch_fs_access(m->m_cl, cred, h, mask);
 }
 
+int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+		     struct orch_attr *out)
+{
+	uint64_t stamp, sent_ms;
+	int error;
+
+	if (orch_mnt_lc_attr(m, h, out))
+		return 0;
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_getattr_stamped(m->m_cl, cred, h, out, &stamp);
+	if (!error)
+		orch_mnt_lc_put_attr(&m->m_lc, out, stamp, sent_ms);
+	return error;
+}
+
 /*
  * A lookup from the lease cache (off while dcache_timeout_ms is 0): 0 with
  * *@a, -ENOENT for a name known absent, or 1 for a miss.
@@ -224,6 +239,10 @@ static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t pare
 		return 1;
 	if (!child)
 		return -ENOENT;
+	/* The child's server was read just now if it is the directory's. */
+	if (orch_handle_server(child) == orch_handle_server(parent))
+		return atomic_load(&m->m_getattr_ms) && orch_mnt_lc_get_attr(&m->m_lc, child, a)
+		       ? 0 : 1;
 	return orch_mnt_lc_attr(m, child, a) ? 0 : 1;
 }
 
@@ -461,15 +480,10 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_GETATTR);
 	orch_mnt_cred(req, &cred);
-	if (!orch_mnt_lc_attr(m, ino, &a)) {
-		uint64_t stamp, sent_ms = orch_time_now_ms();
-
-		error = orch_fs_getattr_stamped(m->m_cl, &cred, ino, &a, &stamp);
-		if (error) {
-			orch_mnt_reply_err(req, error);
-			return;
-		}
-		orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
+	error = orch_mnt_getattr(m, &cred, ino, &a);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
 	}
 	orch_mnt_inode_update(&m->m_itab, &a, &rep);
 	mnt_reply_attr(req, &rep);

@@ -48,6 +48,12 @@ static void live_remove(struct orch_conn *c)
 	}
 }
 
+void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg)
+{
+	for (size_t i = 0; i < nlive; i++)
+		fn(live[i], arg);
+}
+
 void sv_live_bytes(uint64_t *in, uint64_t *out)
 {
 	for (size_t i = 0; i < nlive; i++) {

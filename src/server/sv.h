@@ -127,6 +127,8 @@ void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
  * peers' (sv_sv.c); closed ones are already in s_bytes_in/out.
  */
 void sv_live_bytes(uint64_t *in, uint64_t *out);
+/* Calls @fn for every open client connection (main.c).  Loop thread. */
+void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg);
 void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
 
 /* Builds the stats JSON text into @b. */
@@ -138,8 +140,6 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
 int sv_lease_init(struct sv_server *sv);
 /* After every connection closed. */
 void sv_lease_fini(struct sv_server *sv);
-/* @c, if it asked for leases, may cache what it is told about @h (held here). */
-void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h);
 /*
  * The leases reply @rep to @c carries: the entries of directory @dir (0:
  * none; a LOOKUP's ENOENT too) and the attributes it holds.  From sv_reply.

@@ -164,37 +164,16 @@ void sv_lease_flush(struct orch_conn *requester)
 	orch_conn_flush_listed(requester);
 }
 
+static void lease_revoke(struct orch_conn *c, void *arg)
+{
+	if (c->c_features & ORCH_FEAT_LEASES)
+		lease_push(arg, c, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+}
+
 /* The table is full: everybody forgets everything, and so do we. */
 static void lease_revoke_all(struct sv_server *sv)
 {
-	struct orch_conn **told = NULL;
-	size_t ntold = 0, cap = 0;
-
-	for (size_t i = 0; i < leases.t_nbuckets; i++) {
-		for (struct sv_lease *l = leases.t_buckets[i]; l; l = l->l_next) {
-			bool seen = false;
-
-			for (size_t k = 0; k < ntold && !seen; k++)
-				seen = told[k] == l->l_conn;
-			if (seen)
-				continue;
-			if (ntold == cap) {
-				size_t ncap = cap ? cap * 2 : 16;
-				struct orch_conn **t = realloc(told, ncap * sizeof(*t));
-
-				if (!t) {
-					/* Cannot tell them apart: tell this one again later. */
-					lease_push(sv, l->l_conn, ORCH_SV2CL_REVOKE, 0, NULL, 0);
-					continue;
-				}
-				told = t;
-				cap = ncap;
-			}
-			told[ntold++] = l->l_conn;
-			lease_push(sv, l->l_conn, ORCH_SV2CL_REVOKE, 0, NULL, 0);
-		}
-	}
-	free(told);
+	sv_live_each(lease_revoke, sv);
 	lease_filter(lease_any, NULL);
 	sv->s_lease_revokes++;
 	ORCH_LOG_RATELIMIT(ORCH_LOG_NOTICE, "lease table full: revoked every lease (%u records)",
@@ -210,15 +189,13 @@ static void lease_sweep(void *arg)
 	orch_ev_timer_arm(sv->s_ev, &leases.t_sweep, leases.t_term_ms, lease_sweep, sv);
 }
 
-void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
+/* @c may cache what it is told about @h, if held here, until @expire. */
+static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, uint64_t expire)
 {
-	uint64_t expire;
 	struct sv_lease **b, *l;
 
-	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed ||
-	    orch_handle_server(h) != sv->s_index)
+	if (orch_handle_server(h) != sv->s_index)
 		return;
-	expire = orch_time_now_ms() + leases.t_term_ms;
 	b = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
 	for (l = *b; l; l = l->l_next) {
 		if (l->l_handle == h && l->l_conn == c) {
@@ -227,7 +204,7 @@ void sv_lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h)
 		}
 	}
 	if (leases.t_count >= SV_LEASE_MAX) {
-		/* sv_lease_grant_reply made room: only a bare grant gets here. */
+		/* sv_lease_grant_reply made room: cannot happen. */
 		c->c_lost = true;
 		return;
 	}
@@ -258,9 +235,11 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 			  const struct orch_msg *rep)
 {
 	size_t need = 2 + rep->ndirents;
+	uint64_t expire;
 
 	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
 		return;
+	expire = orch_time_now_ms() + leases.t_term_ms;
 	/*
 	 * Room first, so that no grant of this reply is undone by a revoke
 	 * that the client would read before the reply.
@@ -273,7 +252,7 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 			lease_revoke_all(sv);
 	}
 	if (dir && (rep->status == 0 || (rep->type == ORCH_CL2SV_LOOKUP && rep->status == -ENOENT)))
-		sv_lease_grant(sv, c, dir);
+		lease_grant(sv, c, dir, expire);
 	if (rep->status)
 		return;
 	/* Only what the mount caches (src/mount/lcache.c). */
@@ -281,17 +260,17 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 	case ORCH_CL2SV_GETATTR:
 	case ORCH_CL2SV_SETATTR:
 	case ORCH_CL2SV_EXTEND:
-		sv_lease_grant(sv, c, rep->attr.handle);
+		lease_grant(sv, c, rep->attr.handle, expire);
 		break;
 	case ORCH_CL2SV_LOOKUP:
 	case ORCH_CL2SV_CREATE:
 		if (rep->entry.has_attr)
-			sv_lease_grant(sv, c, rep->entry.handle);
+			lease_grant(sv, c, rep->entry.handle, expire);
 		break;
 	case ORCH_CL2SV_READDIR:
 		for (uint32_t i = 0; i < rep->ndirents; i++)
 			if (rep->dirents[i].has_attr)
-				sv_lease_grant(sv, c, rep->dirents[i].handle);
+				lease_grant(sv, c, rep->dirents[i].handle, expire);
 		break;
 	default:
 		break;
