@@ -33,24 +33,49 @@ struct pcut_rec {
 };
 
 static pthread_mutex_t pcut_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Noreturn void pcut_cut_locked(void);
 static struct pcut_rec *pcut_recs; /* protected by pcut_lock */
 static uint64_t pcut_seq;          /* protected by pcut_lock */
 static uint64_t pcut_writes;       /* protected by pcut_lock */
 static uint64_t pcut_at;           /* cut at this write; 0 = never */
+static char pcut_point_name[64];   /* cut at this named point ... */
+static uint64_t pcut_point_left;   /* ... when reached this many more times (protected) */
 
 void orch_pcut_init(void)
 {
 	const char *on = getenv("ORCH_PCUT"), *at = getenv("ORCH_PCUT_AT");
+	const char *point = getenv("ORCH_PCUT_POINT");
 
 	orch_pcut_on = on && strcmp(on, "1") == 0;
 	if (orch_pcut_on && at)
 		pcut_at = strtoull(at, NULL, 10);
+	if (orch_pcut_on && point) {
+		const char *colon = strchr(point, ':');
+		size_t len = colon ? (size_t)(colon - point) : strlen(point);
+
+		if (len < sizeof(pcut_point_name)) {
+			memcpy(pcut_point_name, point, len);
+			pcut_point_name[len] = '\0';
+			pcut_point_left = colon ? strtoull(colon + 1, NULL, 10) : 1;
+		}
+	}
 	if (orch_pcut_on)
-		ORCH_NOTICE("power-cut simulation on: cut_at_write=%llu",
-			    (unsigned long long)pcut_at);
+		ORCH_NOTICE("power-cut simulation on: cut_at_write=%llu cut_at_point=%s:%llu",
+			    (unsigned long long)pcut_at, pcut_point_name[0] ? pcut_point_name : "-",
+			    (unsigned long long)pcut_point_left);
 }
 
-static _Noreturn void pcut_cut_locked(void);
+void orch_pcut_point_reached(const char *name)
+{
+	if (!pcut_point_name[0] || strcmp(name, pcut_point_name) != 0)
+		return;
+	pthread_mutex_lock(&pcut_lock);
+	if (pcut_point_left && --pcut_point_left == 0) {
+		ORCH_NOTICE("power cut at point %s", name);
+		pcut_cut_locked();
+	}
+	pthread_mutex_unlock(&pcut_lock);
+}
 
 /* Saves up to @len bytes of @path at @off; returns the bytes saved. */
 static size_t pcut_save(const char *path, uint64_t off, size_t len, uint8_t **out,

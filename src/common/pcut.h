@@ -9,8 +9,10 @@
  * started.  A cut (orch_pcut_cut) puts back, newest first, everything not yet
  * synced and kills the process: the files are left exactly as a power loss
  * at that instant could have left them, with nothing written since the last
- * sync.  A cut happens at the N-th recorded write if ORCH_PCUT_AT=N, or when
- * the server gets SIGUSR2.
+ * sync.  A cut happens at the N-th recorded write if ORCH_PCUT_AT=N, when
+ * the server gets SIGUSR2, or at a named point of the code (a step of a
+ * cross-server intent, say) if ORCH_PCUT_POINT=NAME or NAME:N (the N-th
+ * time it is reached; orch_pcut_point).
  *
  * Disabled, each hook is one predictable branch.  Any thread; the records
  * are protected by one mutex.
@@ -64,6 +66,18 @@ void orch_pcut_synced_upto(const char *path, uint64_t mark);
  * the simulation is on; call after orch_pcut_init(), before opening.
  */
 int orch_pcut_vfs_register(void);
+
+/*
+ * A named crash point: cuts here if ORCH_PCUT_POINT names it (and this is
+ * its N-th time).  docs/DESIGN.md ("Intents") lists the points of the
+ * cross-server steps.
+ */
+void orch_pcut_point_reached(const char *name);
+static inline void orch_pcut_point(const char *name)
+{
+	if (orch_pcut_on)
+		orch_pcut_point_reached(name);
+}
 
 /* Puts back every unsynced change and ends the process with status 137. */
 _Noreturn void orch_pcut_cut(void);
