@@ -53,9 +53,15 @@
 #define SV_WAL_RESTART_WAIT_MS 5
 #define SV_CKPT_BUSY_MS 100
 
+/* Something to do on the loop once a flush that started after it was parked is done. */
+struct flush_wait {
+	sv_flushed_fn w_fn;
+	void *w_arg;
+};
+
 struct flush_batch {
 	struct sv_server *sv;
-	struct sv_req **reqs;
+	struct flush_wait *waits;
 	size_t n;
 	int error;
 };
@@ -65,7 +71,7 @@ struct sv_flusher {
 	pthread_mutex_t f_lock;
 	pthread_cond_t f_cv;
 	bool f_stop;               /* protected by f_lock */
-	struct sv_req **f_reqs;    /* protected by f_lock: parked fsyncs */
+	struct flush_wait *f_waits; /* protected by f_lock: parked fsyncs and other waits */
 	size_t f_n, f_cap;         /* protected by f_lock */
 	atomic_bool f_dirty;       /* something committed since the last flush */
 	sqlite3 *f_ckpt;           /* the thread's own connection: WAL syncs, checkpoints */
@@ -76,10 +82,10 @@ static void flush_done(void *arg)
 	struct flush_batch *b = arg;
 
 	for (size_t i = 0; i < b->n; i++)
-		sv_reply_status(b->reqs[i], b->error);
+		b->waits[i].w_fn(b->sv, b->waits[i].w_arg, b->error);
 	b->sv->s_syncs++;
 	b->sv->s_sync_waiters += b->n;
-	free(b->reqs);
+	free(b->waits);
 	free(b);
 }
 
@@ -210,9 +216,9 @@ static void *flush_main(void *arg)
 			continue;
 		}
 		b->sv = sv;
-		b->reqs = f->f_reqs;
+		b->waits = f->f_waits;
 		b->n = f->f_n;
-		f->f_reqs = NULL;
+		f->f_waits = NULL;
 		f->f_n = f->f_cap = 0;
 		atomic_store(&f->f_dirty, false);
 		pthread_mutex_unlock(&f->f_lock);
@@ -222,7 +228,7 @@ static void *flush_main(void *arg)
 		waiters = b->n != 0;
 		if (orch_ev_post(sv->s_ev, flush_done, b)) {
 			/* Cannot reach the loop: the waiters' clients will time out. */
-			free(b->reqs);
+			free(b->waits);
 			free(b);
 		}
 		/*
@@ -293,8 +299,8 @@ void sv_flusher_stop(struct sv_server *sv)
 	error = flush_sync(sv, f);
 	flush_checkpoint(NULL, f);
 	for (size_t i = 0; i < f->f_n; i++)
-		sv_reply_status(f->f_reqs[i], error);
-	free(f->f_reqs);
+		f->f_waits[i].w_fn(sv, f->f_waits[i].w_arg, error);
+	free(f->f_waits);
 	sqlite3_close(f->f_ckpt);
 	pthread_mutex_destroy(&f->f_lock);
 	pthread_cond_destroy(&f->f_cv);
@@ -302,26 +308,37 @@ void sv_flusher_stop(struct sv_server *sv)
 	sv->s_flusher = NULL;
 }
 
-void sv_flusher_wait(struct sv_server *sv, struct sv_req *r)
+void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 {
 	struct sv_flusher *f = sv->s_flusher;
 
 	pthread_mutex_lock(&f->f_lock);
 	if (f->f_n == f->f_cap) {
 		size_t cap = f->f_cap ? f->f_cap * 2 : 16;
-		struct sv_req **p = realloc(f->f_reqs, cap * sizeof(*p));
+		struct flush_wait *p = realloc(f->f_waits, cap * sizeof(*p));
 
 		if (!p) {
 			pthread_mutex_unlock(&f->f_lock);
-			sv_reply_status(r, -ENOMEM);
+			fn(sv, arg, -ENOMEM);
 			return;
 		}
-		f->f_reqs = p;
+		f->f_waits = p;
 		f->f_cap = cap;
 	}
-	f->f_reqs[f->f_n++] = r;
+	f->f_waits[f->f_n++] = (struct flush_wait){ .w_fn = fn, .w_arg = arg };
 	pthread_cond_signal(&f->f_cv);
 	pthread_mutex_unlock(&f->f_lock);
+}
+
+static void flush_answer(struct sv_server *sv, void *arg, int error)
+{
+	(void)sv;
+	sv_reply_status(arg, error);
+}
+
+void sv_flusher_wait(struct sv_server *sv, struct sv_req *r)
+{
+	sv_flusher_after(sv, flush_answer, r);
 }
 
 void sv_flusher_dirty(struct sv_server *sv)

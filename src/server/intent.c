@@ -1,20 +1,37 @@
 /*
  * Cross-server operations as intents (XFS intent/done items, one record per
  * operation).  The coordinator writes the intent in the same transaction as
- * its local change, then asks the peer(s); when they answer, one more
- * transaction applies the rest of the local change and deletes the intent.
- * A crash in between leaves the intent, which sv_intent_replay_all() drives
- * again at start; the peers' side is idempotent (sv_sv.c).  An unreachable
- * peer leaves the intent running: it is retried every second until done,
- * while a waiting client is answered -ETIMEDOUT at its deadline.
+ * its local change (step C1), then asks the peer(s) (step P1); when they
+ * answer, one more transaction (C2) applies the rest of the local change and
+ * deletes the intent.  A crash in between leaves the intent, which
+ * sv_intent_replay_all() drives again at start; the peers' side is
+ * idempotent (sv_sv.c).  An unreachable peer leaves the intent running: it
+ * is retried every second until done, while a waiting client is answered
+ * -ETIMEDOUT at its deadline.
+ *
+ * The steps are ordered by durability, so that a power cut of either side
+ * at any point converges (docs/DESIGN.md, "Intents", argues it step by
+ * step): no peer is asked before C1 is durable (else a cut of ours could
+ * forget an intent whose peer step stands: two names, or an inode nobody
+ * names); a peer answers only once P1 is durable (sv_sv_reply: else C2
+ * could stand on a step that a cut of the peer undid: no name at all); a
+ * data intent's local store step is durable before C2 (else the deleted
+ * object comes back with nothing left to delete it); and a peer forgets its
+ * record of P1 only once our C2 is durable (intent_trim_peers: else a
+ * replay of ours would find P1 neither applied nor remembered).  These
+ * flushes are the price of a cross-server step, shared by every intent in
+ * flight (the flusher's group commit); same-server operations pay none.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/time.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
@@ -36,10 +53,15 @@
 struct intent_run {
 	struct sv_intent *ir_in;
 	struct sv_req *ir_waiter;   /* NULL once answered or for background work */
-	unsigned int ir_outstanding; /* peer calls in flight */
+	unsigned int ir_outstanding; /* peer calls and flush waits in flight */
 	bool ir_retry;               /* a peer was unreachable: drive again later */
+	bool ir_durable;             /* C1 is known durable: peers may act */
+	bool ir_store_dirty;         /* a local store step since the last flush */
 	struct intent_run *ir_next;  /* all active runs */
 };
+
+/* Flush callbacks name runs by id: a run may be gone (finished, or at stop). */
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "intent ids fit a pointer");
 
 static struct intent_run *intent_runs;
 static bool intent_timer_armed;
@@ -56,11 +78,13 @@ struct free_batch {
 	unsigned int fb_n;
 	unsigned int fb_outstanding; /* peer calls in flight */
 	uint32_t fb_done_mask[(ORCH_SERVERS_MAX + 31) / 32];
-	struct free_batch *fb_next;  /* in free_flying */
+	bool fb_store_dirty;         /* deleted here; not yet known durable */
+	struct free_batch *fb_next;  /* in free_flying or free_syncing */
 };
 
 static struct free_batch *free_filling; /* collecting; sent by the timer */
 static struct free_batch *free_full;    /* full, sent by the timer (armed for now) */
+static struct free_batch *free_syncing; /* waiting for a flush (before sending, or finishing) */
 static struct free_batch *free_flying;  /* sent, waiting for peers */
 static bool free_timer_armed;
 
@@ -71,6 +95,17 @@ static const char *const intent_names[] = {
 	[SV_INTENT_LINK] = "link",     [SV_INTENT_RENAME] = "rename",
 	[SV_INTENT_RENAME_OVER] = "rename-over", [SV_INTENT_RENAME_IN_OVER] = "rename-in-over",
 };
+
+/* Crash point @step of intent @in: "<kind>-<step>" (docs/DESIGN.md, "Intents"). */
+static void intent_point(const struct sv_intent *in, const char *step)
+{
+	char name[64];
+
+	if (!orch_pcut_enabled())
+		return;
+	snprintf(name, sizeof(name), "%s-%s", intent_names[in->i_kind], step);
+	orch_pcut_point(name);
+}
 
 /* --- Encoding ------------------------------------------------------------------------------- */
 
@@ -190,21 +225,12 @@ static uint64_t intent_free_oldest(const struct free_batch *fb, uint64_t below)
 	return below;
 }
 
-/*
- * Peers keep an "applied" record per intent of ours so that replays are
- * idempotent.  Every intent below the oldest one still running is done for
- * good, so its records may go: tell every peer now and then.
- */
-static void intent_trim_peers(struct sv_server *sv)
+static void intent_trim_send(struct sv_server *sv, void *arg, int error)
 {
-	uint64_t below = intent_last_done + 1;
+	uint64_t below = (uintptr_t)arg;
 
-	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
-		if (run->ir_in->i_id < below)
-			below = run->ir_in->i_id;
-	below = intent_free_oldest(free_flying, below);
-	below = intent_free_oldest(free_full, below);
-	below = intent_free_oldest(free_filling, below);
+	if (error || !sv->s_peers)
+		return; /* the next trim covers these too */
 	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++) {
 		struct orch_msg m;
 
@@ -217,14 +243,41 @@ static void intent_trim_peers(struct sv_server *sv)
 	}
 }
 
+/*
+ * Peers keep an "applied" record per intent of ours so that replays are
+ * idempotent.  Every intent below the oldest one still running is done, so
+ * its records may go, once its last step (C2) is durable: a cut that undid
+ * C2 replays the intent, and the peer must still know it applied P1.  So
+ * the trim goes out after the next flush; intents finishing meanwhile are
+ * above the mark.
+ */
+static void intent_trim_peers(struct sv_server *sv)
+{
+	uint64_t below = intent_last_done + 1;
+
+	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+		if (run->ir_in->i_id < below)
+			below = run->ir_in->i_id;
+	below = intent_free_oldest(free_flying, below);
+	below = intent_free_oldest(free_syncing, below);
+	below = intent_free_oldest(free_full, below);
+	below = intent_free_oldest(free_filling, below);
+	sv_flusher_after(sv, intent_trim_send, (void *)(uintptr_t)below);
+}
+
 static void intent_drive(struct sv_server *sv, struct intent_run *run);
 
 static void intent_answer(struct intent_run *run, struct orch_msg *m)
 {
-	if (!run->ir_waiter)
+	struct sv_req *r = run->ir_waiter;
+
+	if (!r)
 		return;
-	sv_reply(run->ir_waiter, m);
 	run->ir_waiter = NULL;
+	if (r->r_type == ORCH_SV2SV_RENAME_IN)
+		sv_sv_reply(r->r_sv, r, m); /* RENAME_IN_OVER: a peer step, answered once durable */
+	else
+		sv_reply(r, m);
 }
 
 static void intent_answer_status(struct intent_run *run, int status)
@@ -257,6 +310,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	struct sv_intent *in = run->ir_in;
 	int error;
 
+	intent_point(in, "answered");
 	error = orch_meta_begin(sv->s_meta);
 	if (!error && apply)
 		error = apply(sv, in, arg);
@@ -277,6 +331,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 		return error;
 	}
 	sv_flusher_dirty(sv);
+	intent_point(in, "finished");
 	sv->s_intents_done++;
 	if (in->i_id > intent_last_done)
 		intent_last_done = in->i_id;
@@ -577,6 +632,9 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 		intent_finish(sv, run, intent_apply_mkdir, &m.entry.attr, &m, 0);
 		return;
 	case SV_INTENT_RMDIR:
+		/* Gone already: removed by an earlier try whose answer was lost. */
+		if (error == -ENOENT)
+			error = 0;
 		intent_finish(sv, run, intent_apply_rmdir, error ? NULL : run, NULL, error);
 		return;
 	case SV_INTENT_LINK:
@@ -593,9 +651,11 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 		intent_rename_done(sv, run, error, rep);
 		return;
 	case SV_INTENT_RENAME_OVER:
-		intent_rename_over_done(sv, run, error);
+		intent_rename_over_done(sv, run, error == -ENOENT ? 0 : error);
 		return;
 	case SV_INTENT_RENAME_IN_OVER:
+		if (error == -ENOENT)
+			error = 0; /* the victim went in an earlier try */
 		intent_finish(sv, run, intent_apply_rename_in_over, error ? NULL : run, NULL, error);
 		return;
 	case SV_INTENT_NLINK:
@@ -615,6 +675,31 @@ struct data_call {
 	unsigned int dc_server;
 };
 
+static struct intent_run *intent_run_find(uint64_t id)
+{
+	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+		if (run->ir_in->i_id == id)
+			return run;
+	return NULL;
+}
+
+static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *run);
+
+static void intent_store_durable(struct sv_server *sv, void *arg, int error)
+{
+	struct intent_run *run = intent_run_find((uintptr_t)arg);
+
+	if (!run)
+		return;
+	run->ir_outstanding--;
+	if (error) {
+		run->ir_retry = true; /* the tick drives it again, and flushes again */
+		return;
+	}
+	run->ir_store_dirty = false;
+	intent_data_finish_if_done(sv, run);
+}
+
 static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *run)
 {
 	struct sv_intent *in = run->ir_in;
@@ -631,6 +716,13 @@ static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *
 				intent_answer_status(run, -ETIMEDOUT);
 			return;
 		}
+	}
+	if (run->ir_store_dirty) {
+		/* Our own store step must be durable before C2 may be. */
+		intent_point(in, "stored");
+		run->ir_outstanding++;
+		sv_flusher_after(sv, intent_store_durable, (void *)(uintptr_t)in->i_id);
+		return;
 	}
 	if (in->i_kind == SV_INTENT_TRUNCATE) {
 		orch_msg_init(&m, 0);
@@ -680,8 +772,10 @@ static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
 		if (s == sv->s_index) {
 			error = truncate ? orch_store_truncate(sv->s_store, in->i_handle, local)
 					 : orch_store_delete(sv->s_store, in->i_handle);
-			if (!error)
+			if (!error) {
 				in->i_done_mask[s / 32] |= 1u << (s % 32);
+				run->ir_store_dirty = true;
+			}
 			continue;
 		}
 		dc = malloc(sizeof(*dc));
@@ -701,12 +795,34 @@ static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
 	intent_data_finish_if_done(sv, run);
 }
 
+static void intent_c1_durable(struct sv_server *sv, void *arg, int error)
+{
+	struct intent_run *run = intent_run_find((uintptr_t)arg);
+
+	if (!run)
+		return;
+	run->ir_outstanding--;
+	if (error) {
+		run->ir_retry = true; /* the tick tries the flush again */
+		return;
+	}
+	run->ir_durable = true;
+	intent_point(run->ir_in, "durable");
+	intent_drive(sv, run);
+}
+
 static void intent_drive(struct sv_server *sv, struct intent_run *run)
 {
 	struct sv_intent *in = run->ir_in;
 	struct orch_msg m;
 
 	run->ir_retry = false;
+	if (!run->ir_durable) {
+		/* No peer acts on C1 before it is durable (top of this file). */
+		run->ir_outstanding++;
+		sv_flusher_after(sv, intent_c1_durable, (void *)(uintptr_t)in->i_id);
+		return;
+	}
 	switch (in->i_kind) {
 	case SV_INTENT_FREE_DATA:
 	case SV_INTENT_TRUNCATE:
@@ -806,14 +922,16 @@ static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent 
  * are done, and is retried every INTENT_RETRY_MS.
  */
 
-static void intent_free_unlink(struct free_batch *fb)
+/* Takes @fb out of list @head; false if it is not there. */
+static bool intent_free_unlink(struct free_batch **head, struct free_batch *fb)
 {
-	for (struct free_batch **pp = &free_flying; *pp; pp = &(*pp)->fb_next) {
+	for (struct free_batch **pp = head; *pp; pp = &(*pp)->fb_next) {
 		if (*pp == fb) {
 			*pp = fb->fb_next;
-			return;
+			return true;
 		}
 	}
+	return false;
 }
 
 static bool intent_free_all_done(struct sv_server *sv, const struct free_batch *fb)
@@ -863,13 +981,11 @@ static void intent_free_fallback(struct sv_server *sv, const struct free_batch *
 	}
 }
 
-static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *fb)
+/* Every server is done with @fb (or some failed): the intents go, or go on alone. */
+static void intent_free_complete(struct sv_server *sv, struct free_batch *fb)
 {
 	int error = -EAGAIN;
 
-	if (fb->fb_outstanding)
-		return;
-	intent_free_unlink(fb);
 	if (intent_free_all_done(sv, fb)) {
 		error = intent_free_commit(sv, fb);
 		if (error)
@@ -883,6 +999,7 @@ static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *
 		return;
 	}
 	sv_flusher_dirty(sv);
+	orch_pcut_point("free-data-finished");
 	sv->s_intents_done += fb->fb_n;
 	for (unsigned int i = 0; i < fb->fb_n; i++)
 		if (fb->fb_id[i] > intent_last_done)
@@ -893,6 +1010,37 @@ static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *
 		intent_since_trim = 0;
 		intent_trim_peers(sv);
 	}
+}
+
+/* Our deletes of @fb are durable (or the flush failed). */
+static void intent_free_stored(struct sv_server *sv, void *arg, int error)
+{
+	struct free_batch *fb = arg;
+
+	if (!intent_free_unlink(&free_syncing, fb))
+		return; /* stopping: freed with the rest */
+	if (error) {
+		/* Not known durable: each intent deletes here again, alone. */
+		fb->fb_done_mask[sv->s_index / 32] &= ~(1u << (sv->s_index % 32));
+	}
+	fb->fb_store_dirty = false;
+	intent_free_complete(sv, fb);
+}
+
+static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *fb)
+{
+	if (fb->fb_outstanding)
+		return;
+	intent_free_unlink(&free_flying, fb);
+	if (fb->fb_store_dirty && intent_free_all_done(sv, fb)) {
+		/* Our deletes must be durable before the intents' deletion may be. */
+		orch_pcut_point("free-data-stored");
+		fb->fb_next = free_syncing;
+		free_syncing = fb;
+		sv_flusher_after(sv, intent_free_stored, fb);
+		return;
+	}
+	intent_free_complete(sv, fb);
 }
 
 struct free_call {
@@ -934,8 +1082,10 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 
 		if (s == sv->s_index) {
 			error = orch_store_delete_many(sv->s_store, fb->fb_handle, fb->fb_n);
-			if (!error)
+			if (!error) {
 				fb->fb_done_mask[s / 32] |= 1u << (s % 32);
+				fb->fb_store_dirty = true;
+			}
 			continue;
 		}
 		fc = malloc(sizeof(*fc));
@@ -954,6 +1104,30 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 	intent_free_finish_if_done(sv, fb);
 }
 
+/* The intents of @fb are durable (C1): now their objects may go. */
+static void intent_free_durable(struct sv_server *sv, void *arg, int error)
+{
+	struct free_batch *fb = arg;
+
+	if (!intent_free_unlink(&free_syncing, fb))
+		return; /* stopping: freed with the rest */
+	if (error) {
+		intent_free_fallback(sv, fb); /* each alone, after its own flush */
+		free(fb);
+		return;
+	}
+	orch_pcut_point("free-data-durable");
+	intent_free_send(sv, fb);
+}
+
+/* Parks @fb until its intents are durable. */
+static void intent_free_wait(struct sv_server *sv, struct free_batch *fb)
+{
+	fb->fb_next = free_syncing;
+	free_syncing = fb;
+	sv_flusher_after(sv, intent_free_durable, fb);
+}
+
 static void intent_free_tick(void *arg)
 {
 	struct sv_server *sv = arg;
@@ -962,11 +1136,11 @@ static void intent_free_tick(void *arg)
 	free_timer_armed = false;
 	free_filling = NULL;
 	if (fb)
-		intent_free_send(sv, fb);
+		intent_free_wait(sv, fb);
 	while (free_full) {
 		fb = free_full;
 		free_full = fb->fb_next;
-		intent_free_send(sv, fb);
+		intent_free_wait(sv, fb);
 	}
 }
 
@@ -1008,6 +1182,7 @@ void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *
 {
 	struct intent_run *run;
 
+	intent_point(in, "begun");
 	if (in->i_kind == SV_INTENT_FREE_DATA && !waiter) {
 		intent_free_queue(sv, in);
 		return;
@@ -1064,6 +1239,12 @@ void sv_intent_fini_all(void)
 		struct free_batch *fb = free_flying;
 
 		free_flying = fb->fb_next;
+		free(fb);
+	}
+	while (free_syncing) {
+		struct free_batch *fb = free_syncing;
+
+		free_syncing = fb->fb_next;
 		free(fb);
 	}
 	while (intent_runs) {

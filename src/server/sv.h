@@ -235,6 +235,13 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 
 /* Handles a SV2SV_* request from another server. */
 void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/*
+ * Answers a peer's intent step @r with @m once what it changed here is
+ * durable (a flush later): the coordinator acts on the answer, so a power
+ * cut here must not undo it afterwards.  @m is copied; it must carry no
+ * pointers (names, data).  Frees @r.
+ */
+void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 /* Intent kinds. */
 enum sv_intent_kind {
@@ -306,6 +313,15 @@ void sv_intent_replay_all(struct sv_server *sv);
 
 int sv_flusher_start(struct sv_server *sv);
 void sv_flusher_stop(struct sv_server *sv);
+/* Runs on the loop thread after a flush, with its status (0: durable). */
+typedef void (*sv_flushed_fn)(struct sv_server *sv, void *arg, int error);
+/*
+ * Calls @fn once everything committed or written so far is durable: after a
+ * flush that started after this call (it may have to wait for the one in
+ * progress).  Also called, with an error, when the flusher stops: @fn must
+ * cope with the loop and the peers being gone.  Any thread.
+ */
+void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg);
 /* Answers @r once everything acknowledged so far is durable. */
 void sv_flusher_wait(struct sv_server *sv, struct sv_req *r);
 /* Notes that a commit or a data write happened (the interval flush is due). */

@@ -4,9 +4,13 @@
  * us.  Every SV2SV request is idempotent, because a coordinator replays its
  * intents until they are done: creations are remembered in the "applied"
  * table by (origin server, intent id); deletions and truncations are
- * naturally idempotent.
+ * naturally idempotent.  Every answer to a step that changes something
+ * leaves only once the change is durable (sv_sv_reply; DESIGN.md,
+ * "Intents"), including an answer from the applied record, which a kill
+ * (not a power cut) may have left unsynced.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/time.h"
 #include "server/sv.h"
 
@@ -240,6 +245,52 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 
 /* --- Requests from peers ---------------------------------------------------------------------- */
 
+struct durable_reply {
+	struct sv_req *dr_req;
+	struct orch_msg dr_msg;
+};
+
+/* Crash point @step of a peer step: "<message>-<step>" (docs/DESIGN.md, "Intents"). */
+static void sv_sv_point(uint16_t type, const char *step)
+{
+	char name[64];
+
+	if (!orch_pcut_enabled())
+		return;
+	snprintf(name, sizeof(name), "%s-%s", orch_msg_name(type), step);
+	orch_pcut_point(name);
+}
+
+static void sv_sv_reply_durable(struct sv_server *sv, void *arg, int error)
+{
+	struct durable_reply *dr = arg;
+
+	(void)sv;
+	sv_sv_point(dr->dr_req->r_type, "durable");
+	if (error && !dr->dr_msg.status) {
+		/* Not durable: a failure, which the coordinator retries. */
+		orch_msg_init(&dr->dr_msg, 0);
+		dr->dr_msg.status = error;
+	}
+	sv_reply(dr->dr_req, &dr->dr_msg);
+	free(dr);
+}
+
+void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct durable_reply *dr = malloc(sizeof(*dr));
+
+	sv_sv_point(r->r_type, "applied");
+	if (!dr) {
+		/* Not knowing it durable, say nothing: the coordinator retries. */
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	dr->dr_req = r;
+	dr->dr_msg = *m;
+	sv_flusher_after(sv, sv_sv_reply_durable, dr);
+}
+
 static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
@@ -271,7 +322,7 @@ static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const stru
 		sv_flusher_dirty(sv);
 out_reply:
 	rep.status = error;
-	sv_reply(r, &rep);
+	sv_sv_reply(sv, r, &rep);
 }
 
 static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
@@ -332,7 +383,7 @@ static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orc
 		sv_intent_start(sv, in, NULL);
 out_reply:
 	rep.status = error;
-	sv_reply(r, &rep);
+	sv_sv_reply(sv, r, &rep);
 }
 
 /*
@@ -551,7 +602,7 @@ out_free:
 		free(ins[i]);
 out_reply:
 	rep.status = error;
-	sv_reply(r, &rep);
+	sv_sv_reply(sv, r, &rep);
 }
 
 /*
@@ -574,6 +625,7 @@ static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m
 
 void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
+	struct orch_msg rep;
 	int error;
 
 	switch (m->type) {
@@ -613,5 +665,11 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	}
 	if (!error)
 		sv_flusher_dirty(sv);
-	sv_reply_status(r, error);
+	if (m->type == ORCH_SV2SV_APPLIED_TRIM) {
+		sv_reply_status(r, error); /* forgetting needs no durability */
+		return;
+	}
+	orch_msg_init(&rep, 0);
+	rep.status = error;
+	sv_sv_reply(sv, r, &rep);
 }
