@@ -187,3 +187,37 @@ def test_scrub_namespace_faults(tmp_path):
             assert re.search(r"%s: N6 obj handle %#x: data object" % (name, hb), out), out
     finally:
         c.stop_all()
+
+
+def test_scrub_name_held_twice_across_servers(tmp_path):
+    """A file (inode on s0, nlink 1) named by its entry on s0 and by one more
+    on s1, as a torn cross-server rename could leave it: the link-count rule
+    must count the entries on other servers even when the local ones alone
+    match nlink (issue 16, item 5)."""
+    c = Cluster(tmp_path / "c", nservers=2)
+    c.start_all()
+    try:
+        src = tmp_path / "src"
+        src.write_bytes(b"x" * 5000)
+        c.cli("put", str(src), "/f")
+        hf = stat_layout(c, "/f")["handle"]
+        assert hf >> 48 == 0
+        # A directory held by s1, where the second name goes.
+        d = next(p for p in ("/d%d" % i for i in range(64))
+                 if c.cli("mkdir", p) and "Server: 1" in c.cli("stat", p).stdout)
+        hd = int(c.cli("stat", d).stdout.split("Handle: 0x")[1].split()[0], 16)
+        assert scrub(c, "--all").returncode == 0
+        c.stop("s1")
+        db = sqlite3.connect(os.path.join(c.dir, "s1", "meta.db"))
+        with db:
+            db.execute("INSERT INTO dirent (parent, name, child, type, seq, state)"
+                       " VALUES (?, x'7477696365', ?, 32768, 999999, 0)", (hd, hf))
+        db.close()
+        c.start("s1")
+        assert c.cli("stat", d + "/twice").returncode == 0
+        r = scrub(c, "--all")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert re.search(r"s0: N2 inode handle %#x: .*nlink 1 but 2 entries" % hf, r.stdout), \
+            r.stdout
+    finally:
+        c.stop_all()
