@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import wire  # noqa: E402
-from cluster import ORCHARD, stat_layout, wait_until  # noqa: E402
+from cluster import ORCHARD, Cluster, stat_layout, wait_until  # noqa: E402
 
 HDR = wire.HDR
 LOOKUP, GETATTR = 0x0101, 0x0102
@@ -211,32 +211,51 @@ def test_wrong_key_refused(cluster1, tmp_path):
 
 
 def test_cli_with_wrong_key_fails_cleanly(cluster1, tmp_path):
+    """A client whose key differs says so, naming the server, instead of
+    "Permission denied"; the server logs the failed authentication with the
+    client's address (the client tells it with a MAC that never verifies)."""
     c = cluster1
-    conf = tmp_path / "other.conf"
-    keyf = tmp_path / "other.key"
-    with open(keyf, "w") as f:
-        f.write(os.urandom(32).hex() + "\n")
-    os.chmod(keyf, 0o600)
-    with open(c.conf) as f:
-        text = f.read()
-    lines = []
-    for ln in text.splitlines():
-        if ln.strip().startswith("key_file"):
-            ln = "key_file = %s" % keyf
-        elif ln.strip().startswith("data_dir"):
-            ln = "data_dir = %s" % os.path.join(c.dir, ln.split("=", 1)[1].strip())
-        lines.append(ln)
-    with open(conf, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    r = subprocess.run([ORCHARD, "-c", str(conf), "ping"], capture_output=True, text=True,
+    conf = c.conf_with_other_key(tmp_path / "other")
+    want = "authentication failed: cluster key does not match server s0"
+    r = subprocess.run([ORCHARD, "-c", conf, "ping"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1
-    # The client checks the server's MAC first and refuses it: it never sends
-    # AUTH, so the server has nothing to log; the client says why.
-    assert re.search(r"^s0\s.*\bdown\b.*Permission denied", r.stdout, re.M), r.stdout
-    assert "failed authentication" in r.stderr, r.stderr
+    assert re.search(r"^s0\s.*\bdown\b.*" + want, r.stdout, re.M), r.stdout
+    for args in (["ls", "/"], ["put", "-", "/x"], ["stat", "/"]):
+        r = subprocess.run([ORCHARD, "-c", conf] + args, capture_output=True, text=True,
+                           input="", timeout=60)
+        assert r.returncode == 1, (args, r.stderr)
+        assert want in r.stderr and "Permission denied" not in r.stderr, (args, r.stderr)
+    lines = wait_warn(c, "failed authentication")
+    assert "peer=127.0.0.1:" in lines[0], lines
     good_client_works(c, tmp_path, "w")
+    assert "x" not in c.cli("ls", "/").stdout.split()
     assert_alive(c)
+
+
+def test_peer_with_wrong_key_logged_on_both_sides(tmp_path):
+    """A server reaching a peer that holds another key logs it, and tells
+    the peer (an AUTH whose MAC never verifies), which logs it too."""
+    c = Cluster(tmp_path / "c", nservers=2)
+    c.set_cluster_option("op_timeout_ms", 2000)  # a mkdir stuck on s1 waits less
+    try:
+        c.start("s0")
+        c.start("s1", wait=False, conf=c.conf_with_other_key(tmp_path / "other"))
+        wait_until(lambda: "serving:" in c.log_text("s1"), what="s1 to serve")
+        # Directories are spread over the servers: some inodes go to s1,
+        # which s0 asks for them (the client talks to s0 only).
+        for i in range(8):
+            c.cli("mkdir", "/d%d" % i, check=False, timeout=60)
+            if "failed authentication" in c.log_text("s1"):
+                break
+
+        def both():
+            return ("server failed authentication" in c.log_text("s0") and
+                    "peer failed authentication" in c.log_text("s1"))
+        wait_until(both, 15, what="both servers to log the key mismatch")
+        assert c.alive("s0") and c.alive("s1")
+    finally:
+        c.stop_all()
 
 
 # --- after authentication ---------------------------------------------------------------
