@@ -24,6 +24,31 @@ void orch_cli_msg(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/*
+ * The client orch_cli_connect() made, for orch_cli_strerror() to name the
+ * server whose key differs: every command's error message goes through
+ * orch_cli_err(), which has no client at hand.
+ */
+static struct orch_client *cli_client;
+
+const char *orch_cli_strerror(int error, const char *server)
+{
+	static char msg[ORCH_CFG_NAME_MAX + 64];
+	int i;
+
+	if (error < 0)
+		error = -error;
+	if (error != EKEYREJECTED)
+		return strerror(error);
+	if (!server && cli_client && (i = orch_client_key_mismatch(cli_client)) >= 0)
+		server = orch_client_cfg(cli_client)->servers[i].name;
+	if (!server)
+		return "authentication failed: cluster key does not match the servers'";
+	snprintf(msg, sizeof(msg), "authentication failed: cluster key does not match server %s",
+		 server);
+	return msg;
+}
+
 void orch_cli_err(int error, const char *fmt, ...)
 {
 	va_list ap;
@@ -32,7 +57,7 @@ void orch_cli_err(int error, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, ": %s\n", strerror(error < 0 ? -error : error));
+	fprintf(stderr, ": %s\n", orch_cli_strerror(error, NULL));
 }
 
 int orch_cli_usage(const struct orch_cli *cli, int code)
@@ -457,11 +482,14 @@ int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out)
 		return ORCH_CLI_FAIL;
 	}
 	orch_fs_cred_self(&out->cred);
+	cli_client = out->cl;
 	return ORCH_CLI_OK;
 }
 
 void orch_cli_fs_close(struct orch_cli_fs *fs)
 {
+	if (cli_client == fs->cl)
+		cli_client = NULL;
 	orch_client_destroy(fs->cl);
 	fs->cl = NULL;
 }

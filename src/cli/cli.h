@@ -17,7 +17,8 @@
  *
  * Single-threaded: the CLI itself never starts a thread (the client library
  * does, internally).  The only state is struct orch_cli, the parsed global
- * options, which main() owns and passes down.
+ * options, which main() owns and passes down, and the client of
+ * orch_cli_connect(), which cli.c keeps to name a server in error messages.
  */
 #ifndef ORCH_CLI_CLI_H
 #define ORCH_CLI_CLI_H
@@ -79,8 +80,17 @@ struct orch_cli_fs {
 /* "orchard: <message>\n" on stderr. */
 void orch_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* "orchard: <message>: <strerror(-error)>\n" on stderr. */
+/* "orchard: <message>: <orch_cli_strerror(error, NULL)>\n" on stderr. */
 void orch_cli_err(int error, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * strerror() of -@error (or @error), but for -EKEYREJECTED, a server that
+ * holds another cluster key (rpc.h): "authentication failed: cluster key
+ * does not match server NAME", NAME being @server, or if NULL the first
+ * such server of the client orch_cli_connect() made.  The text lasts until
+ * the next call.
+ */
+const char *orch_cli_strerror(int error, const char *server);
 
 /*
  * Prints the current subcommand's help: to stdout and returns ORCH_CLI_OK

@@ -95,7 +95,7 @@ int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv)
 		}
 		if (error) {
 			printf("%-*s  %-*s  %-5s  %-8s  %s\n", namew, s->name, addrw, addr, "down",
-			       "-", strerror(-error));
+			       "-", orch_cli_strerror(error, s->name));
 			down++;
 			continue;
 		}

@@ -44,15 +44,18 @@ static int scrub_print(const struct orch_server_cfg *s, struct scrub_srv *r, boo
 		printf("%s\n  {\"name\": ", first ? "" : ",");
 		orch_cli_json_str(stdout, s->name, strlen(s->name));
 		if (r->error) {
+			const char *why = orch_cli_strerror(r->error, s->name);
+
 			printf(", \"up\": false, \"error\": ");
-			orch_cli_json_str(stdout, strerror(-r->error), strlen(strerror(-r->error)));
+			orch_cli_json_str(stdout, why, strlen(why));
 			printf("}");
 		} else {
 			printf(", \"up\": true, \"errors\": %" PRIu64 ", \"report\": %.*s}",
 			       m->size, (int)m->json.len, m->json.s);
 		}
 	} else if (r->error) {
-		orch_cli_err(r->error, "cannot scrub server '%s'", s->name);
+		orch_cli_msg("cannot scrub server '%s': %s", s->name,
+			     orch_cli_strerror(r->error, s->name));
 	} else {
 		const char *p = m->json.s, *end = p + m->json.len;
 

@@ -148,7 +148,7 @@ static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv,
 		printf(", \"address\": ");
 		orch_cli_json_str(stdout, addr, strlen(addr));
 		if (srv[i].error) {
-			const char *why = strerror(-srv[i].error);
+			const char *why = orch_cli_strerror(srv[i].error, cfg->servers[i].name);
 
 			printf(", \"up\": false, \"error\": ");
 			orch_cli_json_str(stdout, why, strlen(why));
@@ -273,7 +273,7 @@ static void stats_table(const struct orch_cfg *cfg, const struct stats_srv *srv)
 	for (unsigned int i = 0; i < n; i++)
 		if (srv[i].error)
 			fprintf(stderr, "orchard: server '%s' is down: %s\n", cfg->servers[i].name,
-				strerror(-srv[i].error));
+				orch_cli_strerror(srv[i].error, cfg->servers[i].name));
 	free(t.rows);
 }
 

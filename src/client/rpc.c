@@ -100,6 +100,8 @@ struct rpc_conn {
 	 */
 	uint64_t c_stamp;
 	bool c_closing;              /* destroy is tearing it down: no notice */
+	/* The last handshake proved the server holds another key (rpc.h). */
+	_Atomic bool c_key_mismatch;
 	bool c_reading;              /* a caller holds the reader role */
 	unsigned int c_inflight;     /* calls in the table */
 	struct orch_call *c_calls[RPC_BUCKETS]; /* in flight, by reqid */
@@ -390,6 +392,33 @@ static int rpc_hs_recv(int fd, uint16_t type, uint64_t reqid, uint64_t deadline_
 }
 
 /*
+ * The server's MAC over our nonce is wrong: its key is not ours.  It learns
+ * that from an AUTH whose MAC is 32 zero bytes, which never verifies
+ * (orch_auth_mac_equal), so it logs the failure with our address, and we
+ * disclose no MAC over a nonce it chose.  Its answer is read, bounded by the
+ * deadline, so the AUTH is in before we close.
+ */
+static int rpc_key_mismatch(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+{
+	const struct orch_server_cfg *sv = &c->c_client->cl_cfg.servers[c->c_index];
+	struct orch_msg req, rep;
+	uint8_t *payload = NULL;
+
+	orch_msg_init(&req, ORCH_AN2AN_AUTH);
+	req.reqid = atomic_fetch_add(&c->c_client->cl_next_reqid, 1);
+	if (!rpc_hs_send(fd, &req, deadline_ms) &&
+	    !rpc_hs_recv(fd, ORCH_AN2AN_AUTH, req.reqid, deadline_ms, &rep, &payload))
+		orch_msg_fini(&rep);
+	free(payload);
+	atomic_store(&c->c_key_mismatch, true);
+	/* WARN: the callers say it in their own words (the CLI, the mount's check). */
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+			   "authentication failed: cluster key does not match server %s: "
+			   "address=%s:%u", sv->name, sv->host, sv->port);
+	return -EKEYREJECTED;
+}
+
+/*
  * The connector's half of net/auth.h: HELLO with our nonce, check the
  * server's MAC over it, AUTH with ours over the server's nonce.
  */
@@ -449,8 +478,7 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	}
 	orch_auth_mac(cl->cl_cfg.key, true, nc, ns, mac);
 	if (!orch_auth_mac_equal(mac, rep.mac)) {
-		error = -EACCES;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' failed authentication", name);
+		error = rpc_key_mismatch(c, fd, deadline_ms);
 		goto out_fini;
 	}
 	orch_msg_fini(&rep);
@@ -467,9 +495,15 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	if (error)
 		goto out_free;
 	if (rep.status) {
+		/*
+		 * It proved it holds our key, so this is no key mismatch: a
+		 * broken or misbehaving server.
+		 */
 		error = -EACCES;
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' rejected our authentication: %s",
 				   name, strerror(-rep.status));
+	} else {
+		atomic_store(&c->c_key_mismatch, false);
 	}
 out_fini:
 	orch_msg_fini(&rep);
@@ -888,7 +922,7 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	return 0;
 out_close:
 	close(fd);
-	if (error == -EACCES || error == -ETIMEDOUT || error == -ENOMEM)
+	if (error == -EACCES || error == -EKEYREJECTED || error == -ETIMEDOUT || error == -ENOMEM)
 		return error;
 	/* Anything else is the transport's failure as far as callers go. */
 	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "handshake with server '%s' failed: %s",
@@ -1242,6 +1276,7 @@ int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
 		c->c_index = i;
 		c->c_fd = -1;
 		c->c_state = RPC_DOWN;
+		atomic_init(&c->c_key_mismatch, false);
 		c->c_rbuf = malloc(RPC_RBUF);
 		if (!c->c_rbuf) {
 			error = -ENOMEM;
@@ -1354,6 +1389,14 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server)
 		up = false; /* frames in hand or arriving: not sure of the cache */
 	pthread_mutex_unlock(&c->c_lock);
 	return up;
+}
+
+int orch_client_key_mismatch(const struct orch_client *cl)
+{
+	for (unsigned int i = 0; i < cl->cl_cfg.nservers; i++)
+		if (atomic_load(&cl->cl_conns[i].c_key_mismatch))
+			return (int)i;
+	return -1;
 }
 
 void orch_client_request_counts(struct orch_client *cl, uint64_t *counts, size_t n)

@@ -61,8 +61,10 @@ void orch_reply_release(struct orch_reply *r);
  * @server and waits for its reply.  Returns 0 with *@rep filled (the caller
  * releases it), or -errno: the reply's status if it is not OK (nothing to
  * release), -ETIMEDOUT at the deadline, -EIO if the connection broke,
- * -EHOSTDOWN if the server cannot be reached, -EINVAL for a bad server index
- * or an unencodable request.
+ * -EHOSTDOWN if the server cannot be reached, -EKEYREJECTED if it holds
+ * another cluster key (orch_client_key_mismatch() names it), -EACCES if it
+ * refused our proof of the key, -EINVAL for a bad server index or an
+ * unencodable request.
  */
 int orch_client_call(struct orch_client *cl, unsigned int server,
 		     const struct orch_msg *req, struct orch_reply *rep);
@@ -109,6 +111,13 @@ void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void 
  * the connection is up and has leases.
  */
 bool orch_client_poll(struct orch_client *cl, unsigned int server);
+
+/*
+ * The first server (in config order) whose last handshake proved that it
+ * holds another cluster key than ours, or -1: what a caller that got
+ * -EKEYREJECTED names in its message.  Cleared by a handshake that succeeds.
+ */
+int orch_client_key_mismatch(const struct orch_client *cl);
 
 /*
  * Per-type request counts sent by this client since creation (for

@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 
 #include "common/cfg.h"
 #include "common/log.h"
+#include "common/util.h"
 
 #define MNT_DEFAULT_TIMEOUT_MS 50
 /*
@@ -201,6 +204,79 @@ static int mnt_cfg_load(const char *path, struct orch_cfg *cfg)
 	return error;
 }
 
+/*
+ * Before anything is mounted, every server is asked for a PING, all at once
+ * (a thread each, at most ORCH_SERVERS_MAX), each bounded by the shorter of
+ * the op timeout and MNT_AUTH_CHECK_MS.  A server that proves it holds
+ * another key is fatal: a mount that cannot authenticate would answer every
+ * call with an error nobody understands.  A server that cannot be reached
+ * proves nothing, and is no reason not to mount, as before: its files fail
+ * until it is back.  The client is a throwaway: the mount's own one is made
+ * after the fork into the background.
+ */
+#define MNT_AUTH_CHECK_MS 5000u
+
+struct mnt_auth {
+	struct orch_client *a_cl;
+	unsigned int a_server;
+	int a_error;
+};
+
+static void *mnt_auth_one(void *arg)
+{
+	struct mnt_auth *a = arg;
+	struct orch_reply rep = { 0 };
+	struct orch_msg req;
+
+	orch_msg_init(&req, ORCH_AN2AN_PING);
+	a->a_error = orch_client_call(a->a_cl, a->a_server, &req, &rep);
+	if (!a->a_error)
+		orch_reply_release(&rep);
+	return NULL;
+}
+
+static int mnt_auth_check(const struct orch_cfg *cfg)
+{
+	struct mnt_auth a[ORCH_SERVERS_MAX];
+	pthread_t threads[ORCH_SERVERS_MAX];
+	bool started[ORCH_SERVERS_MAX];
+	struct orch_client *cl;
+	unsigned int bad = 0, first = 0;
+	int error;
+
+	error = orch_client_create(cfg, &cl);
+	if (error) {
+		fprintf(stderr, "orchard-mount: cannot create client: %s\n", strerror(-error));
+		return error;
+	}
+	orch_client_set_timeout(cl, ORCH_MIN(cfg->op_timeout_ms ? cfg->op_timeout_ms
+							       : MNT_AUTH_CHECK_MS,
+					     MNT_AUTH_CHECK_MS));
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		a[i] = (struct mnt_auth){ .a_cl = cl, .a_server = i };
+		started[i] = pthread_create(&threads[i], NULL, mnt_auth_one, &a[i]) == 0;
+		if (!started[i])
+			mnt_auth_one(&a[i]); /* no thread: ask in turn */
+	}
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		if (started[i])
+			pthread_join(threads[i], NULL);
+		if (a[i].a_error == -EKEYREJECTED && !bad++)
+			first = i;
+	}
+	orch_client_destroy(cl);
+	if (!bad)
+		return 0;
+	if (bad == 1)
+		fprintf(stderr, "orchard-mount: authentication failed: cluster key does not match "
+			"server %s; not mounted\n", cfg->servers[first].name);
+	else
+		fprintf(stderr, "orchard-mount: authentication failed: cluster key does not match "
+			"server %s (and %u more); not mounted\n",
+			cfg->servers[first].name, bad - 1);
+	return -EKEYREJECTED;
+}
+
 /* fsname "orchard:CLUSTER" for /proc/mounts, df; type fuse.orchard. */
 static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg)
 {
@@ -267,6 +343,8 @@ int main(int argc, char **argv)
 		goto out_opts;
 	if (o.op_timeout_ms)
 		cfg->op_timeout_ms = o.op_timeout_ms;
+	if (mnt_auth_check(cfg))
+		goto out_cfg;
 	atomic_store(&m.m_dcache_ms, o.dcache_ms);
 	atomic_store(&m.m_getattr_ms, o.getattr_ms);
 	atomic_store(&m.m_negative_ms, o.negative_ms);

@@ -414,6 +414,14 @@ static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 					   "server failed authentication (wrong cluster key?): peer=%s",
 					   c->c_peer);
+			/*
+			 * Tell it, so it logs us too: an AUTH with a zero MAC,
+			 * which never verifies and discloses nothing (as
+			 * liborchard does, rpc.c).
+			 */
+			orch_msg_init(&r, ORCH_AN2AN_AUTH);
+			orch_msg_encode(&c->c_out, &r);
+			conn_flush(c);
 			orch_conn_close(c, -EACCES);
 			return;
 		}

@@ -478,6 +478,51 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 	return 0;
 }
 
+static bool handle_in_cluster(uint64_t h, unsigned int nservers, uint64_t *bad)
+{
+	if (orch_handle_server(h) < nservers)
+		return true;
+	*bad = h;
+	return false;
+}
+
+int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad)
+{
+	const char *f = orch_msg_fields(m->type, false);
+
+	if (!f || (m->flags & ORCH_FRAME_REPLY))
+		return 0;
+	/* From the table, so a new message's handles are checked without a line here. */
+	for (; *f; f++) {
+		uint64_t h;
+
+		switch (*f) {
+		case 'h': h = m->handle; break;
+		case 'p': h = m->parent; break;
+		case 'P': h = m->newparent; break;
+		case 'H': h = m->handle2; break;
+		/*
+		 * A SETATTR's attributes are new values whose handle and parent
+		 * the server ignores; a MKDIR_INODE's parent becomes the new
+		 * directory's "..".
+		 */
+		case 'a': h = m->type == ORCH_SV2SV_MKDIR_INODE ? m->attr.parent : 0; break;
+		default: continue;
+		}
+		if (!handle_in_cluster(h, nservers, bad))
+			return -EINVAL;
+	}
+	/* The one message whose handles travel in its data (SPEC-wire, "Batched data deletes"). */
+	if (m->type == ORCH_SV2SV_DATA_DELETE_MANY) {
+		const uint8_t *p = (const uint8_t *)m->data.s;
+
+		for (uint32_t off = 0; off + 8 <= m->data.len; off += 8)
+			if (!handle_in_cluster(orch_get_u64(p + off), nservers, bad))
+				return -EINVAL;
+	}
+	return 0;
+}
+
 void orch_msg_fini(struct orch_msg *m)
 {
 	free(m->dirents);

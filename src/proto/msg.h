@@ -130,6 +130,19 @@ int orch_msg_encode_head(struct orch_buf *b, const struct orch_msg *m);
 int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 		    struct orch_msg *m);
 
+/*
+ * Checks that every handle decoded request @m names is of one of the
+ * cluster's @nservers servers (the top 16 bits, types.h): its h, p, P and H
+ * fields, the parent in a SV2SV_MKDIR_INODE's attributes and the handles in
+ * a SV2SV_DATA_DELETE_MANY's data.  The decoder cannot: it does not know the
+ * cluster.  A handle of a server that does not exist names nothing anyone
+ * can reach, so a request that carries one is refused before it is served
+ * (a WRITE would make a data object no delete ever reaches).  Handle 0
+ * ("none") passes.  Returns 0, or -EINVAL with the first such handle in
+ * *@bad.  Replies are not checked.
+ */
+int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad);
+
 /* Frees what decode allocated.  Accepts a zeroed message. */
 void orch_msg_fini(struct orch_msg *m);
 

@@ -1726,6 +1726,7 @@ void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint
 	struct sv_server *sv = c->c_arg;
 	struct orch_msg m;
 	struct sv_req *r;
+	uint64_t bad;
 	int error;
 
 	if (h->flags & ORCH_FRAME_REPLY) {
@@ -1753,6 +1754,22 @@ void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint
 	if (!r) {
 		orch_msg_fini(&m);
 		orch_conn_close(c, -ENOMEM);
+		return;
+	}
+	/*
+	 * Before any handler: a handle of a server the cluster does not have
+	 * would otherwise make a data object or an entry nothing can reach,
+	 * or an intent retried for ever.  The request is well formed, so the
+	 * peer gets an answer and keeps its connection.
+	 */
+	if (orch_msg_check_handles(&m, sv->s_cfg.nservers, &bad)) {
+		sv->s_errors_proto++;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "handle of a server not in the cluster, refused: peer=%s type=%s "
+				   "handle=%#" PRIx64 " servers=%u",
+				   c->c_peer, orch_msg_name(h->type), bad, sv->s_cfg.nservers);
+		orch_msg_fini(&m);
+		sv_reply_status(r, -EINVAL);
 		return;
 	}
 	sv_dispatch_owned(sv, r, &m, payload);

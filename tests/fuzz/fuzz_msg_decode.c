@@ -2,7 +2,10 @@
  * The message decoder on arbitrary bytes.  Input: 3 bytes choose the type
  * (index into the message table, or a raw type) and the flags; the rest is
  * the payload.  Oracle: whatever decodes must re-encode, and the re-encoding
- * must decode to the same bytes again (round trip).
+ * must decode to the same bytes again (round trip).  The handle check the
+ * server runs after decoding (orch_msg_check_handles) runs on every
+ * decoded message too, for a server count taken from the input: it must
+ * stay inside the data it reads and name a handle of a missing server.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct orch_frame_hdr h;
 	struct orch_msg m, m2;
 	struct orch_buf b, b2;
+	unsigned int nservers;
+	uint64_t bad = 0;
 
 	if (size < 3)
 		return 0;
@@ -29,6 +34,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	h.length = (uint32_t)(size - 3);
 	if (orch_msg_decode(&h, data + 3, &m))
 		return 0;
+	/* 1 .. 65536 servers: the boundary cases are 1 and 65536 (every handle passes). */
+	nservers = (unsigned int)data[1] * 257 + 1;
+	if (orch_msg_check_handles(&m, nservers, &bad) != 0 && orch_handle_server(bad) < nservers)
+		abort();
 	orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	orch_buf_init(&b2, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	if (orch_msg_encode(&b, &m) == 0) {

@@ -101,14 +101,15 @@ class Cluster:
     def log_path(self, name):
         return os.path.join(self.dir, name + ".log")
 
-    def start(self, name, wait=True, env=None):
-        """Starts server NAME; env adds variables (e.g. ORCH_PCUT=1)."""
+    def start(self, name, wait=True, env=None, conf=None):
+        """Starts server NAME; env adds variables (e.g. ORCH_PCUT=1); conf
+        another config file for it (one with another key, say)."""
         assert name not in self.procs or self.procs[name].poll() is not None
         log = open(self.log_path(name), "ab")
         penv = dict(os.environ)
         penv.update(env or {})
         self.procs[name] = subprocess.Popen(
-            [ORCHARDD, "-c", self.conf, "-n", name], stdin=subprocess.DEVNULL,
+            [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, env=penv)
         log.close()
         if wait:
@@ -248,6 +249,28 @@ class Cluster:
         assert done, "no [cluster] section in " + self.conf
         with open(self.conf, "w") as f:
             f.write("".join(out))
+
+    def conf_with_other_key(self, where):
+        """A copy of the config in directory @where with a new random key
+        file (as genconfig makes one: hex, mode 0600) and data_dir made
+        absolute: a client of the same servers that holds the wrong key."""
+        os.makedirs(str(where), exist_ok=True)
+        keyf = os.path.join(str(where), "other.key")
+        with open(keyf, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        os.chmod(keyf, 0o600)
+        lines = []
+        with open(self.conf) as f:
+            for ln in f.read().splitlines():
+                if ln.strip().startswith("key_file"):
+                    ln = "key_file = %s" % keyf
+                elif ln.strip().startswith("data_dir"):
+                    ln = "data_dir = %s" % os.path.join(self.dir, ln.split("=", 1)[1].strip())
+                lines.append(ln)
+        conf = os.path.join(str(where), "other.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return conf
 
     def log_text(self, name):
         try:

@@ -65,10 +65,11 @@ class Peer:
         except socket.timeout:
             return False
 
-    def handshake(self, key):
+    def handshake(self, key, origin=ORIGIN_CLIENT):
+        """origin: a server index to speak as that server (SV2SV_* requests)."""
         nc = os.urandom(32)
         self.send(frame(HELLO, struct.pack("<BBQ", 1, 1, 0) + nc +
-                        struct.pack("<I", ORIGIN_CLIENT)))
+                        struct.pack("<I", origin)))
         type_, flags, _, body = self.recv_frame()
         assert type_ == HELLO and flags & REPLY
         status, = struct.unpack_from("<I", body)

@@ -737,6 +737,74 @@ def test_unmount_leaves_no_process(cluster3, tmp_path):
     assert "AddressSanitizer" not in text and "LeakSanitizer" not in text, text
 
 
+def _mounted(mnt):
+    """True while /proc/self/mountinfo lists @mnt (even a mount whose process died)."""
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mnt for line in f)
+
+
+def _mount_bg(conf, mnt, timeout=60):
+    """`orchard-mount -c CONF MNT` as a user types it (no -f): the exit status
+    and stderr of the command.  Whatever it mounted, the caller unmounts."""
+    os.makedirs(mnt, exist_ok=True)
+    return subprocess.run([ORCHARD_MOUNT, "-c", conf, mnt], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _unmount_and_reap(mnt):
+    if _mounted(mnt):
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        if _mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+    wait_until(lambda: not _mount_pids(mnt), 20, what="orchard-mount to exit")
+
+
+@pytest.mark.parametrize("down", [None, "s0"], ids=["all-up", "s0-down"])
+def test_mount_with_wrong_key_refused(cluster3, tmp_path, down):
+    """A definite key mismatch is fatal before anything is mounted: exit 1,
+    a message naming the server, nothing in mountinfo, and the server logs
+    the failed authentication.  A server that is down proves nothing either
+    way; the next one is asked."""
+    c = cluster3
+    conf = c.conf_with_other_key(tmp_path / "other")
+    if down:
+        c.stop(down)
+    first_up = [n for n in c.names if n != down][0]
+    mnt = str(tmp_path / "mnt")
+    try:
+        r = _mount_bg(conf, mnt)
+        was_mounted = _mounted(mnt)
+    finally:
+        _unmount_and_reap(mnt)
+    assert not was_mounted and r.returncode == 1, (r.returncode, r.stderr)
+    assert ("authentication failed: cluster key does not match server %s" % first_up
+            in r.stderr), r.stderr
+    wait_until(lambda: "failed authentication" in c.log_text(first_up), 10,
+               what="the server's log line")
+    line = [ln for ln in c.log_text(first_up).splitlines() if "failed authentication" in ln][0]
+    assert "peer=127.0.0.1:" in line, line
+    if down:
+        c.start(down)
+
+
+def test_mount_with_a_server_down_still_mounts(cluster3, tmp_path):
+    """As before the key check: a server that cannot be reached at mount
+    time does not stop the mount (its files fail until it is back)."""
+    c = cluster3
+    c.stop("s1")
+    mnt = str(tmp_path / "mnt")
+    try:
+        r = _mount_bg(c.conf, mnt)
+        assert r.returncode == 0 and _mounted(mnt), r.stderr
+        os.listdir(mnt)
+        c.start("s1")
+        write_file(os.path.join(mnt, "f"), b"x" * 200000)
+        assert read_file(os.path.join(mnt, "f")) == b"x" * 200000
+    finally:
+        _unmount_and_reap(mnt)
+
+
 def test_usage_errors(cluster3, tmp_path):
     r = subprocess.run([ORCHARD_MOUNT, "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "dcache_timeout_ms" in r.stdout

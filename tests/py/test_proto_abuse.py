@@ -24,13 +24,13 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import wire  # noqa: E402
-from cluster import ORCHARD, wait_until  # noqa: E402
+from cluster import ORCHARD, Cluster, stat_layout, wait_until  # noqa: E402
 
 HDR = wire.HDR
 LOOKUP, GETATTR = 0x0101, 0x0102
 SV2SV_DATA_DELETE = 0x0404
 SV2SV_DATA_DELETE_MANY = 0x040a
-ST_ACCES, ST_NOSYS, ST_PERM = 5, 18, 1
+ST_ACCES, ST_NOSYS, ST_PERM, ST_INVAL = 5, 18, 1, 11
 CRED_ROOT = struct.pack("<IIH", 0, 0, 0)
 WARN_LINE = " warn: "
 
@@ -86,6 +86,10 @@ def wait_warn(c, pattern):
     """The log line is written by the server after it closes; poll for it."""
     return wait_until(lambda: warn_lines(c, pattern), timeout=10,
                       what="a WARN log line containing %r" % pattern)
+
+
+def stat_handle(c, path):
+    return stat_layout(c, path)["handle"]
 
 
 def protocol_errors(c):
@@ -207,32 +211,51 @@ def test_wrong_key_refused(cluster1, tmp_path):
 
 
 def test_cli_with_wrong_key_fails_cleanly(cluster1, tmp_path):
+    """A client whose key differs says so, naming the server, instead of
+    "Permission denied"; the server logs the failed authentication with the
+    client's address (the client tells it with a MAC that never verifies)."""
     c = cluster1
-    conf = tmp_path / "other.conf"
-    keyf = tmp_path / "other.key"
-    with open(keyf, "w") as f:
-        f.write(os.urandom(32).hex() + "\n")
-    os.chmod(keyf, 0o600)
-    with open(c.conf) as f:
-        text = f.read()
-    lines = []
-    for ln in text.splitlines():
-        if ln.strip().startswith("key_file"):
-            ln = "key_file = %s" % keyf
-        elif ln.strip().startswith("data_dir"):
-            ln = "data_dir = %s" % os.path.join(c.dir, ln.split("=", 1)[1].strip())
-        lines.append(ln)
-    with open(conf, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    r = subprocess.run([ORCHARD, "-c", str(conf), "ping"], capture_output=True, text=True,
+    conf = c.conf_with_other_key(tmp_path / "other")
+    want = "authentication failed: cluster key does not match server s0"
+    r = subprocess.run([ORCHARD, "-c", conf, "ping"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1
-    # The client checks the server's MAC first and refuses it: it never sends
-    # AUTH, so the server has nothing to log; the client says why.
-    assert re.search(r"^s0\s.*\bdown\b.*Permission denied", r.stdout, re.M), r.stdout
-    assert "failed authentication" in r.stderr, r.stderr
+    assert re.search(r"^s0\s.*\bdown\b.*" + want, r.stdout, re.M), r.stdout
+    for args in (["ls", "/"], ["put", "-", "/x"], ["stat", "/"]):
+        r = subprocess.run([ORCHARD, "-c", conf] + args, capture_output=True, text=True,
+                           input="", timeout=60)
+        assert r.returncode == 1, (args, r.stderr)
+        assert want in r.stderr and "Permission denied" not in r.stderr, (args, r.stderr)
+    lines = wait_warn(c, "failed authentication")
+    assert "peer=127.0.0.1:" in lines[0], lines
     good_client_works(c, tmp_path, "w")
+    assert "x" not in c.cli("ls", "/").stdout.split()
     assert_alive(c)
+
+
+def test_peer_with_wrong_key_logged_on_both_sides(tmp_path):
+    """A server reaching a peer that holds another key logs it, and tells
+    the peer (an AUTH whose MAC never verifies), which logs it too."""
+    c = Cluster(tmp_path / "c", nservers=2)
+    c.set_cluster_option("op_timeout_ms", 2000)  # a mkdir stuck on s1 waits less
+    try:
+        c.start("s0")
+        c.start("s1", wait=False, conf=c.conf_with_other_key(tmp_path / "other"))
+        wait_until(lambda: "serving:" in c.log_text("s1"), what="s1 to serve")
+        # Directories are spread over the servers: some inodes go to s1,
+        # which s0 asks for them (the client talks to s0 only).
+        for i in range(8):
+            c.cli("mkdir", "/d%d" % i, check=False, timeout=60)
+            if "failed authentication" in c.log_text("s1"):
+                break
+
+        def both():
+            return ("server failed authentication" in c.log_text("s0") and
+                    "peer failed authentication" in c.log_text("s1"))
+        wait_until(both, 15, what="both servers to log the key mismatch")
+        assert c.alive("s0") and c.alive("s1")
+    finally:
+        c.stop_all()
 
 
 # --- after authentication ---------------------------------------------------------------
@@ -301,6 +324,101 @@ def test_server_request_from_client_refused(cluster1, tmp_path):
     p.close()
     wait_warn(c, "server request from a client")
     good_client_works(c, tmp_path, "s")
+    assert_alive(c)
+
+
+def attr_bytes(mode=0, parent=0):
+    """An `a` field (SPEC-wire "Field codes"): 88 bytes, zero but mode and parent."""
+    return (struct.pack("<QIIII", 0, mode, 0, 0, 0) + struct.pack("<QQqqq", 0, 0, 0, 0, 0) +
+            struct.pack("<QIHHII", parent, 0, 0, 0, 0, 0))
+
+
+def name_bytes(name):
+    return bytes([len(name)]) + name
+
+
+def data_bytes(data):
+    return struct.pack("<I", len(data)) + data
+
+
+# One server: index 0 exists, and the top 16 bits of a handle name the server.
+@pytest.mark.parametrize("bad", [(1 << 64) - 1, 1 << 63, 1 << 48 | 2],
+                         ids=["all-ones", "top-bit", "server-1"])
+def test_handle_of_missing_server_refused(cluster1, tmp_path, bad):
+    """SPEC-wire "Rules": a request naming a handle whose server is not in
+    the cluster is answered EINVAL before anything is looked up, allocated or
+    created, and the connection goes on.  Before, a WRITE to such a handle
+    made a data object nobody could free (scrub's N6 reported it forever)."""
+    c = cluster1
+    c.cli("put", "-", "/real", input="r" * 5000)
+    real = stat_handle(c, "/real")
+    layout = struct.pack("<IHH", 4096, 1, 0)
+    h = struct.pack("<Q", bad)
+    block = b"w" * 4096
+    client_reqs = {
+        "WRITE": (0x0202, CRED_ROOT + h + struct.pack("<Q", 0) + data_bytes(block)),
+        "WRITE-far": (0x0202, CRED_ROOT + h + struct.pack("<Q", 1 << 30) + data_bytes(block)),
+        "READ": (0x0201, CRED_ROOT + h + struct.pack("<QI", 0, 4096)),
+        "GETATTR": (GETATTR, CRED_ROOT + h),
+        "SETATTR": (0x0103, CRED_ROOT + h + struct.pack("<I", 1 << 3) + attr_bytes()),
+        "EXTEND": (0x0111, CRED_ROOT + h + struct.pack("<Qq", 8192, 0)),
+        "PUNCH": (0x0205, CRED_ROOT + h + layout + struct.pack("<QQ", 0, 4096)),
+        "BLOCKSUMS": (0x0207, CRED_ROOT + h + struct.pack("<QI", 0, 16)),
+        "FSYNC": (0x0203, CRED_ROOT + h + struct.pack("<I", 0)),
+        "SETXATTR": (0x010d, CRED_ROOT + h + name_bytes(b"user.x") + struct.pack("<I", 0) +
+                     data_bytes(b"v")),
+        "LOOKUP": (LOOKUP, CRED_ROOT + h + name_bytes(b"x")),
+        "CREATE": (0x0104, CRED_ROOT + h + name_bytes(b"x") +
+                   struct.pack("<IQIH", 0o100644, 0, 0, 0)),
+        "MKDIR": (0x0105, CRED_ROOT + h + name_bytes(b"x") + struct.pack("<I", 0o40755)),
+        "LINK": (0x0107, CRED_ROOT + struct.pack("<Q", real) + h + name_bytes(b"x")),
+        "RENAME": (0x0109, CRED_ROOT + struct.pack("<Q", 1) + name_bytes(b"real") + h +
+                   name_bytes(b"x") + struct.pack("<I", 0)),
+        "COPY_RANGE": (0x0204, CRED_ROOT + struct.pack("<Q", real) + layout + h + layout +
+                       struct.pack("<QQQ", 0, 0, 4096)),
+        "NAMES": (0x0303, h),
+    }
+    # As server 0 (this server itself): the peers' requests are checked too.
+    origin = struct.pack("<IQ", 0, 1 << 40)
+    server_reqs = {
+        "SV2SV_WRITE": (0x0409, struct.pack("<I", 0) + h + struct.pack("<Q", 0) +
+                        data_bytes(block)),
+        "SV2SV_DATA_TRUNCATE": (0x0405, origin + h + struct.pack("<Q", 4096)),
+        "SV2SV_DATA_DELETE": (SV2SV_DATA_DELETE, origin + h),
+        "SV2SV_DATA_DELETE_MANY": (SV2SV_DATA_DELETE_MANY,
+                                   origin + data_bytes(struct.pack("<QQ", real, bad))),
+        "SV2SV_NLINK_ADJ": (0x0403, origin + h + struct.pack("<I", 1)),
+        "SV2SV_SET_PARENT": (0x0406, origin + struct.pack("<Q", real) + h),
+        "SV2SV_MKDIR_INODE": (0x0401, origin + attr_bytes(0o40755, parent=bad)),
+        "SV2SV_RENAME_IN": (0x0407, origin + CRED_ROOT + struct.pack("<Q", 1) +
+                            name_bytes(b"x") + h + struct.pack("<IIQ", 0o100644, 0, 0)),
+    }
+    got = {}
+    key = wire.read_key(c.dir)
+    for origin_id, reqs in ((wire.ORIGIN_CLIENT, client_reqs), (0, server_reqs)):
+        p = wire.Peer(addr(c))
+        assert p.handshake(key, origin=origin_id) == 0
+        for i, (what, (t, payload)) in enumerate(reqs.items()):
+            p.send(wire.frame(t, payload, reqid=500 + i))
+            try:
+                rt, flags, rid, body = p.recv_frame()
+            except (OSError, EOFError) as e:
+                raise AssertionError("%s: no answer (%r); answered so far: %s; log:\n%s" %
+                                     (what, e, got, c.log_tail(c.names[0])))
+            assert (rt, rid) == (t, 500 + i) and flags & wire.REPLY, what
+            got[what] = struct.unpack_from("<I", body)[0]
+        assert p.ping() == 0  # the connection was kept
+        p.close()
+    want = {what: ST_INVAL for what in list(client_reqs) + list(server_reqs)}
+    assert got == want
+    lines = wait_warn(c, "handle of a server not in the cluster")
+    assert "handle=%#x" % bad in lines[0] and "peer=127.0.0.1:" in lines[0], lines
+    # Nothing was made: no orphan object, no entry, no inode; /real is whole.
+    r = c.cli("scrub", "--all", check=False, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(c.cli("ls", "/").stdout.split()) == ["real"]
+    assert c.cli("cat", "/real").stdout == "r" * 5000
+    good_client_works(c, tmp_path, "i")
     assert_alive(c)
 
 

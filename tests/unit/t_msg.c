@@ -940,6 +940,82 @@ ORCH_TEST(encode_head_leaves_trailing_data_out)
 	orch_buf_fini(&head);
 }
 
+/*
+ * Every handle field of every request, one at a time, is checked against the
+ * server count: the last server's handles pass, the next server's do not.
+ */
+ORCH_TEST(check_handles_every_request)
+{
+	const uint64_t ok = orch_handle_make(2, 5), bad = orch_handle_make(3, 5);
+	uint16_t types[128];
+	size_t n = orch_msg_types(types, 128);
+	uint64_t got;
+
+	for (size_t t = 0; t < n; t++) {
+		const char *f = orch_msg_fields(types[t], false);
+
+		for (; *f; f++) {
+			struct orch_msg m;
+			uint64_t *field = NULL;
+
+			orch_msg_init(&m, types[t]);
+			switch (*f) {
+			case 'h': field = &m.handle; break;
+			case 'p': field = &m.parent; break;
+			case 'P': field = &m.newparent; break;
+			case 'H': field = &m.handle2; break;
+			default: break;
+			}
+			if (!field)
+				continue;
+			*field = ok;
+			ORCH_CHECK_OK(orch_msg_check_handles(&m, 3, &got));
+			*field = bad;
+			got = 0;
+			ORCH_CHECK_RC(orch_msg_check_handles(&m, 3, &got), -EINVAL);
+			ORCH_CHECK(got == bad);
+			ORCH_CHECK_OK(orch_msg_check_handles(&m, 4, &got));
+			/* Replies carry what the server chose: not checked here. */
+			m.flags = ORCH_FRAME_REPLY;
+			ORCH_CHECK_OK(orch_msg_check_handles(&m, 3, &got));
+		}
+	}
+}
+
+ORCH_TEST(check_handles_in_attr_and_data)
+{
+	uint8_t list[3 * 8];
+	struct orch_msg m;
+	uint64_t got = 0;
+
+	orch_msg_init(&m, ORCH_SV2SV_MKDIR_INODE);
+	m.attr.parent = UINT64_MAX;
+	ORCH_CHECK_RC(orch_msg_check_handles(&m, 65535, &got), -EINVAL);
+	ORCH_CHECK(got == UINT64_MAX);
+	m.attr.parent = orch_handle_make(65534, 1);
+	ORCH_CHECK_OK(orch_msg_check_handles(&m, 65535, &got));
+	/* A SETATTR's attributes name nothing: the server ignores their handles. */
+	orch_msg_init(&m, ORCH_CL2SV_SETATTR);
+	m.handle = 7;
+	m.attr.parent = m.attr.handle = UINT64_MAX;
+	ORCH_CHECK_OK(orch_msg_check_handles(&m, 1, &got));
+
+	orch_msg_init(&m, ORCH_SV2SV_DATA_DELETE_MANY);
+	orch_put_u64(list, 9);
+	orch_put_u64(list + 8, orch_handle_make(1, 9));
+	orch_put_u64(list + 16, 1ULL << 63);
+	m.data = orch_str_of((const char *)list, 16);
+	ORCH_CHECK_OK(orch_msg_check_handles(&m, 2, &got));
+	m.data.len = 24;
+	ORCH_CHECK_RC(orch_msg_check_handles(&m, 2, &got), -EINVAL);
+	ORCH_CHECK(got == 1ULL << 63);
+	/* A ragged tail is the handler's EINVAL, not a handle. */
+	m.data.len = 20;
+	ORCH_CHECK_OK(orch_msg_check_handles(&m, 2, &got));
+	ORCH_CHECK_RC(orch_msg_check_handles(&m, 1, &got), -EINVAL);
+	ORCH_CHECK(got == orch_handle_make(1, 9));
+}
+
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
 ORCH_TEST(status_mapping)
 {
