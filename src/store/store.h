@@ -313,6 +313,8 @@ struct orch_store_stats {
 	uint64_t sync_calls;      /* calls to it: sync_calls / syncs = sharing */
 	uint64_t csum_errors;     /* blocks that failed their checksum */
 	uint64_t work_chunks;     /* transactions of chunked operations */
+	uint64_t checkpoints;     /* WAL checkpoints by flushes */
+	uint64_t checkpoint_us;   /* their time, commits held off throughout */
 };
 
 void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out);

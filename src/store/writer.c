@@ -1198,13 +1198,12 @@ static int txn_commit(struct store_writer *w)
 	st->st_freeblks += (uint64_t)w->w_dfree;
 	pthread_mutex_unlock(&st->st_seq_lock);
 	pthread_mutex_unlock(&st->st_commit_lock);
-	if (atomic_load(&st->st_wal_pages) > STORE_CKPT_PAGES_WRITER) {
-		int log = 0, ckpt = 0;
-
-		if (sqlite3_wal_checkpoint_v2(w->w_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
-					      &ckpt) == SQLITE_OK && ckpt >= log)
-			atomic_store(&st->st_wal_pages, 0);
-	}
+	/*
+	 * No checkpoint here: it would sync the WAL, this commit with it,
+	 * before its blocks are flushed (store_flush says why only a flush
+	 * checkpoints).  With nobody flushing, the WAL grows until
+	 * orch_store_close; the server flushes every commit_interval_ms.
+	 */
 	store_killpoint("commit");
 	return 0;
 }
@@ -1690,8 +1689,18 @@ int store_writer_start(struct orch_store *st)
 	pthread_mutex_init(&w->w_lock, NULL);
 	pthread_cond_init(&w->w_cv, NULL);
 	error = store_db_open(st, false, &w->w_db);
-	if (!error)
+	if (!error) {
 		sqlite3_wal_hook(w->w_db, wal_hook, st);
+		/*
+		 * A WAL restarted in place keeps its size; a burst that grew it
+		 * past STORE_WAL_LIMIT (a reader held the checkpoints back) is
+		 * cut back by the first commit after the restart.  Not lower:
+		 * a WAL that grows again makes every fdatasync write its size.
+		 */
+		if (sqlite3_exec(w->w_db, "PRAGMA journal_size_limit=" ORCH_STR(STORE_WAL_LIMIT),
+				 NULL, NULL, NULL) != SQLITE_OK)
+			error = store_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
+	}
 	for (int i = 0; !error && i < S_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(w->w_db, w_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					    &w->w_stmt[i], NULL);
