@@ -1383,6 +1383,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		goto fail;
 	}
 	st->st_sparse = S_ISREG(stb.st_mode);
+	orch_store_set_reserve(st, ORCH_STORE_RESERVE_AUTO);
 	error = store_load_geometry(st);
 	if (error)
 		goto fail;
@@ -1416,6 +1417,21 @@ void orch_store_close(struct orch_store *st)
 }
 
 /* --- Space and statistics ------------------------------------------------------------------ */
+
+void orch_store_set_reserve(struct orch_store *st, uint64_t bytes)
+{
+	struct statvfs sv;
+
+	if (!st->st_sparse) {
+		bytes = 0;
+	} else if (bytes == ORCH_STORE_RESERVE_AUTO) {
+		bytes = STORE_RESERVE_MIN;
+		if (fstatvfs(st->st_blocks_fd, &sv) == 0)
+			bytes = ORCH_MAX(bytes, (uint64_t)sv.f_blocks * sv.f_frsize / 16);
+		bytes = ORCH_MIN(bytes, STORE_RESERVE_MAX);
+	}
+	atomic_store(&st->st_reserve, bytes);
+}
 
 int orch_store_statfs(struct orch_store *st, uint64_t *total, uint64_t *free_bytes,
 		      uint64_t *avail, uint64_t *objects)

@@ -40,6 +40,11 @@
 /* Extents a chunk of a long truncate, punch or delete frees per transaction. */
 #define STORE_WORK_CHUNK 256u
 
+/* The automatic reserve (orch_store_set_reserve): 1/16 of the host file
+ * system, within these bounds. */
+#define STORE_RESERVE_MIN (4ull << 20)
+#define STORE_RESERVE_MAX (256ull << 20)
+
 /* Waits of 10 ms for reads to end before a write gets ENOSPC. */
 #define STORE_ALLOC_WAITS 100
 
@@ -232,6 +237,9 @@ struct orch_store {
 	/* STORE_CKPT_PAGES, set at open; a unit test lowers it before its
 	 * first operation to checkpoint at every flush. */
 	int st_ckpt_pages;
+	/* Host bytes the blocks file leaves free (orch_store_set_reserve);
+	 * 0 when it is a device. */
+	atomic_uint_fast64_t st_reserve;
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 	atomic_long st_queued;        /* mutations submitted and not completed */
 	atomic_uint_fast64_t st_data_writes;  /* pwrites to the blocks file */

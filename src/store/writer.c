@@ -1555,8 +1555,31 @@ static void *writer_main(void *arg)
 		struct orch_store_op *list;
 
 		while (!w->w_head && !w->w_stop) {
+			struct timespec ts;
+
 			w->w_idle = true;
-			pthread_cond_wait(&w->w_cv, &w->w_lock);
+			if (!w->w_nbusy) {
+				pthread_cond_wait(&w->w_cv, &w->w_lock);
+				continue;
+			}
+			/*
+			 * Blocks freed last (a delete) are released only here or
+			 * at the next transaction: look again every 200 ms while
+			 * there are some, so that their space comes back to the
+			 * host (host_punch) without waiting for the next write.
+			 */
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += 200 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) == ETIMEDOUT &&
+			    !w->w_head && !w->w_stop) {
+				pthread_mutex_unlock(&w->w_lock);
+				w_busy_release(w);
+				pthread_mutex_lock(&w->w_lock);
+			}
 		}
 		w->w_idle = false;
 		if (!w->w_head)
@@ -1687,7 +1710,14 @@ int store_writer_start(struct orch_store *st)
 	w->w_tail = &w->w_head;
 	w->w_rel_durable = w->w_rel_oldest = UINT64_MAX;
 	pthread_mutex_init(&w->w_lock, NULL);
-	pthread_cond_init(&w->w_cv, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&w->w_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	error = store_db_open(st, false, &w->w_db);
 	if (!error) {
 		sqlite3_wal_hook(w->w_db, wal_hook, st);
