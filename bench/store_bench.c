@@ -221,6 +221,8 @@ static void stats_add(struct orch_store_stats *d,
 	d->syncs += x->syncs;
 	d->sync_calls += x->sync_calls;
 	d->csum_errors += x->csum_errors;
+	d->checkpoints += x->checkpoints;
+	d->checkpoint_us += x->checkpoint_us;
 }
 
 static void get_stats(struct bench *b, struct orch_store_stats *s)
@@ -239,6 +241,8 @@ static void stats_sub(struct orch_store_stats *d,
 	d->syncs = z->syncs - a->syncs;
 	d->sync_calls = z->sync_calls - a->sync_calls;
 	d->csum_errors = z->csum_errors - a->csum_errors;
+	d->checkpoints = z->checkpoints - a->checkpoints;
+	d->checkpoint_us = z->checkpoint_us - a->checkpoint_us;
 }
 
 /* --- Phase 1: large sequential write --------------------------------------- */
@@ -873,17 +877,18 @@ static void print_table(const struct bench *b)
 		printf("\n");
 	}
 	printf("\nstore batching (deltas of orch_store_get_stats):\n");
-	printf("%-32s %10s %10s %8s %8s %10s %12s\n", "phase", "ops",
-	       "commits", "syncs", "calls", "ops/commit", "calls/flush");
+	printf("%-32s %10s %10s %8s %8s %10s %12s %6s %8s\n", "phase", "ops",
+	       "commits", "syncs", "calls", "ops/commit", "calls/flush", "ckpts", "ckpt_ms");
 	for (int i = 0; i < R_NR; i++) {
 		const struct orch_store_stats *d = &r[i].d;
 
 		if (!row_ran(b, i))
 			continue;
 		printf("%-32s %10" PRIu64 " %10" PRIu64 " %8" PRIu64
-		       " %8" PRIu64 " %10.2f %12.2f\n", r[i].label, d->ops,
+		       " %8" PRIu64 " %10.2f %12.2f %6" PRIu64 " %8.1f\n", r[i].label, d->ops,
 		       d->commits, d->syncs, d->sync_calls,
-		       quot(d->ops, d->commits), quot(d->sync_calls, d->syncs));
+		       quot(d->ops, d->commits), quot(d->sync_calls, d->syncs),
+		       d->checkpoints, (double)d->checkpoint_us / 1000);
 	}
 	if (b->phases & PH_FSYNC)
 		printf("\nstore 4 KiB write+fsync: %.2f ops per flush with 1 writer, "

@@ -154,7 +154,10 @@ static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
 		   "; Store geometry, read by mkfs (0: the default in the comment):\n"
 		   "; store_size = 0       ; blocks file of each server, sparse (64G)\n"
 		   "; store_ag_blocks = 0  ; blocks per allocation group, a power of two (1048576)\n"
-		   "; store_maxext = 0     ; longest extent in blocks (4096)\n",
+		   "; store_maxext = 0     ; longest extent in blocks (4096)\n"
+		   "; Host space the blocks file leaves free for meta.db and store.db, so\n"
+		   "; that deletes can always commit (read at start; 0: none):\n"
+		   "; store_reserve = 64M  ; (1/16 of the file system, 4M to 256M)\n",
 		g->name, id, g->strip_size);
 	for (unsigned int i = 0; i < g->nservers; i++)
 		fprintf(f, "\n[server s%u]\naddress = 127.0.0.1:%u\ndata_dir = s%u\n"

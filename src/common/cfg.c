@@ -152,6 +152,9 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 0, 3600000, &cfg->lease_ms);
 		else if (strcmp(name, "store_size") == 0)
 			bad = orch_cfg_parse_size(value, &cfg->store_size) ? 3 : 0;
+		else if (strcmp(name, "store_reserve") == 0)
+			bad = orch_cfg_parse_size(value, &cfg->store_reserve) ||
+			      cfg->store_reserve == ORCH_CFG_RESERVE_AUTO ? 3 : 0;
 		else if (strcmp(name, "store_ag_blocks") == 0)
 			bad = cfg_u32(value, 0, UINT32_MAX, &cfg->store_ag_blocks) ? 4 : 0;
 		else if (strcmp(name, "store_maxext") == 0)
@@ -218,6 +221,7 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->op_timeout_ms = 10000;
 	cfg->commit_interval_ms = 1000;
 	cfg->lease_ms = 30000;
+	cfg->store_reserve = ORCH_CFG_RESERVE_AUTO;
 }
 
 static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)

@@ -12,14 +12,16 @@
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
  *   store_ag_blocks = 0     ; blocks per allocation group (0: 1048576)
  *   store_maxext = 0        ; longest extent in blocks (0: 4096)
+ *   store_reserve = 64M     ; host space the blocks file leaves to the databases
+ *                           ; (absent: 1/16 of the file system, 4M..256M; 0: none)
  *
  *   [server s0]
  *   address = 127.0.0.1:7400
  *   data_dir = s0
  *   store_device = /dev/sdb ; optional: the blocks on a device or file
  *
- * The store_* settings are read by mkfs only (they are the store's geometry,
- * docs/SPEC-store.md); 0 means the store's default.
+ * The store_* settings but store_reserve are read by mkfs only (they are
+ * the store's geometry, docs/SPEC-store.md); 0 means the store's default.
  * Servers are numbered in the order their sections appear; that number is the
  * top 16 bits of every handle the server creates, so it must never change.
  */
@@ -40,6 +42,8 @@
 #define ORCH_CFG_STORE_AG_MIN 64u
 #define ORCH_CFG_STORE_AG_MAX (1u << 30)
 #define ORCH_CFG_STORE_AG_DEFAULT (1u << 20)
+/* store_reserve not set: the store chooses (ORCH_STORE_RESERVE_AUTO). */
+#define ORCH_CFG_RESERVE_AUTO UINT64_MAX
 
 struct orch_server_cfg {
 	char name[ORCH_CFG_NAME_MAX]; /* section name after "server " */
@@ -61,6 +65,7 @@ struct orch_cfg {
 	uint64_t store_size;          /* bytes; 0 = the store's default */
 	uint32_t store_ag_blocks;     /* 0 = default */
 	uint32_t store_maxext;        /* 0 = default */
+	uint64_t store_reserve;       /* bytes; ORCH_CFG_RESERVE_AUTO when not set */
 	unsigned int nservers;
 	struct orch_server_cfg servers[ORCH_SERVERS_MAX];
 	uint8_t key[ORCH_KEY_LEN]; /* filled by orch_cfg_load_key() */

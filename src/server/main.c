@@ -236,6 +236,8 @@ int main(int argc, char **argv)
 			 strerror(-error));
 		goto out_meta;
 	}
+	_Static_assert(ORCH_CFG_RESERVE_AUTO == ORCH_STORE_RESERVE_AUTO, "reserve: auto");
+	orch_store_set_reserve(sv.s_store, sv.s_cfg.store_reserve);
 	sv_writes_init(&sv);
 	error = orch_ev_create(&sv.s_ev);
 	if (error)

@@ -1552,6 +1552,8 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "sync_calls", st.sync_calls, true);
 	sv_json_u64(b, "csum_errors", st.csum_errors, true);
 	sv_json_u64(b, "work_chunks", st.work_chunks, true);
+	sv_json_u64(b, "checkpoints", st.checkpoints, true);
+	sv_json_u64(b, "checkpoint_us", st.checkpoint_us, true);
 	sv_json_u64(b, "writes_queued", sv->s_writes.w_submitted - sv->s_writes.w_answered, true);
 	orch_buf_append(b, "}", 1);
 	sv_json_u64(b, "protocol_errors", sv->s_errors_proto, true);

@@ -9,13 +9,107 @@
  * busy extents; research/rmap.md 6.5).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "store/writer_i.h"
+
+/* --- Room for the databases on the host file system --------------------------------- */
+
+/*
+ * A sparse blocks file takes host space as its holes are written, and it
+ * shares its file system with meta.db and store.db.  Let it take the last
+ * free blocks and an unlink can no longer commit (the namespace WAL cannot
+ * grow), so nothing can be deleted to make room.  So the allocator keeps
+ * st_reserve free: a write that would leave less gets ENOSPC, while the
+ * databases may still use the reserve.  The check counts every new block
+ * as taking host space, though one the store reuses may hold it already:
+ * at worst a write is refused a little early.
+ */
+
+/* How long a look at the host's free space (fstatvfs) is trusted, in ms. */
+#define W_HOST_LOOK_MS 100
+/* Freed extents of at least this many blocks give their space back to the
+ * host; shorter ones only while it is short of space (under 4 reserves):
+ * a punch per 4 KiB overwrite would cost a syscall and host metadata for
+ * space the store reuses anyway. */
+#define W_PUNCH_MIN_BLOCKS 16u
+
+/* Host bytes available: looked up at most every W_HOST_LOOK_MS (or now,
+ * with @fresh), less what was allocated since. */
+static uint64_t host_avail(struct store_writer *w, bool fresh)
+{
+	uint64_t now = orch_time_now_ms();
+	struct statvfs sv;
+
+	if (fresh || !w->w_host_ms || now - w->w_host_ms >= W_HOST_LOOK_MS) {
+		if (fstatvfs(w->w_st->st_blocks_fd, &sv) == 0) {
+			w->w_host_avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+			w->w_host_ms = now ? now : 1;
+		}
+	}
+	return w->w_host_avail;
+}
+
+/* 0 if @blocks new blocks leave the reserve free; -ENOSPC (logged) if not. */
+static int host_space_check(struct store_writer *w, uint32_t blocks)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t reserve = atomic_load(&st->st_reserve);
+	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
+
+	if (!reserve || host_avail(w, false) >= need || host_avail(w, true) >= need)
+		return 0;
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+			   "store in '%s': no space for new blocks: %llu KiB free on the "
+			   "file system of '%s', %llu KiB kept for the databases (store_reserve)",
+			   st->st_dir, (unsigned long long)(w->w_host_avail >> 10),
+			   st->st_blocks_path, (unsigned long long)(reserve >> 10));
+	return -ENOSPC;
+}
+
+static void host_space_take(struct store_writer *w, uint32_t blocks)
+{
+	uint64_t b = (uint64_t)blocks * ORCH_STORE_BLOCK;
+
+	w->w_host_avail = w->w_host_avail > b ? w->w_host_avail - b : 0;
+}
+
+/*
+ * Gives the host the space of freed blocks back (a hole), once they are
+ * no longer busy: their free is durable and no snapshot reads them, and
+ * the allocator cannot have handed them out again yet.  Not synced: a
+ * punch lost in a crash only leaves the space taken.
+ */
+static void host_punch(struct store_writer *w, const struct w_busy *b)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t reserve = atomic_load(&st->st_reserve);
+	off_t off = (off_t)(b->g * ORCH_STORE_BLOCK), len = (off_t)b->len * ORCH_STORE_BLOCK;
+
+	if (!st->st_sparse || w->w_no_punch)
+		return;
+	if (b->len < W_PUNCH_MIN_BLOCKS && (!reserve || host_avail(w, false) >= 4 * reserve))
+		return;
+	orch_pcut_punch_fd(st->st_blocks_fd, (uint64_t)off, (size_t)len);
+	if (fallocate(st->st_blocks_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+		      len) < 0) {
+		if (errno == EOPNOTSUPP) {
+			w->w_no_punch = true;
+			ORCH_INFO("store in '%s': the file system of '%s' cannot punch holes: "
+				  "freed blocks keep their space", st->st_dir, st->st_blocks_path);
+		}
+		return;
+	}
+	w->w_host_ms = 0;   /* look again: the space is back */
+}
 
 struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
 {
@@ -185,6 +279,7 @@ void w_busy_release(struct store_writer *w)
 	w->w_rel_oldest = oldest;
 	upto = ORCH_MIN(durable, oldest);
 	while (w->w_nbusy && w->w_busy[w->w_bhead].seq <= upto) {
+		host_punch(w, &w->w_busy[w->w_bhead]);
 		busy_unset(w, &w->w_busy[w->w_bhead]);
 		w->w_bhead = (w->w_bhead + 1) % w->w_capbusy;
 		w->w_nbusy--;
@@ -292,16 +387,21 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 	uint32_t from = (uint32_t)(w->w_cursor & (st->st_ag_blocks - 1));
 	unsigned int waits = 0;
 	bool synced = false;
+	int error;
 
 	if (ag >= st->st_ag_count) {
 		ag = 0;
 		from = 0;
 	}
 	want = ORCH_MIN(want, st->st_maxext);
+	error = host_space_check(w, want);
+	if (error)
+		return error;
 	for (uint32_t tries = 0; tries <= st->st_ag_count; tries++) {
 		uint32_t s, len, ra, rl, take;
 		struct w_agdelta *d;
-		int error = find_run(w, ag, from, want, &s, &len, &ra, &rl);
+
+		error = find_run(w, ag, from, want, &s, &len, &ra, &rl);
 
 		if (error)
 			return error;
@@ -346,6 +446,7 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 		*agbnop = s;
 		*got = take;
 		w->w_cursor = store_gblock(st, ag, s) + take;
+		host_space_take(w, take);
 		return 0;
 	}
 	return -ENOSPC;

@@ -21,6 +21,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
@@ -1070,17 +1071,31 @@ static int sync_wal(struct orch_store *st)
 /*
  * Copies the WAL into store.db once it has grown: here, where a flush was
  * asked for anyway, never on the path of a write (automatic checkpoints
- * are off; a checkpoint fsyncs).
+ * are off; a checkpoint fsyncs).  Only from store_flush, under
+ * st_commit_lock, after the blocks and the WAL are synced; see there.
+ * No commit can land meanwhile, so the checkpoint copies every frame
+ * unless a reader still uses an older snapshot, and the writer's next
+ * transaction then writes the WAL from its start again (SQLite restarts
+ * it when every frame is copied and no reader needs them): the WAL stays
+ * near STORE_CKPT_PAGES plus what one flush interval commits.
  */
 static void store_checkpoint(struct orch_store *st)
 {
+	struct timespec t0, t1;
 	int log = 0, done = 0;
 
-	if (atomic_load(&st->st_wal_pages) < STORE_CKPT_PAGES)
+	if (atomic_load(&st->st_wal_pages) < st->st_ckpt_pages)
 		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (sqlite3_wal_checkpoint_v2(st->st_sync_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
 				      &done) == SQLITE_OK && done >= log)
 		atomic_store(&st->st_wal_pages, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_stats.checkpoints++;
+	st->st_stats.checkpoint_us += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+						 (t1.tv_nsec - t0.tv_nsec) / 1000);
+	pthread_mutex_unlock(&st->st_seq_lock);
 }
 
 /*
@@ -1092,6 +1107,20 @@ static void store_checkpoint(struct orch_store *st)
  * after the first began: blocks the writer has written for a transaction
  * still open are no business of this flush (no WAL frame points to them
  * yet).  Commits up to st_sync_upto are durable when it returns 0.
+ *
+ * The rule: the blocks a commit maps are durable before anything can make
+ * that commit durable.  Whatever syncs the WAL makes every commit in it
+ * durable, and that is not only sync_wal: a checkpoint (synchronous=NORMAL)
+ * fsyncs the WAL before it copies frames into store.db, and closing the
+ * last connection checkpoints.  So nothing syncs the WAL except here,
+ * under st_commit_lock, after the blocks fdatasync that covers every
+ * commit in it: the checkpoint runs before the lock is let go.  (Taken
+ * after the unlock, as it was, or by the writer after its COMMIT, it made
+ * durable the commits the writer had made since this flush's fdatasync,
+ * and a power cut left their blocks failing their checksums.)  Holding
+ * commits off for the checkpoint costs them its copy and the fsync of
+ * store.db, once every STORE_CKPT_PAGES of WAL; orch_store_close flushes
+ * before its connections close.
  */
 static int store_flush(struct orch_store *st)
 {
@@ -1121,9 +1150,9 @@ static int store_flush(struct orch_store *st)
 		store_killpoint("flush");
 		error = sync_wal(st);
 	}
-	pthread_mutex_unlock(&st->st_commit_lock);
 	if (!error)
 		store_checkpoint(st);
+	pthread_mutex_unlock(&st->st_commit_lock);
 	return error;
 }
 
@@ -1203,6 +1232,13 @@ static void store_free(struct orch_store *st)
 		n = c->c_next;
 		conn_free(c);
 	}
+	/*
+	 * The last connection to close checkpoints the WAL, which syncs it:
+	 * unless a flush covered every commit, leave the WAL to the next open
+	 * rather than make commits durable before their blocks.
+	 */
+	if (st->st_sync_db && st->st_durable < st->st_committed)
+		sqlite3_db_config(st->st_sync_db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_close(st->st_sync_db);
 	if (st->st_blocks_fd >= 0)
 		close(st->st_blocks_fd);
@@ -1295,6 +1331,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	pthread_mutex_init(&st->st_seq_lock, NULL);
 	/* What is on disk now: durable only after the first flush (below). */
 	st->st_committed = 1;
+	st->st_ckpt_pages = STORE_CKPT_PAGES;
 	pthread_mutex_init(&st->st_commit_lock, NULL);
 	pthread_cond_init(&st->st_sync_cv[0], NULL);
 	pthread_cond_init(&st->st_sync_cv[1], NULL);
@@ -1346,6 +1383,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		goto fail;
 	}
 	st->st_sparse = S_ISREG(stb.st_mode);
+	orch_store_set_reserve(st, ORCH_STORE_RESERVE_AUTO);
 	error = store_load_geometry(st);
 	if (error)
 		goto fail;
@@ -1372,10 +1410,28 @@ void orch_store_close(struct orch_store *st)
 	if (!st)
 		return;
 	store_writer_stop(st);
+	/* What the writer committed last, so that the close can checkpoint (a
+	 * no-op after the server's last flush). */
+	(void)orch_store_sync(st);
 	store_free(st);
 }
 
 /* --- Space and statistics ------------------------------------------------------------------ */
+
+void orch_store_set_reserve(struct orch_store *st, uint64_t bytes)
+{
+	struct statvfs sv;
+
+	if (!st->st_sparse) {
+		bytes = 0;
+	} else if (bytes == ORCH_STORE_RESERVE_AUTO) {
+		bytes = STORE_RESERVE_MIN;
+		if (fstatvfs(st->st_blocks_fd, &sv) == 0)
+			bytes = ORCH_MAX(bytes, (uint64_t)sv.f_blocks * sv.f_frsize / 16);
+		bytes = ORCH_MIN(bytes, STORE_RESERVE_MAX);
+	}
+	atomic_store(&st->st_reserve, bytes);
+}
 
 int orch_store_statfs(struct orch_store *st, uint64_t *total, uint64_t *free_bytes,
 		      uint64_t *avail, uint64_t *objects)

@@ -249,6 +249,18 @@ typedef void (*orch_store_bad_fn)(void *arg, uint64_t h, uint64_t off,
 void orch_store_set_bad_hook(struct orch_store *st, orch_store_bad_fn fn,
 			     void *arg);
 
+/*
+ * Host space kept free for the databases (bytes), when the blocks file is
+ * a regular file: a sparse file takes space as its holes are written, and
+ * meta.db and store.db, on the same file system, must always be able to
+ * commit an unlink and the frees it causes.  A write that would leave
+ * less than this free gets -ENOSPC.  ORCH_STORE_RESERVE_AUTO: 1/16 of
+ * the file system, at least 4 MiB and at most 256 MiB (the default);
+ * 0: none.  Any thread.
+ */
+#define ORCH_STORE_RESERVE_AUTO UINT64_MAX
+void orch_store_set_reserve(struct orch_store *st, uint64_t bytes);
+
 /* --- Reads ----------------------------------------------------------------- */
 
 /*
@@ -313,6 +325,8 @@ struct orch_store_stats {
 	uint64_t sync_calls;      /* calls to it: sync_calls / syncs = sharing */
 	uint64_t csum_errors;     /* blocks that failed their checksum */
 	uint64_t work_chunks;     /* transactions of chunked operations */
+	uint64_t checkpoints;     /* WAL checkpoints by flushes */
+	uint64_t checkpoint_us;   /* their time, commits held off throughout */
 };
 
 void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out);

@@ -31,13 +31,19 @@
 /* Blocks per csum record: one row holds 64 crc32c values and a valid bitmap. */
 #define STORE_CSUM_GROUP 64u
 
-/* WAL pages (4 KiB) after which a sync also checkpoints, and after which
- * the writer does it itself because nobody syncs. */
+/* WAL pages (4 KiB) after which a flush also checkpoints (store_flush). */
 #define STORE_CKPT_PAGES 4096
-#define STORE_CKPT_PAGES_WRITER 65536
+/* WAL bytes kept after a restart: the writer's first commit in a restarted
+ * WAL cuts a file grown past this back to it (journal_size_limit). */
+#define STORE_WAL_LIMIT 67108864  /* 64 MiB; a literal: it is pasted into a PRAGMA */
 
 /* Extents a chunk of a long truncate, punch or delete frees per transaction. */
 #define STORE_WORK_CHUNK 256u
+
+/* The automatic reserve (orch_store_set_reserve): 1/16 of the host file
+ * system, within these bounds. */
+#define STORE_RESERVE_MIN (4ull << 20)
+#define STORE_RESERVE_MAX (256ull << 20)
 
 /* Waits of 10 ms for reads to end before a write gets ENOSPC. */
 #define STORE_ALLOC_WAITS 100
@@ -215,7 +221,7 @@ struct orch_store {
 	 * st_sync_cv[g % 2], so the end of one flush wakes only its own. */
 	pthread_cond_t st_sync_cv[2];
 	/* Held by the writer around COMMIT and by a flush from its blocks
-	 * fdatasync to its WAL sync. */
+	 * fdatasync to the end of its WAL sync and checkpoint. */
 	pthread_mutex_t st_commit_lock;
 	/* st_data_writes when the last commit was made (by st_commit_lock):
 	 * every block a committed mapping points to was written by then. */
@@ -228,6 +234,12 @@ struct orch_store {
 	uint64_t st_bad_recent[16];   /* blocks found bad lately, + 1 (st_seq_lock) */
 	unsigned int st_bad_next;
 	atomic_int st_wal_pages;      /* frames in the WAL since the last checkpoint */
+	/* STORE_CKPT_PAGES, set at open; a unit test lowers it before its
+	 * first operation to checkpoint at every flush. */
+	int st_ckpt_pages;
+	/* Host bytes the blocks file leaves free (orch_store_set_reserve);
+	 * 0 when it is a device. */
+	atomic_uint_fast64_t st_reserve;
 	atomic_uint_fast64_t st_bytes_read;  /* returned by reads */
 	atomic_long st_queued;        /* mutations submitted and not completed */
 	atomic_uint_fast64_t st_data_writes;  /* pwrites to the blocks file */

@@ -1198,13 +1198,12 @@ static int txn_commit(struct store_writer *w)
 	st->st_freeblks += (uint64_t)w->w_dfree;
 	pthread_mutex_unlock(&st->st_seq_lock);
 	pthread_mutex_unlock(&st->st_commit_lock);
-	if (atomic_load(&st->st_wal_pages) > STORE_CKPT_PAGES_WRITER) {
-		int log = 0, ckpt = 0;
-
-		if (sqlite3_wal_checkpoint_v2(w->w_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
-					      &ckpt) == SQLITE_OK && ckpt >= log)
-			atomic_store(&st->st_wal_pages, 0);
-	}
+	/*
+	 * No checkpoint here: it would sync the WAL, this commit with it,
+	 * before its blocks are flushed (store_flush says why only a flush
+	 * checkpoints).  With nobody flushing, the WAL grows until
+	 * orch_store_close; the server flushes every commit_interval_ms.
+	 */
 	store_killpoint("commit");
 	return 0;
 }
@@ -1556,8 +1555,31 @@ static void *writer_main(void *arg)
 		struct orch_store_op *list;
 
 		while (!w->w_head && !w->w_stop) {
+			struct timespec ts;
+
 			w->w_idle = true;
-			pthread_cond_wait(&w->w_cv, &w->w_lock);
+			if (!w->w_nbusy) {
+				pthread_cond_wait(&w->w_cv, &w->w_lock);
+				continue;
+			}
+			/*
+			 * Blocks freed last (a delete) are released only here or
+			 * at the next transaction: look again every 200 ms while
+			 * there are some, so that their space comes back to the
+			 * host (host_punch) without waiting for the next write.
+			 */
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += 200 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) == ETIMEDOUT &&
+			    !w->w_head && !w->w_stop) {
+				pthread_mutex_unlock(&w->w_lock);
+				w_busy_release(w);
+				pthread_mutex_lock(&w->w_lock);
+			}
 		}
 		w->w_idle = false;
 		if (!w->w_head)
@@ -1688,10 +1710,27 @@ int store_writer_start(struct orch_store *st)
 	w->w_tail = &w->w_head;
 	w->w_rel_durable = w->w_rel_oldest = UINT64_MAX;
 	pthread_mutex_init(&w->w_lock, NULL);
-	pthread_cond_init(&w->w_cv, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&w->w_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	error = store_db_open(st, false, &w->w_db);
-	if (!error)
+	if (!error) {
 		sqlite3_wal_hook(w->w_db, wal_hook, st);
+		/*
+		 * A WAL restarted in place keeps its size; a burst that grew it
+		 * past STORE_WAL_LIMIT (a reader held the checkpoints back) is
+		 * cut back by the first commit after the restart.  Not lower:
+		 * a WAL that grows again makes every fdatasync write its size.
+		 */
+		if (sqlite3_exec(w->w_db, "PRAGMA journal_size_limit=" ORCH_STR(STORE_WAL_LIMIT),
+				 NULL, NULL, NULL) != SQLITE_OK)
+			error = store_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
+	}
 	for (int i = 0; !error && i < S_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(w->w_db, w_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					    &w->w_stmt[i], NULL);

@@ -98,6 +98,10 @@ struct store_writer {
 	size_t w_bufcap;
 
 	bool w_wal_prefetched;        /* since the WAL was last emptied */
+	/* Host space (space_check): bytes available when last looked at, less
+	 * what was allocated since, and when (ms; 0: look again). */
+	uint64_t w_host_avail, w_host_ms;
+	bool w_no_punch;              /* the host file system cannot punch holes */
 };
 
 /* Binds @n integers to statement @id (after a reset). */

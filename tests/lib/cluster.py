@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -74,12 +75,24 @@ def dirs_on_two_servers(c, tries=12):
 
 class Cluster:
     def __init__(self, workdir, nservers=3, strip_size=None, extra=None,
-                 store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None):
+                 store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None, tmpfs=None):
         """store_size, ag_blocks, maxext: the store geometry mkfs lays out
         ([cluster] store_size, store_ag_blocks, store_maxext); None leaves
-        the setting out (the store's default)."""
+        the setting out (the store's default).  tmpfs: {server name: size},
+        a tmpfs of that size (e.g. "64m") mounted on the server's data
+        directory before mkfs (root only); the caller must call
+        unmount_tmpfs() after stop_all(), in every outcome."""
         self.dir = str(workdir)
         self.n = nservers
+        self.tmpfs = []
+        try:
+            self._init(nservers, strip_size, extra, store_size, ag_blocks, maxext,
+                       tmpfs or {})
+        except BaseException:
+            self.unmount_tmpfs()
+            raise
+
+    def _init(self, nservers, strip_size, extra, store_size, ag_blocks, maxext, tmpfs):
         args = [ORCHARD, "genconfig", "--servers", str(nservers), "--dir", self.dir]
         if strip_size:
             args += ["--strip-size", str(strip_size)]
@@ -94,8 +107,25 @@ class Cluster:
                 f.write(extra)
         self.names = ["s%d" % i for i in range(nservers)]
         self.procs = {}
+        for name, size in sorted(tmpfs.items()):
+            # genconfig's data_dir for each server is DIR/NAME
+            path = os.path.join(self.dir, name)
+            os.makedirs(path, exist_ok=True)
+            run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", path])
+            self.tmpfs.append(path)
         for name in self.names:
             run([ORCHARD, "mkfs", "-c", self.conf, "-n", name])
+
+    def unmount_tmpfs(self):
+        """Unmounts the tmpfs data directories (servers stopped first)."""
+        failures = []
+        while self.tmpfs:
+            path = self.tmpfs.pop()
+            r = run(["umount", path], check=False)
+            if r.returncode != 0:
+                r = run(["umount", "-l", path], check=False)
+                failures.append("umount %s: %s" % (path, r.stderr.strip()))
+        assert not failures, "; ".join(failures)
 
     # --- processes ------------------------------------------------------
     def log_path(self, name):
@@ -278,6 +308,18 @@ class Cluster:
                 return f.read()
         except OSError:
             return ""
+
+    def check_integrity(self):
+        """PRAGMA integrity_check of every server's meta.db and store.db
+        (the servers stopped)."""
+        for name in self.names:
+            for db in ("meta.db", "store.db"):
+                con = sqlite3.connect(os.path.join(self.dir, name, db))
+                try:
+                    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", \
+                        "%s of %s" % (db, name)
+                finally:
+                    con.close()
 
     def server_stats(self):
         """Stats by server name (only servers that are up)."""

@@ -12,7 +12,6 @@ import hashlib
 import os
 import random
 import signal
-import sqlite3
 
 import pytest
 
@@ -41,14 +40,7 @@ def get(c, tmp_path, path):
 
 
 def check_integrity(c):
-    for name in c.names:
-        for db in ("meta.db", "store.db"):
-            con = sqlite3.connect(os.path.join(c.dir, name, db))
-            try:
-                assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", \
-                    "%s of %s" % (db, name)
-            finally:
-                con.close()
+    c.check_integrity()
 
 
 def walk(c, path="/"):

@@ -3234,6 +3234,9 @@ static void *s_writer(void *p)
 	return NULL;
 }
 
+/* When > 0: the WAL pages at which a flush checkpoints, in sync_cut_round. */
+static int sync_cut_ckpt_pages;
+
 static bool sync_cut_round(uint64_t seed, unsigned int at)
 {
 	static struct bregion reg[B_THREADS * B_REGIONS];
@@ -3262,6 +3265,8 @@ static bool sync_cut_round(uint64_t seed, unsigned int at)
 
 		if (orch_store_open(fx.dir, &st))
 			_exit(3);
+		if (sync_cut_ckpt_pages > 0)
+			st->st_ckpt_pages = sync_cut_ckpt_pages;
 		for (int t = 0; t < B_THREADS; t++) {
 			a[t] = (struct sthread){ st, &reg[t * B_REGIONS], seed, t, pfd[1] };
 			pthread_create(&th[t], NULL, s_writer, &a[t]);
@@ -3313,6 +3318,117 @@ ORCH_TEST(i22_power_cut_concurrent_syncs)
 			orch_test_failed = 1;
 		}
 	}
+}
+
+/*
+ * Issue 16: a WAL checkpoint syncs the whole WAL first, so one taken while
+ * the WAL held a commit whose blocks were not yet flushed made that commit
+ * durable before its data, and after a power cut those blocks failed their
+ * checksums (EIO on read).  The writer checkpointed after its commits once
+ * the WAL was long, a flush after it let commits go on.  Here every
+ * checkpoint threshold is at its lowest, so any checkpoint that can happen
+ * does: a child writes and syncs an object, then writes more (new blocks
+ * and overwrites) without a sync, and cuts.  After reopen the data check
+ * must be clean, every read must succeed, and the synced bytes must be
+ * there or the later ones.
+ */
+#define C_WRITES 16
+
+/* The child of i22_power_cut_checkpoint_unsynced: never returns. */
+static _Noreturn void ckpt_child(struct fx *fx, int fd, uint64_t seed)
+{
+	static unsigned char buf[64 * KiB];
+	struct orch_store *st;
+
+	if (orch_store_open(fx->dir, &st))
+		_exit(3);
+	st->st_ckpt_pages = 1;
+	fill(buf, sizeof(buf), seed, 0);
+	if (orch_store_write(st, k_handles[0], 0, buf, sizeof(buf)) || orch_store_sync(st))
+		_exit(4);
+	for (int i = 0; i < C_WRITES; i++) {
+		fill(buf, BLK, seed, 1 + (uint64_t)i);
+		/* even: a new block of object 1; odd: an overwrite in object 0 */
+		if (orch_store_write(st, k_handles[i % 2], (uint64_t)i / 2 * BLK, buf, BLK))
+			_exit(4);
+	}
+	ack(fd, 'E', 0, 0);
+	orch_pcut_cut();
+}
+
+/* After the cut: each block written without a sync holds its old or its new bytes. */
+static bool ckpt_objects_hold(struct orch_store *st, uint64_t seed)
+{
+	static unsigned char want[64 * KiB], rb[64 * KiB], nb[BLK];
+	size_t got;
+	int rc;
+
+	for (int obj = 0; obj < 2; obj++) {
+		memset(want, 0, sizeof(want));
+		if (obj == 0)
+			fill(want, sizeof(want), seed, 0);
+		memset(rb, 0, sizeof(rb));
+		rc = orch_store_read(st, k_handles[obj], 0, rb, sizeof(rb), &got);
+		if (rc) {
+			fprintf(stderr, "read object %d: %s\n", obj, strerror(-rc));
+			return false;
+		}
+		for (int i = obj == 0; i < C_WRITES; i += 2) {
+			size_t o = (size_t)i / 2 * BLK;
+
+			fill(nb, BLK, seed, 1 + (uint64_t)i);
+			if (memcmp(rb + o, nb, BLK) == 0)
+				memcpy(rb + o, want + o, BLK);
+		}
+		if (memcmp(rb, want, sizeof(rb)) != 0) {
+			fprintf(stderr, "object %d: neither the synced nor the later bytes\n", obj);
+			return false;
+		}
+	}
+	return true;
+}
+
+ORCH_TEST(i22_power_cut_checkpoint_unsynced)
+{
+	const char *ctx = "checkpoints, unsynced writes";
+	uint64_t seed = test_seed();
+	char done[128], *out;
+	struct fx fx;
+	int pfd[2];
+	pid_t pid;
+
+	pid = pcut_fork(&fx, 1000000, done, sizeof(done), pfd);
+	if (pid == 0)
+		ckpt_child(&fx, pfd[1], seed);
+	out = pid < 0 ? NULL : pcut_collect(&fx, pid, pfd, done, ctx);
+	if (!out || !fx_reopen_clean(&fx, ctx) || !ckpt_objects_hold(fx.st, seed)) {
+		fprintf(stderr, "%s: failed: replay with ORCH_TEST_SEED=%llu\n", ctx,
+			(unsigned long long)seed);
+		orch_test_failed = 1;
+	}
+	free(out);
+	fx_teardown(&fx);
+}
+
+/*
+ * The same with concurrent writers and syncs, a flush checkpointing every
+ * time: a commit the writer makes right after a flush has synced the WAL
+ * must not be made durable by that flush's checkpoint.
+ */
+ORCH_TEST(i22_power_cut_concurrent_checkpoints)
+{
+	static const unsigned int ats[] = { 40, 90, 150, 220, 300, 420, 600, 800 };
+	uint64_t seed = test_seed();
+
+	sync_cut_ckpt_pages = 1;
+	for (size_t i = 0; i < sizeof(ats) / sizeof(ats[0]); i++) {
+		if (!sync_cut_round(seed + i, ats[i])) {
+			fprintf(stderr, "power cut at %u (checkpoint every flush) failed: replay "
+				"with ORCH_TEST_SEED=%llu\n", ats[i], (unsigned long long)seed);
+			orch_test_failed = 1;
+		}
+	}
+	sync_cut_ckpt_pages = 0;
 }
 
 ORCH_TEST_MAIN()
