@@ -539,7 +539,7 @@ int orch_meta_commit(struct orch_meta *m)
 		return error;
 	}
 	m->m_in_txn = false;
-	m->m_commits++;
+	orch_mdb_committed(m);
 	return 0;
 }
 

@@ -110,8 +110,12 @@ enum mdb_counter {
 	MDB_NCOUNTERS
 };
 
-/* Values a counter reserves at a time: one super row write per this many. */
-#define MDB_COUNTER_BATCH 64
+/*
+ * Values a counter reserves at a time: one super row write, and one WAL
+ * sync (orch_meta_commit), per this many.  Large, so that the sync is rare;
+ * a crash skips the rest of a reservation (2^48 values: 2^32 crashes).
+ */
+#define MDB_COUNTER_BATCH 65536
 
 struct orch_meta {
 	sqlite3 *m_db;                        /* the one write connection */
@@ -129,6 +133,7 @@ struct orch_meta {
 		uint64_t c_next;              /* next value to hand out */
 		uint64_t c_limit;             /* what super holds; 0: none */
 	} m_counter[MDB_NCOUNTERS];
+	bool m_reserved;                      /* the open txn made a reservation */
 	/* Owners of inodes held elsewhere, told by the caller (sticky rule). */
 	struct {
 		uint64_t handle;
@@ -223,6 +228,11 @@ void orch_mdb_finalize_all(struct orch_meta *m);
  * -ENOSPC (counter exhausted), -EIO.
  */
 int orch_mdb_counter_next(struct orch_meta *m, enum mdb_counter c, uint64_t *out);
+/*
+ * After every commit of the write connection: counts it, and syncs the WAL
+ * if the transaction made a counter reservation (orch_mdb_counter_next).
+ */
+void orch_mdb_committed(struct orch_meta *m);
 
 /* The value counter @c hands out next (for statistics and tests). */
 int orch_mdb_counter_peek(struct orch_meta *m, enum mdb_counter c, uint64_t *out);

@@ -182,6 +182,36 @@ class Cluster:
     def kill(self, name):
         self.stop(name, signal.SIGKILL)
 
+    # --- power cuts (common/pcut.h) --------------------------------------------
+    def pcut_done(self, name):
+        return os.path.join(self.dir, name + ".pcut-done")
+
+    def start_pcut(self, name, wait=True, point=None):
+        """Starts server NAME under the power-cut simulation: a SIGUSR2, or
+        reaching crash point @point (ORCH_PCUT_POINT), puts back everything
+        it had not synced and kills it."""
+        done = self.pcut_done(name)
+        if os.path.exists(done):
+            os.unlink(done)
+        env = {"ORCH_PCUT": "1", "ORCH_PCUT_DONE": done}
+        if point:
+            env["ORCH_PCUT_POINT"] = point
+        self.start(name, wait=wait, env=env)
+
+    def wait_power_cut(self, name, timeout=30):
+        """Waits for server NAME (started by start_pcut) to have been cut
+        and its unsynced writes put back."""
+        p = self.procs[name]
+        wait_until(lambda: p.poll() is not None, timeout, what=name + " to be cut")
+        wait_until(lambda: os.path.exists(self.pcut_done(name)), timeout,
+                   what=name + "'s revert")
+        assert p.returncode == 137, self.log_tail(name)
+
+    def power_cut(self, name):
+        """Cuts the power of server NAME (started by start_pcut) now."""
+        self.procs[name].send_signal(signal.SIGUSR2)
+        self.wait_power_cut(name)
+
     def stop_all(self, check_logs=True):
         # Every server is stopped (killed if it hangs) before a failure is
         # reported: a test never leaves a process behind.
