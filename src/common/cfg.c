@@ -148,6 +148,8 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 10, 3600000, &cfg->op_timeout_ms);
 		else if (strcmp(name, "commit_interval_ms") == 0)
 			bad = cfg_u32(value, 1, 3600000, &cfg->commit_interval_ms);
+		else if (strcmp(name, "reclaim_orphans") == 0)
+			bad = cfg_u32(value, 0, 1, &cfg->reclaim_orphans);
 		else if (strcmp(name, "lease_ms") == 0)
 			bad = cfg_u32(value, 0, 3600000, &cfg->lease_ms);
 		else if (strcmp(name, "store_size") == 0)
@@ -220,6 +222,7 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->strip_size = 65536;
 	cfg->op_timeout_ms = 10000;
 	cfg->commit_interval_ms = 1000;
+	cfg->reclaim_orphans = 1;
 	cfg->lease_ms = 30000;
 	cfg->store_reserve = ORCH_CFG_RESERVE_AUTO;
 }

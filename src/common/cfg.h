@@ -9,6 +9,8 @@
  *   op_timeout_ms = 10000
  *   commit_interval_ms = 1000
  *   lease_ms = 30000        ; how long a mount may cache under a lease; 0: no leases
+ *   reclaim_orphans = 1     ; delete data objects whose inode a power cut took
+ *                           ; (0: keep them for scrub to report)
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
  *   store_ag_blocks = 0     ; blocks per allocation group (0: 1048576)
  *   store_maxext = 0        ; longest extent in blocks (0: 4096)
@@ -61,6 +63,7 @@ struct orch_cfg {
 	uint32_t strip_size;
 	uint32_t op_timeout_ms;
 	uint32_t commit_interval_ms;
+	uint32_t reclaim_orphans;     /* 1: delete data objects whose inode is gone */
 	uint32_t lease_ms;            /* 0: servers grant no leases */
 	uint64_t store_size;          /* bytes; 0 = the store's default */
 	uint32_t store_ag_blocks;     /* 0 = default */

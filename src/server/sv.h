@@ -170,6 +170,14 @@ void sv_admin_stop(struct sv_server *sv);
 void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/*
+ * SV2SV_RECLAIM from @owner: sweep this server's objects of files whose
+ * inode @owner held, deleting those whose inode it no longer has (in the
+ * background, on the admin thread).
+ */
+void sv_admin_reclaim(struct sv_server *sv, unsigned int owner);
+/* Data objects the sweeps deleted since start (stats). */
+uint64_t sv_admin_reclaimed(void);
 
 /* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
 

@@ -16,6 +16,11 @@
  * thread never touches the loop's connections or the namespace handle),
  * and logs one rate-limited line per block.
  *
+ * It also reclaims data objects whose inode is gone (docs/DESIGN.md,
+ * "Orphaned data objects"): at start it sweeps every object, and it tells
+ * each peer to sweep the objects of files whose inode this server held
+ * (SV2SV_RECLAIM), since a power cut may have taken some of those inodes.
+ *
  * Admin requests are authorised like AD2SV_STATS: any peer that passed
  * the cluster-key handshake; nothing is served before it.
  */
@@ -23,6 +28,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +54,7 @@
 #define ADM_CLIENT_TIMEOUT_MS 5000
 #define ADM_OWNERS_TEXT 2048
 #define ADM_ORPHAN_GRACE_MS 2000      /* a delete intent reaches every server by then */
+#define ADM_RECLAIM_RETRY_MS 5000     /* a peer that did not answer is asked again */
 
 /* --- State ----------------------------------------------------------------- */
 
@@ -94,6 +101,12 @@ struct sv_admin {
 	size_t a_nrecent;
 	struct orch_client *a_cl;    /* admin thread only */
 	struct orch_path_cache *a_paths;
+	/* Reclaim (bit i: server index i), protected by a_lock. */
+	uint64_t a_sweep;            /* owners whose objects to sweep */
+	uint64_t a_tell;             /* peers not yet told to sweep ours */
+	uint64_t a_telling;          /* ... being told, by the loop thread */
+	uint64_t a_retry_ms;         /* when to try a_sweep and a_tell again */
+	_Atomic uint64_t a_reclaimed; /* objects deleted by a sweep (stats) */
 };
 
 /* Static: the store's hook may fire until the store closes. */
@@ -705,7 +718,150 @@ static void adm_scrub(struct sv_admin *a, struct adm_job *j)
 	}
 }
 
+/* --- Reclaiming orphaned data objects (admin thread) ----------------------------- */
+
+static void adm_dirty(void *arg)
+{
+	sv_flusher_dirty(arg);
+}
+
+/*
+ * Deletes this server's objects whose handle belongs to a server in
+ * @owners and whose inode that server says does not exist.  Safe because
+ * a handle is never handed out twice (meta: a counter reservation is
+ * durable before any value of it leaves): no inode can come to own the
+ * object later, and a removal's own delete of it is idempotent.  Returns
+ * the owners that could not be asked (down, or failing): sweep them again.
+ */
+static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
+{
+	struct orch_store *st = a->a_sv->s_store;
+	uint64_t after = 0, left = 0, reclaimed = 0;
+	bool eof = false;
+
+	while (!eof && !a->a_cancel) {
+		struct adm_handles hs = { .n = 0 };
+		uint64_t ask[ADM_BATCH], dead[ADM_BATCH];
+		uint32_t nlink[ADM_BATCH];
+		size_t nask = 0, ndead = 0;
+
+		if (orch_store_handles(st, &after, ADM_BATCH, adm_handle_cb, &hs, &eof))
+			return owners;
+		for (size_t i = 0; i < hs.n; i++) {
+			unsigned int s = orch_handle_server(hs.h[i]);
+			uint64_t bit = s < 64 ? 1ull << s : 0;
+
+			/* A handle of no server (refused at decode since) has no inode. */
+			if (s >= a->a_sv->s_cfg.nservers || (owners & bit && !(left & bit)))
+				ask[nask++] = hs.h[i];
+		}
+		adm_inode_nlink(a, ask, nask, nlink);
+		for (size_t i = 0; i < nask; i++) {
+			unsigned int s = orch_handle_server(ask[i]);
+
+			if (nlink[i] == 0)
+				dead[ndead++] = ask[i];
+			else if (nlink[i] == UINT32_MAX && s < 64)
+				left |= 1ull << s;
+		}
+		if (ndead && !orch_store_delete_many(st, dead, ndead))
+			reclaimed += ndead;
+	}
+	if (reclaimed) {
+		atomic_fetch_add(&a->a_reclaimed, reclaimed);
+		ORCH_NOTICE("reclaimed %" PRIu64 " data objects whose inode is gone", reclaimed);
+		orch_ev_post(a->a_sv->s_ev, adm_dirty, a->a_sv);
+	}
+	return a->a_cancel ? 0 : left;
+}
+
+/* A peer's answer to SV2SV_RECLAIM (loop thread): one that failed is asked again. */
+static void adm_told(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	struct sv_admin *a = &adm_state;
+	unsigned int peer = (unsigned int)(uintptr_t)arg;
+
+	if (!error)
+		error = rep->status;
+	if (!error)
+		return;
+	ORCH_LOG_RATELIMIT(ORCH_LOG_INFO, "cannot ask %s to reclaim: %s",
+			   sv->s_cfg.servers[peer].name, strerror(-error));
+	pthread_mutex_lock(&a->a_lock);
+	a->a_tell |= 1ull << peer;
+	a->a_retry_ms = orch_time_now_ms() + ADM_RECLAIM_RETRY_MS;
+	pthread_cond_signal(&a->a_cv);
+	pthread_mutex_unlock(&a->a_lock);
+}
+
+/*
+ * Sends SV2SV_RECLAIM to the peers in a_telling (loop thread): on the
+ * peer connections, which carry this server's index (the admin thread's
+ * client connections are a client's).
+ */
+static void adm_tell_loop(void *arg)
+{
+	struct sv_admin *a = arg;
+	struct sv_server *sv = a->a_sv;
+	uint64_t peers;
+
+	pthread_mutex_lock(&a->a_lock);
+	peers = a->a_telling;
+	a->a_telling = 0;
+	pthread_mutex_unlock(&a->a_lock);
+	for (unsigned int s = 0; s < sv->s_cfg.nservers && s < 64; s++) {
+		struct orch_msg m;
+
+		if (!(peers & 1ull << s))
+			continue;
+		orch_msg_init(&m, ORCH_SV2SV_RECLAIM);
+		m.origin = sv->s_index;
+		sv_peer_call(sv, s, &m, adm_told, (void *)(uintptr_t)s);
+	}
+}
+
+/* Has the loop tell @peers to sweep our objects; failures come back to a_tell. */
+static void adm_tell(struct sv_admin *a, uint64_t peers)
+{
+	pthread_mutex_lock(&a->a_lock);
+	a->a_telling |= peers;
+	pthread_mutex_unlock(&a->a_lock);
+	orch_ev_post(a->a_sv->s_ev, adm_tell_loop, a); /* fails only if the loop is gone */
+}
+
+void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
+{
+	struct sv_admin *a = &adm_state;
+
+	if (owner >= 64 || !sv->s_cfg.reclaim_orphans)
+		return;
+	pthread_mutex_lock(&a->a_lock);
+	a->a_sweep |= 1ull << owner;
+	a->a_retry_ms = 0;
+	pthread_cond_signal(&a->a_cv);
+	pthread_mutex_unlock(&a->a_lock);
+}
+
+uint64_t sv_admin_reclaimed(void)
+{
+	return atomic_load(&adm_state.a_reclaimed);
+}
+
 /* --- The thread --------------------------------------------------------------------- */
+
+/* Waits on a_cv (a_lock held) until signalled, or until @at_ms if not 0. */
+static void adm_wait(struct sv_admin *a, uint64_t at_ms)
+{
+	struct timespec ts;
+
+	if (!at_ms) {
+		pthread_cond_wait(&a->a_cv, &a->a_lock);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)((at_ms - ORCH_MIN(at_ms, orch_time_now_ms())) / 1000 + 1);
+	pthread_cond_timedwait(&a->a_cv, &a->a_lock, &ts);
+}
 
 static void *adm_main(void *arg)
 {
@@ -716,21 +872,35 @@ static void *adm_main(void *arg)
 		struct adm_job *j = a->a_job;
 		uint64_t bad[ADM_BAD_QUEUE_MAX];
 		size_t nbad = a->a_nbad;
+		bool due = (a->a_sweep || a->a_tell) && orch_time_now_ms() >= a->a_retry_ms;
+		uint64_t sweep = due ? a->a_sweep : 0, tell = due ? a->a_tell : 0;
 
-		if (!j && !nbad) {
-			pthread_cond_wait(&a->a_cv, &a->a_lock);
+		if (!j && !nbad && !due) {
+			adm_wait(a, a->a_sweep || a->a_tell ? a->a_retry_ms : 0);
 			continue;
 		}
 		memcpy(bad, a->a_bad, nbad * sizeof(bad[0]));
 		a->a_nbad = 0;
 		a->a_job = NULL;
+		a->a_sweep &= ~sweep;
+		a->a_tell &= ~tell;
 		pthread_mutex_unlock(&a->a_lock);
 		/* Each may wait on peers: a stopping server drops the rest. */
 		for (size_t i = 0; i < nbad && !a->a_cancel; i++)
 			adm_log_bad(a, bad[i]);
 		if (j)
 			adm_scrub(a, j);
+		if (tell)
+			adm_tell(a, tell);
+		tell = 0;
+		if (sweep)
+			sweep = adm_sweep(a, sweep);
 		pthread_mutex_lock(&a->a_lock);
+		if (sweep || tell) {
+			a->a_sweep |= sweep;
+			a->a_tell |= tell;
+			a->a_retry_ms = orch_time_now_ms() + ADM_RECLAIM_RETRY_MS;
+		}
 	}
 	pthread_mutex_unlock(&a->a_lock);
 	return NULL;
@@ -739,12 +909,23 @@ static void *adm_main(void *arg)
 int sv_admin_start(struct sv_server *sv)
 {
 	struct sv_admin *a = &adm_state;
+	pthread_condattr_t ca;
 	int error;
 
 	memset(a, 0, sizeof(*a));
 	a->a_sv = sv;
 	pthread_mutex_init(&a->a_lock, NULL);
-	pthread_cond_init(&a->a_cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->a_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	/* Objects of files lost in a power cut, here or on a peer, go (see top). */
+	for (unsigned int s = 0; sv->s_cfg.reclaim_orphans && s < sv->s_cfg.nservers && s < 64;
+	     s++) {
+		a->a_sweep |= 1ull << s;
+		if (s != sv->s_index)
+			a->a_tell |= 1ull << s;
+	}
 	error = orch_client_create(&sv->s_cfg, &a->a_cl);
 	if (error)
 		return error;

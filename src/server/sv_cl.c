@@ -1544,6 +1544,7 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
 	sv_json_u64(b, "data_objects_created", st.objects_created, true);
 	sv_json_u64(b, "data_objects_deleted", st.objects_deleted, true);
+	sv_json_u64(b, "data_objects_reclaimed", sv_admin_reclaimed(), true);
 	/* The store's own counters (store.h), and the writes queued to it. */
 	orch_buf_append(b, ", \"store\": {", 12);
 	sv_json_u64(b, "ops", st.ops, false);
@@ -1642,6 +1643,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_RENAME_IN:
 	case ORCH_SV2SV_APPLIED_TRIM:
 	case ORCH_SV2SV_WRITE:
+	case ORCH_SV2SV_RECLAIM:
 		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 					   r->r_conn->c_peer, orch_msg_name(m->type));

@@ -351,6 +351,13 @@ class Cluster:
                 finally:
                     con.close()
 
+    def store_check_all(self):
+        """`store-check --data` of every server's store (servers stopped)."""
+        for name in self.names:
+            r = run([os.path.join(BUILDDIR, "tests", "store-check"), "--data",
+                     os.path.join(self.dir, name)], check=False, timeout=300)
+            assert r.returncode == 0, "store-check %s: %s%s" % (name, r.stdout, r.stderr)
+
     def server_stats(self):
         """Stats by server name (only servers that are up)."""
         return {s["name"]: s for s in self.stats()["servers"] if s.get("up")}

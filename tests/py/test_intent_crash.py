@@ -17,9 +17,8 @@ import subprocess
 
 import pytest
 
-from cluster import BUILDDIR, ORCHARD, Cluster, wait_until
+from cluster import ORCHARD, Cluster, wait_until
 
-STORE_CHECK = os.path.join(BUILDDIR, "tests", "store-check")
 STRIP = 65536
 MASK = (1 << 64) - 1
 
@@ -195,10 +194,7 @@ def run_case(tmp_path, op, victim, point):
                    what="every intent to finish")
         check_converged(c, tmp_path, op, n)
         c.stop_all()
-        for name in c.names:
-            r = subprocess.run([STORE_CHECK, "--data", os.path.join(c.dir, name)],
-                               capture_output=True, text=True, timeout=300)
-            assert r.returncode == 0, "store-check %s: %s%s" % (name, r.stdout, r.stderr)
+        c.store_check_all()
     finally:
         if proc is not None:
             proc.kill()

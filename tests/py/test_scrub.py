@@ -156,7 +156,9 @@ def test_scrub_exit_codes(tmp_path):
 
 
 def test_scrub_namespace_faults(tmp_path):
-    c = Cluster(tmp_path / "c", nservers=2)
+    # reclaim_orphans off: the servers would otherwise delete /b's data
+    # objects (tests/py/test_orphans.py) before scrub could report them.
+    c = Cluster(tmp_path / "c", nservers=2, extra="\n[cluster]\nreclaim_orphans = 0\n")
     c.start_all()
     try:
         src = tmp_path / "src"
