@@ -10,21 +10,20 @@ is clean again without anyone's help.
 
 The servers run with a long commit interval: nothing becomes durable by
 itself, only what the protocol forces."""
-
 from cluster import Cluster, wait_until
 
 STRIP = 65536
 SIZE = 300 * 1000   # strips 0, 2, 4 on s0 and 1, 3 on s1
 
+
 def handle(c, path):
     out = c.cli("stat", path).stdout
     return int(out.split("Handle: 0x")[1].split()[0], 16)
 
+
 def exists(c, path):
     return c.cli("stat", path, check=False).returncode == 0
 
-def objects(c, name):
-    return c.server_stats()[name]["store"]["objects"]
 
 def lost_file_cluster(tmp_path):
     """A cluster in which s0 lost /lost (its strips on s1 remain), s0
@@ -50,6 +49,7 @@ def lost_file_cluster(tmp_path):
     assert not exists(c, "/lost"), "the unsynced file survived: nothing to test"
     return c, dead, data
 
+
 def test_dead_handle_never_reissued(tmp_path):
     c, dead, data = lost_file_cluster(tmp_path)
     try:
@@ -66,6 +66,7 @@ def test_dead_handle_never_reissued(tmp_path):
         c.stop_all()
     finally:
         c.stop_all(check_logs=False)
+
 
 def test_orphaned_strips_reclaimed(tmp_path):
     c, dead, data = lost_file_cluster(tmp_path)
