@@ -38,7 +38,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
 
-.PHONY: all deps test test-unit test-py check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
+.PHONY: all deps test test-unit test-py soak check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -108,6 +108,12 @@ test-unit: $(UNIT_BINS)
 
 test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q tests/py $(TESTFLAGS)
+
+# The power-cut campaign of tests/py/test_pcut_campaign.py: 200 rounds of
+# cuts of random servers (one or two) under a mixed workload.  Long.
+SOAK_CUTS ?= 200
+soak: $(BINS) $(TOOL_BINS)
+	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_pcut_campaign.py $(TESTFLAGS)
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" test
@@ -195,6 +201,7 @@ help:
 	@echo "make deps       install the Debian packages the build and tests need"
 	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan tests, a short fuzz run"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
+	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"

@@ -351,12 +351,15 @@ class Cluster:
                 finally:
                     con.close()
 
+    def store_check(self, name):
+        """`store-check --data` of server NAME's store (the server stopped)."""
+        r = run([os.path.join(BUILDDIR, "tests", "store-check"), "--data",
+                 os.path.join(self.dir, name)], check=False, timeout=300)
+        assert r.returncode == 0, "store-check %s: %s%s" % (name, r.stdout, r.stderr)
+
     def store_check_all(self):
-        """`store-check --data` of every server's store (servers stopped)."""
         for name in self.names:
-            r = run([os.path.join(BUILDDIR, "tests", "store-check"), "--data",
-                     os.path.join(self.dir, name)], check=False, timeout=300)
-            assert r.returncode == 0, "store-check %s: %s%s" % (name, r.stdout, r.stderr)
+            self.store_check(name)
 
     def server_stats(self):
         """Stats by server name (only servers that are up)."""
