@@ -351,6 +351,14 @@ class Cluster:
                 finally:
                     con.close()
 
+    def intents(self, name):
+        """Intents server NAME still has in meta.db (read while it runs)."""
+        con = sqlite3.connect(os.path.join(self.dir, name, "meta.db"))
+        try:
+            return con.execute("SELECT COUNT(*) FROM intent").fetchone()[0]
+        finally:
+            con.close()
+
     def store_check(self, name):
         """`store-check --data` of server NAME's store (the server stopped)."""
         r = run([os.path.join(BUILDDIR, "tests", "store-check"), "--data",

@@ -12,7 +12,6 @@ The setup is made durable by a clean stop before the cut run starts.
 Two servers; /a is held by s0 and /b by s1 (chosen by the placement hash).
 A file made in a directory has its inode on that directory's server."""
 import os
-import sqlite3
 import subprocess
 
 import pytest
@@ -63,13 +62,6 @@ def read(c, tmp_path, path):
     c.cli("get", path, out)
     return out.read_bytes()
 
-
-def intents(c, name):
-    con = sqlite3.connect(os.path.join(c.dir, name, "meta.db"))
-    try:
-        return con.execute("SELECT COUNT(*) FROM intent").fetchone()[0]
-    finally:
-        con.close()
 
 
 DATA = bytes(range(256)) * (3 * STRIP // 256 + 7)  # spans both servers
@@ -190,7 +182,7 @@ def run_case(tmp_path, op, victim, point):
         c.start(vname)
         proc.communicate(timeout=60)  # its answer, whatever it is, came
         proc = None
-        wait_until(lambda: intents(c, "s0") == 0 and intents(c, "s1") == 0, 30,
+        wait_until(lambda: c.intents("s0") == 0 and c.intents("s1") == 0, 30,
                    what="every intent to finish")
         check_converged(c, tmp_path, op, n)
         c.stop_all()

@@ -29,7 +29,6 @@ set, until those are fixed."""
 import os
 import random
 import signal
-import sqlite3
 import threading
 
 import pytest
@@ -167,13 +166,6 @@ class Workload:
         except OpError as e:
             self.error = e   # the cut: the operation's outcome is unknown
 
-
-def intents(c, name):
-    con = sqlite3.connect(os.path.join(c.dir, name, "meta.db"))
-    try:
-        return con.execute("SELECT COUNT(*) FROM intent").fetchone()[0]
-    finally:
-        con.close()
 
 
 def walk(op):
@@ -342,7 +334,7 @@ def test_power_cut_campaign(tmp_path):
                 op.close()
             tally["cuts"] += len(victims)
             tally["ops"] += w.ops
-            wait_until(lambda: all(intents(c, n) == 0 for n in c.names), 60,
+            wait_until(lambda: all(c.intents(n) == 0 for n in c.names), 60,
                        what="every intent to finish")
             with Op(c) as vop:
                 try:
