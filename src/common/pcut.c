@@ -77,34 +77,51 @@ void orch_pcut_point_reached(const char *name)
 	pthread_mutex_unlock(&pcut_lock);
 }
 
-/* Saves up to @len bytes of @path at @off; returns the bytes saved. */
-static size_t pcut_save(const char *path, uint64_t off, size_t len, uint8_t **out,
-			uint64_t *size)
+/*
+ * Saves up to @len bytes at @off of the file @rd reads; returns the bytes
+ * saved.  The old bytes are read through the caller's own handle, never by
+ * opening the file again: closing any descriptor of a file drops every
+ * POSIX lock the process holds on it (fcntl(2)), and with SQLite's locks
+ * gone another process could checkpoint and delete the WAL under a server
+ * that still writes to it.
+ */
+static size_t pcut_save(const struct orch_pcut_reader *rd, uint64_t off, size_t len,
+			uint8_t **out, uint64_t *size)
 {
-	struct stat st;
 	size_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	*out = NULL;
 	*size = 0;
-	if (fd < 0)
+	if (rd->size(rd->arg, size) != 0)
 		return 0;
-	if (fstat(fd, &st) == 0) {
-		*size = (uint64_t)st.st_size;
-		if (off < *size) {
-			n = (size_t)(*size - off < len ? *size - off : len);
-			*out = malloc(n ? n : 1);
-			if (!*out || pread(fd, *out, n, (off_t)off) != (ssize_t)n) {
-				ORCH_ERR("power-cut: cannot save '%s'", path);
-				abort();
-			}
+	if (off < *size) {
+		n = (size_t)(*size - off < len ? *size - off : len);
+		*out = malloc(n ? n : 1);
+		if (!*out || rd->read(rd->arg, *out, n, off) != 0) {
+			ORCH_ERR("power-cut: cannot save the old bytes of a file");
+			abort();
 		}
 	}
-	close(fd);
 	return n;
 }
 
-static void pcut_add(enum pcut_kind kind, const char *path, uint64_t off, size_t len)
+static int pcut_fd_size(void *arg, uint64_t *size)
+{
+	struct stat st;
+
+	if (fstat(*(int *)arg, &st) != 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int pcut_fd_read(void *arg, void *buf, size_t len, uint64_t off)
+{
+	return pread(*(int *)arg, buf, len, (off_t)off) == (ssize_t)len ? 0 : -EIO;
+}
+
+static void pcut_add(enum pcut_kind kind, const char *path, uint64_t off, size_t len,
+		     const struct orch_pcut_reader *rd)
 {
 	struct pcut_rec *r = calloc(1, sizeof(*r));
 
@@ -115,7 +132,7 @@ static void pcut_add(enum pcut_kind kind, const char *path, uint64_t off, size_t
 	r->pc_kind = kind;
 	r->pc_off = off;
 	if (kind != PCUT_CREATE)
-		r->pc_len = pcut_save(path, off, len, &r->pc_old, &r->pc_old_size);
+		r->pc_len = pcut_save(rd, off, len, &r->pc_old, &r->pc_old_size);
 	pthread_mutex_lock(&pcut_lock);
 	r->pc_seq = ++pcut_seq;
 	r->pc_next = pcut_recs;
@@ -138,39 +155,42 @@ static int pcut_fd_path(int fd, char *path, size_t len)
 	return 0;
 }
 
-void orch_pcut_write(const char *path, uint64_t off, size_t len)
+void orch_pcut_write_via(const char *path, uint64_t off, size_t len,
+			 const struct orch_pcut_reader *rd)
 {
 	if (orch_pcut_on)
-		pcut_add(PCUT_WRITE, path, off, len);
+		pcut_add(PCUT_WRITE, path, off, len, rd);
 }
 
 void orch_pcut_write_fd(int fd, uint64_t off, size_t len)
 {
 	char path[PATH_MAX];
+	struct orch_pcut_reader rd = { pcut_fd_size, pcut_fd_read, &fd };
 
 	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
-		pcut_add(PCUT_WRITE, path, off, len);
+		pcut_add(PCUT_WRITE, path, off, len, &rd);
 }
 
 /* Truncation saves the tail it cuts (from @size to the end). */
-void orch_pcut_truncate(const char *path, uint64_t size)
+void orch_pcut_truncate_via(const char *path, uint64_t size, const struct orch_pcut_reader *rd)
 {
 	if (orch_pcut_on)
-		pcut_add(PCUT_WRITE, path, size, SIZE_MAX);
+		pcut_add(PCUT_WRITE, path, size, SIZE_MAX, rd);
 }
 
 void orch_pcut_truncate_fd(int fd, uint64_t size)
 {
 	char path[PATH_MAX];
+	struct orch_pcut_reader rd = { pcut_fd_size, pcut_fd_read, &fd };
 
 	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
-		pcut_add(PCUT_WRITE, path, size, SIZE_MAX);
+		pcut_add(PCUT_WRITE, path, size, SIZE_MAX, &rd);
 }
 
 void orch_pcut_created(const char *path)
 {
 	if (orch_pcut_on)
-		pcut_add(PCUT_CREATE, path, 0, 0);
+		pcut_add(PCUT_CREATE, path, 0, 0, NULL);
 }
 
 void orch_pcut_created_fd(int fd)
@@ -178,13 +198,26 @@ void orch_pcut_created_fd(int fd)
 	char path[PATH_MAX];
 
 	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
-		pcut_add(PCUT_CREATE, path, 0, 0);
+		pcut_add(PCUT_CREATE, path, 0, 0, NULL);
 }
 
+/*
+ * A file about to be unlinked has to be opened to be saved.  That is safe
+ * for the files deleted here (SQLite's WAL and journals, which it never
+ * locks), not for a file the process holds locks on.
+ */
 void orch_pcut_unlink(const char *path)
 {
-	if (orch_pcut_on)
-		pcut_add(PCUT_UNLINK, path, 0, SIZE_MAX);
+	int fd;
+	struct orch_pcut_reader rd = { pcut_fd_size, pcut_fd_read, &fd };
+
+	if (!orch_pcut_on)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* nothing there to put back */
+	pcut_add(PCUT_UNLINK, path, 0, SIZE_MAX, &rd);
+	close(fd);
 }
 
 uint64_t orch_pcut_mark(void)

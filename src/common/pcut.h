@@ -34,11 +34,25 @@ static inline bool orch_pcut_enabled(void)
 	return orch_pcut_on;
 }
 
-/* Before writing @len bytes at @off of @path (or the file open on @fd). */
-void orch_pcut_write(const char *path, uint64_t off, size_t len);
+/*
+ * How the simulation reads what a change is about to overwrite: through the
+ * caller's own handle of the file, never by opening it again, since closing
+ * any descriptor of a file drops every POSIX lock the process holds on it
+ * (SQLite's among them).  Each returns 0 or a negative errno.
+ */
+struct orch_pcut_reader {
+	int (*size)(void *arg, uint64_t *size);
+	int (*read)(void *arg, void *buf, size_t len, uint64_t off);
+	void *arg;
+};
+
+/* Before writing @len bytes at @off of @path (read by @rd), or of the file
+ * open on @fd (which must be open for reading). */
+void orch_pcut_write_via(const char *path, uint64_t off, size_t len,
+			 const struct orch_pcut_reader *rd);
 void orch_pcut_write_fd(int fd, uint64_t off, size_t len);
-/* Before setting the size of @path to @size (also before a hole punch). */
-void orch_pcut_truncate(const char *path, uint64_t size);
+/* Before setting the size to @size (also before a hole punch). */
+void orch_pcut_truncate_via(const char *path, uint64_t size, const struct orch_pcut_reader *rd);
 void orch_pcut_truncate_fd(int fd, uint64_t size);
 /* Before punching [off, off+len): same record as a write. */
 #define orch_pcut_punch_fd orch_pcut_write_fd

@@ -9,6 +9,7 @@
  * through xWrite.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <string.h>
@@ -38,21 +39,45 @@ static int pcut_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
 	return p->pf_real->pMethods->xRead(p->pf_real, buf, amt, off);
 }
 
+/* The simulation reads old bytes through the real file (see pcut.h). */
+static int pcut_real_size(void *arg, uint64_t *size)
+{
+	sqlite3_file *real = arg;
+	sqlite3_int64 n = 0;
+
+	if (real->pMethods->xFileSize(real, &n) != SQLITE_OK || n < 0)
+		return -EIO;
+	*size = (uint64_t)n;
+	return 0;
+}
+
+static int pcut_real_read(void *arg, void *buf, size_t len, uint64_t off)
+{
+	sqlite3_file *real = arg;
+
+	if (len > INT_MAX)
+		return -EFBIG;
+	return real->pMethods->xRead(real, buf, (int)len, (sqlite3_int64)off) == SQLITE_OK ?
+		       0 : -EIO;
+}
+
 static int pcut_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
 {
 	struct pcut_file *p = (struct pcut_file *)f;
+	struct orch_pcut_reader rd = { pcut_real_size, pcut_real_read, p->pf_real };
 
 	if (p->pf_path)
-		orch_pcut_write(p->pf_path, (uint64_t)off, (size_t)amt);
+		orch_pcut_write_via(p->pf_path, (uint64_t)off, (size_t)amt, &rd);
 	return p->pf_real->pMethods->xWrite(p->pf_real, buf, amt, off);
 }
 
 static int pcut_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
 	struct pcut_file *p = (struct pcut_file *)f;
+	struct orch_pcut_reader rd = { pcut_real_size, pcut_real_read, p->pf_real };
 
 	if (p->pf_path)
-		orch_pcut_truncate(p->pf_path, (uint64_t)size);
+		orch_pcut_truncate_via(p->pf_path, (uint64_t)size, &rd);
 	return p->pf_real->pMethods->xTruncate(p->pf_real, size);
 }
 

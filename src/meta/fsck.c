@@ -129,8 +129,9 @@ static void fsck_report(struct fsck *fk, const char *rule, const char *structure
 
 static int fsck_sql(struct fsck *fk, int rc, const char *what)
 {
-	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace check: %s: %s: db='%s'", what,
-			   sqlite3_errmsg(fk->db), fk->path);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace check: %s: %s (code %d, errno %d): db='%s'",
+			   what, sqlite3_errmsg(fk->db), sqlite3_extended_errcode(fk->db),
+			   sqlite3_system_errno(fk->db), fk->path);
 	return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 

@@ -139,3 +139,34 @@ def test_power_cut_by_signal(tmp_path, seed):
 @pytest.mark.parametrize("seed", [11, 12])
 def test_power_cut_mid_write(tmp_path, seed):
     run_round(tmp_path, seed, "at-write")
+
+
+def test_simulation_keeps_sqlite_locks(tmp_path):
+    """The simulation must not change what it simulates.  It used to save the
+    bytes a checkpoint overwrote by opening meta.db again, and closing that
+    descriptor dropped the server's POSIX locks on it (fcntl(2)).  A reader
+    in another process (the tests' intent counts) then closed as the "last"
+    connection, checkpointed and deleted the WAL the server still wrote to:
+    the server's later commits went to a deleted file, and every fresh
+    connection, scrub's included, failed with SQLITE_IOERR_SHORT_READ."""
+    c = Cluster(tmp_path / "c", nservers=1)
+    c.start_pcut("s0")
+    try:
+        before = c.server_stats()["s0"]["wal_restarts"]
+        for i in range(20):
+            c.cli("mkdir", "/d%d" % i)
+        # The flusher's checkpoint writes meta.db through the simulation.
+        wait_until(lambda: c.server_stats()["s0"]["wal_restarts"] > before, 30,
+                   what="a checkpoint of meta.db")
+        c.intents("s0")  # another process opens and closes meta.db
+        wal = os.path.join(c.dir, "s0", "meta.db-wal")
+        fds = os.path.join("/proc", str(c.procs["s0"].pid), "fd")
+        deleted = [os.readlink(os.path.join(fds, f)) for f in os.listdir(fds)
+                   if os.readlink(os.path.join(fds, f)) == wal + " (deleted)"]
+        assert not deleted, "the server writes to a deleted WAL"
+        for i in range(20, 40):
+            c.cli("mkdir", "/d%d" % i)
+        assert sorted(c.cli("ls", "/").stdout.split()) == sorted("d%d" % i for i in range(40))
+        c.cli("scrub", "--all")
+    finally:
+        c.stop_all()
