@@ -1634,6 +1634,40 @@ int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
 	return submit_wait(st, &op);
 }
 
+int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
+{
+	struct store_conn *c;
+	int64_t nid = 0;
+	int error;
+
+	*size = 0;
+	error = store_snap_get(st, &c);
+	if (error)
+		return error;
+	error = read_obj(c, h, &nid, size);
+	store_snap_put(st, c);
+	if (!error && !nid)
+		error = -ENOENT;
+	return error;
+}
+
+int orch_store_cut(struct orch_store *st, uint64_t h, uint64_t size)
+{
+	struct orch_store_op op = { .type = ORCH_STORE_OP_TRUNCATE, .handle = h, .off = size,
+				    .len = ORCH_STORE_TRUNC_SHRINK };
+	uint64_t now;
+
+	/* The common case: nothing past @size, and no queued write that could put it there. */
+	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0) {
+		int error = orch_store_object_size(st, h, &now);
+
+		if ((error == -ENOENT || (!error && now <= size)) &&
+		    atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0)
+			return 0;
+	}
+	return submit_wait(st, &op);
+}
+
 int orch_store_punch(struct orch_store *st, uint64_t h, uint64_t off, uint64_t len)
 {
 	struct orch_store_op op = { .type = ORCH_STORE_OP_PUNCH, .handle = h, .off = off,

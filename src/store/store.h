@@ -111,7 +111,8 @@ void orch_store_close(struct orch_store *st);
 
 enum orch_store_op_type {
 	ORCH_STORE_OP_WRITE,    /* @buf, @len bytes at @off */
-	ORCH_STORE_OP_TRUNCATE, /* size becomes @off */
+	ORCH_STORE_OP_TRUNCATE, /* size becomes @off (@len ORCH_STORE_TRUNC_SHRINK:
+				   only if it is larger) */
 	ORCH_STORE_OP_PUNCH,    /* [@off, @off + @len) reads as zeros */
 	ORCH_STORE_OP_DELETE,
 	ORCH_STORE_OP_CLONE,    /* share @len bytes of @handle2 at @off2 at @off */
@@ -174,6 +175,22 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
  * @size > ORCH_STORE_MAX_SIZE.
  */
 int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size);
+
+/*
+ * Cuts object @h at @size if it is larger: frees everything past @size,
+ * as a shrinking truncate does; an object that is not larger, or absent,
+ * is left alone (not grown, not created).  Ordered after the writes queued
+ * before it, like a truncate; with nothing queued and nothing to cut it
+ * does not wait for the writer.
+ */
+#define ORCH_STORE_TRUNC_SHRINK 1u
+int orch_store_cut(struct orch_store *st, uint64_t h, uint64_t size);
+
+/*
+ * The size of object @h now (a fresh snapshot): 0 with *@size, or -ENOENT
+ * if it does not exist.
+ */
+int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size);
 
 /*
  * Frees bytes [@off, @off + @len) of object @h: they read as zeros after,

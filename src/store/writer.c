@@ -602,6 +602,9 @@ static int apply_truncate(struct store_writer *w, struct orch_store_op *op, bool
 	error = obj_load(w, op->handle, &o);
 	if (error)
 		return error;
+	/* orch_store_cut: only an object that holds bytes past @size. */
+	if (op->len == ORCH_STORE_TRUNC_SHRINK && (!o.nid || size >= o.size))
+		return 0;
 	if (!o.nid) {
 		if (!size)
 			return 0;
