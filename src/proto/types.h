@@ -59,6 +59,21 @@ struct orch_layout {
 /* CL2SV_DEDUPE flags: only compare, change nothing (the client's first pass). */
 #define ORCH_DEDUPE_COMPARE (1u << 0)
 
+/* CL2SV_CREATE flags. */
+#define ORCH_CREATE_EXCL (1u << 0)   /* O_EXCL */
+#define ORCH_CREATE_WRITER (1u << 1) /* a new regular file: register the creator as
+					a writer (CL2SV_WRITERS REGISTER) */
+
+/*
+ * CL2SV_WRITERS flags (docs/DESIGN.md, "Writers and bytes past the size").
+ * REGISTER and RELEASE first max-merge the size with the request's size
+ * when it is not 0, as EXTEND does.
+ */
+#define ORCH_WRITERS_REGISTER (1u << 0) /* this connection may write past the size */
+#define ORCH_WRITERS_RELEASE (1u << 1)  /* ... no longer: it published all it wrote */
+#define ORCH_WRITERS_PROBE (1u << 2)    /* admin: BUSY if a writer may still publish */
+#define ORCH_WRITERS_RECLAIM (1u << 3)  /* admin: PROBE, then cut past the size */
+
 /* --- Attributes -------------------------------------------------------------- */
 
 /* Setattr "valid" bits (like FUSE_SET_ATTR_*). */

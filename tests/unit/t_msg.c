@@ -699,7 +699,7 @@ ORCH_TEST(trailing_bytes_by_version)
 
 ORCH_TEST(unknown_type_enosys)
 {
-	static const uint16_t unknown[] = { 0x0000, 0x0100, 0x0112, 0x7777, 0xffff };
+	static const uint16_t unknown[] = { 0x0000, 0x0100, 0x01ff, 0x7777, 0xffff };
 	uint8_t payload[8] = { 0 };
 
 	for (size_t i = 0; i < 5; i++) {
