@@ -70,6 +70,7 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv->s_bytes_in += c->c_bytes_in;
 	sv->s_bytes_out += c->c_bytes_out;
 	sv_lease_conn_closed(sv, c);
+	sv_writers_conn_closed(sv, c);
 	live_remove(c);
 }
 
@@ -261,6 +262,10 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the lease table");
 		goto out_listen;
 	}
+	if (sv_writers_init(&sv)) {
+		ORCH_ERR("cannot set up the writers table");
+		goto out_listen;
+	}
 	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
 				(uint64_t)sv.s_cfg.lease_ms << 32 : 0;
 	if (sv_admin_start(&sv))
@@ -277,10 +282,12 @@ int main(int argc, char **argv)
 	sv_writes_wait(&sv);
 	sv_work_stop(&sv);
 	sv_admin_stop(&sv);
+	sv_writers_stop(&sv);
 	while (nlive)
 		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
+	sv_writers_fini(&sv);
 	sv_intent_fini_all();
 out_listen:
 	if (sigfd >= 0)

@@ -205,7 +205,9 @@ static void sv_create(struct sv_server *sv, struct sv_req *r, const struct orch_
 	}
 	error = orch_meta_create(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
 				 m->mode, m->rdev, S_ISLNK(m->mode) ? target : NULL, &layout,
-				 m->flags32 & 1, &rep.entry.attr, &rep.eof);
+				 m->flags32 & ORCH_CREATE_EXCL, &rep.entry.attr, &rep.eof);
+	if (!error && (m->flags32 & ORCH_CREATE_WRITER) && !rep.eof && S_ISREG(rep.entry.attr.mode))
+		error = sv_writers_created(sv, r->r_conn, rep.entry.attr.handle);
 	if (!error) {
 		rep.entry.handle = rep.entry.attr.handle;
 		/*
@@ -1540,6 +1542,14 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "lease_pushes", sv->s_lease_pushes, true);
 	sv_json_u64(b, "lease_revokes", sv->s_lease_revokes, true);
 	sv_json_u64(b, "inodes", inodes, true);
+	{
+		uint64_t wnodes, wregs, wcuts;
+
+		sv_writers_counts(&wnodes, &wregs, &wcuts);
+		sv_json_u64(b, "writer_inodes", wnodes, true);
+		sv_json_u64(b, "writer_registrations", wregs, true);
+		sv_json_u64(b, "writer_cuts", wcuts, true);
+	}
 	sv_json_u64(b, "data_bytes_written", st.bytes_written, true);
 	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
 	sv_json_u64(b, "data_objects_created", st.objects_created, true);
@@ -1622,6 +1632,7 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 		sv_reply_status(r, orch_meta_access(sv->s_meta, &m->cred, m->handle, m->mode));
 		break;
 	case ORCH_CL2SV_EXTEND: sv_extend(sv, r, m); break;
+	case ORCH_CL2SV_WRITERS: sv_writers_request(sv, r, m); break;
 	case ORCH_CL2SV_READ: sv_read(sv, r, m); break;
 	case ORCH_CL2SV_WRITE: sv_write(sv, r, m); break;
 	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
@@ -1644,13 +1655,17 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_SV2SV_APPLIED_TRIM:
 	case ORCH_SV2SV_WRITE:
 	case ORCH_SV2SV_RECLAIM:
+	case ORCH_SV2SV_DATA_CUT:
 		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 					   r->r_conn->c_peer, orch_msg_name(m->type));
 			sv_reply_status(r, -EPERM);
 			break;
 		}
-		sv_sv_request(sv, r, m);
+		if (m->type == ORCH_SV2SV_DATA_CUT)
+			sv_writers_cut_request(sv, r, m);
+		else
+			sv_sv_request(sv, r, m);
 		break;
 	default:
 		sv_reply_status(r, -ENOSYS);

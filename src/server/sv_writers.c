@@ -1,0 +1,521 @@
+/*
+ * Writers: which client connections may hold bytes of an inode held here
+ * that its size does not cover yet, and the cuts that keep a dead writer's
+ * bytes from ever being read (docs/DESIGN.md, "Writers and bytes past the
+ * size").
+ *
+ * A client writes a file's strips straight to the data servers and
+ * publishes the size later (EXTEND), so the data objects may hold bytes
+ * past the inode's size.  A live writer's will be published; a dead
+ * writer's never will, and a later size change past them would make them
+ * readable.  So the inode's server keeps, in memory, one node per inode
+ * with the connections registered as its writers (CL2SV_WRITERS REGISTER,
+ * or CL2SV_CREATE with ORCH_CREATE_WRITER for a new file), and cuts every
+ * data object at the published size (SV2SV_DATA_CUT to each server of the
+ * layout, orch_store_cut here) when
+ *  - a connection registers and no other is registered: whatever lies past
+ *    the size belongs to nobody alive.  The registration is answered once
+ *    the cut is done, so the new writer's bytes come after it;
+ *  - the last registration goes, if one of them went without publishing
+ *    (its connection closed: "tainted").  A RELEASE says its sender
+ *    published everything it wrote, so a file whose writers all released
+ *    costs no cut.
+ * While a cut runs, every registration waits for it (its bytes must not be
+ * cut).  After a restart there are no registrations: writers register
+ * again before they write further (the mount does when its connection's
+ * generation changed), publishing what they wrote first.
+ *
+ * A closed connection is not proof of a dead writer: the client may only
+ * have lost the connection, and registers again (with what it wrote) on
+ * its next write.  So a cut is held for WR_HOLD after such a close, and
+ * after this server started (it knows no registrations of before):
+ * whoever registers meanwhile waits for the held cut, which then cuts at
+ * the size every registration of the hold published.  The hold is a
+ * quarter of op_timeout_ms, so a held registration is still answered
+ * within the client's own timeout.
+ *
+ * The admin side (scrub's rule N7): PROBE answers BUSY while a writer is
+ * registered or a cut runs, RECLAIM cuts when none is.
+ *
+ * Loop thread only.  Nodes are found by handle; a peer's answer finds its
+ * node by handle and round, so an answer for a node gone (or after
+ * sv_writers_fini) is dropped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "proto/layout.h"
+#include "server/sv.h"
+
+#define WR_BUCKETS 16384u  /* a power of two */
+
+struct wr_reg {
+	struct wr_reg *r_next;
+	struct orch_conn *r_conn;    /* not referenced: the record goes at its close */
+};
+
+struct wr_wait {
+	struct wr_wait *w_next;
+	struct sv_req *w_req;        /* answered with the attributes when the cut ends */
+	bool w_register;             /* a REGISTER: undone if the cut failed */
+};
+
+struct wr_node {
+	struct wr_node *n_next;      /* hash chain */
+	uint64_t n_handle;
+	struct wr_reg *n_regs;
+	bool n_taint;                /* a writer left without publishing */
+	bool n_cutting;              /* a cut round is in flight */
+	bool n_recut;                /* another round when this one ends */
+	uint64_t n_round;            /* of the round in flight */
+	unsigned int n_outstanding;  /* servers of the round not answered */
+	int n_error;                 /* of the round: first failure */
+	struct wr_wait *n_waiters;
+	uint64_t n_hold_until;       /* monotonic ms: no cut before (a writer left) */
+	bool n_held;                 /* n_timer starts the round (n_cutting is set) */
+	struct orch_ev_timer n_timer;
+};
+
+struct wr_call {
+	uint64_t c_handle;
+	uint64_t c_round;
+	unsigned int c_server;
+};
+
+static struct {
+	struct sv_server *sv;
+	struct wr_node **buckets;
+	size_t nodes, regs;
+	uint64_t next_round;
+	uint64_t hold_ms;            /* WR_HOLD */
+	uint64_t hold_until;         /* monotonic ms: no cut before (this server started) */
+	bool stopping;
+} wr;
+
+static size_t wr_bucket(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return (size_t)(h & (WR_BUCKETS - 1));
+}
+
+static struct wr_node *wr_find(uint64_t h)
+{
+	if (!wr.buckets)
+		return NULL;
+	for (struct wr_node *n = wr.buckets[wr_bucket(h)]; n; n = n->n_next)
+		if (n->n_handle == h)
+			return n;
+	return NULL;
+}
+
+static struct wr_node *wr_get(uint64_t h)
+{
+	struct wr_node *n = wr_find(h);
+	size_t b;
+
+	if (n || !wr.buckets)
+		return n;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	b = wr_bucket(h);
+	n->n_handle = h;
+	n->n_next = wr.buckets[b];
+	wr.buckets[b] = n;
+	wr.nodes++;
+	return n;
+}
+
+/* Frees @n if nothing keeps it. */
+static void wr_node_put(struct wr_node *n)
+{
+	struct wr_node **pp;
+
+	if (n->n_regs || n->n_cutting || n->n_waiters)
+		return;
+	for (pp = &wr.buckets[wr_bucket(n->n_handle)]; *pp; pp = &(*pp)->n_next) {
+		if (*pp == n) {
+			*pp = n->n_next;
+			wr.nodes--;
+			free(n);
+			return;
+		}
+	}
+}
+
+static bool wr_has(const struct wr_node *n, const struct orch_conn *c)
+{
+	for (const struct wr_reg *r = n->n_regs; r; r = r->r_next)
+		if (r->r_conn == c)
+			return true;
+	return false;
+}
+
+/* Removes @c's registration; true if it had one. */
+static bool wr_remove(struct wr_node *n, const struct orch_conn *c)
+{
+	for (struct wr_reg **pp = &n->n_regs; *pp; pp = &(*pp)->r_next) {
+		if ((*pp)->r_conn == c) {
+			struct wr_reg *r = *pp;
+
+			*pp = r->r_next;
+			free(r);
+			wr.regs--;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int wr_add(struct wr_node *n, struct orch_conn *c)
+{
+	struct wr_reg *r;
+
+	if (wr_has(n, c))
+		return 0;
+	r = malloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->r_conn = c;
+	r->r_next = n->n_regs;
+	n->n_regs = r;
+	wr.regs++;
+	return 0;
+}
+
+static void wr_answer(struct sv_server *sv, struct sv_req *r, int error, uint64_t h)
+{
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	rep.status = error ? error : orch_meta_inode_get(sv->s_meta, h, &rep.attr);
+	sv_reply(r, &rep);
+}
+
+static void wr_round_start(struct sv_server *sv, struct wr_node *n);
+
+/* The round of @n ended: answers its waiters, and goes on or frees it. */
+static void wr_round_end(struct sv_server *sv, struct wr_node *n)
+{
+	struct wr_wait *w = n->n_waiters;
+
+	n->n_cutting = false;
+	n->n_waiters = NULL;
+	if (!n->n_error)
+		n->n_taint = false;
+	else
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot cut the bytes past the size: handle=%#"
+				   PRIx64 ": %s", n->n_handle, strerror(-n->n_error));
+	/* A registration made during the round keeps the node: look it up again after. */
+	while (w) {
+		struct wr_wait *next = w->w_next;
+
+		/* Not cut: such a writer's bytes could be cut later, so it is no writer. */
+		if (n->n_error && w->w_register)
+			wr_remove(n, w->w_req->r_conn);
+		wr_answer(sv, w->w_req, n->n_error == -EHOSTDOWN ? -EIO : n->n_error,
+			  n->n_handle);
+		free(w);
+		w = next;
+	}
+	if (n->n_recut && !n->n_regs && !wr.stopping) {
+		n->n_recut = false;
+		wr_round_start(sv, n);
+		return;
+	}
+	n->n_recut = false;
+	wr_node_put(n);
+}
+
+static void wr_cut_done(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	struct wr_call *call = arg;
+	struct wr_node *n = wr_find(call->c_handle);
+
+	(void)rep;
+	if (n && n->n_cutting && n->n_round == call->c_round) {
+		if (error && !n->n_error)
+			n->n_error = error;
+		if (--n->n_outstanding == 0)
+			wr_round_end(sv, n);
+	}
+	free(call);
+}
+
+static void wr_hold_end(void *arg)
+{
+	struct wr_node *n = arg;
+
+	n->n_held = false;
+	wr_round_start(wr.sv, n);
+}
+
+/*
+ * Cuts every data object of @n's inode at its size now: here at once, on
+ * the other servers of the layout through SV2SV_DATA_CUT.  Not an intent:
+ * a cut changes nothing a reader may see, and one lost in a crash is made
+ * by the next registration (or found by scrub).  Within a hold, the round
+ * starts when the hold ends; it counts as running meanwhile.
+ */
+static void wr_round_start(struct sv_server *sv, struct wr_node *n)
+{
+	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wr.hold_until, n->n_hold_until);
+	struct orch_attr a;
+	int error;
+
+	n->n_cutting = true;
+	if (now < until && !wr.stopping) {
+		n->n_held = true;
+		orch_ev_timer_arm(sv->s_ev, &n->n_timer, (uint32_t)(until - now), wr_hold_end, n);
+		return;
+	}
+	n->n_round = ++wr.next_round;
+	n->n_error = 0;
+	n->n_outstanding = 1; /* held while sending */
+	error = orch_meta_inode_get(sv->s_meta, n->n_handle, &a);
+	if (error == -ENOENT || (!error && !S_ISREG(a.mode))) {
+		/* Gone (its data goes with its last name), or not a file. */
+		error = 0;
+	} else if (!error && orch_layout_is_valid(&a.layout)) {
+		for (unsigned int s = 0; s < a.layout.stripe_count && s < sv->s_cfg.nservers; s++) {
+			uint64_t local = orch_layout_local_size(&a.layout, a.size, s);
+			struct wr_call *call;
+			struct orch_msg m;
+
+			if (s == sv->s_index) {
+				int e = orch_store_cut(sv->s_store, n->n_handle, local);
+
+				if (e && !n->n_error)
+					n->n_error = e;
+				continue;
+			}
+			call = malloc(sizeof(*call));
+			if (!call) {
+				if (!n->n_error)
+					n->n_error = -ENOMEM;
+				continue;
+			}
+			call->c_handle = n->n_handle;
+			call->c_round = n->n_round;
+			call->c_server = s;
+			orch_msg_init(&m, ORCH_SV2SV_DATA_CUT);
+			m.origin = sv->s_index;
+			m.handle = n->n_handle;
+			m.size = local;
+			n->n_outstanding++;
+			sv_peer_call(sv, s, &m, wr_cut_done, call);
+		}
+	}
+	if (error && !n->n_error)
+		n->n_error = error;
+	if (--n->n_outstanding == 0)
+		wr_round_end(sv, n);
+}
+
+/* The last registration went: cut if a writer may have left bytes. */
+static void wr_left(struct sv_server *sv, struct wr_node *n)
+{
+	if (n->n_regs || wr.stopping || !n->n_taint) {
+		wr_node_put(n);
+		return;
+	}
+	if (n->n_cutting)
+		n->n_recut = true;
+	else
+		wr_round_start(sv, n);
+}
+
+/* Queues @r for the end of @n's round; false without memory. */
+static bool wr_wait_round(struct wr_node *n, struct sv_req *r, bool reg)
+{
+	struct wr_wait *w = malloc(sizeof(*w));
+
+	if (!w)
+		return false;
+	w->w_req = r;
+	w->w_register = reg;
+	w->w_next = n->n_waiters;
+	n->n_waiters = w;
+	return true;
+}
+
+int sv_writers_init(struct sv_server *sv)
+{
+	memset(&wr, 0, sizeof(wr));
+	wr.sv = sv;
+	wr.hold_ms = sv->s_cfg.op_timeout_ms / 4;
+	wr.hold_until = orch_time_now_ms() + wr.hold_ms;
+	wr.buckets = calloc(WR_BUCKETS, sizeof(*wr.buckets));
+	return wr.buckets ? 0 : -ENOMEM;
+}
+
+void sv_writers_stop(struct sv_server *sv)
+{
+	(void)sv;
+	wr.stopping = true;
+}
+
+void sv_writers_fini(struct sv_server *sv)
+{
+	if (!wr.buckets)
+		return;
+	for (size_t b = 0; b < WR_BUCKETS; b++) {
+		while (wr.buckets[b]) {
+			struct wr_node *n = wr.buckets[b];
+
+			wr.buckets[b] = n->n_next;
+			orch_ev_timer_cancel(sv->s_ev, &n->n_timer);
+			while (n->n_regs) {
+				struct wr_reg *r = n->n_regs;
+
+				n->n_regs = r->r_next;
+				free(r);
+			}
+			while (n->n_waiters) {
+				struct wr_wait *w = n->n_waiters;
+
+				n->n_waiters = w->w_next;
+				sv_reply_status(w->w_req, -ESHUTDOWN);
+				free(w);
+			}
+			free(n);
+		}
+	}
+	free(wr.buckets);
+	memset(&wr, 0, sizeof(wr));
+}
+
+int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h)
+{
+	struct wr_node *n;
+	int error;
+
+	(void)sv;
+	n = wr_get(h);
+	if (!n)
+		return -ENOMEM;
+	/* A new handle has no data anywhere: nothing to cut. */
+	error = wr_add(n, c);
+	if (error)
+		wr_node_put(n);
+	return error;
+}
+
+void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
+{
+	if (!wr.regs)
+		return;
+	for (size_t b = 0; b < WR_BUCKETS && wr.regs; b++) {
+		struct wr_node *n = wr.buckets[b];
+
+		while (n) {
+			struct wr_node *next = n->n_next;
+
+			if (wr_remove(n, c)) {
+				n->n_taint = true;
+				n->n_hold_until = orch_time_now_ms() + wr.hold_ms;
+				wr_left(sv, n);
+			}
+			n = next;
+		}
+	}
+}
+
+void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	uint32_t f = m->flags32;
+	struct orch_msg rep;
+	struct wr_node *n;
+	int error = 0;
+
+	orch_msg_init(&rep, 0);
+	if (!f || (f & ~(ORCH_WRITERS_REGISTER | ORCH_WRITERS_RELEASE | ORCH_WRITERS_PROBE |
+			 ORCH_WRITERS_RECLAIM)) ||
+	    ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	error = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
+	if (!error && !S_ISREG(rep.attr.mode))
+		error = -EINVAL;
+	/* What the writer wrote first: then it is below the size any cut uses. */
+	if (!error && m->size && (f & (ORCH_WRITERS_REGISTER | ORCH_WRITERS_RELEASE))) {
+		error = orch_meta_inode_extend(sv->s_meta, m->handle, m->size, m->time_ns,
+					       &rep.attr);
+		if (!error)
+			sv_flusher_dirty(sv);
+	}
+	if (error) {
+		rep.status = error;
+		sv_reply(r, &rep);
+		return;
+	}
+	n = wr_find(m->handle);
+	if (f & ORCH_WRITERS_RELEASE) {
+		if (n && wr_remove(n, r->r_conn))
+			wr_left(sv, n);
+		sv_reply(r, &rep);
+		return;
+	}
+	if (f & (ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM)) {
+		/* Within the hold after the start, a writer of before may come back. */
+		if ((n && (n->n_regs || n->n_cutting)) || orch_time_now_ms() < wr.hold_until) {
+			sv_reply_status(r, -EBUSY);
+			return;
+		}
+		if (f & ORCH_WRITERS_PROBE) {
+			sv_reply(r, &rep);
+			return;
+		}
+	}
+	n = wr_get(m->handle);
+	if (!n) {
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	if (f & ORCH_WRITERS_REGISTER) {
+		/* Registered already, or another writer is: the bytes past the size may be its. */
+		bool others = n->n_regs != NULL;
+
+		error = wr_add(n, r->r_conn);
+		if (error) {
+			wr_node_put(n);
+			sv_reply_status(r, error);
+			return;
+		}
+		/* A cut in flight must end before this writer writes. */
+		if (!n->n_cutting && others) {
+			sv_reply(r, &rep);
+			return;
+		}
+	}
+	if (!wr_wait_round(n, r, f & ORCH_WRITERS_REGISTER)) {
+		if (f & ORCH_WRITERS_REGISTER)
+			wr_remove(n, r->r_conn);
+		wr_node_put(n);
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	if (!n->n_cutting)
+		wr_round_start(sv, n);
+}
+
+void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
+}
+
+void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts)
+{
+	*nodes = wr.nodes;
+	*regs = wr.regs;
+	*cuts = wr.next_round;
+}
