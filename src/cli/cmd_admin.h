@@ -39,11 +39,13 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv);
 	"server SERVER: file paths with byte ranges, or a special owner.\n"
 
 #define ORCH_CMD_SCRUB_USAGE                                                          \
-	"usage: orchard [-c CONF] scrub (SERVER | --all) [--data] [--json] [--rate MB]\n" \
+	"usage: orchard [-c CONF] scrub (SERVER | --all) [--data] [--reclaim] [--json]\n" \
+	"                                [--rate MB]\n"                                \
 	"\n"                                                                          \
 	"Checks live servers while clients keep working: every invariant of the\n"    \
 	"extent store's indexes and records, and the namespace (link counts,\n"      \
-	"entries naming no inode, data objects without an inode, old intents).\n"    \
+	"entries naming no inode, data objects without an inode, old intents,\n"     \
+	"bytes past a file's size that no live writer can publish).\n"               \
 	"--data also reads every written block and verifies its checksum; a bad\n"    \
 	"block is reported with every file and byte range it belongs to, and\n"      \
 	"quarantined.  Exit status adds up: 0 clean, 1 errors found, 4 a server\n"    \
@@ -51,6 +53,7 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv);
 	"\n"                                                                          \
 	"  -a, --all        every server of the config\n"                             \
 	"  -d, --data       verify the data too\n"                                    \
+	"  -R, --reclaim    cut the bytes past a file's size that were found (N7)\n"   \
 	"  -r, --rate MB    read data at most MB MiB/s per server (default 64, 0: no limit)\n" \
 	"  -j, --json       one JSON object\n"
 

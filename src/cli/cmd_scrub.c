@@ -76,7 +76,7 @@ static int scrub_print(const struct orch_server_cfg *s, struct scrub_srv *r, boo
 }
 
 static int scrub_run(struct orch_cli *cli, const char *server, bool data, bool json,
-		     uint64_t rate)
+		     bool reclaim, uint64_t rate)
 {
 	struct scrub_srv *srv;
 	const struct orch_cfg *cfg;
@@ -107,7 +107,8 @@ static int scrub_run(struct orch_cli *cli, const char *server, bool data, bool j
 		if (idx >= 0 && (unsigned int)idx != i)
 			continue;
 		orch_msg_init(&req, ORCH_AD2SV_SCRUB);
-		req.flags32 = (data ? ORCH_SCRUB_F_DATA : 0) | (json ? ORCH_SCRUB_F_JSON : 0);
+		req.flags32 = (data ? ORCH_SCRUB_F_DATA : 0) | (json ? ORCH_SCRUB_F_JSON : 0) |
+			      (reclaim ? ORCH_SCRUB_F_RECLAIM : 0);
 		req.length = (uint32_t)rate;
 		srv[i].asked = true;
 		srv[i].error = orch_client_send(fs.cl, i, &req, &srv[i].call);
@@ -139,17 +140,19 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv)
 		{ "data", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "rate", required_argument, NULL, 'r' },
+		{ "reclaim", no_argument, NULL, 'R' },
 		ORCH_CLI_OPTS_END
 	};
-	bool all = false, data = false, json = false;
+	bool all = false, data = false, json = false, reclaim = false;
 	uint64_t rate = SCRUB_RATE_DEFAULT;
 	int opt;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:adjr:", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:adjr:R", opts)) != -1) {
 		switch (opt) {
 		case 'a': all = true; break;
 		case 'd': data = true; break;
 		case 'j': json = true; break;
+		case 'R': reclaim = true; break;
 		case 'r':
 			if (orch_cli_uint_parse(optarg, 0, 1u << 20, &rate))
 				return scrub_usage(cli, "--rate: bad MiB/s", optarg);
@@ -166,5 +169,5 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv)
 				   "give a SERVER or --all", NULL);
 	if (optind + (all ? 0 : 1) != argc)
 		return scrub_usage(cli, "unexpected argument", argv[argc - 1]);
-	return scrub_run(cli, all ? NULL : argv[optind], data, json, rate);
+	return scrub_run(cli, all ? NULL : argv[optind], data, json, reclaim, rate);
 }

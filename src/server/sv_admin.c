@@ -69,7 +69,7 @@ struct adm_finding {
 
 struct adm_job {
 	struct sv_req *j_req;
-	bool j_data, j_json;
+	bool j_data, j_json, j_reclaim;
 	uint64_t j_rate;             /* bytes per second, 0: no limit */
 	int j_error;                 /* operational failure */
 	long j_count;                /* findings */
@@ -360,10 +360,14 @@ static void adm_bad_hook(void *arg, uint64_t h, uint64_t off, uint64_t gblock)
 
 /* --- Asking other servers (admin thread) ------------------------------------------ */
 
-/* GETATTR of each handle, pipelined: nlink, 0 if absent, UINT32_MAX unknown. */
-static int adm_inode_nlink(void *arg, const uint64_t *h, size_t n, uint32_t *nlink)
+/*
+ * GETATTR of each handle, pipelined: nlink, 0 if absent, UINT32_MAX
+ * unknown; the attributes too if @attr is not NULL (valid where nlink is
+ * neither).
+ */
+static int adm_inode_attrs(struct sv_admin *a, const uint64_t *h, size_t n, uint32_t *nlink,
+			   struct orch_attr *attr)
 {
-	struct sv_admin *a = arg;
 	struct orch_call *calls[ADM_BATCH];
 
 	for (size_t base = 0; base < n; base += ADM_BATCH) {
@@ -391,6 +395,8 @@ static int adm_inode_nlink(void *arg, const uint64_t *h, size_t n, uint32_t *nli
 			error = orch_client_wait(a->a_cl, calls[i], &rep);
 			if (!error) {
 				nlink[base + i] = rep.m.attr.nlink ? rep.m.attr.nlink : 1;
+				if (attr)
+					attr[base + i] = rep.m.attr;
 				orch_reply_release(&rep);
 			} else if (error == -ENOENT) {
 				nlink[base + i] = 0;
@@ -398,6 +404,11 @@ static int adm_inode_nlink(void *arg, const uint64_t *h, size_t n, uint32_t *nli
 		}
 	}
 	return 0;
+}
+
+static int adm_inode_nlink(void *arg, const uint64_t *h, size_t n, uint32_t *nlink)
+{
+	return adm_inode_attrs(arg, h, n, nlink, NULL);
 }
 
 /* Entries naming @h on every other server. */
@@ -476,17 +487,87 @@ static void adm_orphans_confirm(struct sv_admin *a, struct adm_job *j, const uin
 	}
 }
 
+/*
+ * N7: does this server's object of file @h (attributes @at) hold bytes
+ * past the file's size?  *@local gets the object's size where the file
+ * ends, if not NULL.
+ */
+static bool adm_past_size(struct sv_admin *a, uint64_t h, const struct orch_attr *at,
+			  uint64_t *local)
+{
+	unsigned int self = a->a_sv->s_index;
+	uint64_t want = 0, size;
+
+	if (!S_ISREG(at->mode) || orch_store_object_size(a->a_sv->s_store, h, &size))
+		return false;
+	if (orch_layout_is_valid(&at->layout) && self < at->layout.stripe_count)
+		want = orch_layout_local_size(&at->layout, at->size, self);
+	if (local)
+		*local = want;
+	return size > want;
+}
+
+/*
+ * N7 confirmed: the inode's server says no writer is registered and no
+ * cut runs (CL2SV_WRITERS PROBE: a live writer's bytes past the size are
+ * on their way to being published), and with the size it answered, the
+ * object still holds bytes past it.  With --reclaim the inode's server
+ * then cuts them (RECLAIM), as it would for a new writer.
+ */
+static void adm_past_confirm(struct sv_admin *a, struct adm_job *j, uint64_t h)
+{
+	struct orch_reply rep = { 0 };
+	struct orch_msg req;
+	uint64_t local = 0, size = 0;
+	const char *how = "";
+	char d[224], why[96];
+	int error;
+
+	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
+	req.handle = h;
+	req.flags32 = ORCH_WRITERS_PROBE;
+	if (orch_handle_server(h) >= a->a_sv->s_cfg.nservers ||
+	    orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep))
+		return;  /* a writer (BUSY), gone, or not asked: nothing to say */
+	if (!adm_past_size(a, h, &rep.m.attr, &local) ||
+	    orch_store_object_size(a->a_sv->s_store, h, &size)) {
+		orch_reply_release(&rep);
+		return;
+	}
+	orch_reply_release(&rep);
+	if (j->j_reclaim) {
+		req.flags32 = ORCH_WRITERS_RECLAIM;
+		error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
+		if (!error) {
+			orch_reply_release(&rep);
+			how = " (reclaimed)";
+		} else {
+			snprintf(why, sizeof(why), " (not reclaimed: %s)", strerror(-error));
+			how = why;
+		}
+	}
+	snprintf(d, sizeof(d), "data object %#" PRIx64 " holds %" PRIu64 " bytes past the file's "
+		 "size and no writer can publish them%s", h, size - local, how);
+	adm_add(j, "N7", "obj", -1, -1, h, d);
+}
+
 /* N6: data objects whose inode is gone (asked of the inode's server). */
 static int adm_orphans(struct sv_admin *a, struct adm_job *j)
 {
 	uint64_t *sus = malloc(ADM_FINDINGS_MAX * sizeof(*sus));
+	uint64_t *past = malloc(ADM_FINDINGS_MAX * sizeof(*past));
+	struct orch_attr *attr = malloc(ADM_BATCH * sizeof(*attr));
 	uint64_t after = 0, since = 0;
-	size_t nsus = 0;
+	size_t nsus = 0, npast = 0;
 	bool eof = false;
 	int error = 0;
 
-	if (!sus)
+	if (!sus || !past || !attr) {
+		free(sus);
+		free(past);
+		free(attr);
 		return -ENOMEM;
+	}
 	while (!eof && !error && !a->a_cancel) {
 		struct adm_handles hs = { .n = 0 };
 		uint32_t nlink[ADM_BATCH];
@@ -496,7 +577,11 @@ static int adm_orphans(struct sv_admin *a, struct adm_job *j)
 		if (error)
 			break;
 		j->j_objects += hs.n;
-		adm_inode_nlink(a, hs.h, hs.n, nlink);
+		adm_inode_attrs(a, hs.h, hs.n, nlink, attr);
+		for (size_t i = 0; i < hs.n && npast < ADM_FINDINGS_MAX; i++)
+			if (nlink[i] != 0 && nlink[i] != UINT32_MAX &&
+			    adm_past_size(a, hs.h[i], &attr[i], NULL))
+				past[npast++] = hs.h[i];
 		for (size_t i = 0; i < hs.n && nsus < ADM_FINDINGS_MAX; i++) {
 			if (nlink[i] != 0)
 				continue;
@@ -507,7 +592,11 @@ static int adm_orphans(struct sv_admin *a, struct adm_job *j)
 	}
 	if (!error)
 		adm_orphans_confirm(a, j, sus, nsus, since);
+	for (size_t i = 0; !error && i < npast && !a->a_cancel; i++)
+		adm_past_confirm(a, j, past[i]);
 	free(sus);
+	free(past);
+	free(attr);
 	return error;
 }
 
@@ -1008,6 +1097,7 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	j->j_req = r;
 	j->j_data = m->flags32 & ORCH_SCRUB_F_DATA;
 	j->j_json = m->flags32 & ORCH_SCRUB_F_JSON;
+	j->j_reclaim = m->flags32 & ORCH_SCRUB_F_RECLAIM;
 	j->j_rate = (uint64_t)m->length << 20;
 	a->a_busy = true;
 	pthread_mutex_lock(&a->a_lock);
