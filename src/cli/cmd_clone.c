@@ -29,9 +29,9 @@ static int clone_tmp_create(struct orch_cli_fs *fs, uint64_t parent, const struc
 	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
 		r ^= (uint64_t)getpid() << 32;
 	snprintf(tmp, tmplen, ".orchard-clone.%016" PRIx64, r);
-	error = orch_fs_create(fs->cl, &fs->cred, parent, tmp,
-			       S_IFREG | (src->mode & 0777 & ~orch_cli_umask()), 0, true, a,
-			       &existed);
+	error = orch_fs_create_stamped(fs->cl, &fs->cred, parent, tmp,
+				       S_IFREG | (src->mode & 0777 & ~orch_cli_umask()), 0,
+				       ORCH_CREATE_EXCL | ORCH_CREATE_WRITER, a, &existed, NULL);
 	if (error)
 		return error;
 	error = orch_fs_setattr(fs->cl, &fs->cred, a->handle, ORCH_SET_LAYOUT, &lay, a);
@@ -70,7 +70,8 @@ int orch_cmd_clone(struct orch_cli *cli, int argc, char **argv)
 	}
 	error = orch_fs_copy_range(fs.cl, &fs.cred, &src, 0, &dst, 0, src.size, &copied);
 	if (!error)
-		error = orch_fs_extend(fs.cl, &fs.cred, dst.handle, src.size, src.mtime_ns, NULL);
+		error = orch_fs_writer_release(fs.cl, &fs.cred, dst.handle, src.size, src.mtime_ns,
+					       NULL);
 	if (!error)
 		error = orch_fs_rename(fs.cl, &fs.cred, parent.handle, tmp, parent.handle, name, 0);
 	if (error) {

@@ -83,8 +83,10 @@ static int put_open(struct orch_cli_fs *fs, const char *path, struct orch_attr *
 	error = orch_cli_resolve_parent(fs, path, &parent, name);
 	if (error)
 		return error;
-	error = orch_fs_create(fs->cl, &fs->cred, parent.handle, name,
-			       S_IFREG | (0666 & ~orch_cli_umask()), 0, false, a, &existed);
+	/* A new file registers us as its writer; an existing one is registered after the cut. */
+	error = orch_fs_create_stamped(fs->cl, &fs->cred, parent.handle, name,
+				       S_IFREG | (0666 & ~orch_cli_umask()), 0, ORCH_CREATE_WRITER,
+				       a, &existed, NULL);
 	if (error) {
 		orch_cli_err(error, "cannot create '%s'", path);
 		return error;
@@ -93,6 +95,14 @@ static int put_open(struct orch_cli_fs *fs, const char *path, struct orch_attr *
 		error = orch_fs_setattr(fs->cl, &fs->cred, a->handle, ORCH_SET_SIZE, &zero, a);
 		if (error)
 			orch_cli_err(error, "cannot truncate '%s'", path);
+	}
+	if (!error && existed) {
+		error = orch_fs_writers(fs->cl, &fs->cred, a->handle, ORCH_WRITERS_REGISTER, 0, 0,
+					NULL, NULL);
+		if (error == -ENOSYS)
+			error = 0;
+		if (error)
+			orch_cli_err(error, "cannot open '%s' for writing", path);
 	}
 	return error;
 }
@@ -182,8 +192,8 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 	}
 	rc = ORCH_CLI_OK;
 out_extend:
-	/* Even after an error, publish what did get written. */
-	error = orch_fs_extend(fs.cl, &fs.cred, a.handle, off, 0, &a);
+	/* Even after an error, publish what did get written; then we are no writer. */
+	error = orch_fs_writer_release(fs.cl, &fs.cred, a.handle, off, 0, &a);
 	if (error) {
 		orch_cli_err(error, "cannot set the size of '%s'", path);
 		rc = ORCH_CLI_FAIL;

@@ -113,8 +113,8 @@ void orch_fs_cred_self(struct orch_cred *out)
 /* --- Namespace ------------------------------------------------------------------------ */
 
 /* A request to @req->handle's server whose reply is attributes. */
-static int fs_attr_call(struct orch_client *cl, const struct orch_msg *req,
-			struct orch_attr *out, uint64_t *stamp)
+static int fs_attr_call_gen(struct orch_client *cl, const struct orch_msg *req,
+			    struct orch_attr *out, uint64_t *stamp, uint64_t *gen)
 {
 	struct orch_reply rep;
 	int error;
@@ -122,12 +122,20 @@ static int fs_attr_call(struct orch_client *cl, const struct orch_msg *req,
 	error = orch_client_call(cl, orch_handle_server(req->handle), req, &rep);
 	if (stamp)
 		*stamp = rep.stamp;
+	if (gen)
+		*gen = rep.gen;
 	if (error)
 		return error;
 	if (out)
 		*out = rep.m.attr;
 	orch_reply_release(&rep);
 	return 0;
+}
+
+static int fs_attr_call(struct orch_client *cl, const struct orch_msg *req,
+			struct orch_attr *out, uint64_t *stamp)
+{
+	return fs_attr_call_gen(cl, req, out, stamp, NULL);
 }
 
 int orch_fs_getattr_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
@@ -203,7 +211,7 @@ int orch_fs_setattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 
 /* CREATE for files, nodes and symlinks: one round trip to the parent's server. */
 static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
-		     const char *name, uint32_t mode, uint64_t rdev, bool excl,
+		     const char *name, uint32_t mode, uint64_t rdev, uint32_t flags,
 		     const char *target, struct orch_attr *out, bool *existed,
 		     struct orch_fs_stamps *st)
 {
@@ -220,7 +228,7 @@ static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint6
 		return error;
 	req.mode = mode;
 	req.rdev = rdev;
-	req.flags32 = excl ? 1 : 0;
+	req.flags32 = flags;
 	if (target) {
 		size_t n = strlen(target);
 
@@ -231,6 +239,8 @@ static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint6
 		req.target = orch_str_of(target, n);
 	}
 	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
+	if (st)
+		st->gen = rep.gen;
 	if (error)
 		return error;
 	e = rep.m.entry;
@@ -245,18 +255,18 @@ int orch_fs_create(struct orch_client *cl, const struct orch_cred *cred, uint64_
 		   const char *name, uint32_t mode, uint64_t rdev, bool excl,
 		   struct orch_attr *out, bool *existed)
 {
-	return orch_fs_create_stamped(cl, cred, parent, name, mode, rdev, excl, out, existed,
-				      NULL);
+	return orch_fs_create_stamped(cl, cred, parent, name, mode, rdev,
+				      excl ? ORCH_CREATE_EXCL : 0, out, existed, NULL);
 }
 
 int orch_fs_create_stamped(struct orch_client *cl, const struct orch_cred *cred,
 			   uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
-			   bool excl, struct orch_attr *out, bool *existed,
+			   uint32_t flags, struct orch_attr *out, bool *existed,
 			   struct orch_fs_stamps *st)
 {
 	if (existed)
 		*existed = false;
-	return fs_create(cl, cred, parent, name, mode, rdev, excl, NULL, out, existed, st);
+	return fs_create(cl, cred, parent, name, mode, rdev, flags, NULL, out, existed, st);
 }
 
 int orch_fs_symlink(struct orch_client *cl, const struct orch_cred *cred, uint64_t parent,
@@ -1010,23 +1020,50 @@ int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
 	return fs_dedupe_pass(cl, &req, src, off_in, off_out, len, deduped);
 }
 
+/* EXTEND or WRITERS (whose flags EXTEND does not carry): size and mtime to @h's server. */
+static int fs_size_call(struct orch_client *cl, const struct orch_cred *cred, uint16_t type,
+			uint64_t h, uint32_t flags, uint64_t size, int64_t mtime_ns,
+			struct orch_attr *out, uint64_t *stamp, uint64_t *gen)
+{
+	struct orch_msg req;
+
+	fs_req_init(&req, type, cred);
+	req.handle = h;
+	req.flags32 = flags;
+	req.size = size;
+	req.time_ns = mtime_ns;
+	return fs_attr_call_gen(cl, &req, out, stamp, gen);
+}
+
 int orch_fs_extend_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 			   uint64_t size, int64_t mtime_ns, struct orch_attr *out,
 			   uint64_t *stamp)
 {
-	struct orch_msg req;
-
-	fs_req_init(&req, ORCH_CL2SV_EXTEND, cred);
-	req.handle = h;
-	req.size = size;
-	req.time_ns = mtime_ns;
-	return fs_attr_call(cl, &req, out, stamp);
+	return fs_size_call(cl, cred, ORCH_CL2SV_EXTEND, h, 0, size, mtime_ns, out, stamp, NULL);
 }
 
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
 {
 	return orch_fs_extend_stamped(cl, cred, h, size, mtime_ns, out, NULL);
+}
+
+int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    uint32_t flags, uint64_t size, int64_t mtime_ns, struct orch_attr *out,
+		    uint64_t *gen)
+{
+	return fs_size_call(cl, cred, ORCH_CL2SV_WRITERS, h, flags, size, mtime_ns, out, NULL,
+			    gen);
+}
+
+int orch_fs_writer_release(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
+{
+	int error = orch_fs_writers(cl, cred, h, ORCH_WRITERS_RELEASE, size, mtime_ns, out, NULL);
+
+	if (error == -ENOSYS)
+		error = size || out ? orch_fs_extend(cl, cred, h, size, mtime_ns, out) : 0;
+	return error;
 }
 
 /*

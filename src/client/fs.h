@@ -42,6 +42,7 @@ int orch_fs_getattr(struct orch_client *cl, const struct orch_cred *cred, uint64
 struct orch_fs_stamps {
 	uint64_t entry;
 	uint64_t attr;
+	uint64_t gen;   /* create: rep.gen of the CREATE (rpc.h) */
 };
 int orch_fs_lookup_stamped(struct orch_client *cl, const struct orch_cred *cred,
 			   uint64_t parent, const char *name, struct orch_attr *out,
@@ -58,9 +59,14 @@ int orch_fs_setattr_stamped(struct orch_client *cl, const struct orch_cred *cred
 int orch_fs_extend_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 			   uint64_t size, int64_t mtime_ns, struct orch_attr *out,
 			   uint64_t *stamp);
+/*
+ * @flags: ORCH_CREATE_EXCL, ORCH_CREATE_WRITER (proto/types.h: a new file
+ * registers this client as its writer on the connection of generation
+ * st->gen; @st may be NULL).
+ */
 int orch_fs_create_stamped(struct orch_client *cl, const struct orch_cred *cred,
 			   uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
-			   bool excl, struct orch_attr *out, bool *existed,
+			   uint32_t flags, struct orch_attr *out, bool *existed,
 			   struct orch_fs_stamps *st);
 
 /*
@@ -182,6 +188,27 @@ int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
 /* Max-merges the size to @size and sets mtime (0 = now).  *@out may be NULL. */
 int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		   uint64_t size, int64_t mtime_ns, struct orch_attr *out);
+
+/*
+ * CL2SV_WRITERS to @h's server (docs/DESIGN.md, "Writers and bytes past
+ * the size").  ORCH_WRITERS_REGISTER before writing past the size:
+ * answered once whatever a dead writer left past it is cut; RELEASE once
+ * everything written is published.  Both first max-merge the size with
+ * @size (0: none) and set mtime from @mtime_ns, as EXTEND.  *@gen gets the
+ * generation of the connection the registration lives on (rpc.h), also on
+ * failure; -ENOSYS from a server that predates writer registration.
+ * *@out (may be NULL) gets the attributes after.
+ */
+int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+		    uint32_t flags, uint64_t size, int64_t mtime_ns, struct orch_attr *out,
+		    uint64_t *gen);
+
+/*
+ * orch_fs_writers(RELEASE), or with a server that predates it, EXTEND
+ * (nothing if @size is 0 and @out NULL).
+ */
+int orch_fs_writer_release(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			   uint64_t size, int64_t mtime_ns, struct orch_attr *out);
 
 /* Makes the file's data and metadata durable on every server of its layout. */
 int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,

@@ -78,6 +78,7 @@ struct orch_call {
 	struct orch_frame_hdr ca_hdr; /* of the reply */
 	uint64_t ca_stamp;           /* the reply's place in its connection's stream */
 	bool ca_leased;              /* ... on a connection with leases */
+	uint64_t ca_gen;             /* generation of the connection it was sent on */
 	uint8_t *ca_payload;         /* owned until handed to the reply */
 	struct orch_call *ca_next;   /* bucket chain; protected by c_lock */
 };
@@ -1107,6 +1108,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, &gen);
 	if (error)
 		goto out_free_frame;
+	call->ca_gen = gen;
 	/* In the table before the frame leaves, so a fast reply finds it. */
 	rpc_table_insert(c, call);
 	pthread_mutex_unlock(&c->c_lock);
@@ -1148,6 +1150,9 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 	const char *name = cl->cl_cfg.servers[call->ca_conn->c_index].name;
 	int error;
 
+	/* A server that does not know the request says so (SPEC-wire.md, "Rules"). */
+	if (call->ca_hdr.type == ORCH_AN2AN_UNKNOWN && call->ca_type != ORCH_AN2AN_UNKNOWN)
+		return -ENOSYS;
 	if (call->ca_hdr.type != call->ca_type) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 				   "reply of the wrong type from server '%s': type=0x%04x want=0x%04x",
@@ -1214,7 +1219,8 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 
 	if (!error)
 		error = rpc_reply_decode(cl, call, rep);
-	else if (error == -ETIMEDOUT)
+	rep->gen = call->ca_gen;
+	if (error == -ETIMEDOUT)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "request timed out: server='%s' type=%s",
 				   cl->cl_cfg.servers[c->c_index].name,
 				   orch_msg_name(call->ca_type));
@@ -1403,4 +1409,18 @@ void orch_client_request_counts(struct orch_client *cl, uint64_t *counts, size_t
 {
 	for (size_t i = 0; i < n; i++)
 		counts[i] = i < cl->cl_ntypes ? atomic_load(&cl->cl_counts[i]) : 0;
+}
+
+uint64_t orch_client_conn_gen(struct orch_client *cl, unsigned int server)
+{
+	struct rpc_conn *c;
+	uint64_t gen;
+
+	if (server >= cl->cl_cfg.nservers)
+		return 0;
+	c = &cl->cl_conns[server];
+	pthread_mutex_lock(&c->c_lock);
+	gen = c->c_state == RPC_UP ? c->c_gen : 0;
+	pthread_mutex_unlock(&c->c_lock);
+	return gen;
 }

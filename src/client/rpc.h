@@ -51,6 +51,12 @@ struct orch_reply {
 	 * Set for a status-only reply too.
 	 */
 	uint64_t stamp;
+	/*
+	 * The generation of the connection the request went on (counts the
+	 * connects to its server; see orch_client_conn_gen), also when the
+	 * call failed after it was sent; 0 if it was never sent.
+	 */
+	uint64_t gen;
 };
 
 /* Frees a reply.  Accepts a zeroed one; the reply is zeroed after. */
@@ -118,6 +124,13 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server);
  * -EKEYREJECTED names in its message.  Cleared by a handshake that succeeds.
  */
 int orch_client_key_mismatch(const struct orch_client *cl);
+
+/*
+ * The generation of the connection to @server if it is up (every connect
+ * makes a new one: what that server keeps per connection, such as writer
+ * registrations, is gone when it changes), else 0.
+ */
+uint64_t orch_client_conn_gen(struct orch_client *cl, unsigned int server);
 
 /*
  * Per-type request counts sent by this client since creation (for

@@ -145,6 +145,68 @@ int orch_mnt_publish_size(struct orch_mnt *m, const struct orch_cred *cred, uint
 	return error;
 }
 
+/*
+ * Before a write (or a copy into @h) that may end past the size: this
+ * mount must be registered as a writer of @h on the connection to its
+ * server that is up now (docs/DESIGN.md, "Writers and bytes past the
+ * size").  Done by the open for writing of a file this mount did not
+ * create (whose GETATTR it replaces: the reply carries the attributes),
+ * and again before a write after that server's connection changed: then
+ * what this mount wrote and has not published goes with the registration
+ * (max-merged into the size first), so the cut the server makes when no
+ * other writer is registered keeps it.  Returns 1 if it registered now
+ * (*@out, if not NULL, then has the attributes), 0 if it was registered
+ * (or the server has no registrations), or -errno.
+ */
+static int mnt_writer_register(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			       struct orch_attr *out)
+{
+	uint64_t cur = orch_client_conn_gen(m->m_cl, orch_handle_server(h)), gen = 0, end;
+	struct orch_attr a, rep;
+	int64_t mtime_ns;
+	int error;
+
+	if (orch_mnt_inode_wreg_check(&m->m_itab, h, cur))
+		return 0;
+	orch_mnt_wb_wait(m, h, false);
+	end = orch_mnt_inode_wend(&m->m_itab, h, &mtime_ns);
+	error = orch_fs_writers(m->m_cl, cred, h, ORCH_WRITERS_REGISTER, end, mtime_ns, &a, &gen);
+	if (!error) {
+		if (end)
+			orch_mnt_inode_extended(&m->m_itab, end, mtime_ns, &a, &rep);
+		if (out)
+			*out = a;
+	}
+	orch_mnt_inode_wreg_set(&m->m_itab, h, error && error != -ENOSYS ? 0 : gen);
+	if (error == -ENOSYS)
+		return 0;  /* a server without registrations makes no cuts either */
+	return error ? error : 1;
+}
+
+/*
+ * At the last close of @f's inode in this mount: if it is registered,
+ * releases the registration (after which the server may cut past the
+ * size, so only once nothing is left unpublished).
+ */
+static void mnt_writer_release(struct orch_mnt *m, const struct orch_cred *cred,
+			       struct mnt_file *f)
+{
+	uint64_t gen;
+	int error;
+
+	if (!orch_mnt_inode_wreg_take_last(&m->m_itab, f->f_handle, true, &gen))
+		return;
+	/* A registration lives on its connection: one that changed took it along. */
+	error = gen == orch_client_conn_gen(m->m_cl, orch_handle_server(f->f_handle)) ?
+		orch_fs_writers(m->m_cl, cred, f->f_handle, ORCH_WRITERS_RELEASE, 0, 0, NULL,
+				NULL) : 0;
+	if (error && error != -ENOSYS && error != -ENOENT)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot release the writer registration: "
+				   "ino=%#llx: %s", (unsigned long long)f->f_handle,
+				   strerror(-error));
+	orch_mnt_inode_wreg_set(&m->m_itab, f->f_handle, 0);
+}
+
 void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
@@ -165,9 +227,20 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &zero, &a);
 		if (!error)
 			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
+		/* Before the first write: the server answers a write at once (write-behind). */
+		if (!error && (fi->flags & O_ACCMODE) != O_RDONLY) {
+			error = mnt_writer_register(m, &cred, ino, NULL);
+			error = error > 0 ? 0 : error;
+		}
 	} else {
-		/* Leased attributes are current: every change since was pushed. */
-		error = orch_mnt_getattr(m, &cred, ino, &a);
+		error = (fi->flags & O_ACCMODE) != O_RDONLY ? mnt_writer_register(m, &cred, ino, &a)
+							     : 0;
+		if (error > 0) {
+			error = 0;
+		} else if (!error) {
+			/* Leased attributes are current: every change since was pushed. */
+			error = orch_mnt_getattr(m, &cred, ino, &a);
+		}
 		if (!error)
 			orch_mnt_inode_update(&m->m_itab, &a, &rep);
 	}
@@ -206,8 +279,10 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
 	sent_ms = orch_time_now_ms();
+	/* A new file registers us as its writer: no round trip before its first write. */
 	error = orch_fs_create_stamped(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
-				       fi->flags & O_EXCL, &a, &existed, &st);
+				       ((fi->flags & O_EXCL) ? ORCH_CREATE_EXCL : 0) |
+				       ORCH_CREATE_WRITER, &a, &existed, &st);
 	if (!error)
 		orch_mnt_lc_fill(m, orch_mnt_lc_credkey(&m->m_lc, &cred), parent, name, 0, &a,
 				 &st, sent_ms);
@@ -237,12 +312,17 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	}
 	if (orch_mnt_reply_entry(req, &a, fi)) {
 		free(mnt_file_of(fi)); /* no RELEASE will come for it */
+		if (!existed)
+			orch_fs_writers(m->m_cl, &cred, a.handle, ORCH_WRITERS_RELEASE, 0, 0, NULL,
+					NULL);
 		return;
 	}
 	/* The reference for the next open's keep_cache. */
 	orch_mnt_inode_cto_set(&m->m_itab, &a);
-	if (!existed)
+	if (!existed) {
 		orch_mnt_inode_set_fresh(&m->m_itab, a.handle, true);
+		orch_mnt_inode_wreg_created(&m->m_itab, a.handle, st.gen);
+	}
 }
 
 void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -293,7 +373,9 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
 	orch_mnt_cred(req, &cred);
 	error = mnt_file_attr(m, &cred, ino, &a);
-	if (error)
+	if (!error)
+		error = mnt_writer_register(m, &cred, ino, NULL);
+	if (error < 0)
 		goto out_err;
 	error = orch_mnt_wb_write(m, &cred, &a, (uint64_t)off, buf, size, f->f_direct);
 	if (error)
@@ -315,10 +397,10 @@ out_err:
  * last time.
  */
 static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
-			   struct mnt_file *f)
+			   struct mnt_file *f, bool closing)
 {
 	struct orch_attr a, rep;
-	uint64_t end, stamp, sent_ms;
+	uint64_t end, stamp = 0, sent_ms, gen;
 	int64_t mtime_ns;
 	int werr, error;
 
@@ -328,7 +410,24 @@ static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 		return werr;
 	end = orch_mnt_inode_wend(&m->m_itab, f->f_handle, &mtime_ns);
 	sent_ms = orch_time_now_ms();
-	error = orch_fs_extend_stamped(m->m_cl, cred, f->f_handle, end, mtime_ns, &a, &stamp);
+	/*
+	 * The close of the inode's only open file here: the size goes with the
+	 * release of the writer registration, in the same round trip.
+	 */
+	if (closing && !werr && orch_mnt_inode_wreg_take_last(&m->m_itab, f->f_handle, false, &gen)) {
+		if (gen == orch_client_conn_gen(m->m_cl, orch_handle_server(f->f_handle)))
+			error = orch_fs_writers(m->m_cl, cred, f->f_handle, ORCH_WRITERS_RELEASE,
+						end, mtime_ns, &a, NULL);
+		else
+			error = -ENOSYS;
+		if (error == -ENOSYS)
+			error = orch_fs_extend_stamped(m->m_cl, cred, f->f_handle, end, mtime_ns,
+						       &a, &stamp);
+		orch_mnt_inode_wreg_set(&m->m_itab, f->f_handle, 0);
+	} else {
+		error = orch_fs_extend_stamped(m->m_cl, cred, f->f_handle, end, mtime_ns, &a,
+					       &stamp);
+	}
 	if (!error)
 		orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 	if (error) {
@@ -349,7 +448,7 @@ void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)ino;
 	orch_mnt_count(m, ORCH_MNT_OP_FLUSH);
 	orch_mnt_cred(req, &cred);
-	orch_mnt_reply_err(req, mnt_file_extend(m, &cred, mnt_file_of(fi)));
+	orch_mnt_reply_err(req, mnt_file_extend(m, &cred, mnt_file_of(fi), true));
 }
 
 /*
@@ -368,11 +467,12 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t silly_parent;
 	char silly[ORCH_MNT_SILLY_LEN];
 
-	error = mnt_file_extend(m, &cred, f);
+	error = mnt_file_extend(m, &cred, f, true);
 	if (error)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 				   "at release: a write or the size could not be published: ino=%#llx: %s",
 				   (unsigned long long)ino, strerror(-error));
+	mnt_writer_release(m, &cred, f);
 	if (orch_mnt_inode_released(&m->m_itab, ino, &silly_parent, silly)) {
 		/* The last close of a file removed while open: now it goes. */
 		error = orch_fs_unlink(m->m_cl, &cred, silly_parent, silly);
@@ -497,6 +597,9 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		goto out_err;
 	}
 	mnt_adopt_layout(m, &cred, &src, &dst);
+	error = mnt_writer_register(m, &cred, ino_out, NULL);
+	if (error < 0)
+		goto out_err;
 	error = orch_fs_copy_range(m->m_cl, &cred, &src, (uint64_t)off_in, &dst,
 				   (uint64_t)off_out, len, &copied);
 	if (error)
@@ -522,7 +625,7 @@ void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	orch_mnt_count(m, ORCH_MNT_OP_FSYNC);
 	orch_mnt_cred(req, &cred);
 	/* The size goes first, so the fsync makes it durable too. */
-	error = mnt_file_extend(m, &cred, mnt_file_of(fi));
+	error = mnt_file_extend(m, &cred, mnt_file_of(fi), false);
 	if (!error)
 		error = mnt_file_attr(m, &cred, ino, &a);
 	if (!error)

@@ -88,6 +88,7 @@ int orch_mnt_itab_init(struct orch_mnt_itab *t)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&t->t_lock, NULL);
+	pthread_cond_init(&t->t_wreg_cv, NULL);
 	root->i_attr.handle = ORCH_ROOT_HANDLE;
 	root->i_attr.mode = S_IFDIR | 0755;
 	root->i_attr.parent = ORCH_ROOT_HANDLE;
@@ -113,6 +114,7 @@ void orch_mnt_itab_fini(struct orch_mnt_itab *t)
 	free(t->t_buckets);
 	t->t_buckets = NULL;
 	pthread_mutex_destroy(&t->t_lock);
+	pthread_cond_destroy(&t->t_wreg_cv);
 }
 
 void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *unknown)
@@ -400,6 +402,78 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *pare
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return silly;
+}
+
+/* t_lock held: waits until nobody registers or releases @h; NULL if it is gone. */
+static struct orch_mnt_inode *itab_wreg_wait(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	while ((in = itab_find(t, h)) && in->i_wreg_busy)
+		pthread_cond_wait(&t->t_wreg_cv, &t->t_lock);
+	return in;
+}
+
+bool orch_mnt_inode_wreg_check(struct orch_mnt_itab *t, uint64_t h, uint64_t cur)
+{
+	struct orch_mnt_inode *in;
+	bool done = true;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	/* The fast path of every write: registered on the connection that is up. */
+	if (in && (in->i_wreg_busy || !cur || in->i_wreg_gen != cur)) {
+		in = itab_wreg_wait(t, h);
+		if (in && (!cur || in->i_wreg_gen != cur)) {
+			in->i_wreg_busy = true;
+			done = false;
+		}
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return done;
+}
+
+void orch_mnt_inode_wreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		in->i_wreg_gen = gen;
+		in->i_wreg_busy = false;
+	}
+	pthread_cond_broadcast(&t->t_wreg_cv);
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+void orch_mnt_inode_wreg_created(struct orch_mnt_itab *t, uint64_t h, uint64_t gen)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && !in->i_wreg_busy && !in->i_wreg_gen)
+		in->i_wreg_gen = gen;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool clean,
+				   uint64_t *gen)
+{
+	struct orch_mnt_inode *in;
+	bool take = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_wreg_wait(t, h);
+	if (in && in->i_wreg_gen && in->i_opens == 1 && (!clean || !in->i_wend)) {
+		*gen = in->i_wreg_gen;
+		in->i_wreg_gen = 0;
+		in->i_wreg_busy = true;
+		take = true;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return take;
 }
 
 bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h)

@@ -93,6 +93,18 @@ struct orch_mnt_inode {
 	 * what cp(1) copies into, whose layout copy_file_range may change.
 	 */
 	bool i_fresh;
+	/*
+	 * Writer registration (docs/DESIGN.md, "Writers and bytes past the
+	 * size"): the generation of the connection to the inode's server on
+	 * which this mount is registered as a writer of it (rpc.h,
+	 * orch_client_conn_gen), 0 if it is not.  A registration lives on one
+	 * connection: when the generation changes, the mount registers again
+	 * before its next write.  i_wreg_busy: a thread is registering or
+	 * releasing; others wait (t_wreg_cv), so a release and a register never
+	 * cross on the wire.
+	 */
+	uint64_t i_wreg_gen;
+	bool i_wreg_busy;
 	uint64_t i_silly_parent;       /* 0 if none */
 	char i_silly_name[ORCH_MNT_SILLY_LEN];
 	/*
@@ -116,6 +128,7 @@ struct orch_mnt_itab {
 	size_t t_count;                  /* inodes in the table */
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
 	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
+	pthread_cond_t t_wreg_cv;        /* an i_wreg_busy was cleared */
 };
 
 /* --- Write-behind (wb.c) ------------------------------------------------------ */
@@ -377,6 +390,23 @@ void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
  */
 void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr *a,
 				 bool size_set, bool mtime_set, struct orch_attr *rep);
+
+/*
+ * Writer registration of @h.  check: true if this mount is registered on
+ * connection generation @cur (nothing to do); else false, and the caller
+ * owns the inode's registration (busy) until wreg_set, which records the
+ * generation now registered (0: none).  An inode not in the table: true.
+ * created: a CREATE registered this mount on @gen (unless a thread is at
+ * it).  take_last: if @h's only open file is the caller's and the mount is
+ * registered (and, with @clean, has nothing unpublished), true with the
+ * generation in *@gen and the caller owning the registration: it releases
+ * it and calls wreg_set(0).
+ */
+bool orch_mnt_inode_wreg_check(struct orch_mnt_itab *t, uint64_t h, uint64_t cur);
+void orch_mnt_inode_wreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen);
+void orch_mnt_inode_wreg_created(struct orch_mnt_itab *t, uint64_t h, uint64_t gen);
+bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool clean,
+				   uint64_t *gen);
 
 /* An open file of @h more (after a successful open or create). */
 void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h);

@@ -805,7 +805,19 @@ static int op_statfs(struct op_ctx *ctx, int argc, char **argv)
 	return error;
 }
 
-/* write PATH OFFSET DATA: the data, then the size extended as a close would */
+/* Registers this client as a writer of @h (a server without registrations: nothing). */
+static int op_register(struct op_ctx *ctx, uint64_t h)
+{
+	int error = orch_fs_writers(ctx->cl, &ctx->cred, h, ORCH_WRITERS_REGISTER, 0, 0, NULL,
+				    NULL);
+
+	return error == -ENOSYS ? 0 : error;
+}
+
+/*
+ * write PATH OFFSET DATA: registered as a writer, the data, then the size
+ * extended as a close would (and the registration released with it)
+ */
 static int op_write(struct op_ctx *ctx, int argc, char **argv)
 {
 	struct orch_attr a, out;
@@ -822,9 +834,11 @@ static int op_write(struct op_ctx *ctx, int argc, char **argv)
 		return error;
 	error = op_resolve(ctx, argv[1], true, &a);
 	if (!error)
+		error = op_register(ctx, a.handle);
+	if (!error)
 		error = orch_fs_write(ctx->cl, &ctx->cred, &a, off, buf, len);
 	if (!error)
-		error = orch_fs_extend(ctx->cl, &ctx->cred, a.handle, off + len, 0, &out);
+		error = orch_fs_writer_release(ctx->cl, &ctx->cred, a.handle, off + len, 0, &out);
 	if (!error)
 		op_attr_print(&ctx->out, &out);
 	free(buf);
@@ -880,7 +894,7 @@ static int op_fsync(struct op_ctx *ctx, int argc, char **argv)
 static int op_copy(struct op_ctx *ctx, int argc, char **argv)
 {
 	uint64_t off_in, off_out, len, copied = 0;
-	struct orch_attr src, dst, out;
+	struct orch_attr src, dst;
 	int error;
 
 	(void)argc;
@@ -891,10 +905,13 @@ static int op_copy(struct op_ctx *ctx, int argc, char **argv)
 	if (!error)
 		error = op_resolve(ctx, argv[3], true, &dst);
 	if (!error)
+		error = op_register(ctx, dst.handle);
+	if (!error)
 		error = orch_fs_copy_range(ctx->cl, &ctx->cred, &src, off_in, &dst, off_out, len,
 					   &copied);
-	if (!error && copied)
-		error = orch_fs_extend(ctx->cl, &ctx->cred, dst.handle, off_out + copied, 0, &out);
+	if (!error)
+		error = orch_fs_writer_release(ctx->cl, &ctx->cred, dst.handle,
+					       copied ? off_out + copied : 0, 0, NULL);
 	if (!error)
 		op_printf(&ctx->out, " copied=%llu", (unsigned long long)copied);
 	return error;
