@@ -35,7 +35,8 @@
  * within the client's own timeout.
  *
  * The admin side (scrub's rule N7): PROBE answers BUSY while a writer is
- * registered or a cut runs, RECLAIM cuts when none is.
+ * registered or a cut runs, RECLAIM cuts when no writer is (waiting for a
+ * cut that runs).
  *
  * Loop thread only.  Nodes are found by handle; a peer's answer finds its
  * node by handle and round, so an answer for a node gone (or after
@@ -466,8 +467,14 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		return;
 	}
 	if (f & (ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM)) {
-		/* Within the hold after the start, a writer of before may come back. */
-		if ((n && (n->n_regs || n->n_cutting)) || orch_time_now_ms() < wr.hold_until) {
+		/*
+		 * Within the hold after the start, a writer of before may come
+		 * back.  A RECLAIM joins a cut already running for no writer
+		 * (another server's scrub asked first): it cuts what this one
+		 * would.
+		 */
+		if ((n && (n->n_regs || (n->n_cutting && (f & ORCH_WRITERS_PROBE)))) ||
+		    orch_time_now_ms() < wr.hold_until) {
 			sv_reply_status(r, -EBUSY);
 			return;
 		}
