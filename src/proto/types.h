@@ -74,6 +74,9 @@ struct orch_layout {
 #define ORCH_WRITERS_PROBE (1u << 2)    /* admin: BUSY if a writer may still publish */
 #define ORCH_WRITERS_RECLAIM (1u << 3)  /* admin: PROBE, then cut past the size */
 
+/* SV2SV_DATA_CUT flags: cut nothing, answer BUSY if something may lie past the size. */
+#define ORCH_DATA_CUT_PROBE (1u << 0)
+
 /* --- Attributes -------------------------------------------------------------- */
 
 /* Setattr "valid" bits (like FUSE_SET_ATTR_*). */

@@ -32,7 +32,13 @@
  * whoever registers meanwhile waits for the held cut, which then cuts at
  * the size every registration of the hold published.  The hold is a
  * quarter of op_timeout_ms, so a held registration is still answered
- * within the client's own timeout.
+ * within the client's own timeout.  A cut held only by the start first
+ * asks every server of the layout whether anything lies past the size
+ * (SV2SV_DATA_CUT PROBE): if nothing does, there is nothing to keep or
+ * to cut, and the registrations are answered at once (the common case,
+ * which then costs no hold after every restart).  A hold after a close
+ * has no such shortcut: the closed connection's last writes may not have
+ * reached the data servers yet.
  *
  * The admin side (scrub's rule N7): PROBE answers BUSY while a writer is
  * registered or a cut runs, RECLAIM cuts when no writer is (waiting for a
@@ -73,6 +79,7 @@ struct wr_node {
 	struct wr_reg *n_regs;
 	bool n_taint;                /* a writer left without publishing */
 	bool n_cutting;              /* a cut round is in flight */
+	bool n_probe;                /* ... a probe (n_held): does anything lie past the size? */
 	bool n_recut;                /* another round when this one ends */
 	uint64_t n_round;            /* of the round in flight */
 	unsigned int n_outstanding;  /* servers of the round not answered */
@@ -94,6 +101,7 @@ static struct {
 	struct wr_node **buckets;
 	size_t nodes, regs;
 	uint64_t next_round;
+	uint64_t cuts;               /* cut rounds started (stats) */
 	uint64_t hold_ms;            /* WR_HOLD */
 	uint64_t hold_until;         /* monotonic ms: no cut before (this server started) */
 	bool stopping;
@@ -202,6 +210,7 @@ static void wr_answer(struct sv_server *sv, struct sv_req *r, int error, uint64_
 }
 
 static void wr_round_start(struct sv_server *sv, struct wr_node *n);
+static void wr_round_done(struct sv_server *sv, struct wr_node *n);
 
 /* The round of @n ended: answers its waiters, and goes on or frees it. */
 static void wr_round_end(struct sv_server *sv, struct wr_node *n)
@@ -246,7 +255,7 @@ static void wr_cut_done(struct sv_server *sv, void *arg, int error, const struct
 		if (error && !n->n_error)
 			n->n_error = error;
 		if (--n->n_outstanding == 0)
-			wr_round_end(sv, n);
+			wr_round_done(sv, n);
 	}
 	free(call);
 }
@@ -260,24 +269,16 @@ static void wr_hold_end(void *arg)
 }
 
 /*
- * Cuts every data object of @n's inode at its size now: here at once, on
- * the other servers of the layout through SV2SV_DATA_CUT.  Not an intent:
- * a cut changes nothing a reader may see, and one lost in a crash is made
- * by the next registration (or found by scrub).  Within a hold, the round
- * starts when the hold ends; it counts as running meanwhile.
+ * Sends round @n->n_round to every server of @n's layout (here at once,
+ * through SV2SV_DATA_CUT to the others): each cuts its object at the size
+ * now, or with @probe only says whether anything may lie past it (BUSY).
  */
-static void wr_round_start(struct sv_server *sv, struct wr_node *n)
+static void wr_round_send(struct sv_server *sv, struct wr_node *n, bool probe)
 {
-	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wr.hold_until, n->n_hold_until);
 	struct orch_attr a;
 	int error;
 
-	n->n_cutting = true;
-	if (now < until && !wr.stopping) {
-		n->n_held = true;
-		orch_ev_timer_arm(sv->s_ev, &n->n_timer, (uint32_t)(until - now), wr_hold_end, n);
-		return;
-	}
+	n->n_probe = probe;
 	n->n_round = ++wr.next_round;
 	n->n_error = 0;
 	n->n_outstanding = 1; /* held while sending */
@@ -292,7 +293,9 @@ static void wr_round_start(struct sv_server *sv, struct wr_node *n)
 			struct orch_msg m;
 
 			if (s == sv->s_index) {
-				int e = orch_store_cut(sv->s_store, n->n_handle, local);
+				int e = !probe ? orch_store_cut(sv->s_store, n->n_handle, local) :
+					orch_store_nothing_past(sv->s_store, n->n_handle, local) ?
+					0 : -EBUSY;
 
 				if (e && !n->n_error)
 					n->n_error = e;
@@ -311,6 +314,7 @@ static void wr_round_start(struct sv_server *sv, struct wr_node *n)
 			m.origin = sv->s_index;
 			m.handle = n->n_handle;
 			m.size = local;
+			m.flags32 = probe ? ORCH_DATA_CUT_PROBE : 0;
 			n->n_outstanding++;
 			sv_peer_call(sv, s, &m, wr_cut_done, call);
 		}
@@ -318,7 +322,54 @@ static void wr_round_start(struct sv_server *sv, struct wr_node *n)
 	if (error && !n->n_error)
 		n->n_error = error;
 	if (--n->n_outstanding == 0)
+		wr_round_done(sv, n);
+}
+
+/*
+ * A probe of a held cut ended: if every server said nothing lies past the
+ * size, there is nothing to cut and the hold ends now, with the
+ * registrations answered; else (or if one could not say, or a writer's
+ * connection closed meanwhile) the cut waits for the end of the hold.
+ */
+static void wr_probe_end(struct sv_server *sv, struct wr_node *n)
+{
+	n->n_probe = false;
+	if (n->n_error || !n->n_held || orch_time_now_ms() < n->n_hold_until)
+		return;
+	orch_ev_timer_cancel(sv->s_ev, &n->n_timer);
+	n->n_held = false;
+	wr_round_end(sv, n);
+}
+
+static void wr_round_done(struct sv_server *sv, struct wr_node *n)
+{
+	if (n->n_probe)
+		wr_probe_end(sv, n);
+	else
 		wr_round_end(sv, n);
+}
+
+/*
+ * Cuts every data object of @n's inode at its size now.  Not an intent:
+ * a cut changes nothing a reader may see, and one lost in a crash is made
+ * by the next registration (or found by scrub).  Within a hold, the round
+ * starts when the hold ends; it counts as running meanwhile, and a hold
+ * of this server's start only is probed first (wr_probe_end).
+ */
+static void wr_round_start(struct sv_server *sv, struct wr_node *n)
+{
+	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wr.hold_until, n->n_hold_until);
+
+	n->n_cutting = true;
+	if (now < until && !wr.stopping) {
+		n->n_held = true;
+		orch_ev_timer_arm(sv->s_ev, &n->n_timer, (uint32_t)(until - now), wr_hold_end, n);
+		if (now >= n->n_hold_until)
+			wr_round_send(sv, n, true);
+		return;
+	}
+	wr.cuts++;
+	wr_round_send(sv, n, false);
 }
 
 /* The last registration went: cut if a writer may have left bytes. */
@@ -517,12 +568,18 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 
 void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
+	if (m->flags32 & ~ORCH_DATA_CUT_PROBE)
+		sv_reply_status(r, -EINVAL);
+	else if (m->flags32 & ORCH_DATA_CUT_PROBE)
+		sv_reply_status(r, orch_store_nothing_past(sv->s_store, m->handle, m->size) ? 0
+											    : -EBUSY);
+	else
+		sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
 }
 
 void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts)
 {
 	*nodes = wr.nodes;
 	*regs = wr.regs;
-	*cuts = wr.next_round;
+	*cuts = wr.cuts;
 }

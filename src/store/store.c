@@ -1651,20 +1651,26 @@ int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
 	return error;
 }
 
+bool orch_store_nothing_past(struct orch_store *st, uint64_t h, uint64_t size)
+{
+	uint64_t now;
+	int error;
+
+	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) != 0)
+		return false;
+	error = orch_store_object_size(st, h, &now);
+	return (error == -ENOENT || (!error && now <= size)) &&
+	       atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0;
+}
+
 int orch_store_cut(struct orch_store *st, uint64_t h, uint64_t size)
 {
 	struct orch_store_op op = { .type = ORCH_STORE_OP_TRUNCATE, .handle = h, .off = size,
 				    .len = ORCH_STORE_TRUNC_SHRINK };
-	uint64_t now;
 
 	/* The common case: nothing past @size, and no queued write that could put it there. */
-	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0) {
-		int error = orch_store_object_size(st, h, &now);
-
-		if ((error == -ENOENT || (!error && now <= size)) &&
-		    atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0)
-			return 0;
-	}
+	if (orch_store_nothing_past(st, h, size))
+		return 0;
 	return submit_wait(st, &op);
 }
 

@@ -187,6 +187,13 @@ int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size);
 int orch_store_cut(struct orch_store *st, uint64_t h, uint64_t size);
 
 /*
+ * True if object @h surely holds nothing past @size (absent, or not
+ * larger) and no queued mutation could put anything there; false if it
+ * may (what orch_store_cut would then cut, or wait for).
+ */
+bool orch_store_nothing_past(struct orch_store *st, uint64_t h, uint64_t size);
+
+/*
  * The size of object @h now (a fresh snapshot): 0 with *@size, or -ENOENT
  * if it does not exist.
  */

@@ -252,6 +252,31 @@ def test_writer_that_lost_its_connection_keeps_its_bytes(cluster2, tmp_path):
     wait_until(lambda: writer_registrations(c) == 0, what="every registration released")
 
 
+def test_registration_after_a_restart_is_not_held_without_bytes_past_the_size(cluster2):
+    """Within the hold after the inode's server started, a new writer of a
+    file with nothing past its size is answered at once (every server of
+    the layout says so: SV2SV_DATA_CUT PROBE), not at the hold's end (a
+    quarter of op_timeout_ms, 2.5 s here), and nothing is cut."""
+    c = cluster2
+    c.cli("touch", "/q")
+    with Op(c) as op:
+        op.write("/q", 0, b"abc" * 100000)
+    lay = stat_layout(c, "/q")
+    assert lay["stripe_count"] == 2
+    inode_srv = c.names[lay["handle"] >> 48]
+    c.stop(inode_srv)
+    c.start(inode_srv)
+    t_up = time.monotonic()
+    with Op(c) as op:
+        t0 = time.monotonic()
+        op.write("/q", 300000, b"def")
+        took = time.monotonic() - t0
+        assert time.monotonic() - t_up < 2.5, "too slow to tell: the hold ended meanwhile"
+        assert took < 1.5, "the registration waited %.1f s for the hold" % took
+        assert op.read("/q", 299997, 6)["data"] == b"abcdef"
+    assert sum(s.get("writer_cuts", 0) for s in c.server_stats().values()) == 0
+
+
 def test_cut_that_cannot_reach_a_peer_fails_in_bounded_time(cluster2):
     """A new writer is answered only once every server of the layout cut:
     with one of them down it gets EIO, well within the client's timeout,
