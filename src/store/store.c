@@ -1482,25 +1482,30 @@ void orch_store_info(struct orch_store *st, struct orch_store_info *out)
 /* --- Synchronous mutations ------------------------------------------------------------------ */
 
 /*
- * Is object @h absent, with nothing queued that could create it?  Then a
- * delete (or a truncate to 0) has nothing to do and need not wait for the
+ * orch_store_object_size with nothing queued, before or after, that could
+ * change it (-EAGAIN if something is).  Then a delete of an absent object,
+ * or a cut of one not larger, has nothing to do and need not wait for the
  * writer: every unlink of a file that never had data on this server asks.
  */
-static bool store_surely_absent(struct orch_store *st, uint64_t h)
+static int store_settled_size(struct orch_store *st, uint64_t h, uint64_t *size)
 {
-	struct store_conn *c;
-	uint64_t size;
-	int64_t nid = 1;
+	int error;
 
 	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) != 0)
-		return false;
-	if (store_snap_get(st, &c))
-		return false;
-	if (read_obj(c, h, &nid, &size))
-		nid = 1;
-	store_snap_put(st, c);
+		return -EAGAIN;
+	error = orch_store_object_size(st, h, size);
 	/* A DYING object reads as absent, but its work item is not done. */
-	return nid == 0 && atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0;
+	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) != 0)
+		return -EAGAIN;
+	return error;
+}
+
+/* Is object @h absent, with nothing queued that could create it? */
+static bool store_surely_absent(struct orch_store *st, uint64_t h)
+{
+	uint64_t size;
+
+	return store_settled_size(st, h, &size) == -ENOENT;
 }
 
 /*
@@ -1654,13 +1659,9 @@ int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
 bool orch_store_nothing_past(struct orch_store *st, uint64_t h, uint64_t size)
 {
 	uint64_t now;
-	int error;
+	int error = store_settled_size(st, h, &now);
 
-	if (atomic_load_explicit(&st->st_queued, memory_order_acquire) != 0)
-		return false;
-	error = orch_store_object_size(st, h, &now);
-	return (error == -ENOENT || (!error && now <= size)) &&
-	       atomic_load_explicit(&st->st_queued, memory_order_acquire) == 0;
+	return error == -ENOENT || (!error && now <= size);
 }
 
 int orch_store_cut(struct orch_store *st, uint64_t h, uint64_t size)
