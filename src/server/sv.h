@@ -197,6 +197,8 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 void sv_admin_reclaim(struct sv_server *sv, unsigned int owner);
 /* Data objects the sweeps deleted since start (stats). */
 uint64_t sv_admin_reclaimed(void);
+/* Data objects whose dead bytes past the size a sweep had cut (stats). */
+uint64_t sv_admin_cut(void);
 
 /* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
 

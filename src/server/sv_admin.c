@@ -55,6 +55,8 @@
 #define ADM_OWNERS_TEXT 2048
 #define ADM_ORPHAN_GRACE_MS 2000      /* a delete intent reaches every server by then */
 #define ADM_RECLAIM_RETRY_MS 5000     /* a peer that did not answer is asked again */
+#define ADM_PAST_TRIES 24             /* times a refused cut is asked again */
+#define ADM_PAST_SLACK_MS 500         /* past the peer's start hold, before asking again */
 
 /* --- State ----------------------------------------------------------------- */
 
@@ -107,6 +109,13 @@ struct sv_admin {
 	uint64_t a_telling;          /* ... being told, by the loop thread */
 	uint64_t a_retry_ms;         /* when to try a_sweep and a_tell again */
 	_Atomic uint64_t a_reclaimed; /* objects deleted by a sweep (stats) */
+	/* Objects with dead bytes past the size whose cut the inode's server
+	 * refused (BUSY), asked again at a_past_ms; admin thread only. */
+	uint64_t a_past[ADM_BATCH];
+	uint8_t a_past_tries[ADM_BATCH];
+	size_t a_npast;
+	uint64_t a_past_ms;
+	_Atomic uint64_t a_cut;      /* objects a sweep had cut at the size (stats) */
 };
 
 /* Static: the store's hook may fire until the store closes. */
@@ -815,6 +824,63 @@ static void adm_dirty(void *arg)
 }
 
 /*
+ * Has the inode's server cut the bytes of object @h past the file's size
+ * (CL2SV_WRITERS RECLAIM), as a new writer's registration would: after a
+ * power cut took an unsynced size, or a writer died, nothing else will
+ * (DESIGN.md, "Bytes past the size").  The server refuses (BUSY) while a
+ * writer is registered, a cut runs or its start hold lasts; the object is
+ * then asked about again later, @tries times so far.  False only when
+ * there is no room to remember it.
+ */
+static bool adm_past_cut(struct sv_admin *a, uint64_t h, uint8_t tries)
+{
+	struct orch_reply rep = { 0 };
+	struct orch_msg req;
+	int error;
+
+	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
+	req.handle = h;
+	req.flags32 = ORCH_WRITERS_RECLAIM;
+	error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
+	if (!error) {
+		orch_reply_release(&rep);
+		atomic_fetch_add(&a->a_cut, 1);
+		return true;
+	}
+	if (error == -ENOENT || error == -EINVAL || tries >= ADM_PAST_TRIES)
+		return true;   /* gone, or not a file: nothing to cut */
+	if (a->a_npast == ORCH_ARRAY_SIZE(a->a_past))
+		return false;
+	if (!a->a_npast)
+		a->a_past_ms = orch_time_now_ms() + a->a_sv->s_cfg.op_timeout_ms / 4 +
+			       ADM_PAST_SLACK_MS;
+	a->a_past_tries[a->a_npast] = tries;
+	a->a_past[a->a_npast++] = h;
+	return true;
+}
+
+/* Asks again about the objects adm_past_cut could not have cut. */
+static void adm_past_retry(struct sv_admin *a)
+{
+	uint64_t h[ADM_BATCH];
+	uint8_t tries[ADM_BATCH];
+	struct orch_attr attr[ADM_BATCH];
+	uint32_t nlink[ADM_BATCH];
+	size_t n = a->a_npast;
+
+	memcpy(h, a->a_past, n * sizeof(h[0]));
+	memcpy(tries, a->a_past_tries, n * sizeof(tries[0]));
+	a->a_npast = 0;
+	adm_inode_attrs(a, h, n, nlink, attr);
+	for (size_t i = 0; i < n && !a->a_cancel; i++) {
+		if (nlink[i] == 0 || nlink[i] == UINT32_MAX)
+			continue;   /* the orphan sweeps deal with those */
+		if (adm_past_size(a, h[i], &attr[i], NULL))
+			adm_past_cut(a, h[i], (uint8_t)(tries[i] + 1));
+	}
+}
+
+/*
  * Deletes this server's objects whose handle belongs to a server in
  * @owners and whose inode that server says does not exist.  Safe because
  * a handle is never handed out twice (meta: a counter reservation is
@@ -832,6 +898,7 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 		struct adm_handles hs = { .n = 0 };
 		uint64_t ask[ADM_BATCH], dead[ADM_BATCH];
 		uint32_t nlink[ADM_BATCH];
+		struct orch_attr attr[ADM_BATCH];
 		size_t nask = 0, ndead = 0;
 
 		if (orch_store_handles(st, &after, ADM_BATCH, adm_handle_cb, &hs, &eof))
@@ -844,7 +911,7 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 			if (s >= a->a_sv->s_cfg.nservers || (owners & bit && !(left & bit)))
 				ask[nask++] = hs.h[i];
 		}
-		adm_inode_nlink(a, ask, nask, nlink);
+		adm_inode_attrs(a, ask, nask, nlink, attr);
 		for (size_t i = 0; i < nask; i++) {
 			unsigned int s = orch_handle_server(ask[i]);
 
@@ -852,6 +919,9 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 				dead[ndead++] = ask[i];
 			else if (nlink[i] == UINT32_MAX && s < 64)
 				left |= 1ull << s;
+			else if (adm_past_size(a, ask[i], &attr[i], NULL) &&
+				 !adm_past_cut(a, ask[i], 0) && s < 64)
+				left |= 1ull << s;   /* no room to ask again: sweep again */
 		}
 		if (ndead && !orch_store_delete_many(st, dead, ndead))
 			reclaimed += ndead;
@@ -936,6 +1006,11 @@ uint64_t sv_admin_reclaimed(void)
 	return atomic_load(&adm_state.a_reclaimed);
 }
 
+uint64_t sv_admin_cut(void)
+{
+	return atomic_load(&adm_state.a_cut);
+}
+
 /* --- The thread --------------------------------------------------------------------- */
 
 /* Waits on a_cv (a_lock held) until signalled, or until @at_ms if not 0. */
@@ -961,11 +1036,17 @@ static void *adm_main(void *arg)
 		struct adm_job *j = a->a_job;
 		uint64_t bad[ADM_BAD_QUEUE_MAX];
 		size_t nbad = a->a_nbad;
-		bool due = (a->a_sweep || a->a_tell) && orch_time_now_ms() >= a->a_retry_ms;
+		uint64_t now = orch_time_now_ms();
+		bool due = (a->a_sweep || a->a_tell) && now >= a->a_retry_ms;
+		bool past = a->a_npast && now >= a->a_past_ms;
 		uint64_t sweep = due ? a->a_sweep : 0, tell = due ? a->a_tell : 0;
 
-		if (!j && !nbad && !due) {
-			adm_wait(a, a->a_sweep || a->a_tell ? a->a_retry_ms : 0);
+		if (!j && !nbad && !due && !past) {
+			uint64_t at = a->a_sweep || a->a_tell ? a->a_retry_ms : 0;
+
+			if (a->a_npast && (!at || a->a_past_ms < at))
+				at = a->a_past_ms;
+			adm_wait(a, at);
 			continue;
 		}
 		memcpy(bad, a->a_bad, nbad * sizeof(bad[0]));
@@ -982,6 +1063,8 @@ static void *adm_main(void *arg)
 		if (tell)
 			adm_tell(a, tell);
 		tell = 0;
+		if (past)
+			adm_past_retry(a);
 		if (sweep)
 			sweep = adm_sweep(a, sweep);
 		pthread_mutex_lock(&a->a_lock);

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from cluster import stat_layout, wait_until
+from cluster import Cluster, stat_layout, wait_until
 from mount import Mount
 from op import Op
 
@@ -302,23 +302,57 @@ def scrub(c, *args):
     return c.cli("scrub", "--all", *args, check=False)
 
 
-def test_scrub_reports_and_reclaims_dead_bytes(cluster2, tmp_path):
-    """Bytes past the size that no live writer can publish (the inode's
-    server restarted, then the writer died: nothing cut them) are N7 on
-    every server that holds some; --reclaim cuts them; then scrub is clean
-    and the space is back."""
-    c = cluster2
-    base = used_kb(c)
-    c.cli("touch", "/h")
-    lay = stat_layout(c, "/h")
+def dead_bytes_after_a_restart(c, tmp_path, name):
+    """/NAME with DEAD bytes past its size 0 that no writer can publish:
+    the inode's server restarts, then the writer dies.  Its layout."""
+    c.cli("touch", "/" + name)
+    lay = stat_layout(c, "/" + name)
     inode_srv = c.names[lay["handle"] >> 48]
-    assert scrub(c).returncode == 0, scrub(c).stdout
 
     def restart():
         c.kill(inode_srv)
         c.start(inode_srv)
 
-    crash_writer(c, tmp_path, "h", before_kill=restart)
+    crash_writer(c, tmp_path, name, before_kill=restart)
+    return lay
+
+
+def test_sweep_cuts_dead_bytes_after_an_inode_server_restart(cluster2, tmp_path):
+    """Nobody writes the file again: the restarted server's sweeps (every
+    server looks at its objects of the restarted server's files) have the
+    inode's server cut the dead bytes once its start hold is over, so
+    scrub is clean and the space is back without an operator."""
+    c = cluster2
+    base = used_kb(c)
+    assert scrub(c).returncode == 0, scrub(c).stdout
+    dead_bytes_after_a_restart(c, tmp_path, "s")
+    wait_until(lambda: used_kb(c) - base < 1024, timeout=30,
+               what="the dead bytes cut (used %d KiB, was %d)" % (used_kb(c), base))
+    assert sum(s["data_objects_cut"] for s in c.server_stats().values()) >= 1
+    r = scrub(c)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Op(c) as op:
+        assert op.stat("/s")["size"] == 0
+        op.truncate("/s", DEAD)
+        assert_zeros_op(op, "/s", DEAD)
+
+
+def test_scrub_reports_and_reclaims_dead_bytes(tmp_path):
+    """Bytes past the size that no live writer can publish, with the
+    sweeps off (reclaim_orphans = 0), are N7 on every server that holds
+    some; --reclaim cuts them; then scrub is clean and the space is back."""
+    c = Cluster(tmp_path / "c", nservers=2, extra="\n[cluster]\nreclaim_orphans = 0\n")
+    c.start_all()
+    try:
+        scrub_reclaims_dead_bytes(c, tmp_path)
+    finally:
+        c.stop_all()
+
+
+def scrub_reclaims_dead_bytes(c, tmp_path):
+    base = used_kb(c)
+    assert scrub(c).returncode == 0, scrub(c).stdout
+    lay = dead_bytes_after_a_restart(c, tmp_path, "h")
     assert used_kb(c) - base >= DEAD // 1024
     # Within the hold after its start the inode's server answers BUSY (a
     # writer of before may come back), and scrub says nothing of the file.
