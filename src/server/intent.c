@@ -340,6 +340,8 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	else
 		intent_answer_status(run, status);
 	intent_unlink_run(run);
+	if (in->i_kind == SV_INTENT_TRUNCATE)
+		sv_writers_sizing(in->i_handle, false);
 	free(run->ir_in);
 	free(run);
 	if (++intent_since_trim >= INTENT_TRIM_EVERY) {
@@ -899,6 +901,8 @@ static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent 
 	}
 	run->ir_in = in;
 	run->ir_waiter = waiter;
+	if (in->i_kind == SV_INTENT_TRUNCATE)
+		sv_writers_sizing(in->i_handle, true);
 	run->ir_next = intent_runs;
 	intent_runs = run;
 	if (!intent_timer_armed) {

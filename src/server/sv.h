@@ -172,6 +172,11 @@ void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct
 int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h);
 /* Client connection @c closed: its registrations go, and a cut may start. */
 void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c);
+/*
+ * A TRUNCATE intent of @h starts (@running) or ends: PROBE answers BUSY
+ * meanwhile (the size is cut before the data).
+ */
+void sv_writers_sizing(uint64_t h, bool running);
 /* Inodes tracked, registrations, cut rounds started (stats). */
 void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts);
 

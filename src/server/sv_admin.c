@@ -517,33 +517,55 @@ static bool adm_past_size(struct sv_admin *a, uint64_t h, const struct orch_attr
 }
 
 /*
- * N7 confirmed: the inode's server says no writer is registered and no
- * cut runs (CL2SV_WRITERS PROBE: a live writer's bytes past the size are
- * on their way to being published), and with the size it answered, the
- * object still holds bytes past it.  With --reclaim the inode's server
- * then cuts them (RECLAIM), as it would for a new writer.
+ * CL2SV_WRITERS PROBE of @h at its inode's server: false if a writer is
+ * registered or a cut or truncate runs (BUSY), or it cannot say; else
+ * *@at gets the attributes and *@epoch the epoch of @h's writers.
  */
-static void adm_past_confirm(struct sv_admin *a, struct adm_job *j, uint64_t h)
+static bool adm_writers_probe(struct sv_admin *a, uint64_t h, struct orch_attr *at,
+			      uint64_t *epoch)
 {
 	struct orch_reply rep = { 0 };
 	struct orch_msg req;
-	uint64_t local = 0, size = 0;
-	const char *how = "";
-	char d[224], why[96];
-	int error;
 
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
 	req.flags32 = ORCH_WRITERS_PROBE;
 	if (orch_handle_server(h) >= a->a_sv->s_cfg.nservers ||
 	    orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep))
-		return;  /* a writer (BUSY), gone, or not asked: nothing to say */
-	if (!adm_past_size(a, h, &rep.m.attr, &local) ||
-	    orch_store_object_size(a->a_sv->s_store, h, &size)) {
-		orch_reply_release(&rep);
-		return;
-	}
+		return false;  /* a writer (BUSY), gone, or not asked: nothing to say */
+	*at = rep.m.attr;
+	*epoch = rep.m.cookie;
 	orch_reply_release(&rep);
+	return true;
+}
+
+/*
+ * N7 confirmed: the inode's server says no writer is registered and no
+ * cut or truncate runs (CL2SV_WRITERS PROBE: a live writer's bytes past
+ * the size are on their way to being published), and with the size it
+ * answered, the object still holds bytes past it.  The object's size is
+ * read between two PROBEs that answered the same epoch, so no writer
+ * registered, no cut ran and no truncate changed the size meanwhile.
+ * With --reclaim the inode's server then cuts them (RECLAIM), as it would
+ * for a new writer.
+ */
+static void adm_past_confirm(struct sv_admin *a, struct adm_job *j, uint64_t h)
+{
+	struct orch_reply rep = { 0 };
+	struct orch_attr at;
+	struct orch_msg req;
+	uint64_t local = 0, size = 0, epoch, again;
+	const char *how = "";
+	char d[224], why[96];
+	int error;
+
+	if (!adm_writers_probe(a, h, &at, &epoch) ||
+	    orch_store_object_size(a->a_sv->s_store, h, &size) ||
+	    !adm_writers_probe(a, h, &at, &again) || again != epoch ||
+	    !adm_past_size(a, h, &at, &local) || size <= local)
+		return;
+	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
+	req.handle = h;
 	if (j->j_reclaim) {
 		req.flags32 = ORCH_WRITERS_RECLAIM;
 		error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);

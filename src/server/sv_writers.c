@@ -99,6 +99,14 @@ struct wr_call {
 static struct {
 	struct sv_server *sv;
 	struct wr_node **buckets;
+	/*
+	 * Per bucket, for scrub's N7 (which reads an object's size between two
+	 * PROBEs): a count bumped by every registration, cut round and size
+	 * cut of a handle of the bucket, and the TRUNCATE intents running for
+	 * them.  Two PROBEs with the same count saw no such change between.
+	 */
+	uint32_t *epochs;
+	uint32_t *sizing;
 	size_t nodes, regs;
 	uint64_t next_round;
 	uint64_t cuts;               /* cut rounds started (stats) */
@@ -193,6 +201,7 @@ static int wr_add(struct wr_node *n, struct orch_conn *c)
 	r = malloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	wr.epochs[wr_bucket(n->n_handle)]++;
 	r->r_conn = c;
 	r->r_next = n->n_regs;
 	n->n_regs = r;
@@ -217,6 +226,7 @@ static void wr_round_end(struct sv_server *sv, struct wr_node *n)
 {
 	struct wr_wait *w = n->n_waiters;
 
+	wr.epochs[wr_bucket(n->n_handle)]++;
 	n->n_cutting = false;
 	n->n_waiters = NULL;
 	if (!n->n_error)
@@ -360,6 +370,7 @@ static void wr_round_start(struct sv_server *sv, struct wr_node *n)
 {
 	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wr.hold_until, n->n_hold_until);
 
+	wr.epochs[wr_bucket(n->n_handle)]++;
 	n->n_cutting = true;
 	if (now < until && !wr.stopping) {
 		n->n_held = true;
@@ -406,7 +417,15 @@ int sv_writers_init(struct sv_server *sv)
 	wr.hold_ms = sv->s_cfg.op_timeout_ms / 4;
 	wr.hold_until = orch_time_now_ms() + wr.hold_ms;
 	wr.buckets = calloc(WR_BUCKETS, sizeof(*wr.buckets));
-	return wr.buckets ? 0 : -ENOMEM;
+	wr.epochs = calloc(WR_BUCKETS, sizeof(*wr.epochs));
+	wr.sizing = calloc(WR_BUCKETS, sizeof(*wr.sizing));
+	if (wr.buckets && wr.epochs && wr.sizing)
+		return 0;
+	free(wr.buckets);
+	free(wr.epochs);
+	free(wr.sizing);
+	memset(&wr, 0, sizeof(wr));
+	return -ENOMEM;
 }
 
 void sv_writers_stop(struct sv_server *sv)
@@ -442,7 +461,22 @@ void sv_writers_fini(struct sv_server *sv)
 		}
 	}
 	free(wr.buckets);
+	free(wr.epochs);
+	free(wr.sizing);
 	memset(&wr, 0, sizeof(wr));
+}
+
+void sv_writers_sizing(uint64_t h, bool running)
+{
+	size_t b = wr_bucket(h);
+
+	if (!wr.buckets)
+		return;
+	wr.epochs[b]++;
+	if (running)
+		wr.sizing[b]++;
+	else if (wr.sizing[b])
+		wr.sizing[b]--;
 }
 
 int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h)
@@ -525,11 +559,13 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		 * would.
 		 */
 		if ((n && (n->n_regs || (n->n_cutting && (f & ORCH_WRITERS_PROBE)))) ||
+		    ((f & ORCH_WRITERS_PROBE) && wr.sizing[wr_bucket(m->handle)]) ||
 		    orch_time_now_ms() < wr.hold_until) {
 			sv_reply_status(r, -EBUSY);
 			return;
 		}
 		if (f & ORCH_WRITERS_PROBE) {
+			rep.cookie = wr.epochs[wr_bucket(m->handle)];
 			sv_reply(r, &rep);
 			return;
 		}
