@@ -1,7 +1,8 @@
-"""The power-cut campaign (issue 16): cuts of random servers, one or two at
-a time, during a workload of creates with fsynced data, renames across
-servers, links, unlinks and mkdirs, each followed by fsyncs of the parent
-directories (and of the file, whose inode holds the link count).
+"""The power-cut campaign: cuts of random servers, one or two at a time,
+during a workload of creates with fsynced data, renames across servers,
+links, unlinks and mkdirs, each followed by fsyncs of the parent
+directories (and of the file, whose inode holds the link count), and of
+writes that extend a file, sometimes past a gap, without any fsync.
 
 After each cut the victims' stores pass `store-check --data` as the cut
 left them; then, with the victims restarted and every intent finished:
@@ -13,6 +14,11 @@ left them; then, with the victims restarted and every intent finished:
   and each file's link count is the number of its names;
 * a file that was never fsynced, if it is there, holds its data or zeros,
   block by block;
+* a file extended without fsync keeps its fsynced bytes, and has its old
+  size or its new one; past the old size it holds the new data or zeros,
+  block by block, and the gap before the new data reads zeros (a cut that
+  took the size but left the strips must never let them be read: the
+  bytes a dead writer left past the size);
 * `scrub --all --data` is clean (given a moment for the servers' sweeps of
   objects whose inode the cut took).
 
@@ -42,6 +48,12 @@ class File:
         self.names = {}       # path -> MUST, MAY or GONE
         self.durable = False  # its data was fsynced
         self.rename = None    # (old, new) while a rename is not known durable
+        self.ext = None       # (offset, bytes) of a write past the end, not fsynced
+
+    def extended(self):
+        """The contents if the unsynced extension is all there."""
+        off, data = self.ext
+        return self.data + bytes(off - len(self.data)) + data
 
     def live_names(self):
         return [p for p, s in self.names.items() if s != GONE]
@@ -138,6 +150,16 @@ class Workload:
         if rest:
             op.call("fsync", rest[0])
 
+    def op_extend(self, op):
+        f = self.pick_file(lambda f: f.durable and f.rename is None and f.ext is None and
+                           MUST in f.names.values())
+        if f is None:
+            return
+        path = [p for p, s in f.names.items() if s == MUST][0]
+        off = len(f.data) + self.rnd.choice([0, 0, 3000, 20000])
+        f.ext = (off, self.rnd.randbytes(self.rnd.choice([1, 4096, 9000, 30000])))
+        op.write(path, off, f.ext[1])
+
     def op_mkdir(self, op):
         path = "/" + self.fresh("d")
         self.dirs[path] = MAY
@@ -148,7 +170,7 @@ class Workload:
 
     def run(self, op):
         kinds = ([self.op_create] * 5 + [self.op_rename] * 4 + [self.op_link] * 2 +
-                 [self.op_unlink] * 2 + [self.op_mkdir])
+                 [self.op_unlink] * 2 + [self.op_extend] * 2 + [self.op_mkdir])
         try:
             while not self.stop:
                 kind = self.rnd.choice(kinds)
@@ -158,6 +180,17 @@ class Workload:
         except OpError as e:
             self.error = e   # the cut: the operation's outcome is unknown
 
+
+
+def read_all(op, path, n):
+    """Up to @n bytes of @path, in reads orch-op prints whole (64 KiB)."""
+    out = b""
+    while len(out) < n:
+        got = op.read(path, len(out), min(n - len(out), 65536))["data"]
+        out += got
+        if not got:
+            break
+    return out
 
 
 def walk(op):
@@ -220,9 +253,22 @@ def check(op, files, dirs, gone_handles, tally):
             continue
         nlink = tree[present[0]][2]
         assert nlink == len(present), "file %s: nlink %d, names %s" % (f.fid, nlink, present)
-        r = op.read(present[0], 0, len(f.data) + BLOCK)
-        got = r["data"]
-        if f.durable:
+        full = f.extended() if f.ext else f.data
+        got = read_all(op, present[0], len(full) + BLOCK)
+        if f.ext:
+            old = len(f.data)
+            assert got[:old] == f.data, "fsynced file %s (%s) lost its data" % (
+                f.fid, present[0])
+            assert len(got) in (old, len(full)), \
+                "file %s extended from %d to %d has size %d" % (f.fid, old, len(full),
+                                                                len(got))
+            for off in range(old // BLOCK * BLOCK, len(got), BLOCK):
+                lo, hi = max(off, old), min(off + BLOCK, len(got))
+                assert got[lo:hi] == full[lo:hi] or got[lo:hi] == bytes(hi - lo), \
+                    "garbage past the fsynced end of %s at %d (a dead writer's bytes?)" % (
+                        f.fid, lo)
+            tally["files"] += 1
+        elif f.durable:
             assert got == f.data, "fsynced file %s (%s) reads %d bytes, not its %d" % (
                 f.fid, present[0], len(got), len(f.data))
             tally["files"] += 1
@@ -259,9 +305,11 @@ def settle(op, files, dirs, tree, gone_handles):
             continue
         f.names = {p: (MUST if p in present else GONE) for p in f.names}
         f.rename = None
-        if not f.durable:
-            f.data = op.read(present[0], 0, len(f.data) + BLOCK)["data"]
+        if not f.durable or f.ext:
+            full = f.extended() if f.ext else f.data
+            f.data = read_all(op, present[0], len(full) + BLOCK)
             f.durable = True
+            f.ext = None
 
 
 def scrub_clean(c):
