@@ -64,6 +64,8 @@ int orch_cli_usage(const struct orch_cli *cli, int code)
 {
 	if (code == ORCH_CLI_OK) {
 		fputs(cli->cmd->usage, stdout);
+		if (cli->cmd->usage_more)
+			cli->cmd->usage_more(stdout);
 		return ORCH_CLI_OK;
 	}
 	fprintf(stderr, "Try 'orchard %s --help' for more information.\n", cli->cmd->name);

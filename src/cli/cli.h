@@ -61,6 +61,7 @@ struct orch_cli_cmd {
 	int (*fn)(struct orch_cli *cli, int argc, char **argv); /* argv[0] = name */
 	const char *summary;                                /* one line, for --help */
 	const char *usage;                                  /* full --help text */
+	void (*usage_more)(FILE *f);                        /* NULL, or printed after */
 };
 
 /* The parsed global options.  Owned by main(); commands may update conf. */
@@ -232,6 +233,7 @@ int orch_cmd_mkfs(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_local(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv);
+void orch_cmd_cache_usage(FILE *f);
 int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_ls(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_stat(struct orch_cli *cli, int argc, char **argv);

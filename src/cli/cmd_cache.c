@@ -6,6 +6,7 @@
  * a bad one changes nothing.
  */
 #include "cli/cli.h"
+#include "proto/knobs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,26 +15,23 @@
 #include <sys/xattr.h>
 
 #define CACHE_XATTR_PREFIX "user.orchard."
-#define CACHE_MAX_MS 86400000ul
 
-static const struct {
-	const char *name;
-	unsigned long min;
-} cache_knobs[] = {
-	{ "dcache_timeout_ms", 0 },
-	{ "getattr_timeout_ms", 0 },
-	{ "negative_timeout_ms", 0 },
-	{ "op_timeout_ms", 1 },
-};
-
-#define CACHE_NKNOBS (sizeof(cache_knobs) / sizeof(cache_knobs[0]))
-
-static int cache_knob(const char *name, size_t len)
+/* The live knobs' names, "a, b or c", for a message. */
+static void cache_knob_names(char *out, size_t len)
 {
-	for (size_t i = 0; i < CACHE_NKNOBS; i++)
-		if (strlen(cache_knobs[i].name) == len && memcmp(cache_knobs[i].name, name, len) == 0)
-			return (int)i;
-	return -1;
+	size_t n = 0, live = 0, seen = 0;
+
+	for (size_t i = 0; i < ORCH_KNOB_COUNT; i++)
+		live += orch_knobs[i].k_live;
+	out[0] = '\0';
+	for (size_t i = 0; i < ORCH_KNOB_COUNT && n < len; i++) {
+		if (!orch_knobs[i].k_live)
+			continue;
+		seen++;
+		n += (size_t)snprintf(out + n, len - n, "%s%s",
+				      seen == 1 ? "" : seen == live ? " or " : ", ",
+				      orch_knobs[i].k_name);
+	}
 }
 
 /* Reads one knob of the mount at @mnt into @out (NUL-terminated). */
@@ -59,12 +57,17 @@ static int cache_not_a_mount(int error, const char *mnt)
 	return ORCH_CLI_FAIL;
 }
 
+void orch_cmd_cache_usage(FILE *f)
+{
+	orch_knobs_help(f, true);
+}
+
 int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv)
 {
 	struct {
-		int knob;
+		const struct orch_knob *knob;
 		const char *value;
-	} set[CACHE_NKNOBS * 4];
+	} set[ORCH_KNOB_COUNT * 4];
 	const char *mnt;
 	char val[64];
 	int nset = 0, rc;
@@ -76,25 +79,23 @@ int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv)
 		return orch_cli_usage_err(cli, "too many settings");
 	for (int i = optind; i < argc; i++) {
 		const char *eq = strchr(argv[i], '=');
-		unsigned long v;
-		char *end;
-		int k;
+		const struct orch_knob *k;
+		uint32_t v;
 
 		if (!eq)
 			return orch_cli_usage_err(cli, "'%s' is not NAME=VALUE", argv[i]);
-		k = cache_knob(argv[i], (size_t)(eq - argv[i]));
-		if (k < 0) {
-			orch_cli_msg("unknown setting '%.*s' (one of dcache_timeout_ms, "
-				     "getattr_timeout_ms, negative_timeout_ms, op_timeout_ms); "
-				     "nothing changed", (int)(eq - argv[i]), argv[i]);
+		k = orch_knob_find(argv[i], (size_t)(eq - argv[i]));
+		if (!k || !k->k_live) {
+			char names[256];
+
+			cache_knob_names(names, sizeof(names));
+			orch_cli_msg("unknown setting '%.*s' (one of %s); nothing changed",
+				     (int)(eq - argv[i]), argv[i], names);
 			return ORCH_CLI_FAIL;
 		}
-		errno = 0;
-		v = strtoul(eq + 1, &end, 10);
-		if (!eq[1] || *end || errno || eq[1] == '-' || v < cache_knobs[k].min ||
-		    v > CACHE_MAX_MS) {
-			orch_cli_msg("bad value '%s' for %s (milliseconds, %lu to %lu); nothing changed",
-				     eq + 1, cache_knobs[k].name, cache_knobs[k].min, CACHE_MAX_MS);
+		if (orch_knob_parse(k, eq + 1, strlen(eq + 1), &v)) {
+			orch_cli_msg("bad value '%s' for %s (milliseconds, %u to %u); nothing changed",
+				     eq + 1, k->k_name, k->k_min, k->k_max);
 			return ORCH_CLI_FAIL;
 		}
 		set[nset].knob = k;
@@ -102,23 +103,25 @@ int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv)
 		nset++;
 	}
 	/* Read first: it proves @mnt is an Orchard mount before anything is set. */
-	rc = cache_get(mnt, cache_knobs[0].name, val, sizeof(val));
+	rc = cache_get(mnt, orch_knobs[0].k_name, val, sizeof(val));
 	if (rc)
 		return cache_not_a_mount(rc, mnt);
 	for (int i = 0; i < nset; i++) {
 		char xname[64];
 
-		snprintf(xname, sizeof(xname), CACHE_XATTR_PREFIX "%s", cache_knobs[set[i].knob].name);
+		snprintf(xname, sizeof(xname), CACHE_XATTR_PREFIX "%s", set[i].knob->k_name);
 		if (setxattr(mnt, xname, set[i].value, strlen(set[i].value), 0) < 0) {
-			orch_cli_err(-errno, "cannot set %s on '%s'", cache_knobs[set[i].knob].name, mnt);
+			orch_cli_err(-errno, "cannot set %s on '%s'", set[i].knob->k_name, mnt);
 			return ORCH_CLI_FAIL;
 		}
 	}
-	for (size_t i = 0; i < CACHE_NKNOBS; i++) {
-		rc = cache_get(mnt, cache_knobs[i].name, val, sizeof(val));
+	for (size_t i = 0; i < ORCH_KNOB_COUNT; i++) {
+		if (!orch_knobs[i].k_live)
+			continue;
+		rc = cache_get(mnt, orch_knobs[i].k_name, val, sizeof(val));
 		if (rc)
 			return cache_not_a_mount(rc, mnt);
-		printf("%s=%s\n", cache_knobs[i].name, val);
+		printf("%s=%s\n", orch_knobs[i].k_name, val);
 	}
 	return ORCH_CLI_OK;
 }

@@ -30,7 +30,7 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "  -d, --dir DIR          where to write (created if missing)\n"
 	  "  -p, --base-port P      ports P..P+N-1 (default: free ports, picked now)\n"
 	  "      --name NAME        cluster name (default: orchard)\n"
-	  "      --strip-size BYTES default strip size, a multiple of 4K (default: 64K)\n" },
+	  "      --strip-size BYTES default strip size, a multiple of 4K (default: 64K)\n", NULL },
 	{ "mkfs", orch_cmd_mkfs, "initialise one server's data directory",
 	  "usage: orchard [-c CONF] mkfs -n NAME [--force] [GEOMETRY OPTIONS]\n"
 	  "\n"
@@ -44,7 +44,7 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "      --store-size SIZE size of the blocks file, K/M/G/T suffixes (0: 64G)\n"
 	  "      --ag-blocks N     blocks per allocation group, a power of two (0: 1048576)\n"
 	  "      --maxext N        longest extent in blocks (0: 4096)\n"
-	  "The geometry options override the config for this mkfs.\n" },
+	  "The geometry options override the config for this mkfs.\n", NULL },
 	{ "local", orch_cmd_local, "start or stop a cluster on this host",
 	  "usage: orchard local up DIR [--servers N] [--mount MNT]\n"
 	  "       orchard local down DIR\n"
@@ -57,21 +57,21 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "SIGKILL after 10 s) and removes the pid files.\n"
 	  "\n"
 	  "  -n, --servers N    servers of a new cluster (default 2)\n"
-	  "  -m, --mount MNT    also mount the file system on MNT\n" },
+	  "  -m, --mount MNT    also mount the file system on MNT\n", NULL },
 	{ "ping", orch_cmd_ping, "check that every server answers",
 	  "usage: orchard [-c CONF] ping [-t MS]\n"
 	  "\n"
 	  "Pings every server: name, address, up or down, protocol versions and\n"
 	  "round-trip time.  Exits 1 if any server is down.\n"
 	  "\n" CONF_OPT
-	  "  -t, --timeout MS   give up on a server after MS milliseconds (default 2000)\n" },
+	  "  -t, --timeout MS   give up on a server after MS milliseconds (default 2000)\n", NULL },
 	{ "cache", orch_cmd_cache, "show or change a mount's kernel-cache timeouts",
 	  "usage: orchard cache MNT [NAME=VALUE ...]\n"
 	  "\n"
 	  "Prints the timeouts of the Orchard mount at MNT, after setting the ones\n"
-	  "given; replies the mount sends afterwards use the new values.  NAME is\n"
-	  "dcache_timeout_ms, getattr_timeout_ms, negative_timeout_ms or\n"
-	  "op_timeout_ms; VALUE is milliseconds.  A bad NAME or VALUE changes nothing.\n" },
+	  "given; replies the mount sends afterwards use the new values.  VALUE is\n"
+	  "milliseconds.  A bad NAME or VALUE changes nothing.  NAME is one of:\n",
+	  orch_cmd_cache_usage },
 	{ "stats", orch_cmd_stats, "show every server's counters (and a mount's)",
 	  "usage: orchard [-c CONF] stats [--json] [MNT]\n"
 	  "\n"
@@ -81,39 +81,39 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "With MNT, the client side of that mount is added as \"client\": FUSE\n"
 	  "requests and server requests by type; without a config only that is shown.\n"
 	  "\n" CONF_OPT
-	  "  -j, --json         machine-readable output\n" },
+	  "  -j, --json         machine-readable output\n", NULL },
 	{ "fsmap", orch_cmd_fsmap, "list a server's blocks with their owners",
-	  ORCH_CMD_FSMAP_USAGE "\n" CONF_OPT },
+	  ORCH_CMD_FSMAP_USAGE "\n" CONF_OPT, NULL },
 	{ "whoowns", orch_cmd_whoowns, "name the files that own a server's blocks",
-	  ORCH_CMD_WHOOWNS_USAGE "\n" CONF_OPT },
+	  ORCH_CMD_WHOOWNS_USAGE "\n" CONF_OPT, NULL },
 	{ "scrub", orch_cmd_scrub, "check live servers' store and namespace",
-	  ORCH_CMD_SCRUB_USAGE CONF_OPT },
+	  ORCH_CMD_SCRUB_USAGE CONF_OPT, NULL },
 	{ "df", orch_cmd_df, "show space and inode usage",
 	  "usage: orchard [-c CONF] df [-h]\n"
 	  "\n"
 	  "Size, used and available space (in 1K blocks) and inodes, summed over\n"
 	  "every server.\n"
 	  "\n" CONF_OPT
-	  "  -h, --human-readable  sizes like 1.5K, 23M, 4.0G\n" },
+	  "  -h, --human-readable  sizes like 1.5K, 23M, 4.0G\n", NULL },
 	{ "ls", orch_cmd_ls, "list directories",
 	  "usage: orchard [-c CONF] ls [-l] PATH...\n"
 	  "\n"
 	  "Lists each directory PATH (sorted by name); a PATH that is not a directory\n"
 	  "lists itself.\n"
 	  "\n" CONF_OPT
-	  "  -l                 long format: mode, links, uid, gid, size, mtime, name\n" },
+	  "  -l                 long format: mode, links, uid, gid, size, mtime, name\n", NULL },
 	{ "stat", orch_cmd_stat, "show every attribute of a file",
 	  "usage: orchard [-c CONF] stat [-L] PATH...\n"
 	  "\n"
 	  "Prints type, handle (and the server it lives on), mode, owner, size,\n"
 	  "layout and times of each PATH.\n"
 	  "\n" CONF_OPT
-	  "  -L, --dereference  follow a final symbolic link\n" },
+	  "  -L, --dereference  follow a final symbolic link\n", NULL },
 	{ "mkdir", orch_cmd_mkdir, "make directories",
 	  "usage: orchard [-c CONF] mkdir [-p] [-m MODE] PATH...\n"
 	  "\n" CONF_OPT
 	  "  -p, --parents      make parents as needed; no error if PATH exists\n"
-	  "  -m, --mode MODE    permissions (octal or symbolic; default 0777 & ~umask)\n" },
+	  "  -m, --mode MODE    permissions (octal or symbolic; default 0777 & ~umask)\n", NULL },
 	{ "put", orch_cmd_put, "copy a local file into Orchard",
 	  "usage: orchard [-c CONF] put [--fsync] LOCAL PATH\n"
 	  "\n"
@@ -121,52 +121,52 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "reads stdin).  If PATH is a directory, writes PATH/basename(LOCAL).\n"
 	  "\n"
 	  "  -s, --fsync        make the file durable (fsync on every server) before\n"
-	  "                     exiting\n" CONF_OPT },
+	  "                     exiting\n" CONF_OPT, NULL },
 	{ "get", orch_cmd_get, "copy a file out of Orchard",
 	  "usage: orchard [-c CONF] get PATH LOCAL\n"
 	  "\n"
 	  "Writes file PATH to LOCAL ('-' writes stdout).  If LOCAL is a directory,\n"
 	  "writes LOCAL/basename(PATH).\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "cat", orch_cmd_cat, "write files to stdout",
 	  "usage: orchard [-c CONF] cat PATH...\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "rm", orch_cmd_rm, "remove files or directories",
 	  "usage: orchard [-c CONF] rm [-r] [-f] PATH...\n"
 	  "\n" CONF_OPT
 	  "  -r, --recursive    remove directories and their contents\n"
-	  "  -f, --force        ignore missing files\n" },
+	  "  -f, --force        ignore missing files\n", NULL },
 	{ "mv", orch_cmd_mv, "rename or move",
 	  "usage: orchard [-c CONF] mv SRC DST\n"
 	  "\n"
 	  "Renames SRC to DST, replacing DST if it is a file; if DST is a directory,\n"
 	  "moves SRC into it.\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "ln", orch_cmd_ln, "make hard or symbolic links",
 	  "usage: orchard [-c CONF] ln [-s] TARGET LINKNAME\n"
 	  "\n"
 	  "Makes LINKNAME a hard link to TARGET, or with -s a symbolic link holding\n"
 	  "the text TARGET.  If LINKNAME is a directory, the link goes inside it.\n"
 	  "\n" CONF_OPT
-	  "  -s, --symbolic     make a symbolic link\n" },
+	  "  -s, --symbolic     make a symbolic link\n", NULL },
 	{ "truncate", orch_cmd_truncate, "set the size of a file",
 	  "usage: orchard [-c CONF] truncate -s SIZE PATH\n"
 	  "\n"
 	  "Sets the size of PATH (created if missing); SIZE takes K, M, G, T.\n"
 	  "\n" CONF_OPT
-	  "  -s, --size SIZE    the new size\n" },
+	  "  -s, --size SIZE    the new size\n", NULL },
 	{ "chmod", orch_cmd_chmod, "change permissions",
 	  "usage: orchard [-c CONF] chmod MODE PATH...\n"
 	  "\n"
 	  "MODE is octal (755) or symbolic (u+x,go-w).\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "clone", orch_cmd_clone, "copy a file by sharing its blocks (reflink)",
 	  "usage: orchard [-c CONF] clone SRC DST\n"
 	  "\n"
 	  "Makes DST (created, or emptied) a copy of SRC that shares SRC's data blocks\n"
 	  "on every server: no data moves and no space is used until either file is\n"
 	  "written, and a write changes only the file written (copy-on-write).\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "dedupe", orch_cmd_dedupe, "share identical blocks of files",
 	  "usage: orchard [-c CONF] dedupe SRC DST [--range OFF:LEN]\n"
 	  "       orchard [-c CONF] dedupe --scan PATH\n"
@@ -178,13 +178,13 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "them byte for byte, shares them, and prints the space freed.\n"
 	  "\n" CONF_OPT
 	  "  -r, --range OFF:LEN  only these bytes (K, M, G, T suffixes)\n"
-	  "  -s, --scan           find and dedupe identical blocks under PATH\n" },
+	  "  -s, --scan           find and dedupe identical blocks under PATH\n", NULL },
 	{ "touch", orch_cmd_touch, "create a file or update its times",
 	  "usage: orchard [-c CONF] touch PATH...\n"
 	  "\n"
 	  "Sets access and modification times of PATH to now; creates an empty file\n"
 	  "if it does not exist.\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 	{ "repair", orch_cmd_repair, "rebuild an index of a stopped server's store",
 	  "usage: orchard [-c CONF] repair SERVER --rebuild WHAT [--dry-run] [--data]\n"
 	  "\n"
@@ -196,7 +196,7 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "\n" CONF_OPT
 	  "      --rebuild WHAT  bmap, rmap, freespace or refcount\n"
 	  "      --dry-run       show what would change, change nothing\n"
-	  "      --data          the re-check also reads every block\n" },
+	  "      --data          the re-check also reads every block\n", NULL },
 	{ "xattr", orch_cmd_xattr, "get, set, list or remove extended attributes",
 	  "usage: orchard [-c CONF] xattr get PATH NAME\n"
 	  "       orchard [-c CONF] xattr set PATH NAME VALUE\n"
@@ -205,7 +205,7 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "\n"
 	  "get prints the value followed by a newline; list prints one name a line.\n"
 	  "A VALUE that begins with '-' needs '--' before the operands.\n"
-	  "\n" CONF_OPT },
+	  "\n" CONF_OPT, NULL },
 };
 
 static void cli_help(FILE *f)

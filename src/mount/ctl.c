@@ -14,6 +14,7 @@
  * list of the root's xattrs does not include them.
  */
 #include "mount/mount_i.h"
+#include "proto/knobs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -96,20 +97,13 @@ void orch_mnt_readahead_once(struct orch_mnt *m)
 		ctl_set_readahead(m->m_mountpoint, m->m_readahead_kb);
 }
 
-struct ctl_knob {
-	const char *k_name;   /* after the prefix */
-	size_t k_offset;      /* of the _Atomic uint32_t in struct orch_mnt */
-	uint32_t k_min, k_max;
-};
-
-static const struct ctl_knob ctl_knobs[] = {
-	{ "dcache_timeout_ms", offsetof(struct orch_mnt, m_dcache_ms), 0, ORCH_MNT_TIMEOUT_MAX },
-	{ "getattr_timeout_ms", offsetof(struct orch_mnt, m_getattr_ms), 0,
-	  ORCH_MNT_TIMEOUT_MAX },
-	{ "negative_timeout_ms", offsetof(struct orch_mnt, m_negative_ms), 0,
-	  ORCH_MNT_TIMEOUT_MAX },
-	{ "op_timeout_ms", offsetof(struct orch_mnt, m_op_timeout_ms), ORCH_MNT_OP_TIMEOUT_MIN,
-	  ORCH_MNT_TIMEOUT_MAX },
+/* Where each live knob of proto/knobs.def lives in struct orch_mnt (0: not live). */
+static const size_t ctl_knob_offsets[ORCH_KNOB_COUNT] = {
+#define ORCH_KNOB_LIVE(name, ...) [ORCH_KNOB_ID_##name] = offsetof(struct orch_mnt, m_##name),
+#define ORCH_KNOB_MOUNT(name, ...) [ORCH_KNOB_ID_##name] = 0,
+#include "proto/knobs.def"
+#undef ORCH_KNOB_LIVE
+#undef ORCH_KNOB_MOUNT
 };
 
 static const char *const ctl_op_names[] = {
@@ -118,17 +112,17 @@ static const char *const ctl_op_names[] = {
 #undef CTL_OP_NAME
 };
 
-static _Atomic uint32_t *ctl_knob_ptr(struct orch_mnt *m, const struct ctl_knob *k)
+static _Atomic uint32_t *ctl_knob_ptr(struct orch_mnt *m, const struct orch_knob *k)
 {
-	return (_Atomic uint32_t *)((char *)m + k->k_offset);
+	return (_Atomic uint32_t *)((char *)m + ctl_knob_offsets[k - orch_knobs]);
 }
 
-static const struct ctl_knob *ctl_knob_find(const char *name)
+/* The live knob @name, or NULL. */
+static const struct orch_knob *ctl_knob_find(const char *name)
 {
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(ctl_knobs); i++)
-		if (strcmp(name, ctl_knobs[i].k_name) == 0)
-			return &ctl_knobs[i];
-	return NULL;
+	const struct orch_knob *k = orch_knob_find(name, strlen(name));
+
+	return k && k->k_live ? k : NULL;
 }
 
 bool orch_mnt_ctl_is_ctl(uint64_t ino, const char *name)
@@ -194,9 +188,10 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 		first = false;
 	}
 	ctl_printf(buf, size, &pos, "}, \"cache\": {");
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(ctl_knobs); i++)
-		ctl_printf(buf, size, &pos, "%s\"%s\": %" PRIu32, i ? ", " : "",
-			   ctl_knobs[i].k_name, atomic_load(ctl_knob_ptr(m, &ctl_knobs[i])));
+	for (size_t i = 0, n = 0; i < ORCH_KNOB_COUNT; i++)
+		if (orch_knobs[i].k_live)
+			ctl_printf(buf, size, &pos, "%s\"%s\": %" PRIu32, n++ ? ", " : "",
+				   orch_knobs[i].k_name, atomic_load(ctl_knob_ptr(m, &orch_knobs[i])));
 	orch_mnt_itab_counts(&m->m_itab, &inodes, &unknown);
 	ctl_printf(buf, size, &pos,
 		   "}, \"inode_table\": {\"inodes\": %" PRIu64 ", \"forget_unknown\": %" PRIu64,
@@ -221,7 +216,7 @@ int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t siz
 		     size_t *len)
 {
 	const char *key = name + strlen(ORCH_MNT_CTL_PREFIX);
-	const struct ctl_knob *k;
+	const struct orch_knob *k;
 	char text[CTL_STATS_MAX];
 	size_t n;
 	int error;
@@ -252,32 +247,11 @@ int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t siz
 	return 0;
 }
 
-/* Decimal digits, optionally one trailing newline (as `echo` leaves it). */
-static int ctl_parse_u32(const char *value, size_t size, uint32_t min, uint32_t max,
-			 uint32_t *out)
-{
-	uint64_t v = 0;
-
-	if (size && value[size - 1] == '\n')
-		size--;
-	if (size == 0 || size > 10)
-		return -EINVAL;
-	for (size_t i = 0; i < size; i++) {
-		if (value[i] < '0' || value[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(value[i] - '0');
-	}
-	if (v < min || v > max)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char *value,
 		     size_t size, int flags)
 {
 	const char *key = name + strlen(ORCH_MNT_CTL_PREFIX);
-	const struct ctl_knob *k;
+	const struct orch_knob *k;
 	uint32_t v;
 	int error;
 
@@ -290,10 +264,13 @@ int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char
 		return -EPERM;
 	if (flags & XATTR_CREATE)
 		return -EEXIST;
-	error = ctl_parse_u32(value, size, k->k_min, k->k_max, &v);
+	/* Decimal digits, optionally one trailing newline (as `echo` leaves it). */
+	if (size && value[size - 1] == '\n')
+		size--;
+	error = orch_knob_parse(k, value, size, &v);
 	if (error)
 		return error;
-	if (k->k_offset == offsetof(struct orch_mnt, m_op_timeout_ms))
+	if (k == &orch_knobs[ORCH_KNOB_ID_op_timeout_ms])
 		orch_client_set_timeout(m->m_cl, v);
 	atomic_store(ctl_knob_ptr(m, k), v);
 	return 0;

@@ -23,29 +23,20 @@
 #include "common/cfg.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "proto/knobs.h"
 
-#define MNT_DEFAULT_TIMEOUT_MS 50
 /*
- * Kernel readahead of the mount, in KiB.  FUSE starts every mount at 128
- * KiB, which leaves one client waiting on one server round trip per 128
- * KiB; 1 MiB keeps both servers of a stripe busy (docs/mount.md).
+ * The numeric options, their defaults and limits are in proto/knobs.def.
+ * The readahead default (1 MiB) is there because FUSE starts every mount
+ * at 128 KiB, which leaves one client waiting on one server round trip per
+ * 128 KiB; 1 MiB keeps both servers of a stripe busy (docs/mount.md).
  */
-#define MNT_DEFAULT_READAHEAD_KB 1024
-#define MNT_MAX_READAHEAD_KB (64u << 10)
-#define MNT_DEFAULT_WRITEBEHIND_KB (16u << 10)
-#define MNT_MAX_WRITEBEHIND_KB (1u << 20)
-
 struct mnt_opts {
 	char *conf;
 	char *log;
 	char *first;      /* first operand: the mountpoint, or CONF if two */
 	char *mountpoint; /* second operand */
-	unsigned int dcache_ms;
-	unsigned int getattr_ms;
-	unsigned int negative_ms;
-	unsigned int op_timeout_ms; /* 0: the config's */
-	unsigned int readahead_kb;  /* 0: the kernel's */
-	unsigned int writebehind_kb; /* 0: write-through */
+	unsigned int knob[ORCH_KNOB_COUNT]; /* by enum orch_knob_id */
 	int default_permissions;
 	int no_readdirplus;
 	int help;
@@ -61,12 +52,14 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "--conf=%s", offsetof(struct mnt_opts, conf), 0 },
 	{ "conf=%s", offsetof(struct mnt_opts, conf), 0 },
 	{ "log=%s", offsetof(struct mnt_opts, log), 0 },
-	{ "dcache_timeout_ms=%u", offsetof(struct mnt_opts, dcache_ms), 0 },
-	{ "getattr_timeout_ms=%u", offsetof(struct mnt_opts, getattr_ms), 0 },
-	{ "negative_timeout_ms=%u", offsetof(struct mnt_opts, negative_ms), 0 },
-	{ "op_timeout_ms=%u", offsetof(struct mnt_opts, op_timeout_ms), 0 },
-	{ "readahead_kb=%u", offsetof(struct mnt_opts, readahead_kb), 0 },
-	{ "writebehind_kb=%u", offsetof(struct mnt_opts, writebehind_kb), 0 },
+#define MNT_KNOB_OPT(name, ...) \
+	{ #name "=%u", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 },
+#define ORCH_KNOB_LIVE MNT_KNOB_OPT
+#define ORCH_KNOB_MOUNT MNT_KNOB_OPT
+#include "proto/knobs.def"
+#undef ORCH_KNOB_LIVE
+#undef ORCH_KNOB_MOUNT
+#undef MNT_KNOB_OPT
 	{ "readdirplus=no", offsetof(struct mnt_opts, no_readdirplus), 1 },
 	{ "readdirplus=yes", offsetof(struct mnt_opts, no_readdirplus), 0 },
 	FUSE_OPT_KEY("default_permissions", MNT_KEY_DEFAULT_PERMISSIONS),
@@ -84,14 +77,10 @@ static void mnt_usage(FILE *f)
 		"  -c, --conf=CONF          cluster config file (also -o conf=CONF)\n"
 		"  -f                       stay in the foreground\n"
 		"  -d                       FUSE debug output (implies -f)\n"
-		"Options (-o, comma separated; changeable later, see docs/mount.md):\n"
-		"  dcache_timeout_ms=N      kernel entry cache time (default 50)\n"
-		"  getattr_timeout_ms=N     kernel attribute cache time (default 50)\n"
-		"  negative_timeout_ms=N    cache of absent names (default 0: none)\n"
-		"  op_timeout_ms=N          per-request deadline (default: the config's)\n"
-		"  readahead_kb=N           kernel readahead (default 1024; 0: the kernel's)\n"
-		"  writebehind_kb=N         writes in flight, answered before the servers\n"
-		"                           commit them (default 16384; 0: write-through)\n"
+		"Options (-o, comma separated; the *_ms ones are changeable later with\n"
+		"`orchard cache`, see docs/mount.md):\n");
+	orch_knobs_help(f, false);
+	fprintf(f,
 		"  readdirplus=no           plain READDIR: no attributes with listings\n"
 		"  log=FILE                 append log lines to FILE\n"
 		"  and the FUSE mount options (allow_other, default_permissions, ...).\n");
@@ -124,12 +113,20 @@ static int mnt_opt_proc(void *data, const char *arg, int key, struct fuse_args *
 	}
 }
 
-static int mnt_check_timeout(const char *name, unsigned int v, unsigned int min)
+/* Every numeric option within its limits (0 is "not set" where knobs.def says so). */
+static int mnt_check_knobs(const struct mnt_opts *o)
 {
-	if (v < min || v > ORCH_MNT_TIMEOUT_MAX) {
-		fprintf(stderr, "orchard-mount: %s=%u is out of range (%u..%u)\n", name, v, min,
-			ORCH_MNT_TIMEOUT_MAX);
-		return -EINVAL;
+	for (size_t i = 0; i < ORCH_KNOB_COUNT; i++) {
+		const struct orch_knob *k = &orch_knobs[i];
+		unsigned int v = o->knob[i];
+
+		if (v == 0 && orch_knob_zero_unset(k))
+			continue;
+		if (v < k->k_min || v > k->k_max) {
+			fprintf(stderr, "orchard-mount: %s=%u is out of range (%u..%u)\n",
+				k->k_name, v, k->k_min, k->k_max);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -137,10 +134,8 @@ static int mnt_check_timeout(const char *name, unsigned int v, unsigned int min)
 /* Parses our options out of @args; what remains is for libfuse. */
 static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 {
-	o->dcache_ms = MNT_DEFAULT_TIMEOUT_MS;
-	o->getattr_ms = MNT_DEFAULT_TIMEOUT_MS;
-	o->readahead_kb = MNT_DEFAULT_READAHEAD_KB;
-	o->writebehind_kb = MNT_DEFAULT_WRITEBEHIND_KB;
+	for (size_t i = 0; i < ORCH_KNOB_COUNT; i++)
+		o->knob[i] = orch_knobs[i].k_default;
 	if (fuse_opt_parse(args, o, mnt_opt_spec, mnt_opt_proc) == -1)
 		return -EINVAL;
 	if (o->help)
@@ -163,23 +158,7 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 			!o->mountpoint ? "no mountpoint" : "no configuration: give -c CONF");
 		return -EINVAL;
 	}
-	if (mnt_check_timeout("dcache_timeout_ms", o->dcache_ms, 0) ||
-	    mnt_check_timeout("getattr_timeout_ms", o->getattr_ms, 0) ||
-	    mnt_check_timeout("negative_timeout_ms", o->negative_ms, 0) ||
-	    (o->op_timeout_ms &&
-	     mnt_check_timeout("op_timeout_ms", o->op_timeout_ms, ORCH_MNT_OP_TIMEOUT_MIN)))
-		return -EINVAL;
-	if (o->readahead_kb > MNT_MAX_READAHEAD_KB) {
-		fprintf(stderr, "orchard-mount: readahead_kb=%u: at most %u\n", o->readahead_kb,
-			MNT_MAX_READAHEAD_KB);
-		return -EINVAL;
-	}
-	if (o->writebehind_kb > MNT_MAX_WRITEBEHIND_KB) {
-		fprintf(stderr, "orchard-mount: writebehind_kb=%u: at most %u\n",
-			o->writebehind_kb, MNT_MAX_WRITEBEHIND_KB);
-		return -EINVAL;
-	}
-	return 0;
+	return mnt_check_knobs(o);
 }
 
 static void mnt_opts_free(struct mnt_opts *o)
@@ -341,13 +320,13 @@ int main(int argc, char **argv)
 	cfg = calloc(1, sizeof(*cfg));
 	if (!cfg || mnt_cfg_load(o.conf, cfg))
 		goto out_opts;
-	if (o.op_timeout_ms)
-		cfg->op_timeout_ms = o.op_timeout_ms;
+	if (o.knob[ORCH_KNOB_ID_op_timeout_ms])
+		cfg->op_timeout_ms = o.knob[ORCH_KNOB_ID_op_timeout_ms];
 	if (mnt_auth_check(cfg))
 		goto out_cfg;
-	atomic_store(&m.m_dcache_ms, o.dcache_ms);
-	atomic_store(&m.m_getattr_ms, o.getattr_ms);
-	atomic_store(&m.m_negative_ms, o.negative_ms);
+	atomic_store(&m.m_dcache_timeout_ms, o.knob[ORCH_KNOB_ID_dcache_timeout_ms]);
+	atomic_store(&m.m_getattr_timeout_ms, o.knob[ORCH_KNOB_ID_getattr_timeout_ms]);
+	atomic_store(&m.m_negative_timeout_ms, o.knob[ORCH_KNOB_ID_negative_timeout_ms]);
 	atomic_store(&m.m_op_timeout_ms, cfg->op_timeout_ms);
 	m.m_default_permissions = o.default_permissions;
 	m.m_readdirplus = !o.no_readdirplus;
@@ -366,8 +345,8 @@ int main(int argc, char **argv)
 	if (fuse_session_mount(se, o.mountpoint) != 0)
 		goto out_signals;
 	/* Set at the first open: the kernel resets it when INIT is answered. */
-	m.m_readahead_kb = o.readahead_kb;
-	m.m_mountpoint = o.readahead_kb ? realpath(o.mountpoint, NULL) : NULL;
+	m.m_readahead_kb = o.knob[ORCH_KNOB_ID_readahead_kb];
+	m.m_mountpoint = m.m_readahead_kb ? realpath(o.mountpoint, NULL) : NULL;
 	/*
 	 * Into the background before liborchard starts its threads (they
 	 * would not survive the fork): the client connects lazily, on the
@@ -391,7 +370,7 @@ int main(int argc, char **argv)
 	if (m.m_lc.l_on)
 		orch_client_set_push_handler(m.m_cl, orch_mnt_lc_push, &m.m_lc);
 	m.m_se = se;
-	error = orch_mnt_wb_start(&m, (size_t)o.writebehind_kb << 10);
+	error = orch_mnt_wb_start(&m, (size_t)o.knob[ORCH_KNOB_ID_writebehind_kb] << 10);
 	if (error) {
 		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
 		goto out_unmount;
@@ -399,8 +378,10 @@ int main(int argc, char **argv)
 	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
 		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u "
 		    "writebehind_kb=%u lease_ms=%u",
-		    cfg->cluster_name, o.mountpoint, o.dcache_ms, o.getattr_ms,
-		    o.negative_ms, cfg->op_timeout_ms, o.writebehind_kb, cfg->lease_ms);
+		    cfg->cluster_name, o.mountpoint, o.knob[ORCH_KNOB_ID_dcache_timeout_ms],
+		    o.knob[ORCH_KNOB_ID_getattr_timeout_ms],
+		    o.knob[ORCH_KNOB_ID_negative_timeout_ms], cfg->op_timeout_ms,
+		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms);
 	error = mnt_run(se, &fo);
 	rc = error < 0 ? 1 : 0;
 	/* Every write in flight acknowledged (or logged) before the end. */

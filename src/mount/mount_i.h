@@ -234,11 +234,14 @@ void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, con
 struct orch_mnt {
 	struct orch_client *m_cl;         /* liborchard, thread safe */
 	struct orch_mnt_itab m_itab;
-	/* Runtime knobs (ctl.c): read once per reply, changed by setxattr. */
-	_Atomic uint32_t m_dcache_ms;     /* entry_timeout */
-	_Atomic uint32_t m_getattr_ms;    /* attr_timeout */
-	_Atomic uint32_t m_negative_ms;   /* negative entry timeout; 0 = none */
-	_Atomic uint32_t m_op_timeout_ms; /* liborchard per-call deadline */
+	/*
+	 * The live knobs of proto/knobs.def, each named m_<knob> (ctl.c finds
+	 * them so): read once per reply, changed by setxattr.
+	 */
+	_Atomic uint32_t m_dcache_timeout_ms;   /* entry_timeout */
+	_Atomic uint32_t m_getattr_timeout_ms;  /* attr_timeout */
+	_Atomic uint32_t m_negative_timeout_ms; /* negative entry timeout; 0 = none */
+	_Atomic uint32_t m_op_timeout_ms;       /* liborchard per-call deadline */
 	_Atomic uint64_t m_ops[ORCH_MNT_OP_COUNT]; /* FUSE requests by opcode */
 	bool m_default_permissions;       /* the kernel checks permissions itself */
 	bool m_readdirplus;               /* listings carry attributes (READDIRPLUS) */
@@ -283,10 +286,6 @@ int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error);
  * open, because answering INIT resets it to the kernel's 128 KiB (ctl.c).
  */
 void orch_mnt_readahead_once(struct orch_mnt *m);
-
-/* Bounds of the timeout knobs (milliseconds). */
-#define ORCH_MNT_TIMEOUT_MAX (24u * 3600 * 1000)
-#define ORCH_MNT_OP_TIMEOUT_MIN 1u
 
 extern const struct fuse_lowlevel_ops orch_mnt_ops;
 

@@ -99,8 +99,8 @@ void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 	e->ino = a->handle;
 	e->generation = 0;
 	orch_mnt_attr_to_stat(a, &e->attr);
-	e->attr_timeout = mnt_timeout(&m->m_getattr_ms);
-	e->entry_timeout = mnt_timeout(&m->m_dcache_ms);
+	e->attr_timeout = mnt_timeout(&m->m_getattr_timeout_ms);
+	e->entry_timeout = mnt_timeout(&m->m_dcache_timeout_ms);
 }
 
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
@@ -142,7 +142,7 @@ static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a)
 	struct stat st;
 
 	orch_mnt_attr_to_stat(a, &st);
-	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_ms));
+	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_timeout_ms));
 }
 
 /* --- Lifecycle ---------------------------------------------------------------------- */
@@ -184,7 +184,7 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
  */
 bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
 {
-	return m->m_lc.l_on && atomic_load(&m->m_getattr_ms) &&
+	return m->m_lc.l_on && atomic_load(&m->m_getattr_timeout_ms) &&
 	       orch_client_poll(m->m_cl, orch_handle_server(h)) &&
 	       orch_mnt_lc_get_attr(&m->m_lc, h, out);
 }
@@ -233,7 +233,7 @@ static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t pare
 	 * A name the servers refuse gets their error, not ours; "." and ".."
 	 * are not entries (a moved directory's ".." changes with no push).
 	 */
-	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_ms) || !mnt_lc_name_ok(name) ||
+	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_timeout_ms) || !mnt_lc_name_ok(name) ||
 	    !orch_client_poll(m->m_cl, orch_handle_server(parent)) ||
 	    !orch_mnt_lc_get_name(&m->m_lc, parent, name, credkey, &child))
 		return 1;
@@ -241,7 +241,7 @@ static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t pare
 		return -ENOENT;
 	/* The child's server was read just now if it is the directory's. */
 	if (orch_handle_server(child) == orch_handle_server(parent))
-		return atomic_load(&m->m_getattr_ms) && orch_mnt_lc_get_attr(&m->m_lc, child, a)
+		return atomic_load(&m->m_getattr_timeout_ms) && orch_mnt_lc_get_attr(&m->m_lc, child, a)
 		       ? 0 : 1;
 	return orch_mnt_lc_attr(m, child, a) ? 0 : 1;
 }
@@ -302,10 +302,10 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		sent_ms = orch_time_now_ms();
 		error = orch_fs_lookup_stamped(m->m_cl, &cred, parent, name, &a, &st);
 		orch_mnt_lc_fill(m, credkey, parent, name, error, &a, &st, sent_ms);
-		learn = error == -ENOENT && st.entry && atomic_load(&m->m_dcache_ms) &&
+		learn = error == -ENOENT && st.entry && atomic_load(&m->m_dcache_timeout_ms) &&
 			orch_mnt_lc_dir_wanted(&m->m_lc, parent, credkey);
 	}
-	neg = atomic_load(&m->m_negative_ms);
+	neg = atomic_load(&m->m_negative_timeout_ms);
 	if (!error) {
 		orch_mnt_reply_entry(req, &a, NULL);
 	} else if (error == -ENOENT && neg) {
@@ -652,7 +652,7 @@ static void mnt_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 		int known = orch_mnt_xattr_wellknown(name);
 
 		if (orch_mnt_inode_xattr_is_absent(&m->m_itab, ino, known,
-						   atomic_load(&m->m_getattr_ms))) {
+						   atomic_load(&m->m_getattr_timeout_ms))) {
 			error = -ENODATA;
 		} else {
 			orch_mnt_cred(req, &cred);

@@ -817,3 +817,24 @@ def test_usage_errors(cluster3, tmp_path):
     r = subprocess.run([ORCHARD_MOUNT, "-c", str(tmp_path / "nope.conf"), str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "nope.conf" in r.stderr
+
+
+def test_every_numeric_option_is_documented_and_bounded(cluster3, tmp_path):
+    """orchard-mount --help lists the numeric options of proto/knobs.def with
+    their defaults; docs/mount.md lists each with the same default, and
+    one past its maximum is refused with a message naming it."""
+    import re
+    help_text = subprocess.run([ORCHARD_MOUNT, "--help"], capture_output=True, text=True,
+                               check=True).stdout
+    knobs = re.findall(r"^  (\w+)=N +(.*?)(?:\(default (\d+)\))?$", help_text, re.M)
+    assert len(knobs) >= 6, help_text
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "mount.md")).read()
+    for name, _, default in knobs:
+        row = re.search(r"^\| `%s=N` \| ([^|]*) \|" % name, doc, re.M)
+        assert row, "docs/mount.md does not list %s" % name
+        if default:
+            assert row.group(1).strip() == default, (name, row.group(1), default)
+        r = subprocess.run([ORCHARD_MOUNT, "-c", cluster3.conf, str(tmp_path), "-o",
+                            "%s=4294967295" % name], capture_output=True, text=True)
+        assert r.returncode != 0 and name in r.stderr, (name, r.stderr)
+        assert not os.path.ismount(str(tmp_path))
