@@ -138,6 +138,7 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory check-valgrind
 	$(Q)$(MAKE) --no-print-directory check-asan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
+	$(Q)$(MAKE) --no-print-directory check-deb
 
 # --- Install, man pages, Debian package (issue 18) --------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=...]: binaries, man pages, the
@@ -162,7 +163,7 @@ INSTALLED := $(BINDIR)/orchard $(SBINDIR)/orchardd $(SBINDIR)/orchard-mount \
 	$(CONFDIR)/orchard.conf.example
 SUBST_DIRS := sed -e 's|@SBINDIR@|$(SBINDIR)|g'
 
-.PHONY: bins install uninstall
+.PHONY: bins install uninstall check-deb
 # The three programs alone (what the Debian package builds).
 bins: $(BINS)
 
@@ -183,6 +184,13 @@ install: $(BINS)
 uninstall:
 	$(Q)rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	$(Q)rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true
+
+# The Debian packages (debian/), built with dpkg-buildpackage into
+# $(BUILDDIR)/deb/, then installed on this machine, used (two servers
+# started from /usr/sbin, a mount through mount -t orchard, a file written
+# and read back) and purged: tests/deb/smoke.sh.  Root only; CI runs it.
+check-deb:
+	$(Q)bash tests/deb/smoke.sh $(abspath $(BUILDDIR))/deb
 
 # --- Fuzzing (clang + libFuzzer) --------------------------------------------
 FUZZDIR := $(BUILDDIR)-fuzz
@@ -251,6 +259,7 @@ help:
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make install    binaries, man pages, units, mount helper (PREFIX=/usr/local DESTDIR=)"
 	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"
+	@echo "make check-deb  build the Debian packages, install them, smoke-test, purge (root)"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
 	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...)"
 	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...)"
