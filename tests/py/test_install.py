@@ -18,13 +18,27 @@ import subprocess
 
 import pytest
 
-from cluster import BIN, ORCHARD, ORCHARDD, Cluster, run, wait_until
+from cluster import BIN, BUILDDIR, ORCHARD, ORCHARDD, Cluster, run, wait_until
 from mount import ORCHARD_MOUNT
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(REPO, "man")
 PROGRAMS = ("orchard", "orchardd", "orchard-mount")
 DEFAULT_CONF = "/etc/orchard/orchard.conf"
+
+
+def sanitized_build():
+    try:
+        with open(os.path.join(BUILDDIR, ".flags")) as f:
+            return "-fsanitize" in f.read()
+    except OSError:
+        return False
+
+
+# The pages, the install layout and the units are the same whatever the
+# programs were compiled with: under check-asan these would only repeat.
+build_independent = pytest.mark.skipif(sanitized_build(),
+                                       reason="same in every build; run by make test")
 
 
 # --- make install ------------------------------------------------------------
@@ -67,6 +81,7 @@ def expected_files(prefix, helperdir="/sbin", unitdir=None, confdir="/etc/orchar
     return {f.lstrip("/") for f in files}
 
 
+@build_independent
 @pytest.mark.parametrize("prefix", ["/usr", None], ids=["prefix-usr", "prefix-default"])
 def test_install_and_uninstall(tmp_path, prefix):
     """make install puts exactly the programs, man pages, units, mount
@@ -122,6 +137,7 @@ def test_install_and_uninstall(tmp_path, prefix):
     assert r.returncode == 0 and not os.path.exists(at("/etc/orchard"))
 
 
+@build_independent
 def test_units_verify(tmp_path):
     """Both units pass systemd-analyze verify (which also checks that the
     programs they run and the man pages they name exist), installed for
@@ -160,11 +176,49 @@ def test_units_verify(tmp_path):
         assert k not in mt, k
 
 
+@build_independent
+@pytest.mark.parametrize("args", [
+    ["CONF", "DIR", "-o", "defaults,_netdev,a=1"],
+    ["CONF", "DIR", "-n", "-v", "-f", "-o", "nofail,x-systemd.automount,a=1", "-t", "orchard"],
+    ["-o", "noauto,auto,user,a=1,comment=z,X-y=2", "-sfv", "CONF", "DIR"],
+    ["CONF", "-oa=1", "DIR", "-o", "nousers,x-*"],
+])
+def test_mount_helper_passes_only_orchard_options(tmp_path, args):
+    """mount.orchard, run as mount(8) runs it (-f: fake, -v: verbose),
+    drops mount(8)'s and systemd's options, keeps the others in order, and
+    names the config's real path as the source."""
+    conf = tmp_path / "c.conf"
+    conf.write_text("")
+    os.symlink(str(conf), str(tmp_path / "link.conf"))
+    helper = tmp_path / "mount.orchard"
+    helper.write_text(open(os.path.join(REPO, "dist", "mount.orchard.in")).read()
+                      .replace("@SBINDIR@", "/nonexistent"))
+    args = [str(tmp_path / "link.conf") if a == "CONF" else a for a in args]
+    args = [str(tmp_path / "mnt") if a == "DIR" else a for a in args]
+    if "-f" not in args and "-sfv" not in args:
+        args += ["-f", "-v"]
+    r = subprocess.run(["sh", str(helper)] + args, capture_output=True, text=True,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "mount.orchard: /nonexistent/orchard-mount %s %s -o fsname=%s,a=1\n" % (
+        tmp_path / "link.conf", tmp_path / "mnt", conf), r.stderr
+
+
+@build_independent
+def test_mount_helper_usage(tmp_path):
+    helper = tmp_path / "mount.orchard"
+    helper.write_text(open(os.path.join(REPO, "dist", "mount.orchard.in")).read())
+    for args in ([], ["conf"], ["a", "b", "c"], ["a", "b", "-x"], ["a", "b", "-o"]):
+        r = subprocess.run(["sh", str(helper)] + args, capture_output=True, text=True)
+        assert r.returncode == 1 and "usage: mount.orchard" in r.stderr, (args, r.stderr)
+
+
 # --- Man pages -----------------------------------------------------------------
 
 PAGES = ["orchard.1", "orchard.conf.5", "orchardd.8", "orchard-mount.8"]
 
 
+@build_independent
 @pytest.mark.parametrize("page", PAGES)
 def test_man_page_renders_without_warnings(page):
     path = os.path.join(MAN, page)
@@ -178,6 +232,7 @@ def test_man_page_renders_without_warnings(page):
     assert r.returncode == 0, r.stdout + r.stderr   # whatis can parse NAME
 
 
+@build_independent
 def test_so_pages_name_a_page():
     for path in glob.glob(os.path.join(MAN, "*.[158]")):
         first = open(path).readline()
@@ -291,6 +346,7 @@ def help_options(args):
     return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", r.stdout))
 
 
+@build_independent
 def test_orchard_man_page_has_every_command_and_option():
     """orchard(1) has a section per subcommand of orchard.c's table, and
     each section names every option that the command's getopt table takes
@@ -322,6 +378,7 @@ def test_orchard_man_page_has_every_command_and_option():
     assert not missing, "not in man/orchard.1: " + ", ".join(missing)
 
 
+@build_independent
 def test_orchardd_man_page_has_every_option():
     """Every option of every getopt table in src/server/ (however the files
     are split) and of orchardd --help is in orchardd(8)."""
@@ -344,6 +401,7 @@ def knobs():
     return out
 
 
+@build_independent
 def test_orchard_mount_man_page_has_every_option_and_knob():
     """orchard-mount(8) names every -o option of the mount's fuse_opt table
     (the numeric ones from knobs.def, each with its default), every runtime
@@ -380,6 +438,7 @@ def test_orchard_mount_man_page_has_every_option_and_knob():
     assert not missing, "not in man/orchard-mount.8: " + ", ".join(missing)
 
 
+@build_independent
 def test_orchard_conf_man_page_has_every_key_and_default():
     """orchard.conf(5) has an item for every key the parser knows, and the
     item of each key with a numeric default in cfg_defaults() states it."""
@@ -474,6 +533,7 @@ def test_genconfig_other_hosts(tmp_path):
     assert [p.returncode for p in procs] == [0, 0]
 
 
+@build_independent
 @pytest.mark.parametrize("args,message", [
     (["--servers", "h1:7400,h1:7400"], "address 'h1:7400' given twice"),
     (["--servers", "h1:7400,h2"], "bad address 'h2'"),
