@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from cluster import BAD_LOG, BIN, ORCHARD, wait_until
+from cluster import BAD_LOG, BIN, ORCHARD, Cluster, wait_until
 from mount import ORCHARD_MOUNT, mount_pids
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -33,6 +33,18 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not shutil.which("mount")
     or not os.path.exists(ORCHARD_MOUNT),
     reason="needs root, /dev/fuse, mount(8) and orchard-mount")
+
+
+@pytest.fixture(scope="module")
+def cluster2(tmp_path_factory):
+    """One 2-server cluster for the module (each test uses its own files):
+    started once, stopped after the last test, pass or fail."""
+    c = Cluster(tmp_path_factory.mktemp("helper") / "c", nservers=2)
+    try:
+        c.start_all()
+        yield c
+    finally:
+        c.stop_all()
 
 
 @pytest.fixture
