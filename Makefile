@@ -138,6 +138,59 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory check-valgrind
 	$(Q)$(MAKE) --no-print-directory check-asan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
+	$(Q)$(MAKE) --no-print-directory check-deb
+
+# --- Install, man pages, Debian package (issue 18) --------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=...]: binaries, man pages, the
+# systemd units, the mount helper and an example config.  The helper goes
+# to /sbin whatever PREFIX is (mount(8) looks for mount.TYPE there only) and
+# the example to /etc/orchard, where every command looks for its config
+# (ORCH_CFG_DEFAULT_PATH, compiled in: CONFDIR moves the example only).
+# make uninstall removes exactly INSTALLED.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+MOUNTHELPERDIR ?= /sbin
+CONFDIR ?= /etc/orchard
+MANPAGES := man/orchard.1 man/orchard.conf.5 man/orchardd.8 man/orchard-mount.8 \
+	man/mount.orchard.8
+UNITS := orchardd@.service orchard-mount@.service
+INSTALLED := $(BINDIR)/orchard $(SBINDIR)/orchardd $(SBINDIR)/orchard-mount \
+	$(MOUNTHELPERDIR)/mount.orchard $(addprefix $(UNITDIR)/,$(UNITS)) \
+	$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(CONFDIR)/orchard.conf.example
+SUBST_DIRS := sed -e 's|@SBINDIR@|$(SBINDIR)|g'
+
+.PHONY: bins install uninstall check-deb
+# The three programs alone (what the Debian package builds).
+bins: $(BINS)
+
+install: $(BINS)
+	$(Q)install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MOUNTHELPERDIR) \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(CONFDIR) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man,1 5 8)
+	$(Q)install -m 0755 $(BUILDDIR)/bin/orchard $(DESTDIR)$(BINDIR)/
+	$(Q)install -m 0755 $(BUILDDIR)/bin/orchardd $(BUILDDIR)/bin/orchard-mount $(DESTDIR)$(SBINDIR)/
+	$(Q)$(SUBST_DIRS) dist/mount.orchard.in > $(DESTDIR)$(MOUNTHELPERDIR)/mount.orchard
+	$(Q)chmod 0755 $(DESTDIR)$(MOUNTHELPERDIR)/mount.orchard
+	$(Q)for u in $(UNITS); do $(SUBST_DIRS) dist/$$u.in > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	$(Q)for m in $(MANPAGES); do s=$${m##*.}; \
+		install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/ || exit 1; done
+	$(Q)install -m 0644 dist/orchard.conf.example $(DESTDIR)$(CONFDIR)/
+
+uninstall:
+	$(Q)rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	$(Q)rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true
+
+# The Debian packages (debian/), built with dpkg-buildpackage into
+# $(BUILDDIR)/deb/, then installed on this machine, used (two servers
+# started from /usr/sbin, a mount through mount -t orchard, a file written
+# and read back) and purged: tests/deb/smoke.sh.  Root only; CI runs it.
+check-deb:
+	$(Q)bash tests/deb/smoke.sh $(abspath $(BUILDDIR))/deb
 
 # --- Fuzzing (clang + libFuzzer) --------------------------------------------
 FUZZDIR := $(BUILDDIR)-fuzz
@@ -204,6 +257,9 @@ help:
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
+	@echo "make install    binaries, man pages, units, mount helper (PREFIX=/usr/local DESTDIR=)"
+	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"
+	@echo "make check-deb  build the Debian packages, install them, smoke-test, purge (root)"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
 	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...)"
 	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...)"

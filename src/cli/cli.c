@@ -422,14 +422,11 @@ void orch_cli_basename(const char *path, char *out, size_t outlen)
 
 const char *orch_cli_conf_path(const struct orch_cli *cli)
 {
-	const char *conf = cli->conf;
+	const char *conf = orch_cfg_path(cli->conf);
 
-	if (!conf || !*conf)
-		conf = getenv("ORCHARD_CONF");
-	if (!conf || !*conf) {
-		orch_cli_usage_err(cli, "no configuration: give -c CONF or set ORCHARD_CONF");
-		return NULL;
-	}
+	if (!conf)
+		orch_cli_usage_err(cli, "no configuration: give -c CONF, set ORCHARD_CONF "
+				   "or write " ORCH_CFG_DEFAULT_PATH);
 	return conf;
 }
 

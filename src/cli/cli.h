@@ -66,7 +66,7 @@ struct orch_cli_cmd {
 
 /* The parsed global options.  Owned by main(); commands may update conf. */
 struct orch_cli {
-	const char *conf;                /* -c CONF, or $ORCHARD_CONF, or NULL */
+	const char *conf;                /* -c CONF, or NULL (see orch_cli_conf_path) */
 	const struct orch_cli_cmd *cmd;  /* the subcommand being run */
 };
 
@@ -178,7 +178,7 @@ int orch_cli_bin_dir(char *out, size_t outlen);
 /* --- Connecting ------------------------------------------------------------- */
 
 /*
- * Loads the config (cli->conf, else $ORCHARD_CONF), the key, and creates a
+ * Loads the config (orch_cli_conf_path()), the key, and creates a
  * client into *@out, with the caller's credentials.  Prints the reason on
  * failure.  Unlike the other helpers it returns an exit code, for the
  * commands to pass on: ORCH_CLI_OK, ORCH_CLI_USAGE (no config given) or
@@ -193,7 +193,10 @@ void orch_cli_fs_close(struct orch_cli_fs *fs);
  */
 int orch_cli_cfg_load(const char *path, bool key, struct orch_cfg **out);
 
-/* cli->conf, else $ORCHARD_CONF; prints a usage error and returns NULL. */
+/*
+ * cli->conf, else $ORCHARD_CONF, else ORCH_CFG_DEFAULT_PATH if it exists
+ * (orch_cfg_path()); if none, prints a usage error and returns NULL.
+ */
 const char *orch_cli_conf_path(const struct orch_cli *cli);
 
 /* Resolves @path inside Orchard; prints "cannot access" on failure. */
@@ -212,13 +215,19 @@ void orch_cli_basename(const char *path, char *out, size_t outlen);
 
 /* --- Shared pieces of subcommands ------------------------------------------- */
 
-/* genconfig: writes DIR/orchard.conf and DIR/orchard.key; prints errors. */
+/*
+ * genconfig: writes DIR/orchard.conf and DIR/orchard.key; prints errors.
+ * Servers are on 127.0.0.1 (@base_port, or free ports), unless @hosts names
+ * their addresses.
+ */
 struct orch_cli_genconfig {
 	const char *dir;
 	unsigned int nservers;
 	uint16_t base_port;   /* 0: pick free ports */
 	const char *name;
 	uint32_t strip_size;
+	const char *hosts;    /* "HOST:PORT,HOST:PORT,...", one per server, or NULL */
+	const char *data_dir; /* absolute parent of the data dirs, or NULL: see .c */
 };
 int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path,
 			     size_t conf_pathlen);

@@ -5,6 +5,12 @@
  * window in which another user could read it); the config is then written to
  * a temporary file and linked into place, which fails if orchard.conf
  * appeared meanwhile.  A failure removes what this run created.
+ *
+ * Two forms: --servers N puts N servers on 127.0.0.1 with their data next to
+ * the config (a test or single-host cluster); --servers HOST:PORT,... names
+ * servers on other hosts, whose data goes to /var/lib/orchard/NAME (the
+ * StateDirectory of orchardd@.service), as the same file is copied to every
+ * host (docs/ADMIN.md, "Deploy on three hosts").
  */
 #include "cli/cli.h"
 
@@ -21,6 +27,10 @@
 
 #define GC_CONF "orchard.conf"
 #define GC_KEY "orchard.key"
+/* Data directories of servers on other hosts (--servers HOST:PORT,...). */
+#define GC_HOSTS_DATA_DIR "/var/lib/orchard"
+/* "HOST:PORT": a host name of at most 255 bytes, a colon, a port. */
+#define GC_ADDR_MAX 264
 
 static void gc_hex(const uint8_t *p, size_t n, char *out)
 {
@@ -31,6 +41,51 @@ static void gc_hex(const uint8_t *p, size_t n, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * n] = '\0';
+}
+
+/*
+ * Splits --servers HOST:PORT,HOST:PORT,... into @addrs, checking each
+ * address as the config parser will and refusing a repeated one.  Returns
+ * the number of servers, or -EINVAL with the reason in @why.
+ */
+static int gc_hosts_parse(const char *list, char addrs[][GC_ADDR_MAX], char *why,
+			  size_t whylen)
+{
+	const char *p = list;
+	int n = 0;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char host[256];
+		uint16_t port;
+
+		if (n == ORCH_SERVERS_MAX) {
+			snprintf(why, whylen, "more than %d servers", ORCH_SERVERS_MAX);
+			return -EINVAL;
+		}
+		if (len >= GC_ADDR_MAX) {
+			snprintf(why, whylen, "address too long: '%.*s...'", 32, p);
+			return -EINVAL;
+		}
+		memcpy(addrs[n], p, len);
+		addrs[n][len] = '\0';
+		/* What would break the INI line, or the address parser. */
+		if (orch_cfg_parse_address(addrs[n], host, sizeof(host), &port) ||
+		    strpbrk(addrs[n], " \t;#[]=")) {
+			snprintf(why, whylen, "bad address '%s': want HOST:PORT", addrs[n]);
+			return -EINVAL;
+		}
+		for (int i = 0; i < n; i++) {
+			if (strcmp(addrs[i], addrs[n]) == 0) {
+				snprintf(why, whylen, "address '%s' given twice", addrs[n]);
+				return -EINVAL;
+			}
+		}
+		n++;
+		if (!p[len])
+			return n;
+		p += len + 1;
+	}
 }
 
 /*
@@ -125,7 +180,7 @@ static int gc_write_key(const char *path)
 }
 
 static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
-			 const uint16_t *ports)
+			 char addrs[][GC_ADDR_MAX])
 {
 	char tmp[PATH_MAX + 16], id[33];
 	uint8_t idb[16];
@@ -159,10 +214,17 @@ static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
 		   "; that deletes can always commit (read at start; 0: none):\n"
 		   "; store_reserve = 64M  ; (1/16 of the file system, 4M to 256M)\n",
 		g->name, id, g->strip_size);
-	for (unsigned int i = 0; i < g->nservers; i++)
-		fprintf(f, "\n[server s%u]\naddress = 127.0.0.1:%u\ndata_dir = s%u\n"
-			   "; store_device = /dev/...  ; the blocks on a device, not data_dir/blocks\n",
-			i, ports[i], i);
+	if (g->hosts)
+		fprintf(f, "; Copy this file and " GC_KEY " (mode 0600) to /etc/orchard/ on\n"
+			   "; every server and client host.\n");
+	for (unsigned int i = 0; i < g->nservers; i++) {
+		fprintf(f, "\n[server s%u]\naddress = %s\n", i, addrs[i]);
+		if (g->data_dir)
+			fprintf(f, "data_dir = %s/s%u\n", g->data_dir, i);
+		else
+			fprintf(f, "data_dir = s%u\n", i);
+		fprintf(f, "; store_device = /dev/...  ; the blocks on a device, not data_dir/blocks\n");
+	}
 	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
 		error = -errno;
 	if (fclose(f) != 0 && !error)
@@ -185,8 +247,10 @@ int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path
 			     size_t conf_pathlen)
 {
 	uint16_t ports[ORCH_SERVERS_MAX];
-	char dir[PATH_MAX], key[PATH_MAX + 16];
-	int error;
+	char addrs[ORCH_SERVERS_MAX][GC_ADDR_MAX];
+	char dir[PATH_MAX], key[PATH_MAX + 16], why[GC_ADDR_MAX + 64];
+	struct orch_cli_genconfig gg = *g;
+	int n, error;
 
 	error = orch_cli_mkdir_p(g->dir, 0755);
 	if (error) {
@@ -205,7 +269,16 @@ int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path
 		orch_cli_msg("'%s' exists; refusing to overwrite it", conf_path);
 		return -EEXIST;
 	}
-	if (g->base_port) {
+	if (g->hosts) {
+		n = gc_hosts_parse(g->hosts, addrs, why, sizeof(why));
+		if (n < 0) {
+			orch_cli_msg("--servers: %s", why);
+			return n;
+		}
+		gg.nservers = (unsigned int)n;
+		if (!gg.data_dir)
+			gg.data_dir = GC_HOSTS_DATA_DIR;
+	} else if (g->base_port) {
 		if ((unsigned int)g->base_port + g->nservers - 1 > 65535) {
 			orch_cli_msg("ports %u..%u do not fit below 65536", g->base_port,
 				     g->base_port + g->nservers - 1);
@@ -218,10 +291,13 @@ int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path
 		if (error)
 			return error;
 	}
+	if (!g->hosts)
+		for (unsigned int i = 0; i < g->nservers; i++)
+			snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%u", ports[i]);
 	error = gc_write_key(key);
 	if (error)
 		return error;
-	error = gc_write_conf(g, conf_path, ports);
+	error = gc_write_conf(&gg, conf_path, addrs);
 	if (error)
 		goto out_unlink_key;
 	return 0;
@@ -232,27 +308,39 @@ out_unlink_key:
 
 int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv)
 {
-	enum { OPT_NAME = 0x200, OPT_STRIP };
+	enum { OPT_NAME = 0x200, OPT_STRIP, OPT_DATA_DIR };
 	static const struct option opts[] = {
 		{ "servers", required_argument, NULL, 'n' },
 		{ "dir", required_argument, NULL, 'd' },
 		{ "base-port", required_argument, NULL, 'p' },
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "strip-size", required_argument, NULL, OPT_STRIP },
+		{ "data-dir", required_argument, NULL, OPT_DATA_DIR },
 		ORCH_CLI_OPTS_END
 	};
 	struct orch_cli_genconfig g = { .name = "orchard", .strip_size = 65536 };
-	char conf[PATH_MAX];
+	char conf[PATH_MAX], addrs[ORCH_SERVERS_MAX][GC_ADDR_MAX], why[GC_ADDR_MAX + 64];
 	uint64_t v;
-	int opt;
+	int opt, n;
 
 	while ((opt = orch_cli_getopt(cli, argc, argv, "n:d:p:", opts)) != -1) {
 		switch (opt) {
 		case 'n':
-			if (orch_cli_uint_parse(optarg, 1, ORCH_SERVERS_MAX, &v))
-				return orch_cli_usage_err(cli, "--servers: want 1 to %d, not '%s'",
+			/* A count, or the servers' addresses. */
+			if (strchr(optarg, ':')) {
+				n = gc_hosts_parse(optarg, addrs, why, sizeof(why));
+				if (n < 0)
+					return orch_cli_usage_err(cli, "--servers: %s", why);
+				g.hosts = optarg;
+				g.nservers = (unsigned int)n;
+			} else if (orch_cli_uint_parse(optarg, 1, ORCH_SERVERS_MAX, &v)) {
+				return orch_cli_usage_err(cli, "--servers: want 1 to %d, or "
+							  "HOST:PORT,..., not '%s'",
 							  ORCH_SERVERS_MAX, optarg);
-			g.nservers = (unsigned int)v;
+			} else {
+				g.hosts = NULL;
+				g.nservers = (unsigned int)v;
+			}
 			break;
 		case 'd':
 			g.dir = optarg;
@@ -276,6 +364,12 @@ int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv)
 					optarg);
 			g.strip_size = (uint32_t)v;
 			break;
+		case OPT_DATA_DIR:
+			if (optarg[0] != '/' || strpbrk(optarg, "\n;#"))
+				return orch_cli_usage_err(cli, "--data-dir: want an absolute path, "
+							  "not '%s'", optarg);
+			g.data_dir = optarg;
+			break;
 		case ORCH_CLI_OPT_HELP:
 			return orch_cli_usage(cli, ORCH_CLI_OK);
 		default:
@@ -286,6 +380,9 @@ int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv)
 		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
 	if (!g.nservers || !g.dir)
 		return orch_cli_usage_err(cli, "--servers and --dir are required");
+	if (g.hosts && g.base_port)
+		return orch_cli_usage_err(cli, "--base-port goes with --servers N, not with "
+					  "addresses");
 	if (orch_cli_genconfig_write(&g, conf, sizeof(conf)))
 		return ORCH_CLI_FAIL;
 	printf("%s\n", conf);

@@ -16,19 +16,25 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define CONF_OPT "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF)\n"
+#define CONF_OPT "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF, else\n" \
+		 "                     " ORCH_CFG_DEFAULT_PATH ")\n"
 
 static const struct orch_cli_cmd cli_cmds[] = {
 	{ "genconfig", orch_cmd_genconfig, "write a new cluster configuration and key",
 	  "usage: orchard genconfig --servers N --dir DIR [OPTIONS]\n"
+	  "       orchard genconfig --servers HOST:PORT,HOST:PORT,... --dir DIR [OPTIONS]\n"
 	  "\n"
 	  "Writes DIR/orchard.conf and DIR/orchard.key (a new random cluster key,\n"
-	  "mode 0600) for N servers on 127.0.0.1.  Never overwrites either file.\n"
-	  "Prints the path of the configuration.\n"
+	  "mode 0600) for N servers on 127.0.0.1, with their data in DIR/s0 ...,\n"
+	  "or for servers s0, s1, ... at the addresses given, in that order, with\n"
+	  "their data in /var/lib/orchard/s0 ... (copy both files to /etc/orchard/ of\n"
+	  "every host).  Never overwrites either file.  Prints the path of the\n"
+	  "configuration.\n"
 	  "\n"
-	  "  -n, --servers N        number of servers (1-64)\n"
+	  "  -n, --servers N|LIST   number of servers (1-64), or their addresses\n"
 	  "  -d, --dir DIR          where to write (created if missing)\n"
 	  "  -p, --base-port P      ports P..P+N-1 (default: free ports, picked now)\n"
+	  "      --data-dir PATH    data directories PATH/s0 ... (an absolute path)\n"
 	  "      --name NAME        cluster name (default: orchard)\n"
 	  "      --strip-size BYTES default strip size, a multiple of 4K (default: 64K)\n", NULL },
 	{ "mkfs", orch_cmd_mkfs, "initialise one server's data directory",
@@ -213,7 +219,7 @@ static void cli_help(FILE *f)
 	fputs("usage: orchard [-c CONF] COMMAND [ARGS...]\n"
 	      "       orchard COMMAND --help\n"
 	      "\n"
-	      "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF)\n"
+	      CONF_OPT
 	      "  -h, --help         this help\n"
 	      "  -V, --version      print the version\n"
 	      "\n"

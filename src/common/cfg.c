@@ -320,6 +320,18 @@ int orch_cfg_load(const char *path, struct orch_cfg *out, char *err, size_t errl
 	return error;
 }
 
+const char *orch_cfg_path(const char *given)
+{
+	const char *env = getenv("ORCHARD_CONF");
+
+	if (given && *given)
+		return given;
+	if (env && *env)
+		return env;
+	/* A missing default is "no config given", not "cannot open". */
+	return access(ORCH_CFG_DEFAULT_PATH, F_OK) == 0 ? ORCH_CFG_DEFAULT_PATH : NULL;
+}
+
 int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name)
 {
 	for (unsigned int i = 0; i < cfg->nservers; i++)

@@ -34,6 +34,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Where every command looks for the config when neither -c nor
+ * $ORCHARD_CONF names one.  make install and the Debian package keep it
+ * there; -DORCH_CFG_DEFAULT_PATH=... moves it.
+ */
+#ifndef ORCH_CFG_DEFAULT_PATH
+#define ORCH_CFG_DEFAULT_PATH "/etc/orchard/orchard.conf"
+#endif
+
 #define ORCH_SERVERS_MAX 64
 #define ORCH_KEY_LEN 32
 #define ORCH_CFG_NAME_MAX 64
@@ -83,6 +92,14 @@ int orch_cfg_load(const char *path, struct orch_cfg *out, char *err, size_t errl
 /* Same, from a string (for fuzzing); relative paths resolve against @dir. */
 int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,
 		   char *err, size_t errlen);
+
+/*
+ * The config a command uses: @given (its -c) if set, else $ORCHARD_CONF if
+ * set, else ORCH_CFG_DEFAULT_PATH if that file exists; NULL when none
+ * applies.  The result is @given, the environment's string or a constant:
+ * never freed.  Any thread (reads the environment).
+ */
+const char *orch_cfg_path(const char *given);
 
 /* Index of server @name, or -ENOENT. */
 int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,7 +15,12 @@
 
 enum orch_log_level orch_log_level = ORCH_LOG_NOTICE;
 
+_Static_assert(ORCH_LOG_ERR == LOG_ERR && ORCH_LOG_WARN == LOG_WARNING &&
+	       ORCH_LOG_NOTICE == LOG_NOTICE && ORCH_LOG_INFO == LOG_INFO &&
+	       ORCH_LOG_DEBUG == LOG_DEBUG, "the levels are syslog's");
+
 static int log_fd = STDERR_FILENO;
+static _Bool log_syslog; /* lines go to syslog(3), not log_fd */
 static char log_ident[64];
 
 static const char *const level_names[] = {
@@ -31,6 +37,13 @@ int orch_log_open_file(const char *path)
 		return -errno;
 	log_fd = fd;
 	return 0;
+}
+
+void orch_log_open_syslog(void)
+{
+	/* The ident is kept by openlog(), not copied: log_ident lives on. */
+	openlog(log_ident[0] ? log_ident : NULL, LOG_PID, LOG_DAEMON);
+	log_syslog = 1;
 }
 
 void orch_log_set_ident(const char *ident)
@@ -61,6 +74,14 @@ void orch_log(enum orch_log_level lvl, const char *fmt, ...)
 	va_list ap;
 	int n, m;
 
+	if (log_syslog) {
+		/* syslog stamps the time itself. */
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		syslog((int)lvl, "%s: %s", level_names[lvl], line);
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s%s%s: ",

@@ -30,6 +30,13 @@ void orch_log(enum orch_log_level lvl, const char *fmt, ...)
  */
 int orch_log_open_file(const char *path);
 
+/*
+ * Sends log lines to syslog(3) (facility daemon, the ident as its tag)
+ * instead of a file: for a daemon whose stderr is gone.  Call after
+ * orch_log_set_ident() and before any thread starts logging.
+ */
+void orch_log_open_syslog(void);
+
 /* Sets a prefix such as "orchardd s0" put before every line.  Copied. */
 void orch_log_set_ident(const char *ident);
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "common/cfg.h"
 #include "common/log.h"
+#include "common/sdnotify.h"
 #include "common/util.h"
 #include "proto/knobs.h"
 
@@ -34,6 +36,7 @@
 struct mnt_opts {
 	char *conf;
 	char *log;
+	char *fsname;     /* -o fsname=: the source in /proc/mounts, or NULL */
 	char *first;      /* first operand: the mountpoint, or CONF if two */
 	char *mountpoint; /* second operand */
 	unsigned int knob[ORCH_KNOB_COUNT]; /* by enum orch_knob_id */
@@ -52,6 +55,7 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "--conf=%s", offsetof(struct mnt_opts, conf), 0 },
 	{ "conf=%s", offsetof(struct mnt_opts, conf), 0 },
 	{ "log=%s", offsetof(struct mnt_opts, log), 0 },
+	{ "fsname=%s", offsetof(struct mnt_opts, fsname), 0 },
 #define MNT_KNOB_OPT(name, ...) \
 	{ #name "=%u", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 },
 #define ORCH_KNOB_LIVE MNT_KNOB_OPT
@@ -74,7 +78,8 @@ static void mnt_usage(FILE *f)
 		"usage: orchard-mount -c CONF MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
 		"       orchard-mount CONF MOUNTPOINT [-o OPTIONS]\n"
 		"Mounts the Orchard cluster described by CONF on MOUNTPOINT.\n"
-		"  -c, --conf=CONF          cluster config file (also -o conf=CONF)\n"
+		"  -c, --conf=CONF          cluster config file (also -o conf=CONF; default:\n"
+		"                           $ORCHARD_CONF, else " ORCH_CFG_DEFAULT_PATH ")\n"
 		"  -f                       stay in the foreground\n"
 		"  -d                       FUSE debug output (implies -f)\n"
 		"Options (-o, comma separated; the *_ms ones are changeable later with\n"
@@ -151,20 +156,57 @@ static int mnt_parse(struct fuse_args *args, struct mnt_opts *o)
 		o->conf = o->first;
 		o->first = NULL;
 	}
-	if (!o->conf)
-		o->conf = getenv("ORCHARD_CONF") ? strdup(getenv("ORCHARD_CONF")) : NULL;
+	if (!o->conf && orch_cfg_path(NULL))
+		o->conf = strdup(orch_cfg_path(NULL));
 	if (!o->mountpoint || !o->conf) {
 		fprintf(stderr, "orchard-mount: %s\n",
-			!o->mountpoint ? "no mountpoint" : "no configuration: give -c CONF");
+			!o->mountpoint ? "no mountpoint"
+				       : "no configuration: give -c CONF, set ORCHARD_CONF or "
+					 "write " ORCH_CFG_DEFAULT_PATH);
 		return -EINVAL;
 	}
 	return mnt_check_knobs(o);
+}
+
+/*
+ * libfuse's messages ("fuse: unknown option(s): `-o foo'") with our name in
+ * front while stderr is the user's; once the log is a file or syslog (in
+ * the background, where stderr is gone), through it.  libfuse writes some
+ * lines in pieces: they are put together up to the newline.
+ */
+static bool mnt_log_started;
+static pthread_mutex_t mnt_fuse_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char mnt_fuse_line[512];  /* protected by mnt_fuse_log_lock */
+
+__attribute__((format(printf, 2, 0)))
+static void mnt_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	size_t n;
+
+	pthread_mutex_lock(&mnt_fuse_log_lock);
+	n = strlen(mnt_fuse_line);
+	vsnprintf(mnt_fuse_line + n, sizeof(mnt_fuse_line) - n, fmt, ap);
+	n = strlen(mnt_fuse_line);
+	if (n && (mnt_fuse_line[n - 1] == '\n' || n == sizeof(mnt_fuse_line) - 1)) {
+		while (n && mnt_fuse_line[n - 1] == '\n')
+			mnt_fuse_line[--n] = '\0';
+		if (!mnt_log_started)
+			fprintf(stderr, "orchard-mount: %s\n", mnt_fuse_line);
+		else if ((int)level <= ORCH_LOG_ERR)
+			ORCH_ERR("%s", mnt_fuse_line);
+		else
+			ORCH_LOG((enum orch_log_level)ORCH_MIN((int)level, ORCH_LOG_DEBUG), "%s",
+				 mnt_fuse_line);
+		mnt_fuse_line[0] = '\0';
+	}
+	pthread_mutex_unlock(&mnt_fuse_log_lock);
 }
 
 static void mnt_opts_free(struct mnt_opts *o)
 {
 	free(o->conf);
 	free(o->log);
+	free(o->fsname);
 	free(o->first);
 	free(o->mountpoint);
 }
@@ -256,12 +298,21 @@ static int mnt_auth_check(const struct orch_cfg *cfg)
 	return -EKEYREJECTED;
 }
 
-/* fsname "orchard:CLUSTER" for /proc/mounts, df; type fuse.orchard. */
-static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg)
+/*
+ * Type fuse.orchard, and the source /proc/mounts and df show: -o fsname=
+ * if given, else "orchard:CLUSTER".  mount.orchard gives the config's path,
+ * the source of the fstab line, so that mount -a sees the line mounted.
+ */
+static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg,
+			 const char *fsname)
 {
-	char opt[ORCH_CFG_NAME_MAX + 64];
+	char opt[PATH_MAX + 64];
 
-	snprintf(opt, sizeof(opt), "-osubtype=orchard,fsname=orchard:%s", cfg->cluster_name);
+	if (fsname)
+		snprintf(opt, sizeof(opt), "-osubtype=orchard,fsname=%s", fsname);
+	else
+		snprintf(opt, sizeof(opt), "-osubtype=orchard,fsname=orchard:%s",
+			 cfg->cluster_name);
 	/* A comma would split the option list. */
 	for (char *p = opt + strlen("-osubtype=orchard,"); *p; p++)
 		if (*p == ',' || *p == ' ')
@@ -301,6 +352,7 @@ int main(int argc, char **argv)
 	int rc = 1, error;
 
 	orch_log_set_ident("orchard-mount");
+	fuse_set_log_func(mnt_fuse_log);
 	if (mnt_parse(&args, &o))
 		goto out_usage;
 	if (o.help) {
@@ -317,13 +369,12 @@ int main(int argc, char **argv)
 			strerror(errno));
 		goto out_opts;
 	}
+	mnt_log_started = o.log != NULL;
 	cfg = calloc(1, sizeof(*cfg));
 	if (!cfg || mnt_cfg_load(o.conf, cfg))
 		goto out_opts;
 	if (o.knob[ORCH_KNOB_ID_op_timeout_ms])
 		cfg->op_timeout_ms = o.knob[ORCH_KNOB_ID_op_timeout_ms];
-	if (mnt_auth_check(cfg))
-		goto out_cfg;
 	atomic_store(&m.m_dcache_timeout_ms, o.knob[ORCH_KNOB_ID_dcache_timeout_ms]);
 	atomic_store(&m.m_getattr_timeout_ms, o.knob[ORCH_KNOB_ID_getattr_timeout_ms]);
 	atomic_store(&m.m_negative_timeout_ms, o.knob[ORCH_KNOB_ID_negative_timeout_ms]);
@@ -335,11 +386,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "orchard-mount: %s\n", strerror(ENOMEM));
 		goto out_cfg;
 	}
-	if (mnt_add_names(&args, cfg))
+	if (mnt_add_names(&args, cfg, o.fsname))
 		goto out_itab;
+	/*
+	 * libfuse refuses an option nobody knows here, naming it ("fuse:
+	 * unknown option(s): `-o foo'"): before any server is asked.
+	 */
 	se = fuse_session_new(&args, &orch_mnt_ops, sizeof(orch_mnt_ops), &m);
-	if (!se)
+	if (!se) {
+		fprintf(stderr, "orchard-mount: not mounted\n");
 		goto out_itab;
+	}
+	if (mnt_auth_check(cfg))
+		goto out_session;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, o.mountpoint) != 0)
@@ -354,6 +413,11 @@ int main(int argc, char **argv)
 	 */
 	if (fuse_daemonize(fo.foreground) != 0)
 		goto out_unmount;
+	/* Backgrounded, stderr is /dev/null: log to syslog, the journal (mount -t). */
+	if (!fo.foreground && !o.log) {
+		orch_log_open_syslog();
+		mnt_log_started = true;
+	}
 	error = orch_client_create(cfg, &m.m_cl);
 	/* The client copied it; the key need not linger here. */
 	memset(cfg->key, 0, sizeof(cfg->key));
@@ -375,6 +439,9 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
 		goto out_unmount;
 	}
+	/* orchard-mount@.service runs -f as Type=notify: mounted and serving. */
+	if (fo.foreground)
+		orch_sdnotify_send("READY=1\nSTATUS=mounted");
 	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
 		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u "
 		    "writebehind_kb=%u lease_ms=%u",

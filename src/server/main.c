@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "common/pcut.h"
+#include "common/sdnotify.h"
 #include "common/time.h"
 #include "server/sv.h"
 
@@ -30,9 +31,10 @@ static size_t nlive, caplive;
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: orchardd -c CONF -n NAME [--log FILE] [--log-level LEVEL]\n"
+	fprintf(f, "usage: orchardd [-c CONF] -n NAME [--log FILE] [--log-level LEVEL]\n"
 		   "Serves server NAME of the cluster described by CONF.\n"
-		   "  -c, --config CONF     cluster config file\n"
+		   "  -c, --config CONF     cluster config file (default: $ORCHARD_CONF,\n"
+		   "                        else " ORCH_CFG_DEFAULT_PATH ")\n"
 		   "  -n, --name NAME       which [server NAME] this is\n"
 		   "  --log FILE            append log lines to FILE instead of stderr\n"
 		   "  --log-level LEVEL     err, warn, notice (default), info, debug\n");
@@ -187,6 +189,7 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	conf = orch_cfg_path(conf);
 	if (!conf || !name || optind != argc) {
 		usage(stderr);
 		return 2;
@@ -275,6 +278,7 @@ int main(int argc, char **argv)
 	ORCH_NOTICE("serving: server=%s index=%u address=%s:%u data_dir=%s", name, sv.s_index,
 		    sv.s_cfg.servers[idx].host, sv.s_cfg.servers[idx].port,
 		    sv.s_cfg.servers[idx].data_dir);
+	orch_sdnotify_send("READY=1\nSTATUS=serving"); /* Type=notify units */
 	sv_intent_replay_all(&sv);
 	error = orch_ev_run(sv.s_ev);
 	status = error ? 1 : 0;

@@ -116,6 +116,22 @@ class Mount:
         return os.path.join(self.mnt, *parts)
 
 
+def mount_pids(mnt):
+    """PIDs of orchard-mount processes serving @mnt (from /proc)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"orchard-mount") and mnt.encode() in argv:
+            pids.append(int(d))
+    return pids
+
+
 def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
     fd = os.open(path, flags, 0o644)
     try:
@@ -139,4 +155,5 @@ def requests_delta(before, after, names=None):
     return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
 
 
-__all__ = ["Mount", "requests_delta", "ORCHARD_MOUNT", "stat_errno", "write_file"]
+__all__ = ["Mount", "mount_pids", "requests_delta", "ORCHARD_MOUNT", "stat_errno",
+           "write_file"]

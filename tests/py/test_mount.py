@@ -18,6 +18,7 @@ import pytest
 
 from cluster import wait_until
 from mount import ORCHARD_MOUNT, Mount, requests_delta, stat_errno, write_file
+from mount import mount_pids as _mount_pids
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
@@ -689,22 +690,6 @@ def test_server_restart(cluster3, mounts):
     wait_until(lambda: stat_errno(p) == 0, 30, what="the mount to work again")
     write_file(m.path("g"), b"after")
     assert read_file(m.path("g")) == b"after"
-
-
-def _mount_pids(mnt):
-    """PIDs of orchard-mount processes serving @mnt (from /proc)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"orchard-mount") and mnt.encode() in argv:
-            pids.append(int(d))
-    return pids
 
 
 def test_unmount_leaves_no_process(cluster3, tmp_path):
