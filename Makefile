@@ -18,6 +18,12 @@ ifeq ($(SANITIZE),1)
 ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -DORCH_DEBUG_BUILD
 LDFLAGS += -fsanitize=address,undefined
 endif
+# ThreadSanitizer (check-tsan): the server's threads, the mount's FUSE
+# workers and liborchard's leader/follower reading.
+ifeq ($(SANITIZE),thread)
+ALL_CFLAGS += -fsanitize=thread -fno-omit-frame-pointer -DORCH_DEBUG_BUILD
+LDFLAGS += -fsanitize=thread
+endif
 
 # Modules, in dependency order: each may use the ones before it.
 MODULES := common proto net meta store client
@@ -38,7 +44,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
 
-.PHONY: all deps test test-unit test-py soak check check-asan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
+.PHONY: all deps test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -118,6 +124,27 @@ soak: $(BINS) $(TOOL_BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" test
 
+# ThreadSanitizer in build-tsan/: the unit tests (t_rpc drives liborchard's
+# leader/follower reader) and the pytest files whose mounts, servers and
+# clients run the most threads at once.  Built with clang: its runtime is
+# linked in statically (libclang-rt-14-dev, which deps.sh installs) and
+# check-clang already keeps the tree warning-free with it.  A report stops
+# the process (halt_on_error) with exit 66, and the pytest harness fails a
+# test whose server, mount or CLI printed one.  tests/tsan.supp says why
+# each of its entries is no race.  TSAN_UNIT_BINS and TSAN_PYTESTS pick
+# what runs.
+TSAN_CC ?= clang
+TSAN_UNIT_BINS ?= $(patsubst tests/unit/%.c,build-tsan/tests/%,$(UNIT_SRCS))
+TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py
+TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
+	suppressions=$(abspath tests/tsan.supp)
+check-tsan:
+	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-tsan SANITIZE=thread CC=$(TSAN_CC) \
+		CFLAGS="-O1 -g" all
+	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" bash tests/lib/run_unit.sh $(TSAN_UNIT_BINS)
+	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ORCH_BUILDDIR=$(abspath build-tsan) \
+		$(PYTHON) -m pytest -q $(TSAN_PYTESTS) $(TESTFLAGS)
+
 # The code must build warning-free with clang too.
 check-clang:
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-clang CC=clang all
@@ -130,13 +157,14 @@ check-valgrind: $(UNIT_BINS)
 			{ echo "valgrind: $$t failed"; exit 1; }; done; echo "valgrind: unit tests clean"
 
 # Everything CI runs: the tests, the same under ASan+UBSan, a clang build,
-# valgrind on the unit tests, and a short fuzz run.
+# valgrind on the unit tests, TSan, and a short fuzz run.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory test
 	$(Q)$(MAKE) --no-print-directory check-clang
 	$(Q)$(MAKE) --no-print-directory check-valgrind
 	$(Q)$(MAKE) --no-print-directory check-asan
+	$(Q)$(MAKE) --no-print-directory check-tsan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
 	$(Q)$(MAKE) --no-print-directory check-deb
 
@@ -247,15 +275,16 @@ bench-store: $(BUILDDIR)/bench/store-bench
 	$(Q)$(BUILDDIR)/bench/store-bench $(BENCHFLAGS)
 
 clean:
-	rm -rf $(BUILDDIR) build-asan build-clang $(FUZZDIR)
+	rm -rf $(BUILDDIR) build-asan build-tsan build-clang $(FUZZDIR)
 
 help:
 	@echo "make            build binaries and unit tests into $(BUILDDIR)/"
 	@echo "make deps       install the Debian packages the build and tests need"
-	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan tests, a short fuzz run"
+	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan and TSan tests, a short fuzz run"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
+	@echo "make check-tsan unit tests and the mount, data and lease tests under TSan in build-tsan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make install    binaries, man pages, units, mount helper (PREFIX=/usr/local DESTDIR=)"
 	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"

@@ -134,6 +134,8 @@ struct orch_client {
 	struct rpc_conn *cl_conns;                 /* cl_cfg.nservers of them */
 	orch_push_fn cl_push;                      /* set before the first call */
 	void *cl_push_arg;
+	orch_dial_fn cl_dial;                      /* tests: set before the first call */
+	void *cl_dial_arg;
 };
 
 /* --- Time ---------------------------------------------------------------------- */
@@ -898,7 +900,10 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	int fd, error;
 
 	rpc_conn_reap(c);
-	fd = rpc_dial(sv, deadline_ms);
+	if (c->c_client->cl_dial)
+		fd = c->c_client->cl_dial(c->c_client->cl_dial_arg, c->c_index);
+	else
+		fd = rpc_dial(sv, deadline_ms);
 	if (fd < 0) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot connect to server '%s': address=%s:%u",
 				   sv->name, sv->host, sv->port);
@@ -1346,6 +1351,12 @@ void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void 
 {
 	cl->cl_push = fn;
 	cl->cl_push_arg = arg;
+}
+
+void orch_client_set_dial(struct orch_client *cl, orch_dial_fn fn, void *arg)
+{
+	cl->cl_dial = fn;
+	cl->cl_dial_arg = arg;
 }
 
 /*

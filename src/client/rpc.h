@@ -111,6 +111,16 @@ typedef void (*orch_push_fn)(void *arg, unsigned int server, uint64_t stamp,
 void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg);
 
 /*
+ * For tests (tests/unit/t_rpc.c): @fn replaces the TCP connect to a server,
+ * so a fake server can sit at the other end of a socketpair.  Set before
+ * the first call.  @fn returns a connected, blocking stream socket, which
+ * the client owns from then on, or -errno (the call fails with it).  It is
+ * called from the thread making a call, for one server at a time.
+ */
+typedef int (*orch_dial_fn)(void *arg, unsigned int server);
+void orch_client_set_dial(struct orch_client *cl, orch_dial_fn fn, void *arg);
+
+/*
  * Reads, without waiting, the frames that have arrived from @server when
  * no other thread is reading them (pushes go to the handler), so a cache
  * hit sees every invalidation that reached this host.  Returns true if

@@ -21,13 +21,18 @@ BIN = os.path.join(BUILDDIR, "bin")
 ORCHARD = os.path.join(BIN, "orchard")
 ORCHARDD = os.path.join(BIN, "orchardd")
 
-BAD_LOG = re.compile(r"AddressSanitizer|LeakSanitizer|runtime error|assertion failed")
+BAD_LOG = re.compile(r"AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|assertion failed")
 
 
 def run(args, check=True, input=None, timeout=120):
-    """Runs a command; returns CompletedProcess with text stdout/stderr."""
+    """Runs a command; returns CompletedProcess with text stdout/stderr.
+    A ThreadSanitizer report on its stderr fails the caller, checked or not
+    (check-tsan; its exit code tells only a checked run)."""
     p = subprocess.run(args, input=input, capture_output=True, timeout=timeout,
                        text=isinstance(input, str) or input is None)
+    err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
+    assert "ThreadSanitizer" not in err, "%s reports a race:\n%s" % (" ".join(args),
+                                                                    err[-4000:])
     if check and p.returncode != 0:
         raise AssertionError("%s failed (%d): %s%s" % (" ".join(args), p.returncode,
                                                       p.stdout, p.stderr))

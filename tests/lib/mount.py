@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 from cluster import BAD_LOG, BIN
@@ -149,11 +150,35 @@ def stat_errno(path):
         return e.errno
 
 
+def run_threads(n, fn):
+    """Runs fn(k) on @n threads started together; re-raises the first
+    failure.  The GIL is let go in every system call, so their FUSE requests
+    overlap in the mount's worker threads."""
+    start = threading.Barrier(n)
+    errors = []
+
+    def body(k):
+        try:
+            start.wait()
+            fn(k)
+        except BaseException as e:  # noqa: B902 (reported below)
+            errors.append((k, e))
+
+    ts = [threading.Thread(target=body, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        k, e = errors[0]
+        raise AssertionError("thread %d: %r" % (k, e)) from e
+
+
 def requests_delta(before, after, names=None):
     """Server requests between two server_requests() snapshots."""
     keys = names if names is not None else [k for k in after if k.startswith("CL2SV_")]
     return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
 
 
-__all__ = ["Mount", "mount_pids", "requests_delta", "ORCHARD_MOUNT", "stat_errno",
-           "write_file"]
+__all__ = ["Mount", "mount_pids", "requests_delta", "ORCHARD_MOUNT", "run_threads",
+           "stat_errno", "write_file"]

@@ -22,13 +22,23 @@
 
 /*
  * To prove that a limit is checked before allocating, count the allocations
- * made while a decode runs.  Under ASan its allocator hooks do it; otherwise
- * malloc and calloc are interposed and forwarded to glibc.
+ * made while a decode runs.  Under ASan or TSan their allocator hooks do it
+ * (an interposed malloc would hand glibc's blocks to the sanitizer's free);
+ * otherwise malloc and calloc are interposed and forwarded to glibc.  gcc
+ * names the sanitizer with a macro, clang 14 only through __has_feature.
  */
 static volatile int alloc_watch;
 static volatile unsigned long alloc_count;
 
-#ifdef __SANITIZE_ADDRESS__
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZER_ALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZER_ALLOC 1
+#endif
+#endif
+
+#ifdef T_SANITIZER_ALLOC
 int __sanitizer_install_malloc_and_free_hooks(void (*m)(const volatile void *, size_t),
 					      void (*f)(const volatile void *));
 
@@ -84,6 +94,8 @@ static bool alloc_counting_works(void)
 	alloc_count = 0;
 	alloc_watch = 1;
 	p = malloc(16);
+	/* Used, so that the compiler (clang) does not drop the pair. */
+	__asm__ volatile("" : : "r"(p) : "memory");
 	alloc_watch = 0;
 	free(p);
 	return alloc_count > 0;

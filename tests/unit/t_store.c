@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1219,7 +1220,8 @@ static void *sync_thread(void *p)
 /* A flusher syncs while this thread writes, deletes and truncates. */
 STORE_TEST(sync_concurrent_with_io, &geom_default)
 {
-	struct sync_arg a = { fx->st, 20, 0 };
+	/* One each: the threads stop on their own error only. */
+	struct sync_arg a[2] = { { fx->st, 20, 0 }, { fx->st, 20, 0 } };
 	uint64_t total, free_bytes, avail, objs;
 	struct orch_store_stats s;
 	char buf[4096];
@@ -1227,8 +1229,8 @@ STORE_TEST(sync_concurrent_with_io, &geom_default)
 
 	memset(buf, 'q', sizeof(buf));
 	ORCH_CHECK_OK(orch_store_sync(fx->st));
-	ORCH_CHECK(pthread_create(&t[0], NULL, sync_thread, &a) == 0);
-	ORCH_CHECK(pthread_create(&t[1], NULL, sync_thread, &a) == 0);
+	ORCH_CHECK(pthread_create(&t[0], NULL, sync_thread, &a[0]) == 0);
+	ORCH_CHECK(pthread_create(&t[1], NULL, sync_thread, &a[1]) == 0);
 	for (uint64_t i = 0; i < (uint64_t)scaled(2000); i++) {
 		int rc = orch_store_write(fx->st, 1 + i % 300, (i % 7) * 4096,
 					  buf, sizeof(buf));
@@ -1245,7 +1247,8 @@ STORE_TEST(sync_concurrent_with_io, &geom_default)
 	}
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
-	ORCH_CHECK_OK(a.rc);
+	ORCH_CHECK_OK(a[0].rc);
+	ORCH_CHECK_OK(a[1].rc);
 	ORCH_CHECK_OK(orch_store_sync(fx->st));
 	ORCH_CHECK_OK(orch_store_statfs(fx->st, &total, &free_bytes, &avail, &objs));
 	ORCH_CHECK(total > 0 && free_bytes <= total && avail <= free_bytes);
@@ -1417,7 +1420,7 @@ out:
 
 struct checker_arg {
 	struct orch_store *st;
-	volatile bool stop;
+	_Atomic bool stop;
 	long findings;
 	int runs;
 };
@@ -1477,9 +1480,10 @@ STORE_TEST(threads_and_checker_concurrently, &geom_model)
  */
 struct flip_arg {
 	struct orch_store *st;
-	volatile bool stop;
-	int rc;
-	long reads, bad;
+	/* Shared by the readers and the writer: atomic. */
+	_Atomic bool stop;
+	_Atomic int rc;
+	_Atomic long reads, bad;
 };
 
 #define FLIP_LEN (96 * KiB)
