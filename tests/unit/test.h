@@ -73,9 +73,30 @@ extern int orch_test_failed;
 	} while (0)
 
 /*
- * Runs every case, or those whose name contains argv[1].  A case that
- * fails does not stop the others.
+ * Runs every case, or those whose name contains argv[1], but none whose
+ * name contains a word of $ORCH_TEST_EXCLUDE (comma separated: the slow
+ * single-threaded campaigns that a sanitizer run may leave out).  A case
+ * that fails does not stop the others.
  */
+static inline int orch_test_excluded(const char *name)
+{
+	const char *ex = getenv("ORCH_TEST_EXCLUDE");
+
+	while (ex && *ex) {
+		size_t n = strcspn(ex, ",");
+		char word[128];
+
+		if (n && n < sizeof(word)) {
+			memcpy(word, ex, n);
+			word[n] = '\0';
+			if (strstr(name, word))
+				return 1;
+		}
+		ex += n + (ex[n] == ',');
+	}
+	return 0;
+}
+
 #define ORCH_TEST_MAIN()                                                       \
 	struct orch_test_case *orch_test_list;                                 \
 	int orch_test_failed;                                                  \
@@ -83,7 +104,8 @@ extern int orch_test_failed;
 	{                                                                      \
 		int failures = 0, run = 0;                                     \
 		for (struct orch_test_case *t = orch_test_list; t; t = t->next) { \
-			if (argc > 1 && !strstr(t->name, argv[1]))             \
+			if ((argc > 1 && !strstr(t->name, argv[1])) ||         \
+			    orch_test_excluded(t->name))                       \
 				continue;                                      \
 			orch_test_failed = 0;                                  \
 			t->fn();                                               \
