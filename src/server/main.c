@@ -21,12 +21,9 @@
 #include "common/pcut.h"
 #include "common/time.h"
 #include "server/sv.h"
+#include "server/sv_conns.h"
 
 void sv_intent_fini_all(void);
-
-/* Live client connections, for shutdown and stats.  Loop thread only. */
-static struct orch_conn **live;
-static size_t nlive, caplive;
 
 static void usage(FILE *f)
 {
@@ -38,30 +35,6 @@ static void usage(FILE *f)
 		   "  --log-level LEVEL     err, warn, notice (default), info, debug\n");
 }
 
-static void live_remove(struct orch_conn *c)
-{
-	for (size_t i = 0; i < nlive; i++) {
-		if (live[i] == c) {
-			live[i] = live[--nlive];
-			return;
-		}
-	}
-}
-
-void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg)
-{
-	for (size_t i = 0; i < nlive; i++)
-		fn(live[i], arg);
-}
-
-void sv_live_bytes(uint64_t *in, uint64_t *out)
-{
-	for (size_t i = 0; i < nlive; i++) {
-		*in += live[i]->c_bytes_in;
-		*out += live[i]->c_bytes_out;
-	}
-}
-
 static void client_on_close(struct orch_conn *c, int reason)
 {
 	struct sv_server *sv = c->c_arg;
@@ -71,14 +44,8 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv->s_bytes_out += c->c_bytes_out;
 	sv_lease_conn_closed(sv, c);
 	sv_writers_conn_closed(sv, c);
-	live_remove(c);
+	sv_conns_remove(sv, c);
 }
-
-/* .features: leases, unless lease_ms is 0 (set in main). */
-static struct orch_conn_ops client_ops = {
-	.on_frame = sv_cl_frame,
-	.on_close = client_on_close,
-};
 
 static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 {
@@ -94,21 +61,14 @@ static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 				ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept: %s", strerror(errno));
 			return;
 		}
-		if (nlive == caplive) {
-			size_t cap = caplive ? caplive * 2 : 64;
-			struct orch_conn **p = realloc(live, cap * sizeof(*p));
-
-			if (!p) {
-				close(cfd);
-				continue;
-			}
-			live = p;
-			caplive = cap;
-		}
-		if (orch_conn_accept(ev, cfd, sv->s_cfg.key, &client_ops, sv, &c))
+		if (sv_conns_reserve(sv)) {
+			close(cfd);
 			continue;
-		live[nlive++] = c;
-		sv->s_conns++;
+		}
+		if (orch_conn_accept(ev, cfd, sv->s_cfg.key, &sv->s_client_ops, sv, &c))
+			continue;
+		sv_conns_add(sv, c);
+		sv->s_accepted++;
 	}
 }
 
@@ -266,8 +226,13 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the writers table");
 		goto out_listen;
 	}
-	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
-				(uint64_t)sv.s_cfg.lease_ms << 32 : 0;
+	/* Leases are granted to clients that ask, unless lease_ms is 0. */
+	sv.s_client_ops = (struct orch_conn_ops){
+		.on_frame = sv_cl_frame,
+		.on_close = client_on_close,
+		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
+			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
+	};
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	if (sv_work_start(&sv))
@@ -283,8 +248,7 @@ int main(int argc, char **argv)
 	sv_work_stop(&sv);
 	sv_admin_stop(&sv);
 	sv_writers_stop(&sv);
-	while (nlive)
-		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
+	sv_conns_close_all(&sv, -ESHUTDOWN);
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
 	sv_writers_fini(&sv);
@@ -305,7 +269,7 @@ out_writes:
 	orch_store_close(sv.s_store);
 out_meta:
 	orch_meta_close(sv.s_meta);
-	free(live);
+	sv_conns_fini(&sv);
 	if (status == 0)
 		ORCH_NOTICE("stopped cleanly");
 	return status;

@@ -48,6 +48,13 @@ struct sv_writes {
 	uint64_t w_bytes;             /* loop thread only: data bytes queued */
 };
 
+/* The open client connections (sv_conns.c).  Loop thread only. */
+struct sv_conns {
+	struct orch_conn **cs_v;      /* not referenced: each leaves at its close */
+	size_t cs_n;
+	size_t cs_cap;
+};
+
 struct sv_server {
 	struct orch_cfg s_cfg;
 	unsigned int s_index;         /* our position in the config */
@@ -55,6 +62,8 @@ struct sv_server {
 	struct orch_meta *s_meta;
 	struct orch_store *s_store;
 	int s_listen_fd;
+	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
+	struct sv_conns s_conns;      /* the open ones */
 	struct sv_peer *s_peers;      /* [nservers]; s_peers[s_index] unused */
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
@@ -67,7 +76,7 @@ struct sv_server {
 	uint64_t s_bytes_in;
 	uint64_t s_bytes_out;
 	uint64_t s_errors_proto;
-	uint64_t s_conns;
+	uint64_t s_accepted;          /* client connections accepted */
 	uint64_t s_syncs;             /* flushes done (group commits) */
 	uint64_t s_sync_waiters;      /* fsync requests served by them */
 	/* Written by the flusher thread, read for stats. */
@@ -123,12 +132,9 @@ void sv_reply_status(struct sv_req *r, int status);
 void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 		 const uint8_t *payload);
 /*
- * Bytes moved so far on connections still open: clients' (main.c) and
- * peers' (sv_sv.c); closed ones are already in s_bytes_in/out.
+ * Bytes moved so far on peer connections still open (clients': sv_conns.h);
+ * closed ones are already in s_bytes_in/out.
  */
-void sv_live_bytes(uint64_t *in, uint64_t *out);
-/* Calls @fn for every open client connection (main.c).  Loop thread. */
-void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg);
 void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
 
 /* Builds the stats JSON text into @b. */

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "proto/layout.h"
 #include "server/sv.h"
+#include "server/sv_conns.h"
 #include "store/sums.h"
 
 /* --- Requests and replies ---------------------------------------------------------------- */
@@ -1518,7 +1519,7 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 
 	orch_store_get_stats(sv->s_store, &st);
 	orch_meta_counts(sv->s_meta, &inodes, &next);
-	sv_live_bytes(&bytes_in, &bytes_out);
+	sv_conns_bytes(sv, &bytes_in, &bytes_out);
 	sv_peers_bytes(sv, &bytes_in, &bytes_out);
 	orch_buf_append(b, "{\"requests\": {", 14);
 	for (size_t i = 0; i < ntypes; i++) {
@@ -1569,7 +1570,7 @@ void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "writes_queued", sv->s_writes.w_submitted - sv->s_writes.w_answered, true);
 	orch_buf_append(b, "}", 1);
 	sv_json_u64(b, "protocol_errors", sv->s_errors_proto, true);
-	sv_json_u64(b, "connections", sv->s_conns, true);
+	sv_json_u64(b, "connections", sv->s_accepted, true);
 	sv_json_u64(b, "uptime_ms", orch_time_now_ms() - sv->s_started_ms, true);
 	orch_buf_append(b, "}", 1);
 }

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "server/sv.h"
+#include "server/sv_conns.h"
 
 #define SV_LEASE_MAX (1u << 20)        /* records; about 40 MiB at most */
 #define SV_LEASE_BUCKETS0 4096u
@@ -173,7 +174,7 @@ static void lease_revoke(struct orch_conn *c, void *arg)
 /* The table is full: everybody forgets everything, and so do we. */
 static void lease_revoke_all(struct sv_server *sv)
 {
-	sv_live_each(lease_revoke, sv);
+	sv_conns_each(sv, lease_revoke, sv);
 	lease_filter(lease_any, NULL);
 	sv->s_lease_revokes++;
 	ORCH_LOG_RATELIMIT(ORCH_LOG_NOTICE, "lease table full: revoked every lease (%u records)",
