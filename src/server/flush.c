@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "server/sv.h"
+#include "server/sv_req.h"
 
 /*
  * The WAL size (in 4 KiB frames, 64 MiB) past which a checkpoint restarts

@@ -35,6 +35,7 @@
 struct sv_peer;
 struct sv_flusher;
 struct sv_write;
+struct sv_req;
 
 /* Writes queued to the store (sv_cl.c). */
 struct sv_writes {
@@ -89,42 +90,12 @@ struct sv_server {
 };
 
 /*
- * A request being answered.  Handlers that finish at once reply through
- * sv_reply(); those that wait (fsync, cross-server) keep the sv_req and reply
- * later; sv_reply() frees it.  The connection is referenced so it outlives
- * the wait; if it closed meanwhile the reply is dropped.
- */
-struct sv_req {
-	struct sv_server *r_sv;
-	struct orch_conn *r_conn;
-	uint16_t r_type;
-	uint64_t r_reqid;
-	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
-	struct orch_frame_hdr r_hdr;  /* of the request */
-	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
-	uint64_t r_lease_dir;         /* directory whose entries the reply leases; 0: none */
-	unsigned int r_nowners;       /* owners fetched for the sticky rule */
-	struct {
-		uint64_t handle;
-		uint32_t uid;
-	} r_owners[2];
-};
-
-/* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
-struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
-			     const struct orch_frame_hdr *h);
-/*
  * The sticky-directory rule needs the owner of @child, held on another
  * server: fetch it there, then handle the request again from the start
  * with the owner known (meta.h, orch_meta_remote_owner_set).  Call from a
  * handler, with nothing left open, instead of replying.
  */
 void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
-
-/* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
-void sv_reply(struct sv_req *r, struct orch_msg *m);
-/* Sends a status-only reply and frees @r. */
-void sv_reply_status(struct sv_req *r, int status);
 
 /* --- Client and admin requests (sv_cl.c) ------------------------------------------- */
 

@@ -21,6 +21,7 @@
 #include "common/pcut.h"
 #include "common/time.h"
 #include "server/sv.h"
+#include "server/sv_req.h"
 
 struct peer_call {
 	uint64_t pc_reqid;

@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "server/sv.h"
+#include "server/sv_req.h"
 
 struct sv_job {
 	struct sv_job *j_next;
