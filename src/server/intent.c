@@ -36,6 +36,7 @@
 #include "proto/layout.h"
 #include "proto/wire.h"
 #include "server/sv.h"
+#include "server/sv_peer.h"
 #include "server/sv_req.h"
 
 #define INTENT_BODY_VERSION 1

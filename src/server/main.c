@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "server/sv.h"
 #include "server/sv_conns.h"
+#include "server/sv_peer.h"
 
 void sv_intent_fini_all(void);
 

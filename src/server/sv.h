@@ -102,12 +102,6 @@ void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
 /* Handles one authenticated frame: a request or, from a peer, a reply. */
 void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 		 const uint8_t *payload);
-/*
- * Bytes moved so far on peer connections still open (clients': sv_conns.h);
- * closed ones are already in s_bytes_in/out.
- */
-void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
-
 /* Builds the stats JSON text into @b. */
 void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
 
@@ -224,25 +218,7 @@ void sv_work_stop(struct sv_server *sv);
 void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 		    sv_work_fn fn);
 
-/* --- Other servers (sv_sv.c, intent.c) ------------------------------------------------ */
-
-int sv_peers_init(struct sv_server *sv);
-void sv_peers_fini(struct sv_server *sv);
-
-/* Completion of a request to a peer: @rep is NULL with @error on failure. */
-typedef void (*sv_peer_cb)(struct sv_server *sv, void *arg, int error,
-			   const struct orch_msg *rep);
-
-/*
- * Sends @m to server @peer; @cb runs exactly once on the loop thread, with
- * the reply or an error (-EHOSTDOWN if the peer cannot be reached, -EIO if
- * the connection breaks, -ETIMEDOUT after op_timeout_ms).
- */
-void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
-		  sv_peer_cb cb, void *arg);
-/* A reply frame from a peer connection we opened. */
-void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
-		   const struct orch_frame_hdr *h, const uint8_t *payload);
+/* --- Requests from other servers (sv_sv.c), intents (intent.c) ------------------------------------------------ */
 
 /* Handles a SV2SV_* request from another server. */
 void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);

@@ -42,6 +42,7 @@
 #include "common/util.h"
 #include "proto/layout.h"
 #include "server/sv.h"
+#include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "store/fsmap.h"
 

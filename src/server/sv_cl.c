@@ -21,6 +21,7 @@
 #include "proto/layout.h"
 #include "server/sv.h"
 #include "server/sv_conns.h"
+#include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "store/sums.h"
 

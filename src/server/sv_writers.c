@@ -59,6 +59,7 @@
 #include "common/util.h"
 #include "proto/layout.h"
 #include "server/sv.h"
+#include "server/sv_peer.h"
 #include "server/sv_req.h"
 
 #define WR_BUCKETS 16384u  /* a power of two */
