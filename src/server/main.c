@@ -215,7 +215,7 @@ int main(int argc, char **argv)
 	}
 	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0 || orch_ev_add(sv.s_ev, sigfd, EPOLLIN, on_signal, NULL) ||
-	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv)) {
+	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv, sv_cl_frame)) {
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}

@@ -32,7 +32,7 @@
 
 #define SV_MSG_TYPES_MAX 64
 
-struct sv_peer;
+struct sv_peers;
 struct sv_flusher;
 struct sv_write;
 struct sv_req;
@@ -65,7 +65,7 @@ struct sv_server {
 	int s_listen_fd;
 	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
 	struct sv_conns s_conns;      /* the open ones */
-	struct sv_peer *s_peers;      /* [nservers]; s_peers[s_index] unused */
+	struct sv_peers *s_peers;     /* the transport to the others (sv_peer.c) */
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
 	struct orch_ev_timer s_intent_timer;

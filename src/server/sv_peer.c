@@ -27,7 +27,11 @@ struct sv_peer {
 	bool p_down_logged;
 };
 
-static struct orch_ev_timer peer_timer;
+struct sv_peers {
+	struct sv_peer *ps_peer;         /* [nservers]; [s_index] unused */
+	struct orch_ev_timer ps_timer;   /* fails calls past their deadline */
+	struct orch_conn_ops ps_ops;     /* of the connections we open */
+};
 
 static void peer_fail_all(struct sv_server *sv, struct sv_peer *p, int error)
 {
@@ -47,10 +51,10 @@ static struct sv_peer *peer_of_conn(struct sv_server *sv, struct orch_conn *c,
 				    unsigned int *index)
 {
 	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		if (sv->s_peers[i].p_conn == c) {
+		if (sv->s_peers->ps_peer[i].p_conn == c) {
 			if (index)
 				*index = i;
-			return &sv->s_peers[i];
+			return &sv->s_peers->ps_peer[i];
 		}
 	}
 	return NULL;
@@ -87,12 +91,6 @@ static void peer_on_ready(struct orch_conn *c)
 	}
 }
 
-static const struct orch_conn_ops peer_ops = {
-	.on_frame = sv_cl_frame,
-	.on_ready = peer_on_ready,
-	.on_close = peer_on_close,
-};
-
 /* Fails calls whose deadline passed; the peer may be hung rather than gone. */
 static void peer_tick(void *arg)
 {
@@ -100,7 +98,7 @@ static void peer_tick(void *arg)
 	uint64_t now = orch_time_now_ms();
 
 	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		struct peer_call **pp = &sv->s_peers[i].p_calls;
+		struct peer_call **pp = &sv->s_peers->ps_peer[i].p_calls;
 
 		while (*pp) {
 			struct peer_call *pc = *pp;
@@ -114,25 +112,38 @@ static void peer_tick(void *arg)
 			free(pc);
 		}
 	}
-	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
+	orch_ev_timer_arm(sv->s_ev, &sv->s_peers->ps_timer, 500, peer_tick, sv);
 }
 
 void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out)
 {
 	for (unsigned int i = 0; i < sv->s_cfg.nservers && sv->s_peers; i++) {
-		if (sv->s_peers[i].p_conn) {
-			*in += sv->s_peers[i].p_conn->c_bytes_in;
-			*out += sv->s_peers[i].p_conn->c_bytes_out;
+		struct orch_conn *c = sv->s_peers->ps_peer[i].p_conn;
+
+		if (c) {
+			*in += c->c_bytes_in;
+			*out += c->c_bytes_out;
 		}
 	}
 }
 
-int sv_peers_init(struct sv_server *sv)
+int sv_peers_init(struct sv_server *sv, sv_frame_fn on_frame)
 {
-	sv->s_peers = calloc(sv->s_cfg.nservers, sizeof(*sv->s_peers));
-	if (!sv->s_peers)
+	struct sv_peers *ps = calloc(1, sizeof(*ps));
+
+	if (ps)
+		ps->ps_peer = calloc(sv->s_cfg.nservers, sizeof(*ps->ps_peer));
+	if (!ps || !ps->ps_peer) {
+		free(ps);
 		return -ENOMEM;
-	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
+	}
+	ps->ps_ops = (struct orch_conn_ops){
+		.on_frame = on_frame,
+		.on_ready = peer_on_ready,
+		.on_close = peer_on_close,
+	};
+	sv->s_peers = ps;
+	orch_ev_timer_arm(sv->s_ev, &ps->ps_timer, 500, peer_tick, sv);
 	return 0;
 }
 
@@ -140,14 +151,15 @@ void sv_peers_fini(struct sv_server *sv)
 {
 	if (!sv->s_peers)
 		return;
-	orch_ev_timer_cancel(sv->s_ev, &peer_timer);
+	orch_ev_timer_cancel(sv->s_ev, &sv->s_peers->ps_timer);
 	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		struct sv_peer *p = &sv->s_peers[i];
+		struct sv_peer *p = &sv->s_peers->ps_peer[i];
 
 		if (p->p_conn)
 			orch_conn_close(p->p_conn, -ESHUTDOWN);
 		peer_fail_all(sv, p, -ESHUTDOWN);
 	}
+	free(sv->s_peers->ps_peer);
 	free(sv->s_peers);
 	sv->s_peers = NULL;
 }
@@ -165,7 +177,7 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		return;
 	}
 	scfg = &sv->s_cfg.servers[peer];
-	p = &sv->s_peers[peer];
+	p = &sv->s_peers->ps_peer[peer];
 	pc = calloc(1, sizeof(*pc));
 	if (!pc) {
 		cb(sv, arg, -ENOMEM, NULL);
@@ -173,7 +185,7 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 	}
 	if (!p->p_conn) {
 		error = orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
-					  sv->s_index, &peer_ops, sv, &p->p_conn);
+					  sv->s_index, &sv->s_peers->ps_ops, sv, &p->p_conn);
 		if (error) {
 			free(pc);
 			cb(sv, arg, -EHOSTDOWN, NULL);

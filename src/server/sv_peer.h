@@ -10,8 +10,16 @@
 
 #include "server/sv.h"
 
-/* After the loop exists; connects lazily, at the first call.  0 or -ENOMEM. */
-int sv_peers_init(struct sv_server *sv);
+/* A frame on a connection (struct orch_conn_ops.on_frame). */
+typedef void (*sv_frame_fn)(struct orch_conn *c, const struct orch_frame_hdr *h,
+			    const uint8_t *payload);
+
+/*
+ * After the loop exists; connects lazily, at the first call.  Frames the
+ * peers send on these connections that are not replies to our calls go
+ * to @on_frame (the dispatcher).  0 or -ENOMEM.
+ */
+int sv_peers_init(struct sv_server *sv, sv_frame_fn on_frame);
 /* Closes the connections and fails every call in flight with -ESHUTDOWN. */
 void sv_peers_fini(struct sv_server *sv);
 
