@@ -37,7 +37,7 @@ struct sv_flusher;
 struct sv_write;
 struct sv_req;
 
-/* Writes queued to the store (sv_cl.c). */
+/* Writes queued to the store (sv_write.c). */
 struct sv_writes {
 	pthread_mutex_t w_lock;
 	pthread_cond_t w_cv;          /* broadcast when w_completed grows */
@@ -175,31 +175,6 @@ void sv_admin_reclaim(struct sv_server *sv, unsigned int owner);
 uint64_t sv_admin_reclaimed(void);
 /* Data objects whose dead bytes past the size a sweep had cut (stats). */
 uint64_t sv_admin_cut(void);
-
-/* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
-
-void sv_writes_init(struct sv_server *sv);
-/*
- * Writes @len bytes of @data (copied: it may be the request frame's
- * payload) at @off of object @h, queued to the store's writer thread, and
- * answers @r with the status on the loop thread once the write completed.
- * Past 256 MiB queued (SV_WRITES_QUEUED_MAX), writes synchronously, so
- * a flood of writes waits on the loop rather than filling memory.  Loop
- * thread.
- */
-void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t off,
-		     const void *data, size_t len);
-/*
- * Waits until every queued write has completed, and answers them (replies
- * to closed connections are dropped).  Loop thread, after the loop stopped
- * and before the store closes and the loop is destroyed.
- */
-void sv_writes_wait(struct sv_server *sv);
-/*
- * Frees what sv_writes_init set up: after sv_writes_wait() and after the
- * loop's posts ran or were dropped (orch_ev_run_posts, orch_ev_destroy).
- */
-void sv_writes_fini(struct sv_server *sv);
 
 /* --- The data worker (sv_work.c) ------------------------------------------------------ */
 

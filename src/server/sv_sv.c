@@ -21,6 +21,7 @@
 #include "common/time.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
+#include "server/sv_write.h"
 
 struct durable_reply {
 	struct sv_req *dr_req;
