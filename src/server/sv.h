@@ -102,8 +102,6 @@ void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
 /* Handles one authenticated frame: a request or, from a peer, a reply. */
 void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 		 const uint8_t *payload);
-/* Builds the stats JSON text into @b. */
-void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
 
 /* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
 
