@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "server/sv.h"
 #include "server/sv_conns.h"
+#include "server/sv_dispatch.h"
 #include "server/sv_peer.h"
 #include "server/sv_write.h"
 
@@ -216,7 +217,7 @@ int main(int argc, char **argv)
 	}
 	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0 || orch_ev_add(sv.s_ev, sigfd, EPOLLIN, on_signal, NULL) ||
-	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv, sv_cl_frame)) {
+	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv, sv_dispatch_frame)) {
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
@@ -230,7 +231,7 @@ int main(int argc, char **argv)
 	}
 	/* Leases are granted to clients that ask, unless lease_ms is 0. */
 	sv.s_client_ops = (struct orch_conn_ops){
-		.on_frame = sv_cl_frame,
+		.on_frame = sv_dispatch_frame,
 		.on_close = client_on_close,
 		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
 			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,

@@ -97,12 +97,6 @@ struct sv_server {
  */
 void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
 
-/* --- Client and admin requests (sv_cl.c) ------------------------------------------- */
-
-/* Handles one authenticated frame: a request or, from a peer, a reply. */
-void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
-		 const uint8_t *payload);
-
 /* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
 
 /* After the loop and the namespace exist; nothing if lease_ms is 0.  0 or -ENOMEM. */
