@@ -89,14 +89,6 @@ struct sv_server {
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
 
-/*
- * The sticky-directory rule needs the owner of @child, held on another
- * server: fetch it there, then handle the request again from the start
- * with the owner known (meta.h, orch_meta_remote_owner_set).  Call from a
- * handler, with nothing left open, instead of replying.
- */
-void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
-
 /* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
 
 /* After the loop and the namespace exist; nothing if lease_ms is 0.  0 or -ENOMEM. */
@@ -187,8 +179,11 @@ void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 
 /* --- Requests from other servers (sv_sv.c), intents (intent.c) ------------------------------------------------ */
 
-/* Handles a SV2SV_* request from another server. */
-void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/*
+ * Handles a SV2SV_* request from another server.  0, or -EREMOTE with @r
+ * kept: the sticky rule needs an owner (sv_req_need_owner).
+ */
+int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /*
  * Answers a peer's intent step @r with @m once what it changed here is
  * durable (a flush later): the coordinator acts on the answer, so a power

@@ -359,7 +359,7 @@ static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_inten
 	return 0;
 }
 
-void sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	bool want_dir = m->flags32 & 1, remote = false, freed = false;
 	struct sv_intent *in = NULL;
@@ -370,8 +370,7 @@ void sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 				       want_dir, &de);
 	if (error == -EREMOTE) {
 		/* Sticky directory, child on another server: ask it who owns it. */
-		sv_owner_fetch(sv, r, de.handle);
-		return;
+		return sv_req_need_owner(r, de.handle);
 	}
 	if (error)
 		goto out_reply;
@@ -431,7 +430,7 @@ void sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 
 		sv_intent_start(sv, in, wait ? r : NULL);
 		if (wait)
-			return;
+			return 0;
 	}
 	goto out_reply;
 out_abort:
@@ -440,6 +439,7 @@ out_free:
 	free(in);
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
 /*
@@ -504,7 +504,7 @@ out_free:
  * rename(2) does; with RENAME_EXCHANGE, handing back the inode it had) and
  * intent.c removes the old entry (or points it at that inode).
  */
-static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+static int sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_attr dir, child;
 	struct orch_dirent src;
@@ -536,10 +536,8 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 
 			for (k = 0; k < r->r_nowners && r->r_owners[k].handle != src.handle; k++)
 				;
-			if (k == r->r_nowners) {
-				sv_owner_fetch(sv, r, src.handle);
-				return;
-			}
+			if (k == r->r_nowners)
+				return sv_req_need_owner(r, src.handle);
 			if (r->r_owners[k].uid != m->cred.uid) {
 				error = -EPERM;
 				goto out_reply;
@@ -559,17 +557,18 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 	}
 	in->i_attr.mode = src.type;
 	sv_rename_start(sv, r, m, in, false);
-	return;
+	return 0;
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
 /*
  * orch_meta_rename needs the owner of the source or the target inode for the
  * sticky rule: fetch the first one held elsewhere that is not known yet.
  */
-static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
-				  const struct orch_msg *m)
+static int sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
+				 const struct orch_msg *m)
 {
 	struct orch_dirent de;
 	const struct orch_str *names[2] = { &m->name, &m->name2 };
@@ -584,12 +583,11 @@ static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
 			continue;
 		for (unsigned int k = 0; k < r->r_nowners; k++)
 			known |= r->r_owners[k].handle == de.handle;
-		if (!known) {
-			sv_owner_fetch(sv, r, de.handle);
-			return;
-		}
+		if (!known)
+			return sv_req_need_owner(r, de.handle);
 	}
 	sv_reply_status(r, -EPERM);
+	return 0;
 }
 
 /*
@@ -598,8 +596,8 @@ static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
  * then both entries are marked busy with a RENAME_OVER intent, the peer
  * removes the victim if it is empty, and intent.c performs the rename.
  */
-static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
-				      const struct orch_msg *m, uint64_t victim_dir)
+static int sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
+				     const struct orch_msg *m, uint64_t victim_dir)
 {
 	uint64_t freed = 0, victim = 0, moved_dir = 0;
 	uint32_t victim_type = 0;
@@ -613,10 +611,8 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
 				 &victim_type, &moved_dir);
 	orch_meta_abort(sv->s_meta);
-	if (error == -EREMOTE) {
-		sv_rename_fetch_owner(sv, r, m);
-		return;
-	}
+	if (error == -EREMOTE)
+		return sv_rename_fetch_owner(sv, r, m);
 	if (error || victim != victim_dir) {
 		/* Refused, or a no-op (same inode): nothing to remove. */
 		if (!error)
@@ -629,12 +625,13 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 		goto out_reply;
 	}
 	sv_rename_start(sv, r, m, in, true);
-	return;
+	return 0;
 out_reply:
 	sv_reply_status(r, error);
-	return;
+	return 0;
 out_plain:
 	sv_reply_status(r, 0);
+	return 0;
 }
 
 /*
@@ -642,7 +639,7 @@ out_plain:
  * locally (a replaced inode or a moved directory held elsewhere, data to
  * free) becomes intents in the same transaction.
  */
-void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint64_t freed = 0, victim = 0, moved_dir = 0;
 	struct sv_intent *ins[3] = { NULL, NULL, NULL };
@@ -650,10 +647,8 @@ void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	int nin = 0, error;
 	bool wait;
 
-	if (!sv_is_local(sv, m->newparent)) {
-		sv_rename_remote(sv, r, m);
-		return;
-	}
+	if (!sv_is_local(sv, m->newparent))
+		return sv_rename_remote(sv, r, m);
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_reply;
@@ -662,8 +657,7 @@ void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 				 &victim_type, &moved_dir);
 	if (error == -EREMOTE) {
 		orch_meta_abort(sv->s_meta);
-		sv_rename_fetch_owner(sv, r, m);
-		return;
+		return sv_rename_fetch_owner(sv, r, m);
 	}
 	if (error)
 		goto out_abort;
@@ -674,8 +668,7 @@ void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 		 * before, saves every other rename that lookup.
 		 */
 		orch_meta_abort(sv->s_meta);
-		sv_rename_over_remote_dir(sv, r, m, victim);
-		return;
+		return sv_rename_over_remote_dir(sv, r, m, victim);
 	}
 	if (freed && !S_ISDIR(victim_type)) {
 		error = sv_free_data_intent(sv, freed, &ins[nin]);
@@ -729,7 +722,7 @@ void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	for (int i = 0; i < nin; i++)
 		sv_intent_start(sv, ins[i], i == nin - 1 && wait ? r : NULL);
 	if (wait)
-		return;
+		return 0;
 	goto out_reply;
 out_abort:
 	orch_meta_abort(sv->s_meta);
@@ -739,6 +732,7 @@ out_free:
 	free(ins[nin]);
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
 void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)

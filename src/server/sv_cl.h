@@ -17,9 +17,10 @@ void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 void sv_cl_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_cl_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_cl_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* The old parent is held here; the new one anywhere. */
-void sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* 0, or -EREMOTE with @r kept: its sticky rule needs an owner (sv_req_need_owner). */
+int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* The old parent is held here, the new one anywhere.  0, or -EREMOTE as for unlink. */
+int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_cl_statfs(struct sv_server *sv, struct sv_req *r);
 void sv_cl_access(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);

@@ -40,8 +40,14 @@ static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
 	orch_conn_send(c, &rep);
 }
 
-static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+/*
+ * Calls the handler of @m's type.  0 once @r is answered or kept; -EREMOTE
+ * with @r kept, to fetch the owner of r->r_need_owner (sv_req_need_owner).
+ */
+static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
+	int error = 0;
+
 	switch (m->type) {
 	case ORCH_CL2SV_LOOKUP:
 	case ORCH_CL2SV_CREATE:
@@ -66,8 +72,8 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 	case ORCH_CL2SV_MKDIR: sv_cl_mkdir(sv, r, m); break;
 	case ORCH_CL2SV_READLINK: sv_cl_readlink(sv, r, m); break;
 	case ORCH_CL2SV_LINK: sv_cl_link(sv, r, m); break;
-	case ORCH_CL2SV_UNLINK: sv_cl_unlink(sv, r, m); break;
-	case ORCH_CL2SV_RENAME: sv_cl_rename(sv, r, m); break;
+	case ORCH_CL2SV_UNLINK: error = sv_cl_unlink(sv, r, m); break;
+	case ORCH_CL2SV_RENAME: error = sv_cl_rename(sv, r, m); break;
 	case ORCH_CL2SV_READDIR: sv_cl_readdir(sv, r, m); break;
 	case ORCH_CL2SV_STATFS: sv_cl_statfs(sv, r); break;
 	case ORCH_CL2SV_GETXATTR: sv_cl_getxattr(sv, r, m, false); break;
@@ -109,31 +115,25 @@ static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orc
 		if (m->type == ORCH_SV2SV_DATA_CUT)
 			sv_writers_cut_request(sv, r, m);
 		else
-			sv_sv_request(sv, r, m);
+			error = sv_sv_request(sv, r, m);
 		break;
 	default:
 		sv_reply_status(r, -ENOSYS);
 		break;
 	}
+	return error;
 }
 
-/* Dispatches with the owners fetched so far known to the sticky rule. */
-static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-			      const uint8_t *payload)
-{
-	for (unsigned int i = 0; i < r->r_nowners; i++)
-		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
-	r->r_raw = payload;
-	sv_dispatch(sv, r, m);
-	/* @r may be gone now. */
-	orch_meta_remote_owner_clear(sv->s_meta);
-}
+/* --- The owner of an inode held elsewhere, for the sticky rule ------------------------------- */
 
 struct owner_fetch {
 	struct sv_req *of_req;
 	uint64_t of_child;
 	uint8_t *of_payload; /* copy of the request's */
 };
+
+static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			      const uint8_t *payload);
 
 static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
@@ -158,7 +158,12 @@ static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
 	free(of);
 }
 
-void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child)
+/*
+ * A handler asked for the owner of @child (sv_req_need_owner): fetch it
+ * from the inode's server, then handle @r again from the start, with a
+ * copy of its payload, the owner known.
+ */
+static void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child)
 {
 	struct owner_fetch *of;
 	struct orch_msg m;
@@ -183,6 +188,21 @@ void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child)
 	m.handle = child;
 	sv_peer_call(sv, orch_handle_server(child), &m, sv_owner_fetched, of);
 }
+
+/* Dispatches with the owners fetched so far known to the sticky rule. */
+static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+			      const uint8_t *payload)
+{
+	for (unsigned int i = 0; i < r->r_nowners; i++)
+		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
+	r->r_raw = payload;
+	if (sv_dispatch(sv, r, m) == -EREMOTE)
+		sv_owner_fetch(sv, r, r->r_need_owner);
+	/* @r may be gone now. */
+	orch_meta_remote_owner_clear(sv->s_meta);
+}
+
+/* --- Frames --------------------------------------------------------------------------------- */
 
 void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint8_t *payload)
 {

@@ -21,6 +21,7 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_raw = NULL;
 	r->r_lease_dir = 0;
 	r->r_nowners = 0;
+	r->r_need_owner = 0;
 	orch_conn_get(c);
 	return r;
 }

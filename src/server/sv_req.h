@@ -7,6 +7,8 @@
 #ifndef ORCH_SERVER_SV_REQ_H
 #define ORCH_SERVER_SV_REQ_H
 
+#include <errno.h>
+
 #include "server/sv.h"
 
 /*
@@ -29,6 +31,7 @@ struct sv_req {
 		uint64_t handle;
 		uint32_t uid;
 	} r_owners[2];
+	uint64_t r_need_owner;        /* the inode whose owner a handler asked for */
 };
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
@@ -38,5 +41,19 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 void sv_reply(struct sv_req *r, struct orch_msg *m);
 /* Sends a status-only reply and frees @r. */
 void sv_reply_status(struct sv_req *r, int status);
+
+/*
+ * The sticky-directory rule needs the owner of @child, an inode held on
+ * another server.  A handler returns this, with nothing left open and @r
+ * not answered; the dispatcher then fetches the owner from that server and
+ * handles the request again from the start with the owner known (meta.h,
+ * orch_meta_remote_owner_set), up to ORCH_ARRAY_SIZE(r_owners) times.
+ * Handlers never call up into the dispatcher.
+ */
+static inline int sv_req_need_owner(struct sv_req *r, uint64_t child)
+{
+	r->r_need_owner = child;
+	return -EREMOTE;
+}
 
 #endif

@@ -259,7 +259,7 @@ static int sv_sv_rename_in_over(struct sv_server *sv, struct sv_req *r, const st
  * already named this inode (rename does nothing).  Idempotent through the
  * applied record of (origin, id).
  */
-static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *ins[2] = { NULL, NULL };
 	uint32_t type = m->mode & S_IFMT;
@@ -304,8 +304,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 			error = sv_sv_exchange_in(sv, r, m, &victim, &rep);
 		if (error == -EREMOTE) {
 			orch_meta_abort(sv->s_meta);
-			sv_owner_fetch(sv, r, victim.handle);
-			return;
+			return sv_req_need_owner(r, victim.handle);
 		}
 		if (error)
 			goto out_abort;
@@ -321,8 +320,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 		if (error == -EREMOTE) {
 			/* Sticky target directory: its owner decides, on its server. */
 			orch_meta_abort(sv->s_meta);
-			sv_owner_fetch(sv, r, victim.handle);
-			return;
+			return sv_req_need_owner(r, victim.handle);
 		}
 		if (error)
 			goto out_abort;
@@ -330,7 +328,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 			error = sv_sv_rename_in_over(sv, r, m, &victim);
 			if (error)
 				goto out_abort;
-			return;
+			return 0;
 		}
 		error = orch_meta_unlink(sv->s_meta, m->parent, m->name.s, m->name.len, &remote,
 					 &freed);
@@ -381,6 +379,7 @@ out_free:
 out_reply:
 	rep.status = error;
 	sv_sv_reply(sv, r, &rep);
+	return 0;
 }
 
 /*
@@ -401,7 +400,7 @@ static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m
 	return orch_store_delete_many(sv->s_store, h, n);
 }
 
-void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	int error;
@@ -409,13 +408,12 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	switch (m->type) {
 	case ORCH_SV2SV_MKDIR_INODE:
 		sv_sv_mkdir_inode(sv, r, m);
-		return;
+		return 0;
 	case ORCH_SV2SV_NLINK_ADJ:
 		sv_sv_nlink(sv, r, m);
-		return;
+		return 0;
 	case ORCH_SV2SV_RENAME_IN:
-		sv_sv_rename_in(sv, r, m);
-		return;
+		return sv_sv_rename_in(sv, r, m);
 	case ORCH_SV2SV_RMDIR_INODE:
 		error = orch_meta_dir_remove(sv->s_meta, m->handle);
 		break;
@@ -436,16 +434,16 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		break;
 	case ORCH_SV2SV_WRITE:
 		sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
-		return;
+		return 0;
 	case ORCH_SV2SV_RECLAIM:
 		/* Only for the peer itself: it is the one that knows it restarted. */
 		if (m->origin != r->r_conn->c_origin) {
 			sv_reply_status(r, -EINVAL);
-			return;
+			return 0;
 		}
 		sv_admin_reclaim(sv, m->origin);
 		sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
-		return;
+		return 0;
 	default:
 		error = -ENOSYS;
 		break;
@@ -454,9 +452,10 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		sv_flusher_dirty(sv);
 	if (m->type == ORCH_SV2SV_APPLIED_TRIM) {
 		sv_reply_status(r, error); /* forgetting needs no durability */
-		return;
+		return 0;
 	}
 	orch_msg_init(&rep, 0);
 	rep.status = error;
 	sv_sv_reply(sv, r, &rep);
+	return 0;
 }
