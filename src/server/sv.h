@@ -150,11 +150,11 @@ void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /*
- * SV2SV_RECLAIM from @owner: sweep this server's objects of files whose
- * inode @owner held, deleting those whose inode it no longer has (in the
- * background, on the admin thread).
+ * SV2SV_RECLAIM from a peer: sweep this server's objects of files whose
+ * inode it held, deleting those whose inode it no longer has (in the
+ * background, on the admin thread).  Answered at once.
  */
-void sv_admin_reclaim(struct sv_server *sv, unsigned int owner);
+void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* Data objects the sweeps deleted since start (stats). */
 uint64_t sv_admin_reclaimed(void);
 /* Data objects whose dead bytes past the size a sweep had cut (stats). */

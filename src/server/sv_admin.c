@@ -1012,7 +1012,11 @@ static void adm_tell(struct sv_admin *a, uint64_t peers)
 	orch_ev_post(a->a_sv->s_ev, adm_tell_loop, a); /* fails only if the loop is gone */
 }
 
-void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
+/*
+ * Sweeps this server's objects of files whose inode @owner held, deleting
+ * those whose inode it no longer has (in the background).
+ */
+static void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 {
 	struct sv_admin *a = &adm_state;
 
@@ -1023,6 +1027,17 @@ void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 	a->a_retry_ms = 0;
 	pthread_cond_signal(&a->a_cv);
 	pthread_mutex_unlock(&a->a_lock);
+}
+
+void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	/* Only for the peer itself: it is the one that knows it restarted. */
+	if (m->origin != r->r_conn->c_origin) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	sv_admin_reclaim(sv, m->origin);
+	sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
 }
 
 uint64_t sv_admin_reclaimed(void)

@@ -114,6 +114,8 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 		}
 		if (m->type == ORCH_SV2SV_DATA_CUT)
 			sv_writers_cut_request(sv, r, m);
+		else if (m->type == ORCH_SV2SV_RECLAIM)
+			sv_admin_reclaim_request(sv, r, m);
 		else
 			error = sv_sv_request(sv, r, m);
 		break;

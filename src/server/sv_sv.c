@@ -435,15 +435,6 @@ int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	case ORCH_SV2SV_WRITE:
 		sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
 		return 0;
-	case ORCH_SV2SV_RECLAIM:
-		/* Only for the peer itself: it is the one that knows it restarted. */
-		if (m->origin != r->r_conn->c_origin) {
-			sv_reply_status(r, -EINVAL);
-			return 0;
-		}
-		sv_admin_reclaim(sv, m->origin);
-		sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
-		return 0;
 	default:
 		error = -ENOSYS;
 		break;
