@@ -13,7 +13,7 @@
  * at any point converges (docs/DESIGN.md, "Intents", argues it step by
  * step): no peer is asked before C1 is durable (else a cut of ours could
  * forget an intent whose peer step stands: two names, or an inode nobody
- * names); a peer answers only once P1 is durable (sv_sv_reply: else C2
+ * names); a peer answers only once P1 is durable (sv_flusher_reply: else C2
  * could stand on a step that a cut of the peer undid: no name at all); a
  * data intent's local store step is durable before C2 (else the deleted
  * object comes back with nothing left to delete it); and a peer forgets its
@@ -277,7 +277,7 @@ static void intent_answer(struct intent_run *run, struct orch_msg *m)
 		return;
 	run->ir_waiter = NULL;
 	if (r->r_type == ORCH_SV2SV_RENAME_IN)
-		sv_sv_reply(r->r_sv, r, m); /* RENAME_IN_OVER: a peer step, answered once durable */
+		sv_flusher_reply(r->r_sv, r, m); /* RENAME_IN_OVER: a peer step, answered once durable */
 	else
 		sv_reply(r, m);
 }

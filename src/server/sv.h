@@ -184,13 +184,6 @@ void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_ms
  * kept: the sticky rule needs an owner (sv_req_need_owner).
  */
 int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/*
- * Answers a peer's intent step @r with @m once what it changed here is
- * durable (a flush later): the coordinator acts on the answer, so a power
- * cut here must not undo it afterwards.  @m is copied; it must carry no
- * pointers (names, data).  Frees @r.
- */
-void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 /* Intent kinds. */
 enum sv_intent_kind {
@@ -273,6 +266,13 @@ typedef void (*sv_flushed_fn)(struct sv_server *sv, void *arg, int error);
 void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg);
 /* Answers @r once everything acknowledged so far is durable. */
 void sv_flusher_wait(struct sv_server *sv, struct sv_req *r);
+/*
+ * Answers a peer's intent step @r with @m once what it changed here is
+ * durable (a flush later): the coordinator acts on the answer, so a power
+ * cut here must not undo it afterwards.  @m is copied; it must carry no
+ * pointers (names, data).  Frees @r.
+ */
+void sv_flusher_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* Notes that a commit or a data write happened (the interval flush is due). */
 void sv_flusher_dirty(struct sv_server *sv);
 

@@ -4,12 +4,11 @@
  * replays its intents until they are done: creations are remembered in the
  * "applied" table by (origin server, intent id); deletions and truncations
  * are naturally idempotent.  Every answer to a step that changes something
- * leaves only once the change is durable (sv_sv_reply; DESIGN.md,
+ * leaves only once the change is durable (sv_flusher_reply; DESIGN.md,
  * "Intents"), including an answer from the applied record, which a kill
  * (not a power cut) may have left unsynced.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h>
@@ -17,57 +16,10 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/pcut.h"
 #include "common/time.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
 #include "server/sv_write.h"
-
-struct durable_reply {
-	struct sv_req *dr_req;
-	struct orch_msg dr_msg;
-};
-
-/* Crash point @step of a peer step: "<message>-<step>" (docs/DESIGN.md, "Intents"). */
-static void sv_sv_point(uint16_t type, const char *step)
-{
-	char name[64];
-
-	if (!orch_pcut_enabled())
-		return;
-	snprintf(name, sizeof(name), "%s-%s", orch_msg_name(type), step);
-	orch_pcut_point(name);
-}
-
-static void sv_sv_reply_durable(struct sv_server *sv, void *arg, int error)
-{
-	struct durable_reply *dr = arg;
-
-	(void)sv;
-	sv_sv_point(dr->dr_req->r_type, "durable");
-	if (error && !dr->dr_msg.status) {
-		/* Not durable: a failure, which the coordinator retries. */
-		orch_msg_init(&dr->dr_msg, 0);
-		dr->dr_msg.status = error;
-	}
-	sv_reply(dr->dr_req, &dr->dr_msg);
-	free(dr);
-}
-
-void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	struct durable_reply *dr = malloc(sizeof(*dr));
-
-	sv_sv_point(r->r_type, "applied");
-	if (!dr) {
-		/* Not knowing it durable, say nothing: the coordinator retries. */
-		sv_reply_status(r, -ENOMEM);
-		return;
-	}
-	dr->dr_req = r;
-	dr->dr_msg = *m;
-	sv_flusher_after(sv, sv_sv_reply_durable, dr);
-}
 
 static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
@@ -100,7 +52,7 @@ static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const stru
 		sv_flusher_dirty(sv);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 }
 
 static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
@@ -161,7 +113,7 @@ static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orc
 		sv_intent_start(sv, in, NULL);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 }
 
 /*
@@ -378,7 +330,7 @@ out_free:
 		free(ins[i]);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 	return 0;
 }
 
@@ -447,6 +399,6 @@ int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	}
 	orch_msg_init(&rep, 0);
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 	return 0;
 }
