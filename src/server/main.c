@@ -23,6 +23,7 @@
 #include "server/sv.h"
 #include "server/sv_conns.h"
 #include "server/sv_dispatch.h"
+#include "server/sv_lease.h"
 #include "server/sv_peer.h"
 #include "server/sv_write.h"
 

@@ -32,6 +32,7 @@
 
 #define SV_MSG_TYPES_MAX 64
 
+struct sv_leases;
 struct sv_peers;
 struct sv_flusher;
 struct sv_write;
@@ -66,6 +67,7 @@ struct sv_server {
 	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
 	struct sv_conns s_conns;      /* the open ones */
 	struct sv_peers *s_peers;     /* the transport to the others (sv_peer.c) */
+	struct sv_leases *s_leases;   /* the lease table (sv_lease.c); NULL: leases off */
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
 	struct orch_ev_timer s_intent_timer;
@@ -88,28 +90,6 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
-
-/* After the loop and the namespace exist; nothing if lease_ms is 0.  0 or -ENOMEM. */
-int sv_lease_init(struct sv_server *sv);
-/* After every connection closed. */
-void sv_lease_fini(struct sv_server *sv);
-/*
- * The leases reply @rep to @c carries: the entries of directory @dir (0:
- * none; a LOOKUP's ENOENT too) and the attributes it holds.  From sv_reply.
- */
-void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
-			  const struct orch_msg *rep);
-void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
-/*
- * Writes the pushes queued for other holders before a reply leaves (from
- * sv_reply): a client told "done" can tell another client, which must then
- * already have its push.  @requester's own leave with the reply.
- */
-void sv_lease_flush(struct orch_conn *requester);
-/* Records in the table (stats). */
-size_t sv_lease_count(void);
 
 /* --- Writers and the bytes past the size (sv_writers.c) ---------------------------- */
 

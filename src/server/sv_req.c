@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "common/time.h"
+#include "server/sv_lease.h"
 #include "server/sv_req.h"
 
 struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,

@@ -7,6 +7,7 @@
 
 #include "common/time.h"
 #include "server/sv_conns.h"
+#include "server/sv_lease.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
@@ -58,7 +59,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "wal_restart_us", atomic_load(&sv->s_wal_restart_us), true);
 	sv_json_u64(b, "wal_wait_us", orch_meta_busy_us(sv->s_meta), true);
 	sv_json_u64(b, "intents_done", sv->s_intents_done, true);
-	sv_json_u64(b, "leases", sv_lease_count(), true);
+	sv_json_u64(b, "leases", sv_lease_count(sv), true);
 	sv_json_u64(b, "lease_grants", sv->s_lease_grants, true);
 	sv_json_u64(b, "lease_pushes", sv->s_lease_pushes, true);
 	sv_json_u64(b, "lease_revokes", sv->s_lease_revokes, true);
