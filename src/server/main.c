@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/pcut.h"
 #include "common/time.h"
+#include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_conns.h"
 #include "server/sv_dispatch.h"
@@ -27,7 +28,6 @@
 #include "server/sv_peer.h"
 #include "server/sv_write.h"
 
-void sv_intent_fini_all(void);
 
 static void usage(FILE *f)
 {
@@ -230,6 +230,10 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the writers table");
 		goto out_listen;
 	}
+	if (sv_intent_init(&sv)) {
+		ORCH_ERR("cannot set up the intents");
+		goto out_listen;
+	}
 	/* Leases are granted to clients that ask, unless lease_ms is 0. */
 	sv.s_client_ops = (struct orch_conn_ops){
 		.on_frame = sv_dispatch_frame,
@@ -256,7 +260,7 @@ int main(int argc, char **argv)
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
 	sv_writers_fini(&sv);
-	sv_intent_fini_all();
+	sv_intent_fini(&sv);
 out_listen:
 	if (sigfd >= 0)
 		close(sigfd);

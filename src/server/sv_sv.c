@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/time.h"
+#include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
 #include "server/sv_write.h"
@@ -232,7 +233,7 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 		}
 		goto out_reply;
 	}
-	if (sv_intent_origin_running(m->origin, m->id)) {
+	if (sv_intent_origin_running(sv, m->origin, m->id)) {
 		error = -EAGAIN; /* still at it from an earlier try */
 		goto out_reply;
 	}
