@@ -39,6 +39,7 @@
 #include "server/sv.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
+#include "server/sv_writers.h"
 
 #define INTENT_BODY_VERSION 1
 #define INTENT_RETRY_MS 1000
@@ -351,7 +352,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 		intent_answer_status(run, status);
 	intent_unlink_run(is, run);
 	if (in->i_kind == SV_INTENT_TRUNCATE)
-		sv_writers_sizing(in->i_handle, false);
+		sv_writers_sizing(sv, in->i_handle, false);
 	free(run->ir_in);
 	free(run);
 	if (++is->is_since_trim >= INTENT_TRIM_EVERY) {
@@ -917,7 +918,7 @@ static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent 
 	run->ir_in = in;
 	run->ir_waiter = waiter;
 	if (in->i_kind == SV_INTENT_TRUNCATE)
-		sv_writers_sizing(in->i_handle, true);
+		sv_writers_sizing(sv, in->i_handle, true);
 	run->ir_next = is->is_runs;
 	is->is_runs = run;
 	if (!is->is_timer_armed) {

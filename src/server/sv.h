@@ -37,6 +37,7 @@ struct sv_leases;
 struct sv_peers;
 struct sv_flusher;
 struct sv_write;
+struct sv_writers;
 struct sv_req;
 
 /* Writes queued to the store (sv_write.c). */
@@ -72,6 +73,7 @@ struct sv_server {
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
 	struct sv_intents *s_intents;  /* the intent machine (intent.c) */
+	struct sv_writers *s_writers;  /* the writers of files held here (sv_writers.c) */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
 	uint16_t s_types[SV_MSG_TYPES_MAX];
@@ -90,30 +92,6 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/* --- Writers and the bytes past the size (sv_writers.c) ---------------------------- */
-
-/* Before the loop runs.  0 or -ENOMEM. */
-int sv_writers_init(struct sv_server *sv);
-/* From now on closed connections start no cut (the server is stopping). */
-void sv_writers_stop(struct sv_server *sv);
-/* After every connection closed and the peers are gone; answers waiters ESHUTDOWN. */
-void sv_writers_fini(struct sv_server *sv);
-/* CL2SV_WRITERS (and its admin flags PROBE, RECLAIM): answers @r now or after a cut. */
-void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* SV2SV_DATA_CUT: cuts this server's object of the file past the size given. */
-void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* A CREATE with ORCH_CREATE_WRITER made regular file @h: @c is its writer.  0 or -ENOMEM. */
-int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h);
-/* Client connection @c closed: its registrations go, and a cut may start. */
-void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c);
-/*
- * A TRUNCATE intent of @h starts (@running) or ends: PROBE answers BUSY
- * meanwhile (the size is cut before the data).
- */
-void sv_writers_sizing(uint64_t h, bool running);
-/* Inodes tracked, registrations, cut rounds started (stats). */
-void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts);
 
 /* --- Reverse-map tools: fsmap, names, scrub, bad blocks (sv_admin.c) ---------------- */
 

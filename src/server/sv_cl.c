@@ -21,6 +21,7 @@
 #include "server/sv.h"
 #include "server/sv_cl.h"
 #include "server/sv_req.h"
+#include "server/sv_writers.h"
 
 static bool sv_is_local(const struct sv_server *sv, uint64_t h)
 {

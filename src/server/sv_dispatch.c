@@ -20,6 +20,7 @@
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
+#include "server/sv_writers.h"
 
 static void sv_count(struct sv_server *sv, uint16_t type)
 {

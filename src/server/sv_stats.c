@@ -11,6 +11,7 @@
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
+#include "server/sv_writers.h"
 
 void sv_stats_ping(struct sv_server *sv, struct sv_req *r)
 {
@@ -67,7 +68,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	{
 		uint64_t wnodes, wregs, wcuts;
 
-		sv_writers_counts(&wnodes, &wregs, &wcuts);
+		sv_writers_counts(sv, &wnodes, &wregs, &wcuts);
 		sv_json_u64(b, "writer_inodes", wnodes, true);
 		sv_json_u64(b, "writer_registrations", wregs, true);
 		sv_json_u64(b, "writer_cuts", wcuts, true);
