@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "server/intent.h"
 #include "server/sv.h"
+#include "server/sv_admin.h"
 #include "server/sv_conns.h"
 #include "server/sv_dispatch.h"
 #include "server/sv_lease.h"
@@ -276,6 +277,7 @@ out_writes:
 	/* After the loop's last posts: a drain posted late may still lock it. */
 	sv_writes_fini(&sv);
 	orch_store_close(sv.s_store);
+	sv_admin_fini(&sv);
 out_meta:
 	orch_meta_close(sv.s_meta);
 	sv_conns_fini(&sv);

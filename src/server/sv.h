@@ -35,6 +35,7 @@
 struct sv_intents;
 struct sv_leases;
 struct sv_peers;
+struct sv_admin;
 struct sv_flusher;
 struct sv_write;
 struct sv_writers;
@@ -74,6 +75,7 @@ struct sv_server {
 	struct sv_writes s_writes;
 	struct sv_intents *s_intents;  /* the intent machine (intent.c) */
 	struct sv_writers *s_writers;  /* the writers of files held here (sv_writers.c) */
+	struct sv_admin *s_admin;     /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
 	uint16_t s_types[SV_MSG_TYPES_MAX];
@@ -92,31 +94,6 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/* --- Reverse-map tools: fsmap, names, scrub, bad blocks (sv_admin.c) ---------------- */
-
-/*
- * Starts the admin thread (scrubs, bad-block reports) and registers the
- * store's bad-block hook.  After the store and the loop exist, before the
- * loop runs.  0 or -errno.
- */
-int sv_admin_start(struct sv_server *sv);
-/* Stops it; a scrub in progress is cancelled.  Loop thread, loop stopped. */
-void sv_admin_stop(struct sv_server *sv);
-/* Handlers, loop thread. */
-void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/*
- * SV2SV_RECLAIM from a peer: sweep this server's objects of files whose
- * inode it held, deleting those whose inode it no longer has (in the
- * background, on the admin thread).  Answered at once.
- */
-void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* Data objects the sweeps deleted since start (stats). */
-uint64_t sv_admin_reclaimed(void);
-/* Data objects whose dead bytes past the size a sweep had cut (stats). */
-uint64_t sv_admin_cut(void);
 
 /* --- The data worker (sv_work.c) ------------------------------------------------------ */
 

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "server/sv.h"
+#include "server/sv_admin.h"
 #include "server/sv_cl.h"
 #include "server/sv_data.h"
 #include "server/sv_dispatch.h"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "common/time.h"
+#include "server/sv_admin.h"
 #include "server/sv_conns.h"
 #include "server/sv_lease.h"
 #include "server/sv_peer.h"
@@ -77,8 +78,8 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
 	sv_json_u64(b, "data_objects_created", st.objects_created, true);
 	sv_json_u64(b, "data_objects_deleted", st.objects_deleted, true);
-	sv_json_u64(b, "data_objects_reclaimed", sv_admin_reclaimed(), true);
-	sv_json_u64(b, "data_objects_cut", sv_admin_cut(), true);
+	sv_json_u64(b, "data_objects_reclaimed", sv_admin_reclaimed(sv), true);
+	sv_json_u64(b, "data_objects_cut", sv_admin_cut(sv), true);
 	/* The store's own counters (store.h), and the writes queued to it. */
 	orch_buf_append(b, ", \"store\": {", 12);
 	sv_json_u64(b, "ops", st.ops, false);
