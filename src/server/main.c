@@ -27,6 +27,7 @@
 #include "server/sv_dispatch.h"
 #include "server/sv_lease.h"
 #include "server/sv_peer.h"
+#include "server/sv_work.h"
 #include "server/sv_write.h"
 #include "server/sv_writers.h"
 

@@ -38,6 +38,7 @@ struct sv_peers;
 struct sv_admin;
 struct sv_flusher;
 struct sv_write;
+struct sv_worker;
 struct sv_writers;
 struct sv_req;
 
@@ -73,6 +74,7 @@ struct sv_server {
 	struct sv_leases *s_leases;   /* the lease table (sv_lease.c); NULL: leases off */
 	struct sv_flusher *s_flusher;
 	struct sv_writes s_writes;
+	struct sv_worker *s_worker;   /* the data worker (sv_work.c); NULL: jobs run on the loop */
 	struct sv_intents *s_intents;  /* the intent machine (intent.c) */
 	struct sv_writers *s_writers;  /* the writers of files held here (sv_writers.c) */
 	struct sv_admin *s_admin;     /* the admin thread (sv_admin.c); NULL: not running */
@@ -94,23 +96,6 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/* --- The data worker (sv_work.c) ------------------------------------------------------ */
-
-/* Computes the reply @rep (initialised, status 0) to request @m, on the worker. */
-typedef void (*sv_work_fn)(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep);
-/* Starts the thread.  After the store and the loop exist.  0 or -errno. */
-int sv_work_start(struct sv_server *sv);
-/* Runs what is queued, then stops; the replies go out with the loop's last posts. */
-void sv_work_stop(struct sv_server *sv);
-/*
- * Runs @fn for @m, a CL2SV_COPY_RANGE or CL2SV_DEDUPE (its fields are
- * copied; no pointer into the frame is carried), on the worker and answers
- * @r with its reply on the loop.  Without a worker, runs it at once.  Loop
- * thread.
- */
-void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-		    sv_work_fn fn);
 
 /* --- Requests from other servers (sv_sv.c) ----------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include "server/sv_data.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
+#include "server/sv_work.h"
 #include "server/sv_write.h"
 #include "store/sums.h"
 
