@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/pcut.h"
 #include "common/time.h"
+#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
 

@@ -35,6 +35,7 @@
 #include "common/time.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
+#include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_peer.h"

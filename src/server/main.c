@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/pcut.h"
 #include "common/time.h"
+#include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_admin.h"

@@ -1,19 +1,45 @@
 /*
- * orchardd internals shared by the server's files (private header).
+ * orchardd internals: the server's state, shared by all its files (private
+ * header).
  *
  * One event-loop thread owns every connection and the namespace database;
  * requests are handled to completion on it, except:
  *  - data writes (CL2SV_WRITE, SV2SV_WRITE), queued to the store's writer
  *    thread, which batches them into few transactions and hands each
- *    completion back to the loop (sv_write_submit);
- *  - fsync requests, which wait for the flusher thread (flush.c) to make the
+ *    completion back to the loop (sv_write.h);
+ *  - fsync requests, which wait for the flusher thread (flush.h) to make the
  *    store and the WAL durable, sharing one flush among all waiters;
- *  - cross-server operations (intent.c), which write an intent record with
+ *  - long copies and dedupes, on the data worker thread (sv_work.h);
+ *  - cross-server operations (intent.h), which write an intent record with
  *    their local change, ask the peer server, and finish when it answers.
  * The store's other calls (read, truncate, punch, delete) are synchronous:
  * they wait on the loop thread, behind the writes queued before them.
  * No lock is held across network I/O and no transaction stays open across a
  * loop iteration.
+ *
+ * The files are floors: each calls only into floors below it (or its own),
+ * never up, so no two files call each other.  Bottom first:
+ *
+ *   0  sv_conns     the open client connections
+ *      sv_peer      calls on other servers
+ *      sv_lease     leases and invalidation pushes (revokes through sv_conns)
+ *      sv_req       a request and its reply (a reply grants leases)
+ *   1  flush        durability: the flusher, fsyncs, answers once durable
+ *      sv_write     data writes queued to the store
+ *      sv_work      the data worker
+ *   2  sv_writers   the writers of files held here, cuts past the size
+ *      intent       cross-server operations (tells sv_writers of truncates)
+ *      sv_admin     fsmap, names, scrub, sweeps: the admin thread
+ *   3  sv_cl        namespace requests of clients
+ *      sv_data      data requests of clients
+ *      sv_sv        requests of other servers
+ *      sv_stats     PING and STATS
+ *   4  sv_dispatch  decodes every frame and calls its handler
+ *   5  main.c       startup, accepting, closing, shutdown
+ *
+ * A handler that needs what only a higher floor can do returns a code
+ * (sv_req_need_owner); the transports take the dispatcher from main.c.
+ * Each file's header (same stem, .h) includes only this one.
  */
 #ifndef ORCH_SERVER_SV_H
 #define ORCH_SERVER_SV_H
@@ -32,15 +58,15 @@
 
 #define SV_MSG_TYPES_MAX 64
 
+struct sv_admin;
+struct sv_flusher;
 struct sv_intents;
 struct sv_leases;
 struct sv_peers;
-struct sv_admin;
-struct sv_flusher;
-struct sv_write;
-struct sv_worker;
-struct sv_writers;
 struct sv_req;
+struct sv_worker;
+struct sv_write;
+struct sv_writers;
 
 /* Writes queued to the store (sv_write.c). */
 struct sv_writes {
@@ -63,21 +89,21 @@ struct sv_conns {
 
 struct sv_server {
 	struct orch_cfg s_cfg;
-	unsigned int s_index;         /* our position in the config */
+	unsigned int s_index;              /* our position in the config */
 	struct orch_ev *s_ev;
 	struct orch_meta *s_meta;
 	struct orch_store *s_store;
 	int s_listen_fd;
 	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
-	struct sv_conns s_conns;      /* the open ones */
-	struct sv_peers *s_peers;     /* the transport to the others (sv_peer.c) */
-	struct sv_leases *s_leases;   /* the lease table (sv_lease.c); NULL: leases off */
-	struct sv_flusher *s_flusher;
-	struct sv_writes s_writes;
-	struct sv_worker *s_worker;   /* the data worker (sv_work.c); NULL: jobs run on the loop */
-	struct sv_intents *s_intents;  /* the intent machine (intent.c) */
-	struct sv_writers *s_writers;  /* the writers of files held here (sv_writers.c) */
-	struct sv_admin *s_admin;     /* the admin thread (sv_admin.c); NULL: not running */
+	struct sv_conns s_conns;           /* the open ones (sv_conns.c) */
+	struct sv_peers *s_peers;          /* calls on other servers (sv_peer.c) */
+	struct sv_leases *s_leases;        /* the lease table (sv_lease.c); NULL: leases off */
+	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
+	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
+	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */
+	struct sv_intents *s_intents;      /* the intent machine (intent.c) */
+	struct sv_writers *s_writers;      /* the writers of files held here (sv_writers.c) */
+	struct sv_admin *s_admin;          /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
 	uint16_t s_types[SV_MSG_TYPES_MAX];
@@ -96,38 +122,5 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/* --- Requests from other servers (sv_sv.c) ----------------------------------------------- */
-
-/*
- * Handles a SV2SV_* request from another server.  0, or -EREMOTE with @r
- * kept: the sticky rule needs an owner (sv_req_need_owner).
- */
-int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-
-/* --- Durability (flush.c) -------------------------------------------------------------- */
-
-int sv_flusher_start(struct sv_server *sv);
-void sv_flusher_stop(struct sv_server *sv);
-/* Runs on the loop thread after a flush, with its status (0: durable). */
-typedef void (*sv_flushed_fn)(struct sv_server *sv, void *arg, int error);
-/*
- * Calls @fn once everything committed or written so far is durable: after a
- * flush that started after this call (it may have to wait for the one in
- * progress).  Also called, with an error, when the flusher stops: @fn must
- * cope with the loop and the peers being gone.  Any thread.
- */
-void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg);
-/* Answers @r once everything acknowledged so far is durable. */
-void sv_flusher_wait(struct sv_server *sv, struct sv_req *r);
-/*
- * Answers a peer's intent step @r with @m once what it changed here is
- * durable (a flush later): the coordinator acts on the answer, so a power
- * cut here must not undo it afterwards.  @m is copied; it must carry no
- * pointers (names, data).  Frees @r.
- */
-void sv_flusher_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* Notes that a commit or a data write happened (the interval flush is due). */
-void sv_flusher_dirty(struct sv_server *sv);
 
 #endif

@@ -41,6 +41,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "proto/layout.h"
+#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_admin.h"
 #include "server/sv_peer.h"

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_cl.h"

@@ -11,6 +11,7 @@
 
 #include "common/util.h"
 #include "proto/layout.h"
+#include "server/flush.h"
 #include "server/sv_data.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_admin.h"
 #include "server/sv_cl.h"
@@ -21,6 +22,7 @@
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
+#include "server/sv_sv.h"
 #include "server/sv_writers.h"
 
 static void sv_count(struct sv_server *sv, uint16_t type)

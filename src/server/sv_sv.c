@@ -17,9 +17,11 @@
 
 #include "common/log.h"
 #include "common/time.h"
+#include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
+#include "server/sv_sv.h"
 #include "server/sv_write.h"
 
 static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "server/flush.h"
 #include "server/sv_req.h"
 #include "server/sv_write.h"
 

@@ -58,6 +58,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "proto/layout.h"
+#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
