@@ -106,7 +106,6 @@ struct sv_server {
 	struct sv_admin *s_admin;          /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
-	uint16_t s_types[SV_MSG_TYPES_MAX];
 	uint64_t s_requests[SV_MSG_TYPES_MAX];
 	uint64_t s_bytes_in;
 	uint64_t s_bytes_out;
