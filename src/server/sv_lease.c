@@ -29,9 +29,7 @@
 #include "server/sv_conns.h"
 #include "server/sv_lease.h"
 
-#define SV_LEASE_MAX (1u << 20)        /* records; about 40 MiB at most */
 #define SV_LEASE_BUCKETS0 4096u
-#define SV_LEASE_MARGIN_MS 1000u       /* kept past the client's term: clock drift */
 
 struct sv_lease {
 	struct sv_lease *l_next;        /* hash chain */

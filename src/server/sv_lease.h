@@ -10,6 +10,14 @@
 #include "server/sv.h"
 
 /*
+ * Records at most (about 40 MiB): a reply whose grants would not fit first
+ * empties the table and tells every holder SV2CL_REVOKE.
+ */
+#define SV_LEASE_MAX (1u << 20)
+/* A record lasts this much past the client's term (lease_ms): clock drift. */
+#define SV_LEASE_MARGIN_MS 1000u
+
+/*
  * Makes the table (sv->s_leases) and sets the namespace's change hook, which
  * pushes every change to its holders.  After the loop and the namespace
  * exist; nothing if lease_ms is 0 (then no reply grants a lease).  0 or
