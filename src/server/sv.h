@@ -17,8 +17,9 @@
  * No lock is held across network I/O and no transaction stays open across a
  * loop iteration.
  *
- * The files are floors: each calls only into floors below it (or its own),
- * never up, so no two files call each other.  Bottom first:
+ * The files are floors: each calls only files listed before it here (on a
+ * lower floor, or earlier on its own), never up, so no two files call each
+ * other.  Bottom first:
  *
  *   0  sv_conns     the open client connections
  *      sv_peer      calls on other servers
