@@ -19,6 +19,9 @@
  * or past SV_WAL_LIMIT_FRAMES, a second checkpoint holds the write lock for
  * the frames committed since the passive one (a sync of those and of the
  * database), and writes wait that long (see flush_restart).
+ *
+ * A peer's intent step is answered the same way, once what it changed is
+ * durable (sv_flusher_reply): the coordinator acts on the answer.
  */
 #include <errno.h>
 #include <pthread.h>

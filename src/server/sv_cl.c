@@ -2,8 +2,8 @@
  * Namespace requests from clients, served on the loop thread.  Each
  * handler decodes nothing itself: the dispatcher (sv_dispatch.c) decodes
  * the frame with the generic codec, then the handler applies the request
- * to the namespace and replies once.  Handlers whose work spans other servers
- * hand the reply over to intent.c; fsync hands it to the flusher.
+ * to the namespace and replies once.  Handlers whose work spans other
+ * servers hand the reply over to intent.c.
  */
 #include <errno.h>
 #include <fcntl.h>
