@@ -94,6 +94,22 @@ $(BUILDDIR)/tests/t_lcache: $(BUILDDIR)/obj/tests/unit/t_lcache.o $(BUILDDIR)/ob
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILDDIR)/obj/mount/lcache.o $(LINKLIBS) $(LDLIBS)
 
+# Parts of the server are tested on their own, linked with the server files
+# below them; orchardd is not a library.
+SV_TEST_OBJS = $(patsubst %,$(BUILDDIR)/obj/server/%.o,$(1))
+T_LEASE_OBJS := $(call SV_TEST_OBJS,sv_conns sv_lease sv_req)
+# t_intent brings its own peer transport and flusher.
+T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_lease sv_req sv_writers intent)
+$(BUILDDIR)/tests/t_lease: $(BUILDDIR)/obj/tests/unit/t_lease.o $(T_LEASE_OBJS) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(T_LEASE_OBJS) $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/tests/t_intent: $(BUILDDIR)/obj/tests/unit/t_intent.o $(T_INTENT_OBJS) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(T_INTENT_OBJS) $(LINKLIBS) $(LDLIBS)
+
 $(BUILDDIR)/tests/t_%: $(BUILDDIR)/obj/tests/unit/t_%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -19,6 +19,9 @@
  * or past SV_WAL_LIMIT_FRAMES, a second checkpoint holds the write lock for
  * the frames committed since the passive one (a sync of those and of the
  * database), and writes wait that long (see flush_restart).
+ *
+ * A peer's intent step is answered the same way, once what it changed is
+ * durable (sv_flusher_reply): the coordinator acts on the answer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,8 +35,11 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/pcut.h"
 #include "common/time.h"
+#include "server/flush.h"
 #include "server/sv.h"
+#include "server/sv_req.h"
 
 /*
  * The WAL size (in 4 KiB frames, 64 MiB) past which a checkpoint restarts
@@ -330,6 +336,13 @@ void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 	pthread_mutex_unlock(&f->f_lock);
 }
 
+void sv_flusher_dirty(struct sv_server *sv)
+{
+	atomic_store(&sv->s_flusher->f_dirty, true);
+}
+
+/* --- Answers once durable ------------------------------------------------------- */
+
 static void flush_answer(struct sv_server *sv, void *arg, int error)
 {
 	(void)sv;
@@ -341,7 +354,51 @@ void sv_flusher_wait(struct sv_server *sv, struct sv_req *r)
 	sv_flusher_after(sv, flush_answer, r);
 }
 
-void sv_flusher_dirty(struct sv_server *sv)
+struct durable_reply {
+	struct sv_req *dr_req;
+	struct orch_msg dr_msg;
+};
+
+/*
+ * Crash point @step of the peer step a durable reply answers:
+ * "<message>-<step>" (docs/DESIGN.md, "Intents").
+ */
+static void flush_point(uint16_t type, const char *step)
 {
-	atomic_store(&sv->s_flusher->f_dirty, true);
+	char name[64];
+
+	if (!orch_pcut_enabled())
+		return;
+	snprintf(name, sizeof(name), "%s-%s", orch_msg_name(type), step);
+	orch_pcut_point(name);
+}
+
+static void flush_reply_durable(struct sv_server *sv, void *arg, int error)
+{
+	struct durable_reply *dr = arg;
+
+	(void)sv;
+	flush_point(dr->dr_req->r_type, "durable");
+	if (error && !dr->dr_msg.status) {
+		/* Not durable: a failure, which the coordinator retries. */
+		orch_msg_init(&dr->dr_msg, 0);
+		dr->dr_msg.status = error;
+	}
+	sv_reply(dr->dr_req, &dr->dr_msg);
+	free(dr);
+}
+
+void sv_flusher_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct durable_reply *dr = malloc(sizeof(*dr));
+
+	flush_point(r->r_type, "applied");
+	if (!dr) {
+		/* Not knowing it durable, say nothing: the coordinator retries. */
+		sv_reply_status(r, -ENOMEM);
+		return;
+	}
+	dr->dr_req = r;
+	dr->dr_msg = *m;
+	sv_flusher_after(sv, flush_reply_durable, dr);
 }

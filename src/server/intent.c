@@ -13,7 +13,7 @@
  * at any point converges (docs/DESIGN.md, "Intents", argues it step by
  * step): no peer is asked before C1 is durable (else a cut of ours could
  * forget an intent whose peer step stands: two names, or an inode nobody
- * names); a peer answers only once P1 is durable (sv_sv_reply: else C2
+ * names); a peer answers only once P1 is durable (sv_flusher_reply: else C2
  * could stand on a step that a cut of the peer undid: no name at all); a
  * data intent's local store step is durable before C2 (else the deleted
  * object comes back with nothing left to delete it); and a peer forgets its
@@ -35,7 +35,12 @@
 #include "common/time.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
+#include "server/flush.h"
+#include "server/intent.h"
 #include "server/sv.h"
+#include "server/sv_peer.h"
+#include "server/sv_req.h"
+#include "server/sv_writers.h"
 
 #define INTENT_BODY_VERSION 1
 #define INTENT_RETRY_MS 1000
@@ -63,10 +68,6 @@ struct intent_run {
 /* Flush callbacks name runs by id: a run may be gone (finished, or at stop). */
 _Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "intent ids fit a pointer");
 
-static struct intent_run *intent_runs;
-static bool intent_timer_armed;
-static unsigned int intent_since_trim;
-static uint64_t intent_last_done;
 
 /*
  * A batch of FREE_DATA intents: what an intent_run is for one, for up to
@@ -79,14 +80,23 @@ struct free_batch {
 	unsigned int fb_outstanding; /* peer calls in flight */
 	uint32_t fb_done_mask[(ORCH_SERVERS_MAX + 31) / 32];
 	bool fb_store_dirty;         /* deleted here; not yet known durable */
-	struct free_batch *fb_next;  /* in free_flying or free_syncing */
+	struct free_batch *fb_next;  /* in is_free_flying or is_free_syncing */
 };
 
-static struct free_batch *free_filling; /* collecting; sent by the timer */
-static struct free_batch *free_full;    /* full, sent by the timer (armed for now) */
-static struct free_batch *free_syncing; /* waiting for a flush (before sending, or finishing) */
-static struct free_batch *free_flying;  /* sent, waiting for peers */
-static bool free_timer_armed;
+/* The intent machine of one server (sv->s_intents).  Loop thread only. */
+struct sv_intents {
+	struct intent_run *is_runs;          /* every intent running alone */
+	struct orch_ev_timer is_timer;       /* drives again the runs that must retry */
+	bool is_timer_armed;
+	unsigned int is_since_trim;          /* intents finished since the last trim */
+	uint64_t is_last_done;               /* the highest id finished */
+	struct free_batch *is_free_filling;  /* collecting; sent by the free timer */
+	struct free_batch *is_free_full;     /* full, sent by the free timer (armed for now) */
+	struct free_batch *is_free_syncing;  /* waiting for a flush (before sending, or finishing) */
+	struct free_batch *is_free_flying;   /* sent, waiting for peers */
+	struct orch_ev_timer is_free_timer;  /* sends the batch being filled */
+	bool is_free_timer_armed;
+};
 
 static const char *const intent_names[] = {
 	[SV_INTENT_MKDIR] = "mkdir",   [SV_INTENT_RMDIR] = "rmdir",
@@ -253,15 +263,16 @@ static void intent_trim_send(struct sv_server *sv, void *arg, int error)
  */
 static void intent_trim_peers(struct sv_server *sv)
 {
-	uint64_t below = intent_last_done + 1;
+	struct sv_intents *is = sv->s_intents;
+	uint64_t below = is->is_last_done + 1;
 
-	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+	for (struct intent_run *run = is->is_runs; run; run = run->ir_next)
 		if (run->ir_in->i_id < below)
 			below = run->ir_in->i_id;
-	below = intent_free_oldest(free_flying, below);
-	below = intent_free_oldest(free_syncing, below);
-	below = intent_free_oldest(free_full, below);
-	below = intent_free_oldest(free_filling, below);
+	below = intent_free_oldest(is->is_free_flying, below);
+	below = intent_free_oldest(is->is_free_syncing, below);
+	below = intent_free_oldest(is->is_free_full, below);
+	below = intent_free_oldest(is->is_free_filling, below);
 	sv_flusher_after(sv, intent_trim_send, (void *)(uintptr_t)below);
 }
 
@@ -275,7 +286,7 @@ static void intent_answer(struct intent_run *run, struct orch_msg *m)
 		return;
 	run->ir_waiter = NULL;
 	if (r->r_type == ORCH_SV2SV_RENAME_IN)
-		sv_sv_reply(r->r_sv, r, m); /* RENAME_IN_OVER: a peer step, answered once durable */
+		sv_flusher_reply(r->r_sv, r, m); /* RENAME_IN_OVER: a peer step, answered once durable */
 	else
 		sv_reply(r, m);
 }
@@ -289,9 +300,9 @@ static void intent_answer_status(struct intent_run *run, int status)
 	intent_answer(run, &m);
 }
 
-static void intent_unlink_run(struct intent_run *run)
+static void intent_unlink_run(struct sv_intents *is, struct intent_run *run)
 {
-	for (struct intent_run **pp = &intent_runs; *pp; pp = &(*pp)->ir_next) {
+	for (struct intent_run **pp = &is->is_runs; *pp; pp = &(*pp)->ir_next) {
 		if (*pp == run) {
 			*pp = run->ir_next;
 			return;
@@ -307,6 +318,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 			 int (*apply)(struct sv_server *, struct sv_intent *, void *), void *arg,
 			 struct orch_msg *reply, int status)
 {
+	struct sv_intents *is = sv->s_intents;
 	struct sv_intent *in = run->ir_in;
 	int error;
 
@@ -333,19 +345,19 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	sv_flusher_dirty(sv);
 	intent_point(in, "finished");
 	sv->s_intents_done++;
-	if (in->i_id > intent_last_done)
-		intent_last_done = in->i_id;
+	if (in->i_id > is->is_last_done)
+		is->is_last_done = in->i_id;
 	if (reply)
 		intent_answer(run, reply);
 	else
 		intent_answer_status(run, status);
-	intent_unlink_run(run);
+	intent_unlink_run(is, run);
 	if (in->i_kind == SV_INTENT_TRUNCATE)
-		sv_writers_sizing(in->i_handle, false);
+		sv_writers_sizing(sv, in->i_handle, false);
 	free(run->ir_in);
 	free(run);
-	if (++intent_since_trim >= INTENT_TRIM_EVERY) {
-		intent_since_trim = 0;
+	if (++is->is_since_trim >= INTENT_TRIM_EVERY) {
+		is->is_since_trim = 0;
 		intent_trim_peers(sv);
 	}
 	return 0;
@@ -530,9 +542,9 @@ static int intent_apply_rename_in_over(struct sv_server *sv, struct sv_intent *i
 	return error;
 }
 
-bool sv_intent_origin_running(uint32_t origin, uint64_t origin_id)
+bool sv_intent_origin_running(const struct sv_server *sv, uint32_t origin, uint64_t origin_id)
 {
-	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+	for (struct intent_run *run = sv->s_intents->is_runs; run; run = run->ir_next)
 		if (run->ir_in->i_kind == SV_INTENT_RENAME_IN_OVER &&
 		    run->ir_in->i_origin == origin && run->ir_in->i_origin_id == origin_id)
 			return true;
@@ -677,9 +689,12 @@ struct data_call {
 	unsigned int dc_server;
 };
 
-static struct intent_run *intent_run_find(uint64_t id)
+/* The run of intent @id; NULL if it finished, or the machine stopped. */
+static struct intent_run *intent_run_find(struct sv_server *sv, uint64_t id)
 {
-	for (struct intent_run *run = intent_runs; run; run = run->ir_next)
+	if (!sv->s_intents)
+		return NULL;
+	for (struct intent_run *run = sv->s_intents->is_runs; run; run = run->ir_next)
 		if (run->ir_in->i_id == id)
 			return run;
 	return NULL;
@@ -689,7 +704,7 @@ static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *
 
 static void intent_store_durable(struct sv_server *sv, void *arg, int error)
 {
-	struct intent_run *run = intent_run_find((uintptr_t)arg);
+	struct intent_run *run = intent_run_find(sv, (uintptr_t)arg);
 
 	if (!run)
 		return;
@@ -799,7 +814,7 @@ static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
 
 static void intent_c1_durable(struct sv_server *sv, void *arg, int error)
 {
-	struct intent_run *run = intent_run_find((uintptr_t)arg);
+	struct intent_run *run = intent_run_find(sv, (uintptr_t)arg);
 
 	if (!run)
 		return;
@@ -872,17 +887,18 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 static void intent_tick(void *arg)
 {
 	struct sv_server *sv = arg;
+	struct sv_intents *is = sv->s_intents;
 	struct intent_run *run, *next;
 
-	intent_timer_armed = false;
-	for (run = intent_runs; run; run = next) {
+	is->is_timer_armed = false;
+	for (run = is->is_runs; run; run = next) {
 		next = run->ir_next;
 		if (run->ir_retry && !run->ir_outstanding)
 			intent_drive(sv, run);
 	}
-	if (intent_runs) {
-		orch_ev_timer_arm(sv->s_ev, &sv->s_intent_timer, INTENT_RETRY_MS, intent_tick, sv);
-		intent_timer_armed = true;
+	if (is->is_runs) {
+		orch_ev_timer_arm(sv->s_ev, &is->is_timer, INTENT_RETRY_MS, intent_tick, sv);
+		is->is_timer_armed = true;
 	}
 }
 
@@ -890,6 +906,7 @@ static void intent_tick(void *arg)
 static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent *in,
 					 struct sv_req *waiter)
 {
+	struct sv_intents *is = sv->s_intents;
 	struct intent_run *run = calloc(1, sizeof(*run));
 
 	if (!run) {
@@ -902,12 +919,12 @@ static struct intent_run *intent_run_add(struct sv_server *sv, struct sv_intent 
 	run->ir_in = in;
 	run->ir_waiter = waiter;
 	if (in->i_kind == SV_INTENT_TRUNCATE)
-		sv_writers_sizing(in->i_handle, true);
-	run->ir_next = intent_runs;
-	intent_runs = run;
-	if (!intent_timer_armed) {
-		orch_ev_timer_arm(sv->s_ev, &sv->s_intent_timer, INTENT_RETRY_MS, intent_tick, sv);
-		intent_timer_armed = true;
+		sv_writers_sizing(sv, in->i_handle, true);
+	run->ir_next = is->is_runs;
+	is->is_runs = run;
+	if (!is->is_timer_armed) {
+		orch_ev_timer_arm(sv->s_ev, &is->is_timer, INTENT_RETRY_MS, intent_tick, sv);
+		is->is_timer_armed = true;
 	}
 	return run;
 }
@@ -988,6 +1005,7 @@ static void intent_free_fallback(struct sv_server *sv, const struct free_batch *
 /* Every server is done with @fb (or some failed): the intents go, or go on alone. */
 static void intent_free_complete(struct sv_server *sv, struct free_batch *fb)
 {
+	struct sv_intents *is = sv->s_intents;
 	int error = -EAGAIN;
 
 	if (intent_free_all_done(sv, fb)) {
@@ -1006,12 +1024,12 @@ static void intent_free_complete(struct sv_server *sv, struct free_batch *fb)
 	orch_pcut_point("free-data-finished");
 	sv->s_intents_done += fb->fb_n;
 	for (unsigned int i = 0; i < fb->fb_n; i++)
-		if (fb->fb_id[i] > intent_last_done)
-			intent_last_done = fb->fb_id[i];
-	intent_since_trim += fb->fb_n;
+		if (fb->fb_id[i] > is->is_last_done)
+			is->is_last_done = fb->fb_id[i];
+	is->is_since_trim += fb->fb_n;
 	free(fb);
-	if (intent_since_trim >= INTENT_TRIM_EVERY) {
-		intent_since_trim = 0;
+	if (is->is_since_trim >= INTENT_TRIM_EVERY) {
+		is->is_since_trim = 0;
 		intent_trim_peers(sv);
 	}
 }
@@ -1019,9 +1037,10 @@ static void intent_free_complete(struct sv_server *sv, struct free_batch *fb)
 /* Our deletes of @fb are durable (or the flush failed). */
 static void intent_free_stored(struct sv_server *sv, void *arg, int error)
 {
+	struct sv_intents *is = sv->s_intents;
 	struct free_batch *fb = arg;
 
-	if (!intent_free_unlink(&free_syncing, fb))
+	if (!is || !intent_free_unlink(&is->is_free_syncing, fb))
 		return; /* stopping: freed with the rest */
 	if (error) {
 		/* Not known durable: each intent deletes here again, alone. */
@@ -1033,14 +1052,15 @@ static void intent_free_stored(struct sv_server *sv, void *arg, int error)
 
 static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *fb)
 {
+	struct sv_intents *is = sv->s_intents;
 	if (fb->fb_outstanding)
 		return;
-	intent_free_unlink(&free_flying, fb);
+	intent_free_unlink(&is->is_free_flying, fb);
 	if (fb->fb_store_dirty && intent_free_all_done(sv, fb)) {
 		/* Our deletes must be durable before the intents' deletion may be. */
 		orch_pcut_point("free-data-stored");
-		fb->fb_next = free_syncing;
-		free_syncing = fb;
+		fb->fb_next = is->is_free_syncing;
+		is->is_free_syncing = fb;
 		sv_flusher_after(sv, intent_free_stored, fb);
 		return;
 	}
@@ -1072,12 +1092,13 @@ static void intent_free_done(struct sv_server *sv, void *arg, int error,
 /* Frees the objects of @fb here and asks every peer to free theirs. */
 static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 {
+	struct sv_intents *is = sv->s_intents;
 	uint8_t wire[INTENT_FREE_BATCH * 8];
 
 	for (unsigned int i = 0; i < fb->fb_n; i++)
 		orch_put_u64(wire + 8 * i, fb->fb_handle[i]);
-	fb->fb_next = free_flying;
-	free_flying = fb;
+	fb->fb_next = is->is_free_flying;
+	is->is_free_flying = fb;
 	fb->fb_outstanding++; /* hold the batch while sending */
 	for (unsigned int s = 0; s < sv->s_cfg.nservers; s++) {
 		struct free_call *fc;
@@ -1111,9 +1132,10 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 /* The intents of @fb are durable (C1): now their objects may go. */
 static void intent_free_durable(struct sv_server *sv, void *arg, int error)
 {
+	struct sv_intents *is = sv->s_intents;
 	struct free_batch *fb = arg;
 
-	if (!intent_free_unlink(&free_syncing, fb))
+	if (!is || !intent_free_unlink(&is->is_free_syncing, fb))
 		return; /* stopping: freed with the rest */
 	if (error) {
 		intent_free_fallback(sv, fb); /* each alone, after its own flush */
@@ -1127,23 +1149,25 @@ static void intent_free_durable(struct sv_server *sv, void *arg, int error)
 /* Parks @fb until its intents are durable. */
 static void intent_free_wait(struct sv_server *sv, struct free_batch *fb)
 {
-	fb->fb_next = free_syncing;
-	free_syncing = fb;
+	struct sv_intents *is = sv->s_intents;
+	fb->fb_next = is->is_free_syncing;
+	is->is_free_syncing = fb;
 	sv_flusher_after(sv, intent_free_durable, fb);
 }
 
 static void intent_free_tick(void *arg)
 {
 	struct sv_server *sv = arg;
-	struct free_batch *fb = free_filling;
+	struct sv_intents *is = sv->s_intents;
+	struct free_batch *fb = is->is_free_filling;
 
-	free_timer_armed = false;
-	free_filling = NULL;
+	is->is_free_timer_armed = false;
+	is->is_free_filling = NULL;
 	if (fb)
 		intent_free_wait(sv, fb);
-	while (free_full) {
-		fb = free_full;
-		free_full = fb->fb_next;
+	while (is->is_free_full) {
+		fb = is->is_free_full;
+		is->is_free_full = fb->fb_next;
 		intent_free_wait(sv, fb);
 	}
 }
@@ -1151,7 +1175,8 @@ static void intent_free_tick(void *arg)
 /* Adds FREE_DATA intent @in (consumed) to the batch being filled. */
 static void intent_free_queue(struct sv_server *sv, struct sv_intent *in)
 {
-	struct free_batch *fb = free_filling;
+	struct sv_intents *is = sv->s_intents;
+	struct free_batch *fb = is->is_free_filling;
 	struct intent_run *run;
 
 	if (!fb) {
@@ -1162,7 +1187,7 @@ static void intent_free_queue(struct sv_server *sv, struct sv_intent *in)
 				intent_drive(sv, run);
 			return;
 		}
-		free_filling = fb;
+		is->is_free_filling = fb;
 	}
 	fb->fb_id[fb->fb_n] = in->i_id;
 	fb->fb_handle[fb->fb_n] = in->i_handle;
@@ -1170,15 +1195,15 @@ static void intent_free_queue(struct sv_server *sv, struct sv_intent *in)
 	free(in);
 	if (fb->fb_n == INTENT_FREE_BATCH) {
 		/* Sent from the loop, not before the caller has answered its request. */
-		free_filling = NULL;
-		fb->fb_next = free_full;
-		free_full = fb;
-		orch_ev_timer_arm(sv->s_ev, &sv->s_free_timer, 0, intent_free_tick, sv);
-		free_timer_armed = true;
-	} else if (!free_timer_armed) {
-		orch_ev_timer_arm(sv->s_ev, &sv->s_free_timer, INTENT_FREE_DELAY_MS,
+		is->is_free_filling = NULL;
+		fb->fb_next = is->is_free_full;
+		is->is_free_full = fb;
+		orch_ev_timer_arm(sv->s_ev, &is->is_free_timer, 0, intent_free_tick, sv);
+		is->is_free_timer_armed = true;
+	} else if (!is->is_free_timer_armed) {
+		orch_ev_timer_arm(sv->s_ev, &is->is_free_timer, INTENT_FREE_DELAY_MS,
 				  intent_free_tick, sv);
-		free_timer_armed = true;
+		is->is_free_timer_armed = true;
 	}
 }
 
@@ -1226,36 +1251,47 @@ void sv_intent_replay_all(struct sv_server *sv)
 		ORCH_ERR("cannot replay intents: %s", strerror(-error));
 }
 
-void sv_intent_fini_all(void);
-void sv_intent_fini_all(void)
+int sv_intent_init(struct sv_server *sv)
 {
+	sv->s_intents = calloc(1, sizeof(*sv->s_intents));
+	return sv->s_intents ? 0 : -ENOMEM;
+}
+
+void sv_intent_fini(struct sv_server *sv)
+{
+	struct sv_intents *is = sv->s_intents;
+
+	if (!is)
+		return;
+	orch_ev_timer_cancel(sv->s_ev, &is->is_timer);
+	orch_ev_timer_cancel(sv->s_ev, &is->is_free_timer);
 	/* Their intents stay in the database and are replayed at the next start. */
-	free(free_filling);
-	free_filling = NULL;
-	free_timer_armed = false;
-	while (free_full) {
-		struct free_batch *fb = free_full;
+	free(is->is_free_filling);
+	while (is->is_free_full) {
+		struct free_batch *fb = is->is_free_full;
 
-		free_full = fb->fb_next;
+		is->is_free_full = fb->fb_next;
 		free(fb);
 	}
-	while (free_flying) {
-		struct free_batch *fb = free_flying;
+	while (is->is_free_flying) {
+		struct free_batch *fb = is->is_free_flying;
 
-		free_flying = fb->fb_next;
+		is->is_free_flying = fb->fb_next;
 		free(fb);
 	}
-	while (free_syncing) {
-		struct free_batch *fb = free_syncing;
+	while (is->is_free_syncing) {
+		struct free_batch *fb = is->is_free_syncing;
 
-		free_syncing = fb->fb_next;
+		is->is_free_syncing = fb->fb_next;
 		free(fb);
 	}
-	while (intent_runs) {
-		struct intent_run *run = intent_runs;
+	while (is->is_runs) {
+		struct intent_run *run = is->is_runs;
 
-		intent_runs = run->ir_next;
+		is->is_runs = run->ir_next;
 		free(run->ir_in);
 		free(run);
 	}
+	free(is);
+	sv->s_intents = NULL;
 }

@@ -21,13 +21,18 @@
 #include "common/pcut.h"
 #include "common/sdnotify.h"
 #include "common/time.h"
+#include "server/flush.h"
+#include "server/intent.h"
 #include "server/sv.h"
+#include "server/sv_admin.h"
+#include "server/sv_conns.h"
+#include "server/sv_dispatch.h"
+#include "server/sv_lease.h"
+#include "server/sv_peer.h"
+#include "server/sv_work.h"
+#include "server/sv_write.h"
+#include "server/sv_writers.h"
 
-void sv_intent_fini_all(void);
-
-/* Live client connections, for shutdown and stats.  Loop thread only. */
-static struct orch_conn **live;
-static size_t nlive, caplive;
 
 static void usage(FILE *f)
 {
@@ -40,30 +45,6 @@ static void usage(FILE *f)
 		   "  --log-level LEVEL     err, warn, notice (default), info, debug\n");
 }
 
-static void live_remove(struct orch_conn *c)
-{
-	for (size_t i = 0; i < nlive; i++) {
-		if (live[i] == c) {
-			live[i] = live[--nlive];
-			return;
-		}
-	}
-}
-
-void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg)
-{
-	for (size_t i = 0; i < nlive; i++)
-		fn(live[i], arg);
-}
-
-void sv_live_bytes(uint64_t *in, uint64_t *out)
-{
-	for (size_t i = 0; i < nlive; i++) {
-		*in += live[i]->c_bytes_in;
-		*out += live[i]->c_bytes_out;
-	}
-}
-
 static void client_on_close(struct orch_conn *c, int reason)
 {
 	struct sv_server *sv = c->c_arg;
@@ -73,14 +54,8 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv->s_bytes_out += c->c_bytes_out;
 	sv_lease_conn_closed(sv, c);
 	sv_writers_conn_closed(sv, c);
-	live_remove(c);
+	sv_conns_remove(sv, c);
 }
-
-/* .features: leases, unless lease_ms is 0 (set in main). */
-static struct orch_conn_ops client_ops = {
-	.on_frame = sv_cl_frame,
-	.on_close = client_on_close,
-};
 
 static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 {
@@ -96,21 +71,14 @@ static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 				ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept: %s", strerror(errno));
 			return;
 		}
-		if (nlive == caplive) {
-			size_t cap = caplive ? caplive * 2 : 64;
-			struct orch_conn **p = realloc(live, cap * sizeof(*p));
-
-			if (!p) {
-				close(cfd);
-				continue;
-			}
-			live = p;
-			caplive = cap;
-		}
-		if (orch_conn_accept(ev, cfd, sv->s_cfg.key, &client_ops, sv, &c))
+		if (sv_conns_reserve(sv)) {
+			close(cfd);
 			continue;
-		live[nlive++] = c;
-		sv->s_conns++;
+		}
+		if (orch_conn_accept(ev, cfd, sv->s_cfg.key, &sv->s_client_ops, sv, &c))
+			continue;
+		sv_conns_add(sv, c);
+		sv->s_accepted++;
 	}
 }
 
@@ -257,7 +225,7 @@ int main(int argc, char **argv)
 	}
 	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0 || orch_ev_add(sv.s_ev, sigfd, EPOLLIN, on_signal, NULL) ||
-	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv)) {
+	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv, sv_dispatch_frame)) {
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
@@ -269,8 +237,17 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the writers table");
 		goto out_listen;
 	}
-	client_ops.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
-				(uint64_t)sv.s_cfg.lease_ms << 32 : 0;
+	if (sv_intent_init(&sv)) {
+		ORCH_ERR("cannot set up the intents");
+		goto out_listen;
+	}
+	/* Leases are granted to clients that ask, unless lease_ms is 0. */
+	sv.s_client_ops = (struct orch_conn_ops){
+		.on_frame = sv_dispatch_frame,
+		.on_close = client_on_close,
+		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
+			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
+	};
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	if (sv_work_start(&sv))
@@ -287,12 +264,11 @@ int main(int argc, char **argv)
 	sv_work_stop(&sv);
 	sv_admin_stop(&sv);
 	sv_writers_stop(&sv);
-	while (nlive)
-		orch_conn_close(live[nlive - 1], -ESHUTDOWN);
+	sv_conns_close_all(&sv, -ESHUTDOWN);
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
 	sv_writers_fini(&sv);
-	sv_intent_fini_all();
+	sv_intent_fini(&sv);
 out_listen:
 	if (sigfd >= 0)
 		close(sigfd);
@@ -307,9 +283,10 @@ out_writes:
 	/* After the loop's last posts: a drain posted late may still lock it. */
 	sv_writes_fini(&sv);
 	orch_store_close(sv.s_store);
+	sv_admin_fini(&sv);
 out_meta:
 	orch_meta_close(sv.s_meta);
-	free(live);
+	sv_conns_fini(&sv);
 	if (status == 0)
 		ORCH_NOTICE("stopped cleanly");
 	return status;

@@ -1,19 +1,46 @@
 /*
- * orchardd internals shared by the server's files (private header).
+ * orchardd internals: the server's state, shared by all its files (private
+ * header).
  *
  * One event-loop thread owns every connection and the namespace database;
  * requests are handled to completion on it, except:
  *  - data writes (CL2SV_WRITE, SV2SV_WRITE), queued to the store's writer
  *    thread, which batches them into few transactions and hands each
- *    completion back to the loop (sv_write_submit);
- *  - fsync requests, which wait for the flusher thread (flush.c) to make the
+ *    completion back to the loop (sv_write.h);
+ *  - fsync requests, which wait for the flusher thread (flush.h) to make the
  *    store and the WAL durable, sharing one flush among all waiters;
- *  - cross-server operations (intent.c), which write an intent record with
+ *  - long copies and dedupes, on the data worker thread (sv_work.h);
+ *  - cross-server operations (intent.h), which write an intent record with
  *    their local change, ask the peer server, and finish when it answers.
  * The store's other calls (read, truncate, punch, delete) are synchronous:
  * they wait on the loop thread, behind the writes queued before them.
  * No lock is held across network I/O and no transaction stays open across a
  * loop iteration.
+ *
+ * The files are floors: each calls only files listed before it here (on a
+ * lower floor, or earlier on its own), never up, so no two files call each
+ * other.  Bottom first:
+ *
+ *   0  sv_conns     the open client connections
+ *      sv_peer      calls on other servers
+ *      sv_lease     leases and invalidation pushes (revokes through sv_conns)
+ *      sv_req       a request and its reply (a reply grants leases)
+ *   1  flush        durability: the flusher, fsyncs, answers once durable
+ *      sv_write     data writes queued to the store
+ *      sv_work      the data worker
+ *   2  sv_writers   the writers of files held here, cuts past the size
+ *      intent       cross-server operations (tells sv_writers of truncates)
+ *      sv_admin     fsmap, names, scrub, sweeps: the admin thread
+ *   3  sv_cl        namespace requests of clients
+ *      sv_data      data requests of clients
+ *      sv_sv        requests of other servers
+ *      sv_stats     PING and STATS
+ *   4  sv_dispatch  decodes every frame and calls its handler
+ *   5  main.c       startup, accepting, closing, shutdown
+ *
+ * A handler that needs what only a higher floor can do returns a code
+ * (sv_req_need_owner); the transports take the dispatcher from main.c.
+ * Each file's header (same stem, .h) includes only this one.
  */
 #ifndef ORCH_SERVER_SV_H
 #define ORCH_SERVER_SV_H
@@ -32,11 +59,17 @@
 
 #define SV_MSG_TYPES_MAX 64
 
-struct sv_peer;
+struct sv_admin;
 struct sv_flusher;
+struct sv_intents;
+struct sv_leases;
+struct sv_peers;
+struct sv_req;
+struct sv_worker;
 struct sv_write;
+struct sv_writers;
 
-/* Writes queued to the store (sv_cl.c). */
+/* Writes queued to the store (sv_write.c). */
 struct sv_writes {
 	pthread_mutex_t w_lock;
 	pthread_cond_t w_cv;          /* broadcast when w_completed grows */
@@ -48,26 +81,37 @@ struct sv_writes {
 	uint64_t w_bytes;             /* loop thread only: data bytes queued */
 };
 
+/* The open client connections (sv_conns.c).  Loop thread only. */
+struct sv_conns {
+	struct orch_conn **cs_v;      /* not referenced: each leaves at its close */
+	size_t cs_n;
+	size_t cs_cap;
+};
+
 struct sv_server {
 	struct orch_cfg s_cfg;
-	unsigned int s_index;         /* our position in the config */
+	unsigned int s_index;              /* our position in the config */
 	struct orch_ev *s_ev;
 	struct orch_meta *s_meta;
 	struct orch_store *s_store;
 	int s_listen_fd;
-	struct sv_peer *s_peers;      /* [nservers]; s_peers[s_index] unused */
-	struct sv_flusher *s_flusher;
-	struct sv_writes s_writes;
-	struct orch_ev_timer s_intent_timer;
-	struct orch_ev_timer s_free_timer;  /* sends the free-data batch being filled */
+	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
+	struct sv_conns s_conns;           /* the open ones (sv_conns.c) */
+	struct sv_peers *s_peers;          /* calls on other servers (sv_peer.c) */
+	struct sv_leases *s_leases;        /* the lease table (sv_lease.c); NULL: leases off */
+	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
+	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
+	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */
+	struct sv_intents *s_intents;      /* the intent machine (intent.c) */
+	struct sv_writers *s_writers;      /* the writers of files held here (sv_writers.c) */
+	struct sv_admin *s_admin;          /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
 	/* Stats, loop thread only. */
-	uint16_t s_types[SV_MSG_TYPES_MAX];
 	uint64_t s_requests[SV_MSG_TYPES_MAX];
 	uint64_t s_bytes_in;
 	uint64_t s_bytes_out;
 	uint64_t s_errors_proto;
-	uint64_t s_conns;
+	uint64_t s_accepted;          /* client connections accepted */
 	uint64_t s_syncs;             /* flushes done (group commits) */
 	uint64_t s_sync_waiters;      /* fsync requests served by them */
 	/* Written by the flusher thread, read for stats. */
@@ -78,287 +122,5 @@ struct sv_server {
 	uint64_t s_lease_pushes;      /* invalidations and revokes queued to clients */
 	uint64_t s_lease_revokes;     /* times a full table revoked every lease */
 };
-
-/*
- * A request being answered.  Handlers that finish at once reply through
- * sv_reply(); those that wait (fsync, cross-server) keep the sv_req and reply
- * later; sv_reply() frees it.  The connection is referenced so it outlives
- * the wait; if it closed meanwhile the reply is dropped.
- */
-struct sv_req {
-	struct sv_server *r_sv;
-	struct orch_conn *r_conn;
-	uint16_t r_type;
-	uint64_t r_reqid;
-	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
-	struct orch_frame_hdr r_hdr;  /* of the request */
-	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
-	uint64_t r_lease_dir;         /* directory whose entries the reply leases; 0: none */
-	unsigned int r_nowners;       /* owners fetched for the sticky rule */
-	struct {
-		uint64_t handle;
-		uint32_t uid;
-	} r_owners[2];
-};
-
-/* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
-struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
-			     const struct orch_frame_hdr *h);
-/*
- * The sticky-directory rule needs the owner of @child, held on another
- * server: fetch it there, then handle the request again from the start
- * with the owner known (meta.h, orch_meta_remote_owner_set).  Call from a
- * handler, with nothing left open, instead of replying.
- */
-void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child);
-
-/* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
-void sv_reply(struct sv_req *r, struct orch_msg *m);
-/* Sends a status-only reply and frees @r. */
-void sv_reply_status(struct sv_req *r, int status);
-
-/* --- Client and admin requests (sv_cl.c) ------------------------------------------- */
-
-/* Handles one authenticated frame: a request or, from a peer, a reply. */
-void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
-		 const uint8_t *payload);
-/*
- * Bytes moved so far on connections still open: clients' (main.c) and
- * peers' (sv_sv.c); closed ones are already in s_bytes_in/out.
- */
-void sv_live_bytes(uint64_t *in, uint64_t *out);
-/* Calls @fn for every open client connection (main.c).  Loop thread. */
-void sv_live_each(void (*fn)(struct orch_conn *c, void *arg), void *arg);
-void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out);
-
-/* Builds the stats JSON text into @b. */
-void sv_stats_json(struct sv_server *sv, struct orch_buf *b);
-
-/* --- Leases and invalidation pushes (sv_lease.c) ----------------------------------- */
-
-/* After the loop and the namespace exist; nothing if lease_ms is 0.  0 or -ENOMEM. */
-int sv_lease_init(struct sv_server *sv);
-/* After every connection closed. */
-void sv_lease_fini(struct sv_server *sv);
-/*
- * The leases reply @rep to @c carries: the entries of directory @dir (0:
- * none; a LOOKUP's ENOENT too) and the attributes it holds.  From sv_reply.
- */
-void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
-			  const struct orch_msg *rep);
-void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
-/*
- * Writes the pushes queued for other holders before a reply leaves (from
- * sv_reply): a client told "done" can tell another client, which must then
- * already have its push.  @requester's own leave with the reply.
- */
-void sv_lease_flush(struct orch_conn *requester);
-/* Records in the table (stats). */
-size_t sv_lease_count(void);
-
-/* --- Writers and the bytes past the size (sv_writers.c) ---------------------------- */
-
-/* Before the loop runs.  0 or -ENOMEM. */
-int sv_writers_init(struct sv_server *sv);
-/* From now on closed connections start no cut (the server is stopping). */
-void sv_writers_stop(struct sv_server *sv);
-/* After every connection closed and the peers are gone; answers waiters ESHUTDOWN. */
-void sv_writers_fini(struct sv_server *sv);
-/* CL2SV_WRITERS (and its admin flags PROBE, RECLAIM): answers @r now or after a cut. */
-void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* SV2SV_DATA_CUT: cuts this server's object of the file past the size given. */
-void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/* A CREATE with ORCH_CREATE_WRITER made regular file @h: @c is its writer.  0 or -ENOMEM. */
-int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h);
-/* Client connection @c closed: its registrations go, and a cut may start. */
-void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c);
-/*
- * A TRUNCATE intent of @h starts (@running) or ends: PROBE answers BUSY
- * meanwhile (the size is cut before the data).
- */
-void sv_writers_sizing(uint64_t h, bool running);
-/* Inodes tracked, registrations, cut rounds started (stats). */
-void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts);
-
-/* --- Reverse-map tools: fsmap, names, scrub, bad blocks (sv_admin.c) ---------------- */
-
-/*
- * Starts the admin thread (scrubs, bad-block reports) and registers the
- * store's bad-block hook.  After the store and the loop exist, before the
- * loop runs.  0 or -errno.
- */
-int sv_admin_start(struct sv_server *sv);
-/* Stops it; a scrub in progress is cancelled.  Loop thread, loop stopped. */
-void sv_admin_stop(struct sv_server *sv);
-/* Handlers, loop thread. */
-void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/*
- * SV2SV_RECLAIM from @owner: sweep this server's objects of files whose
- * inode @owner held, deleting those whose inode it no longer has (in the
- * background, on the admin thread).
- */
-void sv_admin_reclaim(struct sv_server *sv, unsigned int owner);
-/* Data objects the sweeps deleted since start (stats). */
-uint64_t sv_admin_reclaimed(void);
-/* Data objects whose dead bytes past the size a sweep had cut (stats). */
-uint64_t sv_admin_cut(void);
-
-/* --- Data writes through the store's queue (sv_cl.c) ------------------------------ */
-
-void sv_writes_init(struct sv_server *sv);
-/*
- * Writes @len bytes of @data (copied: it may be the request frame's
- * payload) at @off of object @h, queued to the store's writer thread, and
- * answers @r with the status on the loop thread once the write completed.
- * Past 256 MiB queued (SV_WRITES_QUEUED_MAX), writes synchronously, so
- * a flood of writes waits on the loop rather than filling memory.  Loop
- * thread.
- */
-void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t off,
-		     const void *data, size_t len);
-/*
- * Waits until every queued write has completed, and answers them (replies
- * to closed connections are dropped).  Loop thread, after the loop stopped
- * and before the store closes and the loop is destroyed.
- */
-void sv_writes_wait(struct sv_server *sv);
-/*
- * Frees what sv_writes_init set up: after sv_writes_wait() and after the
- * loop's posts ran or were dropped (orch_ev_run_posts, orch_ev_destroy).
- */
-void sv_writes_fini(struct sv_server *sv);
-
-/* --- The data worker (sv_work.c) ------------------------------------------------------ */
-
-/* Computes the reply @rep (initialised, status 0) to request @m, on the worker. */
-typedef void (*sv_work_fn)(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep);
-/* Starts the thread.  After the store and the loop exist.  0 or -errno. */
-int sv_work_start(struct sv_server *sv);
-/* Runs what is queued, then stops; the replies go out with the loop's last posts. */
-void sv_work_stop(struct sv_server *sv);
-/*
- * Runs @fn for @m, a CL2SV_COPY_RANGE or CL2SV_DEDUPE (its fields are
- * copied; no pointer into the frame is carried), on the worker and answers
- * @r with its reply on the loop.  Without a worker, runs it at once.  Loop
- * thread.
- */
-void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-		    sv_work_fn fn);
-
-/* --- Other servers (sv_sv.c, intent.c) ------------------------------------------------ */
-
-int sv_peers_init(struct sv_server *sv);
-void sv_peers_fini(struct sv_server *sv);
-
-/* Completion of a request to a peer: @rep is NULL with @error on failure. */
-typedef void (*sv_peer_cb)(struct sv_server *sv, void *arg, int error,
-			   const struct orch_msg *rep);
-
-/*
- * Sends @m to server @peer; @cb runs exactly once on the loop thread, with
- * the reply or an error (-EHOSTDOWN if the peer cannot be reached, -EIO if
- * the connection breaks, -ETIMEDOUT after op_timeout_ms).
- */
-void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
-		  sv_peer_cb cb, void *arg);
-/* A reply frame from a peer connection we opened. */
-void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
-		   const struct orch_frame_hdr *h, const uint8_t *payload);
-
-/* Handles a SV2SV_* request from another server. */
-void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-/*
- * Answers a peer's intent step @r with @m once what it changed here is
- * durable (a flush later): the coordinator acts on the answer, so a power
- * cut here must not undo it afterwards.  @m is copied; it must carry no
- * pointers (names, data).  Frees @r.
- */
-void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-
-/* Intent kinds. */
-enum sv_intent_kind {
-	SV_INTENT_MKDIR = 1,      /* create a directory inode on a peer, then the entry */
-	SV_INTENT_RMDIR = 2,      /* remove a directory inode on a peer, then the entry */
-	SV_INTENT_NLINK = 3,      /* adjust a peer's inode link count */
-	SV_INTENT_FREE_DATA = 4,  /* delete a file's data objects on every server */
-	SV_INTENT_TRUNCATE = 5,   /* cut a file's data objects on every server */
-	SV_INTENT_SET_PARENT = 6, /* update a moved directory's parent pointer */
-	SV_INTENT_LINK = 7,       /* add a link on a peer's inode, then the entry */
-	SV_INTENT_RENAME = 8,     /* add the new entry on a peer, then drop the old */
-	SV_INTENT_RENAME_OVER = 9, /* remove a peer's empty victim dir, then rename here */
-	SV_INTENT_RENAME_IN_OVER = 10, /* target side of a cross-server rename, same */
-};
-#define SV_INTENT_KIND_MAX SV_INTENT_RENAME_IN_OVER
-
-/*
- * The body of every intent (encoded with the wire codec into the intent
- * record).  Which fields matter depends on the kind.
- */
-struct sv_intent {
-	uint64_t i_id;
-	uint32_t i_kind;
-	uint32_t i_peer;       /* server that must act */
-	uint64_t i_handle;     /* object acted on */
-	uint64_t i_parent;     /* directory holding the entry (here) */
-	uint64_t i_size;       /* TRUNCATE: file size; NLINK: delta (int) */
-	char i_name[ORCH_NAME_MAX + 1];
-	char i_name2[ORCH_NAME_MAX + 1]; /* RENAME: the new name (on i_peer) */
-	uint32_t i_flags;      /* RENAME: rename flags */
-	struct orch_cred i_cred; /* RENAME: the caller, checked on the peer */
-	uint32_t i_origin;     /* RENAME_IN_OVER: the coordinating server ... */
-	uint64_t i_origin_id;  /* ... and its intent, for its applied record */
-	uint64_t i_handle2;    /* RENAME_IN_OVER: the inode moving in */
-	struct orch_attr i_attr; /* MKDIR: template; TRUNCATE: layout; RENAME: type, new parent */
-	uint32_t i_done_mask[(ORCH_SERVERS_MAX + 31) / 32]; /* per-server progress */
-};
-
-/*
- * Writes intent @in (in the caller's open transaction; fills in->i_id).
- * Returns 0 or -errno.
- */
-int sv_intent_insert(struct sv_server *sv, struct sv_intent *in);
-
-/*
- * Drives a committed intent to completion; if @waiter is not NULL it is
- * answered when the intent finishes (or fails for good, or its deadline
- * passes, in which case the intent still completes later).  Consumes @in.
- */
-void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter);
-
-/* True while an intent started for (@origin, @origin_id) of a peer runs here. */
-bool sv_intent_origin_running(uint32_t origin, uint64_t origin_id);
-
-/*
- * An "applied" result of a RENAME_IN that exchanged: the inode that was at
- * the target, with its type in the top 4 bits (handles never use them:
- * server indexes are below ORCH_SERVERS_MAX).
- */
-static inline uint64_t sv_applied_exchange(uint64_t h, uint32_t type)
-{
-	return h | (uint64_t)(type >> 12) << 60;
-}
-
-/* Loads and restarts every intent left in the database (after a restart). */
-void sv_intent_replay_all(struct sv_server *sv);
-
-/* --- Durability (flush.c) -------------------------------------------------------------- */
-
-int sv_flusher_start(struct sv_server *sv);
-void sv_flusher_stop(struct sv_server *sv);
-/* Runs on the loop thread after a flush, with its status (0: durable). */
-typedef void (*sv_flushed_fn)(struct sv_server *sv, void *arg, int error);
-/*
- * Calls @fn once everything committed or written so far is durable: after a
- * flush that started after this call (it may have to wait for the one in
- * progress).  Also called, with an error, when the flusher stops: @fn must
- * cope with the loop and the peers being gone.  Any thread.
- */
-void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg);
-/* Answers @r once everything acknowledged so far is durable. */
-void sv_flusher_wait(struct sv_server *sv, struct sv_req *r);
-/* Notes that a commit or a data write happened (the interval flush is due). */
-void sv_flusher_dirty(struct sv_server *sv);
 
 #endif

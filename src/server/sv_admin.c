@@ -41,7 +41,11 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "proto/layout.h"
+#include "server/flush.h"
 #include "server/sv.h"
+#include "server/sv_admin.h"
+#include "server/sv_peer.h"
+#include "server/sv_req.h"
 #include "store/fsmap.h"
 
 #define ADM_NAMES_MAX 16
@@ -118,8 +122,6 @@ struct sv_admin {
 	_Atomic uint64_t a_cut;      /* objects a sweep had cut at the size (stats) */
 };
 
-/* Static: the store's hook may fire until the store closes. */
-static struct sv_admin adm_state;
 
 /* --- FSMAP and NAMES (loop thread) ------------------------------------------------- */
 
@@ -638,7 +640,7 @@ static void adm_bad_block(void *arg, uint64_t g, const char *why)
 	uint64_t ag, agbno;
 	char d[192];
 
-	adm_geom(&adm_state, g, &ag, &agbno);
+	adm_geom(j->j_sv->s_admin, g, &ag, &agbno);
 	snprintf(d, sizeof(d), "block %" PRIu64 " fails its checksum: %s", g, why);
 	f = adm_add(j, "I17", "data", (int64_t)ag, (int64_t)agbno, 0, d);
 	if (f && j->j_nbad < ADM_FINDINGS_MAX)
@@ -809,7 +811,7 @@ static void adm_scrub_done(void *arg)
 	rep.size = (uint64_t)j->j_count;
 	rep.json = orch_str_of((const char *)j->j_out.b_data, j->j_out.b_len);
 	sv_reply(j->j_req, &rep);
-	adm_state.a_busy = false;
+	j->j_sv->s_admin->a_busy = false;
 	adm_job_free(j);
 }
 
@@ -959,7 +961,7 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 /* A peer's answer to SV2SV_RECLAIM (loop thread): one that failed is asked again. */
 static void adm_told(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
 {
-	struct sv_admin *a = &adm_state;
+	struct sv_admin *a = sv->s_admin;
 	unsigned int peer = (unsigned int)(uintptr_t)arg;
 
 	if (!error)
@@ -1010,11 +1012,15 @@ static void adm_tell(struct sv_admin *a, uint64_t peers)
 	orch_ev_post(a->a_sv->s_ev, adm_tell_loop, a); /* fails only if the loop is gone */
 }
 
-void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
+/*
+ * Sweeps this server's objects of files whose inode @owner held, deleting
+ * those whose inode it no longer has (in the background).
+ */
+static void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 {
-	struct sv_admin *a = &adm_state;
+	struct sv_admin *a = sv->s_admin;
 
-	if (owner >= 64 || !sv->s_cfg.reclaim_orphans)
+	if (!a || owner >= 64 || !sv->s_cfg.reclaim_orphans)
 		return;
 	pthread_mutex_lock(&a->a_lock);
 	a->a_sweep |= 1ull << owner;
@@ -1023,14 +1029,25 @@ void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 	pthread_mutex_unlock(&a->a_lock);
 }
 
-uint64_t sv_admin_reclaimed(void)
+void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	return atomic_load(&adm_state.a_reclaimed);
+	/* Only for the peer itself: it is the one that knows it restarted. */
+	if (m->origin != r->r_conn->c_origin) {
+		sv_reply_status(r, -EINVAL);
+		return;
+	}
+	sv_admin_reclaim(sv, m->origin);
+	sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
 }
 
-uint64_t sv_admin_cut(void)
+uint64_t sv_admin_reclaimed(const struct sv_server *sv)
 {
-	return atomic_load(&adm_state.a_cut);
+	return sv->s_admin ? atomic_load(&sv->s_admin->a_reclaimed) : 0;
+}
+
+uint64_t sv_admin_cut(const struct sv_server *sv)
+{
+	return sv->s_admin ? atomic_load(&sv->s_admin->a_cut) : 0;
 }
 
 /* --- The thread --------------------------------------------------------------------- */
@@ -1102,11 +1119,12 @@ static void *adm_main(void *arg)
 
 int sv_admin_start(struct sv_server *sv)
 {
-	struct sv_admin *a = &adm_state;
+	struct sv_admin *a = calloc(1, sizeof(*a));
 	pthread_condattr_t ca;
 	int error;
 
-	memset(a, 0, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
 	a->a_sv = sv;
 	pthread_mutex_init(&a->a_lock, NULL);
 	pthread_condattr_init(&ca);
@@ -1122,12 +1140,13 @@ int sv_admin_start(struct sv_server *sv)
 	}
 	error = orch_client_create(&sv->s_cfg, &a->a_cl);
 	if (error)
-		return error;
+		goto out_free;
 	orch_client_set_timeout(a->a_cl, ORCH_MIN(sv->s_cfg.op_timeout_ms,
 						  (uint32_t)ADM_CLIENT_TIMEOUT_MS));
 	error = orch_path_cache_create(a->a_cl, &a->a_paths);
 	if (error)
 		goto out_client;
+	sv->s_admin = a;
 	error = -pthread_create(&a->a_thread, NULL, adm_main, a);
 	if (error)
 		goto out_paths;
@@ -1137,20 +1156,24 @@ int sv_admin_start(struct sv_server *sv)
 	orch_store_set_bad_hook(sv->s_store, adm_bad_hook, a);
 	return 0;
 out_paths:
+	sv->s_admin = NULL;
 	orch_path_cache_destroy(a->a_paths);
 out_client:
 	orch_client_destroy(a->a_cl);
-	a->a_cl = NULL;
-	a->a_paths = NULL;
+out_free:
+	pthread_mutex_destroy(&a->a_lock);
+	pthread_cond_destroy(&a->a_cv);
+	free(a);
 	return error;
 }
 
 void sv_admin_stop(struct sv_server *sv)
 {
-	struct sv_admin *a = &adm_state;
+	struct sv_admin *a = sv->s_admin;
 	struct adm_job *j;
 
-	(void)sv;
+	if (!a)
+		return;
 	pthread_mutex_lock(&a->a_lock);
 	if (!a->a_started) {
 		pthread_mutex_unlock(&a->a_lock);
@@ -1176,15 +1199,27 @@ void sv_admin_stop(struct sv_server *sv)
 	a->a_cl = NULL;
 }
 
+void sv_admin_fini(struct sv_server *sv)
+{
+	struct sv_admin *a = sv->s_admin;
+
+	if (!a)
+		return;
+	pthread_mutex_destroy(&a->a_lock);
+	pthread_cond_destroy(&a->a_cv);
+	free(a);
+	sv->s_admin = NULL;
+}
+
 /* --- SCRUB (loop thread) --------------------------------------------------------- */
 
 void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	struct sv_admin *a = &adm_state;
+	struct sv_admin *a = sv->s_admin;
 	struct adm_job *j;
 
-	if (!a->a_started || a->a_busy) {
-		sv_reply_status(r, a->a_started ? -EBUSY : -ENOSYS);
+	if (!a || !a->a_started || a->a_busy) {
+		sv_reply_status(r, a && a->a_started ? -EBUSY : -ENOSYS);
 		return;
 	}
 	j = calloc(1, sizeof(*j));

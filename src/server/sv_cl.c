@@ -1,13 +1,12 @@
 /*
- * Requests from clients (and the admin CLI), served on the loop thread.
- * Each handler decodes nothing itself: sv_cl_frame() decodes the frame with
- * the generic codec, then the handler applies the request to the namespace
- * or the store and replies once.  Handlers whose work spans other servers
- * hand the reply over to intent.c; fsync hands it to the flusher.
+ * Namespace requests from clients, served on the loop thread.  Each
+ * handler decodes nothing itself: the dispatcher (sv_dispatch.c) decodes
+ * the frame with the generic codec, then the handler applies the request
+ * to the namespace and replies once.  Handlers whose work spans other
+ * servers hand the reply over to intent.c.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,61 +17,12 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
-#include "proto/layout.h"
+#include "server/flush.h"
+#include "server/intent.h"
 #include "server/sv.h"
-#include "store/sums.h"
-
-/* --- Requests and replies ---------------------------------------------------------------- */
-
-struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
-			     const struct orch_frame_hdr *h)
-{
-	struct sv_req *r = malloc(sizeof(*r));
-
-	if (!r)
-		return NULL;
-	r->r_sv = sv;
-	r->r_conn = c;
-	r->r_type = h->type;
-	r->r_reqid = h->reqid;
-	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
-	r->r_hdr = *h;
-	r->r_raw = NULL;
-	r->r_lease_dir = 0;
-	r->r_nowners = 0;
-	orch_conn_get(c);
-	return r;
-}
-
-void sv_reply(struct sv_req *r, struct orch_msg *m)
-{
-	m->type = r->r_type;
-	m->reqid = r->r_reqid;
-	m->flags = ORCH_FRAME_REPLY;
-	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
-	sv_lease_flush(r->r_conn);
-	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
-		/* A reply that cannot be encoded still answers the request. */
-		struct orch_msg e;
-
-		orch_msg_init(&e, r->r_type);
-		e.flags = ORCH_FRAME_REPLY;
-		e.reqid = r->r_reqid;
-		e.status = -EIO;
-		orch_conn_send(r->r_conn, &e);
-	}
-	orch_conn_put(r->r_conn);
-	free(r);
-}
-
-void sv_reply_status(struct sv_req *r, int status)
-{
-	struct orch_msg m;
-
-	orch_msg_init(&m, r->r_type);
-	m.status = status;
-	sv_reply(r, &m);
-}
+#include "server/sv_cl.h"
+#include "server/sv_req.h"
+#include "server/sv_writers.h"
 
 static bool sv_is_local(const struct sv_server *sv, uint64_t h)
 {
@@ -97,7 +47,7 @@ static int sv_commit_and_start(struct sv_server *sv, struct sv_intent *in, struc
 
 /* --- Namespace --------------------------------------------------------------------------------- */
 
-static void sv_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	int error;
@@ -109,7 +59,7 @@ static void sv_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_
 	sv_reply(r, &rep);
 }
 
-static void sv_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
@@ -123,7 +73,7 @@ static void sv_getattr(struct sv_server *sv, struct sv_req *r, const struct orch
  * caller hears back, or a later extension would resurrect old bytes.  The
  * size changes first, with a TRUNCATE intent in the same transaction.
  */
-static void sv_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	struct sv_intent *in = NULL;
@@ -184,7 +134,7 @@ static struct orch_layout sv_new_layout(const struct sv_server *sv)
 	};
 }
 
-static void sv_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_layout layout = sv_new_layout(sv);
 	char target[ORCH_PATH_MAX + 1];
@@ -240,7 +190,7 @@ static unsigned int sv_dir_placement(const struct sv_server *sv, uint64_t parent
 	return (unsigned int)(h % sv->s_cfg.nservers);
 }
 
-static void sv_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	unsigned int where = sv_dir_placement(sv, m->parent, &m->name);
 	struct orch_attr parent;
@@ -309,7 +259,7 @@ out_reply:
 	sv_reply(r, &rep);
 }
 
-static void sv_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	char target[ORCH_PATH_MAX + 1];
 	struct orch_msg rep;
@@ -320,7 +270,7 @@ static void sv_readlink(struct sv_server *sv, struct sv_req *r, const struct orc
 	sv_reply(r, &rep);
 }
 
-static void sv_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *in;
 	struct orch_attr a;
@@ -412,7 +362,7 @@ static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_inten
 	return 0;
 }
 
-static void sv_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	bool want_dir = m->flags32 & 1, remote = false, freed = false;
 	struct sv_intent *in = NULL;
@@ -423,8 +373,7 @@ static void sv_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_
 				       want_dir, &de);
 	if (error == -EREMOTE) {
 		/* Sticky directory, child on another server: ask it who owns it. */
-		sv_owner_fetch(sv, r, de.handle);
-		return;
+		return sv_req_need_owner(r, de.handle);
 	}
 	if (error)
 		goto out_reply;
@@ -484,7 +433,7 @@ static void sv_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_
 
 		sv_intent_start(sv, in, wait ? r : NULL);
 		if (wait)
-			return;
+			return 0;
 	}
 	goto out_reply;
 out_abort:
@@ -493,6 +442,7 @@ out_free:
 	free(in);
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
 /*
@@ -557,7 +507,7 @@ out_free:
  * rename(2) does; with RENAME_EXCHANGE, handing back the inode it had) and
  * intent.c removes the old entry (or points it at that inode).
  */
-static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+static int sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_attr dir, child;
 	struct orch_dirent src;
@@ -589,10 +539,8 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 
 			for (k = 0; k < r->r_nowners && r->r_owners[k].handle != src.handle; k++)
 				;
-			if (k == r->r_nowners) {
-				sv_owner_fetch(sv, r, src.handle);
-				return;
-			}
+			if (k == r->r_nowners)
+				return sv_req_need_owner(r, src.handle);
 			if (r->r_owners[k].uid != m->cred.uid) {
 				error = -EPERM;
 				goto out_reply;
@@ -612,17 +560,18 @@ static void sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struc
 	}
 	in->i_attr.mode = src.type;
 	sv_rename_start(sv, r, m, in, false);
-	return;
+	return 0;
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
 /*
  * orch_meta_rename needs the owner of the source or the target inode for the
  * sticky rule: fetch the first one held elsewhere that is not known yet.
  */
-static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
-				  const struct orch_msg *m)
+static int sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
+				 const struct orch_msg *m)
 {
 	struct orch_dirent de;
 	const struct orch_str *names[2] = { &m->name, &m->name2 };
@@ -637,12 +586,11 @@ static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
 			continue;
 		for (unsigned int k = 0; k < r->r_nowners; k++)
 			known |= r->r_owners[k].handle == de.handle;
-		if (!known) {
-			sv_owner_fetch(sv, r, de.handle);
-			return;
-		}
+		if (!known)
+			return sv_req_need_owner(r, de.handle);
 	}
 	sv_reply_status(r, -EPERM);
+	return 0;
 }
 
 /*
@@ -651,8 +599,8 @@ static void sv_rename_fetch_owner(struct sv_server *sv, struct sv_req *r,
  * then both entries are marked busy with a RENAME_OVER intent, the peer
  * removes the victim if it is empty, and intent.c performs the rename.
  */
-static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
-				      const struct orch_msg *m, uint64_t victim_dir)
+static int sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
+				     const struct orch_msg *m, uint64_t victim_dir)
 {
 	uint64_t freed = 0, victim = 0, moved_dir = 0;
 	uint32_t victim_type = 0;
@@ -666,10 +614,8 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
 				 &victim_type, &moved_dir);
 	orch_meta_abort(sv->s_meta);
-	if (error == -EREMOTE) {
-		sv_rename_fetch_owner(sv, r, m);
-		return;
-	}
+	if (error == -EREMOTE)
+		return sv_rename_fetch_owner(sv, r, m);
 	if (error || victim != victim_dir) {
 		/* Refused, or a no-op (same inode): nothing to remove. */
 		if (!error)
@@ -682,12 +628,13 @@ static void sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 		goto out_reply;
 	}
 	sv_rename_start(sv, r, m, in, true);
-	return;
+	return 0;
 out_reply:
 	sv_reply_status(r, error);
-	return;
+	return 0;
 out_plain:
 	sv_reply_status(r, 0);
+	return 0;
 }
 
 /*
@@ -695,7 +642,7 @@ out_plain:
  * locally (a replaced inode or a moved directory held elsewhere, data to
  * free) becomes intents in the same transaction.
  */
-static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint64_t freed = 0, victim = 0, moved_dir = 0;
 	struct sv_intent *ins[3] = { NULL, NULL, NULL };
@@ -703,10 +650,8 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	int nin = 0, error;
 	bool wait;
 
-	if (!sv_is_local(sv, m->newparent)) {
-		sv_rename_remote(sv, r, m);
-		return;
-	}
+	if (!sv_is_local(sv, m->newparent))
+		return sv_rename_remote(sv, r, m);
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_reply;
@@ -715,8 +660,7 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 				 &victim_type, &moved_dir);
 	if (error == -EREMOTE) {
 		orch_meta_abort(sv->s_meta);
-		sv_rename_fetch_owner(sv, r, m);
-		return;
+		return sv_rename_fetch_owner(sv, r, m);
 	}
 	if (error)
 		goto out_abort;
@@ -727,8 +671,7 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 		 * before, saves every other rename that lookup.
 		 */
 		orch_meta_abort(sv->s_meta);
-		sv_rename_over_remote_dir(sv, r, m, victim);
-		return;
+		return sv_rename_over_remote_dir(sv, r, m, victim);
 	}
 	if (freed && !S_ISDIR(victim_type)) {
 		error = sv_free_data_intent(sv, freed, &ins[nin]);
@@ -782,7 +725,7 @@ static void sv_rename(struct sv_server *sv, struct sv_req *r, const struct orch_
 	for (int i = 0; i < nin; i++)
 		sv_intent_start(sv, ins[i], i == nin - 1 && wait ? r : NULL);
 	if (wait)
-		return;
+		return 0;
 	goto out_reply;
 out_abort:
 	orch_meta_abort(sv->s_meta);
@@ -792,9 +735,10 @@ out_free:
 	free(ins[nin]);
 out_reply:
 	sv_reply_status(r, error);
+	return 0;
 }
 
-static void sv_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint32_t max = m->length ? ORCH_MIN(m->length, (uint32_t)ORCH_READDIR_MAX) : 1;
 	struct orch_msg rep;
@@ -812,7 +756,7 @@ static void sv_readdir(struct sv_server *sv, struct sv_req *r, const struct orch
 	free(rep.dirents);
 }
 
-static void sv_statfs(struct sv_server *sv, struct sv_req *r)
+void sv_cl_statfs(struct sv_server *sv, struct sv_req *r)
 {
 	uint64_t total, bfree, avail, objects, inodes, next;
 	struct orch_msg rep;
@@ -837,9 +781,14 @@ static void sv_statfs(struct sv_server *sv, struct sv_req *r)
 	sv_reply(r, &rep);
 }
 
+void sv_cl_access(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	sv_reply_status(r, orch_meta_access(sv->s_meta, &m->cred, m->handle, m->mode));
+}
+
 /* --- Extended attributes ---------------------------------------------------------------- */
 
-static void sv_getxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+void sv_cl_getxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 			bool list)
 {
 	size_t want = ORCH_MIN(m->length, (uint32_t)ORCH_XATTR_SIZE_MAX), len = 0;
@@ -872,7 +821,7 @@ out_reply:
 	free(buf);
 }
 
-static void sv_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
+void sv_cl_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 			bool remove)
 {
 	char name[ORCH_XATTR_NAME_MAX + 1];
@@ -890,9 +839,9 @@ static void sv_setxattr(struct sv_server *sv, struct sv_req *r, const struct orc
 	sv_reply_status(r, error);
 }
 
-/* --- Data ------------------------------------------------------------------------------------- */
+/* --- Sizes published by writers ----------------------------------------------------------------- */
 
-static void sv_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+void sv_cl_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
@@ -902,896 +851,4 @@ static void sv_extend(struct sv_server *sv, struct sv_req *r, const struct orch_
 	if (!rep.status)
 		sv_flusher_dirty(sv);
 	sv_reply(r, &rep);
-}
-
-static void sv_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	size_t len = ORCH_MIN(m->length, ORCH_IO_MAX), got = 0;
-	struct orch_msg rep;
-	void *buf = malloc(len ? len : 1);
-
-	orch_msg_init(&rep, 0);
-	rep.status = buf ? orch_store_read(sv->s_store, m->handle, m->offset, buf, len, &got)
-			 : -ENOMEM;
-	rep.data = orch_str_of(buf, got);
-	sv_reply(r, &rep);
-	free(buf);
-}
-
-/*
- * Writes go through the store's queue: its writer thread applies many per
- * transaction when they queue up, and the loop goes on meanwhile.  The done
- * callback runs on the writer thread, so it only links the write into
- * s_writes.w_done and posts one drain to the loop if none is pending: a
- * burst of completions costs one wakeup and one small allocation.  Order:
- * the store applies operations in submit order, and its synchronous calls
- * (truncate, punch, delete) wait for those queued before them, so an
- * operation a client sends after a write was acknowledged sees it.
- */
-#define SV_WRITES_QUEUED_MAX (256ull << 20)
-
-struct sv_write {
-	struct orch_store_op w_op;
-	struct sv_server *w_sv;
-	struct sv_req *w_req;
-	struct sv_write *w_next;  /* in s_writes.w_done */
-	uint8_t w_data[];         /* the op's buffer */
-};
-
-void sv_writes_init(struct sv_server *sv)
-{
-	struct sv_writes *ws = &sv->s_writes;
-
-	pthread_mutex_init(&ws->w_lock, NULL);
-	pthread_cond_init(&ws->w_cv, NULL);
-	ws->w_done = NULL;
-	ws->w_posted = false;
-	ws->w_completed = ws->w_submitted = ws->w_answered = ws->w_bytes = 0;
-}
-
-void sv_writes_fini(struct sv_server *sv)
-{
-	pthread_mutex_destroy(&sv->s_writes.w_lock);
-	pthread_cond_destroy(&sv->s_writes.w_cv);
-}
-
-/* Loop thread: answers every write that completed. */
-static void sv_writes_drain(void *arg)
-{
-	struct sv_server *sv = arg;
-	struct sv_writes *ws = &sv->s_writes;
-	struct sv_write *list, *rev = NULL;
-
-	pthread_mutex_lock(&ws->w_lock);
-	list = ws->w_done;
-	ws->w_done = NULL;
-	ws->w_posted = false;
-	pthread_mutex_unlock(&ws->w_lock);
-	while (list) {  /* oldest first */
-		struct sv_write *next = list->w_next;
-
-		list->w_next = rev;
-		rev = list;
-		list = next;
-	}
-	while (rev) {
-		struct sv_write *w = rev;
-
-		rev = w->w_next;
-		ws->w_bytes -= w->w_op.len;
-		ws->w_answered++;
-		if (!w->w_op.status)
-			sv_flusher_dirty(sv);
-		sv_reply_status(w->w_req, w->w_op.status);
-		free(w);
-	}
-}
-
-/* The store's writer thread, after the commit. */
-static void sv_write_done(struct orch_store_op *op)
-{
-	struct sv_write *w = op->arg;
-	struct sv_server *sv = w->w_sv;
-	struct sv_writes *ws = &sv->s_writes;
-	bool post;
-
-	pthread_mutex_lock(&ws->w_lock);
-	w->w_next = ws->w_done;
-	ws->w_done = w;
-	post = !ws->w_posted;
-	ws->w_posted = true;
-	pthread_mutex_unlock(&ws->w_lock);
-	/*
-	 * A post only fails without memory, and nothing else would answer the
-	 * writes linked here, so retry.  A loop that has stopped still runs it
-	 * (orch_ev_run_posts), and sv_writes_wait drains as well.
-	 */
-	while (post && orch_ev_post(sv->s_ev, sv_writes_drain, sv)) {
-		struct timespec pause = { 0, 1000000 };
-
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot post write completions: out of memory, "
-				   "retrying");
-		nanosleep(&pause, NULL);
-	}
-	/* Counted last: once sv_writes_wait sees it, this thread is done with the loop. */
-	pthread_mutex_lock(&ws->w_lock);
-	ws->w_completed++;
-	pthread_cond_broadcast(&ws->w_cv);
-	pthread_mutex_unlock(&ws->w_lock);
-}
-
-void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t off,
-		     const void *data, size_t len)
-{
-	struct sv_writes *ws = &sv->s_writes;
-	struct sv_write *w;
-
-	if (ws->w_bytes + len > SV_WRITES_QUEUED_MAX) {
-		int error = orch_store_write(sv->s_store, h, off, data, len);
-
-		if (!error)
-			sv_flusher_dirty(sv);
-		sv_reply_status(r, error);
-		return;
-	}
-	w = malloc(sizeof(*w) + len);
-	if (!w) {
-		sv_reply_status(r, -ENOMEM);
-		return;
-	}
-	if (len)
-		memcpy(w->w_data, data, len);
-	w->w_op = (struct orch_store_op){
-		.type = ORCH_STORE_OP_WRITE,
-		.handle = h,
-		.off = off,
-		.len = len,
-		.buf = w->w_data,
-		.done = sv_write_done,
-		.arg = w,
-	};
-	w->w_sv = sv;
-	w->w_req = r;
-	w->w_next = NULL;
-	ws->w_submitted++;
-	ws->w_bytes += len;
-	orch_store_submit(sv->s_store, &w->w_op);
-}
-
-void sv_writes_wait(struct sv_server *sv)
-{
-	struct sv_writes *ws = &sv->s_writes;
-
-	pthread_mutex_lock(&ws->w_lock);
-	while (ws->w_completed != ws->w_submitted)
-		pthread_cond_wait(&ws->w_cv, &ws->w_lock);
-	pthread_mutex_unlock(&ws->w_lock);
-	sv_writes_drain(sv);
-}
-
-static void sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
-}
-
-/*
- * copy_file_range, served where the data is: this server copies the pieces
- * of the source range it holds, each to the server the destination's
- * layout puts it on, and answers when every piece is written.  The client
- * sends the same request to every server of the source's layout.  A piece
- * that stays here is cloned (the store shares its blocks: no data moves)
- * where whole blocks line up, which they do whenever both files have one
- * layout and the offsets agree, as for `cp`; the rest is read and written,
- * here or on a peer through SV2SV_WRITE.
- */
-#define SV_COPY_MAX (64ull << 20)
-
-/* A piece whose source and destination are both on this server. */
-static int sv_copy_local(struct sv_server *sv, const struct orch_msg *m, uint64_t soff,
-			 uint64_t doff, uint64_t n, uint8_t *buf)
-{
-	uint64_t whole = 0;
-	size_t got = 0;
-	int error = 0;
-
-	if (soff % ORCH_STORE_BLOCK == 0 && doff % ORCH_STORE_BLOCK == 0)
-		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
-	if (whole)
-		error = orch_store_clone(sv->s_store, m->handle, soff, m->handle2, doff, whole);
-	if (error || whole == n)
-		return error;
-	error = orch_store_read(sv->s_store, m->handle, soff + whole, buf, n - whole, &got);
-	if (error)
-		return error;
-	memset(buf + got, 0, n - whole - got);  /* a hole, or past the object's end */
-	return orch_store_write(sv->s_store, m->handle2, doff + whole, buf, n - whole);
-}
-
-struct copy_job {
-	struct sv_req *cj_req;
-	unsigned int cj_outstanding; /* peer writes in flight, plus one while sending */
-	int cj_error;
-	uint64_t cj_copied;
-};
-
-static void sv_copy_put(struct copy_job *cj)
-{
-	struct orch_msg rep;
-
-	if (--cj->cj_outstanding)
-		return;
-	orch_msg_init(&rep, 0);
-	rep.status = cj->cj_error;
-	rep.size = cj->cj_copied;
-	sv_reply(cj->cj_req, &rep);
-	free(cj);
-}
-
-static void sv_copy_written(struct sv_server *sv, void *arg, int error,
-			    const struct orch_msg *rep)
-{
-	struct copy_job *cj = arg;
-
-	(void)sv;
-	(void)rep;
-	if (error && !cj->cj_error)
-		cj->cj_error = error == -EHOSTDOWN ? -EIO : error;
-	sv_copy_put(cj);
-}
-
-/*
- * Both files have one layout and the ranges lie a whole number of stripe
- * rows apart (what cp does: offset 0 to offset 0): then this server's
- * strips of each range are one contiguous range of its object, and one
- * clone covers them all instead of one per strip.  True if it took the
- * request (*@error says how it went).
- */
-static bool sv_copy_whole_rows(struct sv_server *sv, const struct orch_msg *m, uint8_t *buf,
-			       int *error)
-{
-	const struct orch_layout *l = &m->layout, *l2 = &m->layout2;
-	uint64_t row = (uint64_t)l->strip_size * l->stripe_count, ls, le, ld;
-	uint64_t delta = m->offset2 > m->offset ? m->offset2 - m->offset : m->offset - m->offset2;
-
-	if (l->strip_size != l2->strip_size || l->stripe_count != l2->stripe_count ||
-	    l->first_server != l2->first_server || delta % row)
-		return false;
-	*error = 0;
-	if (sv->s_index >= l->stripe_count)
-		return true;   /* holds no strip of either */
-	ls = orch_layout_local_size(l, m->offset, sv->s_index);
-	le = orch_layout_local_size(l, m->offset + m->size, sv->s_index);
-	ld = orch_layout_local_size(l, m->offset2, sv->s_index);
-	/* Whole blocks, so that only a tail under one block is copied (into @buf). */
-	if (ls % ORCH_STORE_BLOCK || ld % ORCH_STORE_BLOCK)
-		return false;
-	if (le > ls)
-		*error = sv_copy_local(sv, m, ls, ld, le - ls, buf);
-	return true;
-}
-
-/*
- * Calls @fn for each piece of the source range that this server holds, with
- * where its destination lies; stops at the first non-zero return.
- */
-static int sv_copy_pieces(struct sv_server *sv, const struct orch_msg *m,
-			  int (*fn)(void *arg, const struct orch_layout_pos *sp,
-				    const struct orch_layout_pos *dp, uint64_t n),
-			  void *arg)
-{
-	uint64_t off = m->offset, end = m->offset + m->size;
-	struct orch_layout_pos sp, dp;
-	int rc = 0;
-
-	while (off < end && !rc) {
-		uint64_t n;
-
-		orch_layout_locate(&m->layout, off, &sp);
-		n = ORCH_MIN(sp.run, end - off);
-		if (sp.server == sv->s_index) {
-			orch_layout_locate(&m->layout2, m->offset2 + (off - m->offset), &dp);
-			n = ORCH_MIN(n, dp.run);
-			rc = fn(arg, &sp, &dp, n);
-		}
-		off += n;
-	}
-	return rc;
-}
-
-static int sv_copy_is_remote(void *arg, const struct orch_layout_pos *sp,
-			     const struct orch_layout_pos *dp, uint64_t n)
-{
-	(void)sp;
-	(void)n;
-	return dp->server != *(unsigned int *)arg;
-}
-
-struct copy_local {
-	struct sv_server *sv;
-	const struct orch_msg *m;
-	uint8_t *buf;
-	uint64_t copied;
-};
-
-static int sv_copy_local_piece(void *arg, const struct orch_layout_pos *sp,
-			       const struct orch_layout_pos *dp, uint64_t n)
-{
-	struct copy_local *cl = arg;
-	int error = sv_copy_local(cl->sv, cl->m, sp->local_off, dp->local_off, n, cl->buf);
-
-	if (!error)
-		cl->copied += n;
-	return error;
-}
-
-/* On the data worker: a copy whose pieces held here all stay here. */
-static void sv_copy_run(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep)
-{
-	struct copy_local cl = { .sv = sv, .m = m };
-	int error = 0;
-
-	cl.buf = malloc(ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
-	if (!cl.buf) {
-		rep->status = -ENOMEM;
-		return;
-	}
-	if (sv_copy_whole_rows(sv, m, cl.buf, &error))
-		cl.copied = m->size;
-	else
-		error = sv_copy_pieces(sv, m, sv_copy_local_piece, &cl);
-	free(cl.buf);
-	sv_flusher_dirty(sv);
-	rep->status = error;
-	rep->size = cl.copied;
-}
-
-struct copy_mixed {
-	struct sv_server *sv;
-	const struct orch_msg *m;
-	struct copy_job *cj;
-	uint8_t *buf;
-};
-
-/* A piece copied here, or read here and written by a peer (SV2SV_WRITE). */
-static int sv_copy_mixed_piece(void *arg, const struct orch_layout_pos *sp,
-			       const struct orch_layout_pos *dp, uint64_t n)
-{
-	struct copy_mixed *cm = arg;
-	struct sv_server *sv = cm->sv;
-	struct orch_msg w;
-	size_t got = 0;
-	int error;
-
-	if (dp->server == sv->s_index) {
-		error = sv_copy_local(sv, cm->m, sp->local_off, dp->local_off, n, cm->buf);
-		cm->cj->cj_copied += n;
-		return error;
-	}
-	if (dp->server >= sv->s_cfg.nservers)
-		return -EINVAL;
-	error = orch_store_read(sv->s_store, cm->m->handle, sp->local_off, cm->buf, n, &got);
-	if (error)
-		return error;
-	memset(cm->buf + got, 0, n - got); /* a hole, or past the object's end */
-	orch_msg_init(&w, ORCH_SV2SV_WRITE);
-	w.origin = sv->s_index;
-	w.handle = cm->m->handle2;
-	w.offset = dp->local_off;
-	w.data = orch_str_of((const char *)cm->buf, n);
-	cm->cj->cj_outstanding++;
-	sv_peer_call(sv, dp->server, &w, sv_copy_written, cm->cj);
-	cm->cj->cj_copied += n;
-	return 0;
-}
-
-static void sv_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	struct copy_mixed cm;
-	struct copy_job *cj;
-	uint8_t *buf;
-	int error;
-
-	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
-	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
-	    m->offset2 + m->size < m->offset2) {
-		sv_reply_status(r, -EINVAL);
-		return;
-	}
-	/* Nothing to send to a peer (cp of a file to one of its layout): off the loop. */
-	if (!sv_copy_pieces(sv, m, sv_copy_is_remote, &sv->s_index)) {
-		sv_work_submit(sv, r, m, sv_copy_run);
-		return;
-	}
-	cj = calloc(1, sizeof(*cj));
-	buf = malloc(ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
-	if (!cj || !buf) {
-		free(cj);
-		free(buf);
-		sv_reply_status(r, -ENOMEM);
-		return;
-	}
-	cj->cj_req = r;
-	cj->cj_outstanding = 1;
-	cm = (struct copy_mixed){ .sv = sv, .m = m, .cj = cj, .buf = buf };
-	error = sv_copy_pieces(sv, m, sv_copy_mixed_piece, &cm);
-	free(buf);
-	if (error && !cj->cj_error)
-		cj->cj_error = error;
-	sv_flusher_dirty(sv);
-	sv_copy_put(cj);
-}
-
-/*
- * Dedupe (FIDEDUPERANGE), served where the data is, like copy_file_range:
- * for each piece of the source range held here whose destination is here
- * too, the store compares the bytes and, if equal, shares the source's
- * blocks, in one transaction (orch_store_dedupe).  ORCH_DEDUPE_COMPARE
- * only compares, so that the client can ask every server before any
- * changes anything.  Pieces on two servers, and partial blocks, cannot
- * share a block: compared, not counted.  Replies with the bytes shared (or
- * found equal), -EBADE at the first piece that differs.
- */
-static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint64_t soff,
-			   uint64_t doff, uint64_t n, uint8_t *buf, uint64_t *deduped)
-{
-	uint64_t whole = 0, d = 0;
-	size_t got[2];
-	int error = 0;
-
-	if (!(m->flags32 & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
-	    doff % ORCH_STORE_BLOCK == 0)
-		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
-	for (uint64_t at = 0, n1; !error && at < whole; at += n1) {
-		n1 = ORCH_MIN(whole - at, (uint64_t)ORCH_STORE_MAX_IO);
-		/* d may be short of n1: blocks past an object's end are not shared. */
-		error = orch_store_dedupe(sv->s_store, m->handle, soff + at, m->handle2, doff + at,
-					  n1, &d);
-		*deduped += d;
-	}
-	if (error || whole == n)
-		return error;
-	/* What cannot be shared is compared, so that "differ" means differ. */
-	n -= whole;
-	error = orch_store_read(sv->s_store, m->handle, soff + whole, buf, n, &got[0]);
-	if (!error)
-		error = orch_store_read(sv->s_store, m->handle2, doff + whole, buf + n, n, &got[1]);
-	if (error)
-		return error;
-	memset(buf + got[0], 0, n - got[0]);
-	memset(buf + n + got[1], 0, n - got[1]);
-	if (memcmp(buf, buf + n, n))
-		return -EBADE;
-	if (m->flags32 & ORCH_DEDUPE_COMPARE)
-		*deduped += n;
-	return 0;
-}
-
-/* On the data worker: compares (and shares) every piece held here. */
-static void sv_dedupe_run(struct sv_server *sv, const struct orch_msg *m, struct orch_msg *rep)
-{
-	uint64_t off = m->offset, end = m->offset + m->size, deduped = 0;
-	struct orch_layout_pos sp, dp;
-	uint8_t *buf;
-	int error = 0;
-
-	buf = malloc(2 * ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
-	if (!buf) {
-		rep->status = -ENOMEM;
-		return;
-	}
-	while (off < end && !error) {
-		uint64_t n;
-
-		orch_layout_locate(&m->layout, off, &sp);
-		n = ORCH_MIN(sp.run, end - off);
-		orch_layout_locate(&m->layout2, m->offset2 + (off - m->offset), &dp);
-		n = ORCH_MIN(n, dp.run);
-		if (sp.server == sv->s_index && dp.server == sv->s_index)
-			error = sv_dedupe_piece(sv, m, sp.local_off, dp.local_off, n, buf, &deduped);
-		off += n;
-	}
-	free(buf);
-	if (!error && !(m->flags32 & ORCH_DEDUPE_COMPARE))
-		sv_flusher_dirty(sv);
-	rep->status = error;
-	rep->size = deduped;
-}
-
-static void sv_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
-	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
-	    m->offset2 + m->size < m->offset2 || m->flags32 & ~ORCH_DEDUPE_COMPARE) {
-		sv_reply_status(r, -EINVAL);
-		return;
-	}
-	sv_work_submit(sv, r, m, sv_dedupe_run);
-}
-
-/*
- * The checksums of this server's written blocks of one object, a page
- * from object block m->offset, at most m->length records: what `orchard
- * dedupe --scan` groups blocks by.  Read-only, like READ, and as cheap as a
- * read of the extent map; replies with the page, eof and the block to
- * resume from.
- */
-static void sv_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	size_t max = ORCH_MIN((size_t)m->length, (size_t)ORCH_BLOCKSUMS_PAGE_MAX), n = 0;
-	struct orch_blocksum *v = malloc((max ? max : 1) * sizeof(*v));
-	struct orch_buf b;
-	struct orch_msg rep;
-	uint64_t next = 0;
-	bool eof = true;
-
-	orch_buf_init(&b, max * ORCH_BLOCKSUMS_REC_BYTES);
-	orch_msg_init(&rep, 0);
-	rep.status = v ? orch_store_block_sums(sv->s_store, m->handle, m->offset, v, max, &n,
-					       &next, &eof)
-		       : -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		orch_blocksums_encode(&b, &v[i]);
-	if (!rep.status)
-		rep.status = b.b_err;
-	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
-	rep.eof = eof;
-	rep.offset = next;
-	sv_reply(r, &rep);
-	orch_buf_fini(&b);
-	free(v);
-}
-
-/*
- * fallocate(PUNCH_HOLE): this server frees the pieces of [offset,
- * offset+size) of the file that it holds; the client asks every server of
- * the layout.  The size does not change.
- */
-static void sv_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	uint64_t from, to;
-	int error = 0;
-
-	if (!orch_layout_is_valid(&m->layout) || m->offset > ORCH_STORE_MAX_SIZE ||
-	    m->size > ORCH_STORE_MAX_SIZE) {
-		sv_reply_status(r, -EINVAL);
-		return;
-	}
-	/*
-	 * This server's strips of [offset, offset+size) are one contiguous range
-	 * of its object: from the bytes it holds below the start to those below
-	 * the end.  One call, whatever the size (no loop a peer could make long).
-	 */
-	if (sv->s_index >= m->layout.stripe_count) {
-		sv_reply_status(r, 0); /* holds no strip of this file */
-		return;
-	}
-	from = orch_layout_local_size(&m->layout, m->offset, sv->s_index);
-	to = orch_layout_local_size(&m->layout, m->offset + m->size, sv->s_index);
-	if (to > from)
-		error = orch_store_punch(sv->s_store, m->handle, from, to - from);
-	if (!error)
-		sv_flusher_dirty(sv);
-	sv_reply_status(r, error);
-}
-
-/* --- Admin -------------------------------------------------------------------------------------- */
-
-static void sv_ping(struct sv_server *sv, struct sv_req *r)
-{
-	struct orch_msg rep;
-
-	(void)sv;
-	orch_msg_init(&rep, 0);
-	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
-	sv_reply(r, &rep);
-}
-
-static void sv_stats(struct sv_server *sv, struct sv_req *r)
-{
-	struct orch_buf b;
-	struct orch_msg rep;
-
-	orch_buf_init(&b, ORCH_JSON_MAX);
-	sv_stats_json(sv, &b);
-	orch_msg_init(&rep, 0);
-	rep.status = b.b_err;
-	rep.json = orch_str_of((const char *)b.b_data, b.b_len);
-	sv_reply(r, &rep);
-	orch_buf_fini(&b);
-}
-
-static void sv_json_u64(struct orch_buf *b, const char *key, uint64_t v, bool comma)
-{
-	char tmp[96];
-	int n = snprintf(tmp, sizeof(tmp), "%s\"%s\": %" PRIu64, comma ? ", " : "", key, v);
-
-	orch_buf_append(b, tmp, (size_t)n);
-}
-
-void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
-{
-	struct orch_store_stats st;
-	uint64_t inodes = 0, next = 0, bytes_in = sv->s_bytes_in, bytes_out = sv->s_bytes_out;
-	bool first = true;
-	uint16_t types[SV_MSG_TYPES_MAX];
-	size_t ntypes = orch_msg_types(types, SV_MSG_TYPES_MAX);
-
-	orch_store_get_stats(sv->s_store, &st);
-	orch_meta_counts(sv->s_meta, &inodes, &next);
-	sv_live_bytes(&bytes_in, &bytes_out);
-	sv_peers_bytes(sv, &bytes_in, &bytes_out);
-	orch_buf_append(b, "{\"requests\": {", 14);
-	for (size_t i = 0; i < ntypes; i++) {
-		if (!sv->s_requests[i])
-			continue;
-		sv_json_u64(b, orch_msg_name(types[i]), sv->s_requests[i], !first);
-		first = false;
-	}
-	orch_buf_append(b, "}", 1);
-	sv_json_u64(b, "bytes_in", bytes_in, true);
-	sv_json_u64(b, "bytes_out", bytes_out, true);
-	sv_json_u64(b, "commits", orch_meta_commit_count(sv->s_meta), true);
-	sv_json_u64(b, "syncs", sv->s_syncs, true);
-	sv_json_u64(b, "fsync_requests", sv->s_sync_waiters, true);
-	sv_json_u64(b, "wal_restarts", atomic_load(&sv->s_wal_restarts), true);
-	sv_json_u64(b, "wal_restart_us", atomic_load(&sv->s_wal_restart_us), true);
-	sv_json_u64(b, "wal_wait_us", orch_meta_busy_us(sv->s_meta), true);
-	sv_json_u64(b, "intents_done", sv->s_intents_done, true);
-	sv_json_u64(b, "leases", sv_lease_count(), true);
-	sv_json_u64(b, "lease_grants", sv->s_lease_grants, true);
-	sv_json_u64(b, "lease_pushes", sv->s_lease_pushes, true);
-	sv_json_u64(b, "lease_revokes", sv->s_lease_revokes, true);
-	sv_json_u64(b, "inodes", inodes, true);
-	{
-		uint64_t wnodes, wregs, wcuts;
-
-		sv_writers_counts(&wnodes, &wregs, &wcuts);
-		sv_json_u64(b, "writer_inodes", wnodes, true);
-		sv_json_u64(b, "writer_registrations", wregs, true);
-		sv_json_u64(b, "writer_cuts", wcuts, true);
-	}
-	sv_json_u64(b, "data_bytes_written", st.bytes_written, true);
-	sv_json_u64(b, "data_bytes_read", st.bytes_read, true);
-	sv_json_u64(b, "data_objects_created", st.objects_created, true);
-	sv_json_u64(b, "data_objects_deleted", st.objects_deleted, true);
-	sv_json_u64(b, "data_objects_reclaimed", sv_admin_reclaimed(), true);
-	sv_json_u64(b, "data_objects_cut", sv_admin_cut(), true);
-	/* The store's own counters (store.h), and the writes queued to it. */
-	orch_buf_append(b, ", \"store\": {", 12);
-	sv_json_u64(b, "ops", st.ops, false);
-	sv_json_u64(b, "commits", st.commits, true);
-	sv_json_u64(b, "syncs", st.syncs, true);
-	sv_json_u64(b, "sync_calls", st.sync_calls, true);
-	sv_json_u64(b, "csum_errors", st.csum_errors, true);
-	sv_json_u64(b, "work_chunks", st.work_chunks, true);
-	sv_json_u64(b, "checkpoints", st.checkpoints, true);
-	sv_json_u64(b, "checkpoint_us", st.checkpoint_us, true);
-	sv_json_u64(b, "writes_queued", sv->s_writes.w_submitted - sv->s_writes.w_answered, true);
-	orch_buf_append(b, "}", 1);
-	sv_json_u64(b, "protocol_errors", sv->s_errors_proto, true);
-	sv_json_u64(b, "connections", sv->s_conns, true);
-	sv_json_u64(b, "uptime_ms", orch_time_now_ms() - sv->s_started_ms, true);
-	orch_buf_append(b, "}", 1);
-}
-
-/* --- Dispatch ------------------------------------------------------------------------------------- */
-
-static void sv_count(struct sv_server *sv, uint16_t type)
-{
-	int i = orch_msg_index(type);
-
-	if (i >= 0 && i < SV_MSG_TYPES_MAX)
-		sv->s_requests[i]++;
-}
-
-static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
-{
-	struct orch_msg rep;
-
-	orch_msg_init(&rep, ORCH_AN2AN_UNKNOWN);
-	rep.flags = ORCH_FRAME_REPLY;
-	rep.reqid = h->reqid;
-	rep.status = -ENOSYS;
-	orch_conn_send(c, &rep);
-}
-
-static void sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	switch (m->type) {
-	case ORCH_CL2SV_LOOKUP:
-	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-		r->r_lease_dir = m->parent;
-		break;
-	case ORCH_CL2SV_LINK:
-		r->r_lease_dir = m->newparent;
-		break;
-	case ORCH_CL2SV_READDIR:
-		r->r_lease_dir = m->handle;
-		break;
-	default:
-		break;
-	}
-	switch (m->type) {
-	case ORCH_AN2AN_PING: sv_ping(sv, r); break;
-	case ORCH_CL2SV_LOOKUP: sv_lookup(sv, r, m); break;
-	case ORCH_CL2SV_GETATTR: sv_getattr(sv, r, m); break;
-	case ORCH_CL2SV_SETATTR: sv_setattr(sv, r, m); break;
-	case ORCH_CL2SV_CREATE: sv_create(sv, r, m); break;
-	case ORCH_CL2SV_MKDIR: sv_mkdir(sv, r, m); break;
-	case ORCH_CL2SV_READLINK: sv_readlink(sv, r, m); break;
-	case ORCH_CL2SV_LINK: sv_link(sv, r, m); break;
-	case ORCH_CL2SV_UNLINK: sv_unlink(sv, r, m); break;
-	case ORCH_CL2SV_RENAME: sv_rename(sv, r, m); break;
-	case ORCH_CL2SV_READDIR: sv_readdir(sv, r, m); break;
-	case ORCH_CL2SV_STATFS: sv_statfs(sv, r); break;
-	case ORCH_CL2SV_GETXATTR: sv_getxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_LISTXATTR: sv_getxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_SETXATTR: sv_setxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_REMOVEXATTR: sv_setxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_ACCESS:
-		sv_reply_status(r, orch_meta_access(sv->s_meta, &m->cred, m->handle, m->mode));
-		break;
-	case ORCH_CL2SV_EXTEND: sv_extend(sv, r, m); break;
-	case ORCH_CL2SV_WRITERS: sv_writers_request(sv, r, m); break;
-	case ORCH_CL2SV_READ: sv_read(sv, r, m); break;
-	case ORCH_CL2SV_WRITE: sv_write(sv, r, m); break;
-	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
-	case ORCH_CL2SV_COPY_RANGE: sv_copy_range(sv, r, m); break;
-	case ORCH_CL2SV_PUNCH: sv_punch(sv, r, m); break;
-	case ORCH_CL2SV_DEDUPE: sv_dedupe(sv, r, m); break;
-	case ORCH_CL2SV_BLOCKSUMS: sv_block_sums(sv, r, m); break;
-	case ORCH_AD2SV_STATS: sv_stats(sv, r); break;
-	case ORCH_AD2SV_FSMAP: sv_admin_fsmap(sv, r, m); break;
-	case ORCH_AD2SV_NAMES: sv_admin_names(sv, r, m); break;
-	case ORCH_AD2SV_SCRUB: sv_admin_scrub(sv, r, m); break;
-	case ORCH_SV2SV_MKDIR_INODE:
-	case ORCH_SV2SV_RMDIR_INODE:
-	case ORCH_SV2SV_NLINK_ADJ:
-	case ORCH_SV2SV_DATA_DELETE:
-	case ORCH_SV2SV_DATA_DELETE_MANY:
-	case ORCH_SV2SV_DATA_TRUNCATE:
-	case ORCH_SV2SV_SET_PARENT:
-	case ORCH_SV2SV_RENAME_IN:
-	case ORCH_SV2SV_APPLIED_TRIM:
-	case ORCH_SV2SV_WRITE:
-	case ORCH_SV2SV_RECLAIM:
-	case ORCH_SV2SV_DATA_CUT:
-		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
-					   r->r_conn->c_peer, orch_msg_name(m->type));
-			sv_reply_status(r, -EPERM);
-			break;
-		}
-		if (m->type == ORCH_SV2SV_DATA_CUT)
-			sv_writers_cut_request(sv, r, m);
-		else
-			sv_sv_request(sv, r, m);
-		break;
-	default:
-		sv_reply_status(r, -ENOSYS);
-		break;
-	}
-}
-
-/* Dispatches with the owners fetched so far known to the sticky rule. */
-static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-			      const uint8_t *payload)
-{
-	for (unsigned int i = 0; i < r->r_nowners; i++)
-		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
-	r->r_raw = payload;
-	sv_dispatch(sv, r, m);
-	/* @r may be gone now. */
-	orch_meta_remote_owner_clear(sv->s_meta);
-}
-
-struct owner_fetch {
-	struct sv_req *of_req;
-	uint64_t of_child;
-	uint8_t *of_payload; /* copy of the request's */
-};
-
-static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
-			     const struct orch_msg *rep)
-{
-	struct owner_fetch *of = arg;
-	struct sv_req *r = of->of_req;
-	struct orch_msg m;
-
-	if (!error) {
-		r->r_owners[r->r_nowners].handle = of->of_child;
-		r->r_owners[r->r_nowners].uid = rep->attr.uid;
-		r->r_nowners++;
-		error = orch_msg_decode(&r->r_hdr, of->of_payload, &m);
-	}
-	if (error) {
-		sv_reply_status(r, error == -EHOSTDOWN ? -EIO : error);
-	} else {
-		sv_dispatch_owned(sv, r, &m, of->of_payload);
-		orch_msg_fini(&m);
-	}
-	free(of->of_payload);
-	free(of);
-}
-
-void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t child)
-{
-	struct owner_fetch *of;
-	struct orch_msg m;
-
-	if (r->r_nowners == ORCH_ARRAY_SIZE(r->r_owners) || !r->r_raw) {
-		sv_reply_status(r, -EPERM);
-		return;
-	}
-	of = calloc(1, sizeof(*of));
-	if (of)
-		of->of_payload = malloc(r->r_hdr.length ? r->r_hdr.length : 1);
-	if (!of || !of->of_payload) {
-		free(of);
-		sv_reply_status(r, -ENOMEM);
-		return;
-	}
-	memcpy(of->of_payload, r->r_raw, r->r_hdr.length);
-	of->of_req = r;
-	of->of_child = child;
-	r->r_raw = NULL;
-	orch_msg_init(&m, ORCH_CL2SV_GETATTR);
-	m.handle = child;
-	sv_peer_call(sv, orch_handle_server(child), &m, sv_owner_fetched, of);
-}
-
-void sv_cl_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint8_t *payload)
-{
-	struct sv_server *sv = c->c_arg;
-	struct orch_msg m;
-	struct sv_req *r;
-	uint64_t bad;
-	int error;
-
-	if (h->flags & ORCH_FRAME_REPLY) {
-		sv_peer_reply(sv, c, h, payload);
-		return;
-	}
-	error = orch_msg_decode(h, payload, &m);
-	if (error == -ENOSYS || (!error && (m.type == ORCH_AN2AN_HELLO ||
-					    m.type == ORCH_AN2AN_AUTH ||
-					    m.type == ORCH_AN2AN_UNKNOWN))) {
-		orch_msg_fini(&m);
-		sv_unknown(c, h);
-		return;
-	}
-	if (error) {
-		sv->s_errors_proto++;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "malformed request, closing: peer=%s type=%s len=%u: %s",
-				   c->c_peer, orch_msg_name(h->type), h->length, strerror(-error));
-		orch_conn_close(c, -EPROTO);
-		return;
-	}
-	sv_count(sv, h->type);
-	r = sv_req_create(sv, c, h);
-	if (!r) {
-		orch_msg_fini(&m);
-		orch_conn_close(c, -ENOMEM);
-		return;
-	}
-	/*
-	 * Before any handler: a handle of a server the cluster does not have
-	 * would otherwise make a data object or an entry nothing can reach,
-	 * or an intent retried for ever.  The request is well formed, so the
-	 * peer gets an answer and keeps its connection.
-	 */
-	if (orch_msg_check_handles(&m, sv->s_cfg.nservers, &bad)) {
-		sv->s_errors_proto++;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "handle of a server not in the cluster, refused: peer=%s type=%s "
-				   "handle=%#" PRIx64 " servers=%u",
-				   c->c_peer, orch_msg_name(h->type), bad, sv->s_cfg.nservers);
-		orch_msg_fini(&m);
-		sv_reply_status(r, -EINVAL);
-		return;
-	}
-	sv_dispatch_owned(sv, r, &m, payload);
-	orch_msg_fini(&m);
 }

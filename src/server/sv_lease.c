@@ -26,10 +26,10 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "server/sv.h"
+#include "server/sv_conns.h"
+#include "server/sv_lease.h"
 
-#define SV_LEASE_MAX (1u << 20)        /* records; about 40 MiB at most */
 #define SV_LEASE_BUCKETS0 4096u
-#define SV_LEASE_MARGIN_MS 1000u       /* kept past the client's term: clock drift */
 
 struct sv_lease {
 	struct sv_lease *l_next;        /* hash chain */
@@ -54,8 +54,6 @@ struct sv_leases {
 	bool t_flush_armed;
 };
 
-static struct sv_leases leases;
-
 static size_t lease_bucket(uint64_t h, size_t nbuckets)
 {
 	/* Handles of one server are sequential: mix the bits. */
@@ -65,33 +63,34 @@ static size_t lease_bucket(uint64_t h, size_t nbuckets)
 	return (size_t)h & (nbuckets - 1);
 }
 
-static void lease_grow(void)
+static void lease_grow(struct sv_leases *t)
 {
-	size_t n = leases.t_nbuckets * 2;
+	size_t n = t->t_nbuckets * 2;
 	struct sv_lease **b = calloc(n, sizeof(*b));
 
 	if (!b)
 		return; /* longer chains, still correct */
-	for (size_t i = 0; i < leases.t_nbuckets; i++) {
-		while (leases.t_buckets[i]) {
-			struct sv_lease *l = leases.t_buckets[i];
+	for (size_t i = 0; i < t->t_nbuckets; i++) {
+		while (t->t_buckets[i]) {
+			struct sv_lease *l = t->t_buckets[i];
 			size_t j = lease_bucket(l->l_handle, n);
 
-			leases.t_buckets[i] = l->l_next;
+			t->t_buckets[i] = l->l_next;
 			l->l_next = b[j];
 			b[j] = l;
 		}
 	}
-	free(leases.t_buckets);
-	leases.t_buckets = b;
-	leases.t_nbuckets = n;
+	free(t->t_buckets);
+	t->t_buckets = b;
+	t->t_nbuckets = n;
 }
 
 /* Drops every record for which @drop is true. */
-static void lease_filter(bool (*drop)(const struct sv_lease *, const void *), const void *arg)
+static void lease_filter(struct sv_leases *t, bool (*drop)(const struct sv_lease *, const void *),
+			 const void *arg)
 {
-	for (size_t i = 0; i < leases.t_nbuckets; i++) {
-		struct sv_lease **p = &leases.t_buckets[i];
+	for (size_t i = 0; i < t->t_nbuckets; i++) {
+		struct sv_lease **p = &t->t_buckets[i];
 
 		while (*p) {
 			struct sv_lease *l = *p;
@@ -99,7 +98,7 @@ static void lease_filter(bool (*drop)(const struct sv_lease *, const void *), co
 			if (drop(l, arg)) {
 				*p = l->l_next;
 				free(l);
-				leases.t_count--;
+				t->t_count--;
 			} else {
 				p = &l->l_next;
 			}
@@ -126,8 +125,9 @@ static bool lease_any(const struct sv_lease *l, const void *arg)
 
 static void lease_flush(void *arg)
 {
-	(void)arg;
-	leases.t_flush_armed = false;
+	struct sv_server *sv = arg;
+
+	sv->s_leases->t_flush_armed = false;
 	orch_conn_flush_listed(NULL);
 }
 
@@ -153,9 +153,9 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 		sv->s_lease_pushes++;
 	else
 		c->c_lost = true;
-	if (!leases.t_flush_armed) {
-		leases.t_flush_armed = true;
-		orch_ev_timer_arm(sv->s_ev, &leases.t_flush, 0, lease_flush, sv);
+	if (!sv->s_leases->t_flush_armed) {
+		sv->s_leases->t_flush_armed = true;
+		orch_ev_timer_arm(sv->s_ev, &sv->s_leases->t_flush, 0, lease_flush, sv);
 	}
 }
 
@@ -173,8 +173,8 @@ static void lease_revoke(struct orch_conn *c, void *arg)
 /* The table is full: everybody forgets everything, and so do we. */
 static void lease_revoke_all(struct sv_server *sv)
 {
-	sv_live_each(lease_revoke, sv);
-	lease_filter(lease_any, NULL);
+	sv_conns_each(sv, lease_revoke, sv);
+	lease_filter(sv->s_leases, lease_any, NULL);
 	sv->s_lease_revokes++;
 	ORCH_LOG_RATELIMIT(ORCH_LOG_NOTICE, "lease table full: revoked every lease (%u records)",
 			   SV_LEASE_MAX);
@@ -183,34 +183,36 @@ static void lease_revoke_all(struct sv_server *sv)
 static void lease_sweep(void *arg)
 {
 	struct sv_server *sv = arg;
+	struct sv_leases *t = sv->s_leases;
 	uint64_t now = orch_time_now_ms();
 
-	lease_filter(lease_is_expired, &now);
-	orch_ev_timer_arm(sv->s_ev, &leases.t_sweep, leases.t_term_ms, lease_sweep, sv);
+	lease_filter(t, lease_is_expired, &now);
+	orch_ev_timer_arm(sv->s_ev, &t->t_sweep, t->t_term_ms, lease_sweep, sv);
 }
 
 /* @c may cache what it is told about @h, if held here, until @expire. */
 static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, uint64_t expire)
 {
+	struct sv_leases *t = sv->s_leases;
 	struct sv_lease **b, *l;
 
 	if (orch_handle_server(h) != sv->s_index)
 		return;
-	b = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	b = &t->t_buckets[lease_bucket(h, t->t_nbuckets)];
 	for (l = *b; l; l = l->l_next) {
 		if (l->l_handle == h && l->l_conn == c) {
 			l->l_expire_ms = expire;
 			return;
 		}
 	}
-	if (leases.t_count >= SV_LEASE_MAX) {
+	if (t->t_count >= SV_LEASE_MAX) {
 		/* sv_lease_grant_reply made room: cannot happen. */
 		c->c_lost = true;
 		return;
 	}
-	if (leases.t_count >= leases.t_nbuckets * 2) {
-		lease_grow();
-		b = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	if (t->t_count >= t->t_nbuckets * 2) {
+		lease_grow(t);
+		b = &t->t_buckets[lease_bucket(h, t->t_nbuckets)];
 	}
 	l = malloc(sizeof(*l));
 	if (!l) {
@@ -227,28 +229,29 @@ static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, u
 	l->l_expire_ms = expire;
 	l->l_next = *b;
 	*b = l;
-	leases.t_count++;
+	t->t_count++;
 	sv->s_lease_grants++;
 }
 
 void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
 			  const struct orch_msg *rep)
 {
+	struct sv_leases *t = sv->s_leases;
 	size_t need = 2 + rep->ndirents;
 	uint64_t expire;
 
-	if (!leases.t_buckets || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
+	if (!t || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
 		return;
-	expire = orch_time_now_ms() + leases.t_term_ms;
+	expire = orch_time_now_ms() + t->t_term_ms;
 	/*
 	 * Room first, so that no grant of this reply is undone by a revoke
 	 * that the client would read before the reply.
 	 */
-	if (leases.t_count + need > SV_LEASE_MAX) {
+	if (t->t_count + need > SV_LEASE_MAX) {
 		uint64_t now = orch_time_now_ms();
 
-		lease_filter(lease_is_expired, &now);
-		if (leases.t_count + need > SV_LEASE_MAX / 2)
+		lease_filter(t, lease_is_expired, &now);
+		if (t->t_count + need > SV_LEASE_MAX / 2)
 			lease_revoke_all(sv);
 	}
 	if (dir && (rep->status == 0 || (rep->type == ORCH_CL2SV_LOOKUP && rep->status == -ENOENT)))
@@ -281,13 +284,14 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 static void lease_changed(void *arg, uint64_t h, const char *name, size_t namelen)
 {
 	struct sv_server *sv = arg;
+	struct sv_leases *t = sv->s_leases;
 	struct sv_lease **p;
 	uint64_t now;
 
-	if (!leases.t_count)
+	if (!t->t_count)
 		return;
 	now = orch_time_now_ms();
-	p = &leases.t_buckets[lease_bucket(h, leases.t_nbuckets)];
+	p = &t->t_buckets[lease_bucket(h, t->t_nbuckets)];
 	while (*p) {
 		struct sv_lease *l = *p;
 
@@ -298,7 +302,7 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 		if (l->l_expire_ms <= now || l->l_conn->c_closed) {
 			*p = l->l_next;
 			free(l);
-			leases.t_count--;
+			t->t_count--;
 			continue;
 		}
 		if (name)
@@ -311,41 +315,51 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 
 void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c)
 {
-	(void)sv;
-	if (leases.t_count && (c->c_features & ORCH_FEAT_LEASES))
-		lease_filter(lease_is_of_conn, c);
+	struct sv_leases *t = sv->s_leases;
+
+	if (t && t->t_count && (c->c_features & ORCH_FEAT_LEASES))
+		lease_filter(t, lease_is_of_conn, c);
 }
 
-size_t sv_lease_count(void)
+size_t sv_lease_count(const struct sv_server *sv)
 {
-	return leases.t_count;
+	return sv->s_leases ? sv->s_leases->t_count : 0;
 }
 
 int sv_lease_init(struct sv_server *sv)
 {
+	struct sv_leases *t;
+
 	if (!sv->s_cfg.lease_ms)
 		return 0;
-	leases.t_buckets = calloc(SV_LEASE_BUCKETS0, sizeof(*leases.t_buckets));
-	if (!leases.t_buckets)
+	t = calloc(1, sizeof(*t));
+	if (t)
+		t->t_buckets = calloc(SV_LEASE_BUCKETS0, sizeof(*t->t_buckets));
+	if (!t || !t->t_buckets) {
+		free(t);
 		return -ENOMEM;
-	leases.t_nbuckets = SV_LEASE_BUCKETS0;
-	leases.t_count = 0;
-	leases.t_term_ms = sv->s_cfg.lease_ms + SV_LEASE_MARGIN_MS;
+	}
+	t->t_nbuckets = SV_LEASE_BUCKETS0;
+	t->t_count = 0;
+	t->t_term_ms = sv->s_cfg.lease_ms + SV_LEASE_MARGIN_MS;
+	sv->s_leases = t;
 	orch_meta_set_change_hook(sv->s_meta, lease_changed, sv);
-	orch_ev_timer_arm(sv->s_ev, &leases.t_sweep, leases.t_term_ms, lease_sweep, sv);
+	orch_ev_timer_arm(sv->s_ev, &t->t_sweep, t->t_term_ms, lease_sweep, sv);
 	return 0;
 }
 
 void sv_lease_fini(struct sv_server *sv)
 {
-	if (!leases.t_buckets)
+	struct sv_leases *t = sv->s_leases;
+
+	if (!t)
 		return;
 	orch_meta_set_change_hook(sv->s_meta, NULL, NULL);
-	orch_ev_timer_cancel(sv->s_ev, &leases.t_sweep);
-	orch_ev_timer_cancel(sv->s_ev, &leases.t_flush);
-	lease_flush(NULL);
-	lease_filter(lease_any, NULL);
-	free(leases.t_buckets);
-	leases.t_buckets = NULL;
-	leases.t_nbuckets = 0;
+	orch_ev_timer_cancel(sv->s_ev, &t->t_sweep);
+	orch_ev_timer_cancel(sv->s_ev, &t->t_flush);
+	lease_flush(sv);
+	lease_filter(t, lease_any, NULL);
+	free(t->t_buckets);
+	free(t);
+	sv->s_leases = NULL;
 }

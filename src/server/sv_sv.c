@@ -1,16 +1,14 @@
 /*
- * Other servers: the connections we open to peers (as a client of theirs),
- * calls on them with completion callbacks, and the SV2SV requests peers send
- * us.  Every SV2SV request is idempotent, because a coordinator replays its
- * intents until they are done: creations are remembered in the "applied"
- * table by (origin server, intent id); deletions and truncations are
- * naturally idempotent.  Every answer to a step that changes something
- * leaves only once the change is durable (sv_sv_reply; DESIGN.md,
+ * The SV2SV requests other servers send us (the calls we make on them are
+ * in sv_peer.c).  Every SV2SV request is idempotent, because a coordinator
+ * replays its intents until they are done: creations are remembered in the
+ * "applied" table by (origin server, intent id); deletions and truncations
+ * are naturally idempotent.  Every answer to a step that changes something
+ * leaves only once the change is durable (sv_flusher_reply; DESIGN.md,
  * "Intents"), including an answer from the applied record, which a kill
  * (not a power cut) may have left unsynced.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h>
@@ -18,278 +16,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/pcut.h"
 #include "common/time.h"
+#include "server/flush.h"
+#include "server/intent.h"
 #include "server/sv.h"
-
-struct peer_call {
-	uint64_t pc_reqid;
-	uint64_t pc_deadline_ms;
-	sv_peer_cb pc_cb;
-	void *pc_arg;
-	struct peer_call *pc_next;
-};
-
-struct sv_peer {
-	struct orch_conn *p_conn;   /* NULL when not connected */
-	struct peer_call *p_calls;  /* in flight, oldest first */
-	uint64_t p_next_reqid;
-	bool p_down_logged;
-};
-
-static struct orch_ev_timer peer_timer;
-
-static void peer_fail_all(struct sv_server *sv, struct sv_peer *p, int error)
-{
-	struct peer_call *list = p->p_calls;
-
-	p->p_calls = NULL;
-	while (list) {
-		struct peer_call *next = list->pc_next;
-
-		list->pc_cb(sv, list->pc_arg, error, NULL);
-		free(list);
-		list = next;
-	}
-}
-
-static struct sv_peer *peer_of_conn(struct sv_server *sv, struct orch_conn *c,
-				    unsigned int *index)
-{
-	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		if (sv->s_peers[i].p_conn == c) {
-			if (index)
-				*index = i;
-			return &sv->s_peers[i];
-		}
-	}
-	return NULL;
-}
-
-static void peer_on_close(struct orch_conn *c, int reason)
-{
-	struct sv_server *sv = c->c_arg;
-	unsigned int i;
-	struct sv_peer *p = peer_of_conn(sv, c, &i);
-
-	sv->s_bytes_in += c->c_bytes_in;
-	sv->s_bytes_out += c->c_bytes_out;
-	if (!p)
-		return;
-	p->p_conn = NULL;
-	if (!p->p_down_logged) {
-		ORCH_NOTICE("peer down: server=%s: %s", sv->s_cfg.servers[i].name,
-			    reason ? strerror(-reason) : "closed");
-		p->p_down_logged = true;
-	}
-	peer_fail_all(sv, p, reason == -ECONNREFUSED || !reason ? -EHOSTDOWN : -EIO);
-}
-
-static void peer_on_ready(struct orch_conn *c)
-{
-	struct sv_server *sv = c->c_arg;
-	unsigned int i;
-	struct sv_peer *p = peer_of_conn(sv, c, &i);
-
-	if (p && p->p_down_logged) {
-		ORCH_NOTICE("peer up: server=%s", sv->s_cfg.servers[i].name);
-		p->p_down_logged = false;
-	}
-}
-
-static const struct orch_conn_ops peer_ops = {
-	.on_frame = sv_cl_frame,
-	.on_ready = peer_on_ready,
-	.on_close = peer_on_close,
-};
-
-/* Fails calls whose deadline passed; the peer may be hung rather than gone. */
-static void peer_tick(void *arg)
-{
-	struct sv_server *sv = arg;
-	uint64_t now = orch_time_now_ms();
-
-	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		struct peer_call **pp = &sv->s_peers[i].p_calls;
-
-		while (*pp) {
-			struct peer_call *pc = *pp;
-
-			if (pc->pc_deadline_ms > now) {
-				pp = &pc->pc_next;
-				continue;
-			}
-			*pp = pc->pc_next;
-			pc->pc_cb(sv, pc->pc_arg, -ETIMEDOUT, NULL);
-			free(pc);
-		}
-	}
-	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
-}
-
-void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out)
-{
-	for (unsigned int i = 0; i < sv->s_cfg.nservers && sv->s_peers; i++) {
-		if (sv->s_peers[i].p_conn) {
-			*in += sv->s_peers[i].p_conn->c_bytes_in;
-			*out += sv->s_peers[i].p_conn->c_bytes_out;
-		}
-	}
-}
-
-int sv_peers_init(struct sv_server *sv)
-{
-	sv->s_peers = calloc(sv->s_cfg.nservers, sizeof(*sv->s_peers));
-	if (!sv->s_peers)
-		return -ENOMEM;
-	orch_ev_timer_arm(sv->s_ev, &peer_timer, 500, peer_tick, sv);
-	return 0;
-}
-
-void sv_peers_fini(struct sv_server *sv)
-{
-	if (!sv->s_peers)
-		return;
-	orch_ev_timer_cancel(sv->s_ev, &peer_timer);
-	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		struct sv_peer *p = &sv->s_peers[i];
-
-		if (p->p_conn)
-			orch_conn_close(p->p_conn, -ESHUTDOWN);
-		peer_fail_all(sv, p, -ESHUTDOWN);
-	}
-	free(sv->s_peers);
-	sv->s_peers = NULL;
-}
-
-void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
-		  sv_peer_cb cb, void *arg)
-{
-	const struct orch_server_cfg *scfg;
-	struct peer_call *pc, **tail;
-	struct sv_peer *p;
-	int error;
-
-	if (peer >= sv->s_cfg.nservers || peer == sv->s_index) {
-		cb(sv, arg, -EINVAL, NULL);
-		return;
-	}
-	scfg = &sv->s_cfg.servers[peer];
-	p = &sv->s_peers[peer];
-	pc = calloc(1, sizeof(*pc));
-	if (!pc) {
-		cb(sv, arg, -ENOMEM, NULL);
-		return;
-	}
-	if (!p->p_conn) {
-		error = orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
-					  sv->s_index, &peer_ops, sv, &p->p_conn);
-		if (error) {
-			free(pc);
-			cb(sv, arg, -EHOSTDOWN, NULL);
-			return;
-		}
-	}
-	m->reqid = ++p->p_next_reqid;
-	m->flags = 0;
-	pc->pc_reqid = m->reqid;
-	pc->pc_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
-	pc->pc_cb = cb;
-	pc->pc_arg = arg;
-	error = orch_conn_send(p->p_conn, m);
-	if (error) {
-		free(pc);
-		cb(sv, arg, error == -EPIPE ? -EHOSTDOWN : error, NULL);
-		return;
-	}
-	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
-		;
-	*tail = pc;
-}
-
-void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
-		   const struct orch_frame_hdr *h, const uint8_t *payload)
-{
-	struct sv_peer *p = peer_of_conn(sv, c, NULL);
-	struct peer_call **pp, *pc = NULL;
-	struct orch_msg m;
-	int error;
-
-	if (!p) {
-		sv->s_errors_proto++;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "unexpected reply frame, closing: peer=%s type=0x%04x",
-				   c->c_peer, h->type);
-		orch_conn_close(c, -EPROTO);
-		return;
-	}
-	for (pp = &p->p_calls; *pp; pp = &(*pp)->pc_next) {
-		if ((*pp)->pc_reqid == h->reqid) {
-			pc = *pp;
-			*pp = pc->pc_next;
-			break;
-		}
-	}
-	if (!pc)
-		return; /* timed out already */
-	error = orch_msg_decode(h, payload, &m);
-	if (error) {
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "malformed reply from peer: peer=%s type=0x%04x: %s",
-				   c->c_peer, h->type, strerror(-error));
-		pc->pc_cb(sv, pc->pc_arg, -EIO, NULL);
-	} else {
-		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
-		orch_msg_fini(&m);
-	}
-	free(pc);
-}
-
-/* --- Requests from peers ---------------------------------------------------------------------- */
-
-struct durable_reply {
-	struct sv_req *dr_req;
-	struct orch_msg dr_msg;
-};
-
-/* Crash point @step of a peer step: "<message>-<step>" (docs/DESIGN.md, "Intents"). */
-static void sv_sv_point(uint16_t type, const char *step)
-{
-	char name[64];
-
-	if (!orch_pcut_enabled())
-		return;
-	snprintf(name, sizeof(name), "%s-%s", orch_msg_name(type), step);
-	orch_pcut_point(name);
-}
-
-static void sv_sv_reply_durable(struct sv_server *sv, void *arg, int error)
-{
-	struct durable_reply *dr = arg;
-
-	(void)sv;
-	sv_sv_point(dr->dr_req->r_type, "durable");
-	if (error && !dr->dr_msg.status) {
-		/* Not durable: a failure, which the coordinator retries. */
-		orch_msg_init(&dr->dr_msg, 0);
-		dr->dr_msg.status = error;
-	}
-	sv_reply(dr->dr_req, &dr->dr_msg);
-	free(dr);
-}
-
-void sv_sv_reply(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
-{
-	struct durable_reply *dr = malloc(sizeof(*dr));
-
-	sv_sv_point(r->r_type, "applied");
-	if (!dr) {
-		/* Not knowing it durable, say nothing: the coordinator retries. */
-		sv_reply_status(r, -ENOMEM);
-		return;
-	}
-	dr->dr_req = r;
-	dr->dr_msg = *m;
-	sv_flusher_after(sv, sv_sv_reply_durable, dr);
-}
+#include "server/sv_req.h"
+#include "server/sv_sv.h"
+#include "server/sv_write.h"
 
 static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
@@ -322,7 +55,7 @@ static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const stru
 		sv_flusher_dirty(sv);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 }
 
 static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
@@ -383,7 +116,7 @@ static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orc
 		sv_intent_start(sv, in, NULL);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
 }
 
 /*
@@ -481,7 +214,7 @@ static int sv_sv_rename_in_over(struct sv_server *sv, struct sv_req *r, const st
  * already named this inode (rename does nothing).  Idempotent through the
  * applied record of (origin, id).
  */
-static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *ins[2] = { NULL, NULL };
 	uint32_t type = m->mode & S_IFMT;
@@ -502,7 +235,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 		}
 		goto out_reply;
 	}
-	if (sv_intent_origin_running(m->origin, m->id)) {
+	if (sv_intent_origin_running(sv, m->origin, m->id)) {
 		error = -EAGAIN; /* still at it from an earlier try */
 		goto out_reply;
 	}
@@ -526,8 +259,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 			error = sv_sv_exchange_in(sv, r, m, &victim, &rep);
 		if (error == -EREMOTE) {
 			orch_meta_abort(sv->s_meta);
-			sv_owner_fetch(sv, r, victim.handle);
-			return;
+			return sv_req_need_owner(r, victim.handle);
 		}
 		if (error)
 			goto out_abort;
@@ -543,8 +275,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 		if (error == -EREMOTE) {
 			/* Sticky target directory: its owner decides, on its server. */
 			orch_meta_abort(sv->s_meta);
-			sv_owner_fetch(sv, r, victim.handle);
-			return;
+			return sv_req_need_owner(r, victim.handle);
 		}
 		if (error)
 			goto out_abort;
@@ -552,7 +283,7 @@ static void sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct
 			error = sv_sv_rename_in_over(sv, r, m, &victim);
 			if (error)
 				goto out_abort;
-			return;
+			return 0;
 		}
 		error = orch_meta_unlink(sv->s_meta, m->parent, m->name.s, m->name.len, &remote,
 					 &freed);
@@ -602,7 +333,8 @@ out_free:
 		free(ins[i]);
 out_reply:
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
+	return 0;
 }
 
 /*
@@ -623,7 +355,7 @@ static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m
 	return orch_store_delete_many(sv->s_store, h, n);
 }
 
-void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	int error;
@@ -631,13 +363,12 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	switch (m->type) {
 	case ORCH_SV2SV_MKDIR_INODE:
 		sv_sv_mkdir_inode(sv, r, m);
-		return;
+		return 0;
 	case ORCH_SV2SV_NLINK_ADJ:
 		sv_sv_nlink(sv, r, m);
-		return;
+		return 0;
 	case ORCH_SV2SV_RENAME_IN:
-		sv_sv_rename_in(sv, r, m);
-		return;
+		return sv_sv_rename_in(sv, r, m);
 	case ORCH_SV2SV_RMDIR_INODE:
 		error = orch_meta_dir_remove(sv->s_meta, m->handle);
 		break;
@@ -658,16 +389,7 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		break;
 	case ORCH_SV2SV_WRITE:
 		sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
-		return;
-	case ORCH_SV2SV_RECLAIM:
-		/* Only for the peer itself: it is the one that knows it restarted. */
-		if (m->origin != r->r_conn->c_origin) {
-			sv_reply_status(r, -EINVAL);
-			return;
-		}
-		sv_admin_reclaim(sv, m->origin);
-		sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
-		return;
+		return 0;
 	default:
 		error = -ENOSYS;
 		break;
@@ -676,9 +398,10 @@ void sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		sv_flusher_dirty(sv);
 	if (m->type == ORCH_SV2SV_APPLIED_TRIM) {
 		sv_reply_status(r, error); /* forgetting needs no durability */
-		return;
+		return 0;
 	}
 	orch_msg_init(&rep, 0);
 	rep.status = error;
-	sv_sv_reply(sv, r, &rep);
+	sv_flusher_reply(sv, r, &rep);
+	return 0;
 }

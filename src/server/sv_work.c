@@ -22,6 +22,8 @@
 
 #include "common/log.h"
 #include "server/sv.h"
+#include "server/sv_req.h"
+#include "server/sv_work.h"
 
 struct sv_job {
 	struct sv_job *j_next;
@@ -32,13 +34,18 @@ struct sv_job {
 	struct orch_msg j_rep;   /* the reply: scalars only */
 };
 
-static struct {
+/* The data worker of one server (sv->s_worker). */
+struct sv_worker {
 	pthread_mutex_t w_lock;
 	pthread_cond_t w_cv;
-	struct sv_job *w_head, *w_tail;
-	bool w_started, w_stop;
+	struct sv_job *w_head, *w_tail; /* protected by w_lock: queued jobs */
+	bool w_stop;                    /* protected by w_lock */
 	pthread_t w_thread;
-} work_state = { .w_lock = PTHREAD_MUTEX_INITIALIZER, .w_cv = PTHREAD_COND_INITIALIZER };
+	/* The test gate (work_gate), worker thread only. */
+	const char *w_gate_path;        /* ORCH_TEST_WORK_GATE */
+	int w_gate_fd;
+	bool w_gate_gone;               /* the FIFO's writer went away: no more gating */
+};
 
 /* On the loop: answers the request. */
 static void work_done(void *arg)
@@ -53,46 +60,40 @@ static void work_done(void *arg)
  * Test hook: with ORCH_TEST_WORK_GATE naming a FIFO, each job waits for one
  * byte from it, so a test can hold a job and see the loop answer meanwhile.
  */
-static void work_gate(void)
+static void work_gate(struct sv_worker *wk)
 {
-	static const char *path;
-	static bool checked, open_for_good;
-	static int fd = -1;
 	char c;
 
-	if (!checked) {   /* the worker thread only */
-		path = getenv("ORCH_TEST_WORK_GATE");
-		checked = true;
-	}
-	if (!path || !*path || open_for_good)
+	if (!wk->w_gate_path || !*wk->w_gate_path || wk->w_gate_gone)
 		return;
-	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, &c, 1) != 1) {
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-		open_for_good = true;   /* the writer went away */
+	if (wk->w_gate_fd < 0)
+		wk->w_gate_fd = open(wk->w_gate_path, O_RDONLY | O_CLOEXEC);
+	if (wk->w_gate_fd < 0 || read(wk->w_gate_fd, &c, 1) != 1) {
+		if (wk->w_gate_fd >= 0)
+			close(wk->w_gate_fd);
+		wk->w_gate_fd = -1;
+		wk->w_gate_gone = true;   /* the writer went away */
 	}
 }
 
 static void *work_main(void *arg)
 {
-	(void)arg;
-	pthread_mutex_lock(&work_state.w_lock);
+	struct sv_worker *wk = arg;
+
+	pthread_mutex_lock(&wk->w_lock);
 	for (;;) {
 		struct sv_job *j;
 
-		while (!work_state.w_head && !work_state.w_stop)
-			pthread_cond_wait(&work_state.w_cv, &work_state.w_lock);
-		j = work_state.w_head;
+		while (!wk->w_head && !wk->w_stop)
+			pthread_cond_wait(&wk->w_cv, &wk->w_lock);
+		j = wk->w_head;
 		if (!j)
 			break;
-		work_state.w_head = j->j_next;
-		if (!work_state.w_head)
-			work_state.w_tail = NULL;
-		pthread_mutex_unlock(&work_state.w_lock);
-		work_gate();
+		wk->w_head = j->j_next;
+		if (!wk->w_head)
+			wk->w_tail = NULL;
+		pthread_mutex_unlock(&wk->w_lock);
+		work_gate(wk);
 		orch_msg_init(&j->j_rep, 0);
 		j->j_fn(j->j_sv, &j->j_msg, &j->j_rep);
 		if (orch_ev_post(j->j_sv->s_ev, work_done, j)) {
@@ -102,44 +103,61 @@ static void *work_main(void *arg)
 			free(j->j_req);
 			free(j);
 		}
-		pthread_mutex_lock(&work_state.w_lock);
+		pthread_mutex_lock(&wk->w_lock);
 	}
-	pthread_mutex_unlock(&work_state.w_lock);
+	pthread_mutex_unlock(&wk->w_lock);
 	return NULL;
 }
 
 int sv_work_start(struct sv_server *sv)
 {
+	struct sv_worker *wk = calloc(1, sizeof(*wk));
 	int error;
 
-	(void)sv;
-	work_state.w_stop = false;
-	error = -pthread_create(&work_state.w_thread, NULL, work_main, NULL);
-	if (!error)
-		work_state.w_started = true;
-	return error;
+	if (!wk)
+		return -ENOMEM;
+	pthread_mutex_init(&wk->w_lock, NULL);
+	pthread_cond_init(&wk->w_cv, NULL);
+	wk->w_gate_path = getenv("ORCH_TEST_WORK_GATE");
+	wk->w_gate_fd = -1;
+	error = -pthread_create(&wk->w_thread, NULL, work_main, wk);
+	if (error) {
+		pthread_mutex_destroy(&wk->w_lock);
+		pthread_cond_destroy(&wk->w_cv);
+		free(wk);
+		return error;
+	}
+	sv->s_worker = wk;
+	return 0;
 }
 
 void sv_work_stop(struct sv_server *sv)
 {
-	(void)sv;
-	if (!work_state.w_started)
+	struct sv_worker *wk = sv->s_worker;
+
+	if (!wk)
 		return;
-	pthread_mutex_lock(&work_state.w_lock);
-	work_state.w_stop = true;
-	pthread_cond_signal(&work_state.w_cv);
-	pthread_mutex_unlock(&work_state.w_lock);
+	pthread_mutex_lock(&wk->w_lock);
+	wk->w_stop = true;
+	pthread_cond_signal(&wk->w_cv);
+	pthread_mutex_unlock(&wk->w_lock);
 	/* It finishes what was queued; the replies run with the loop's last posts. */
-	pthread_join(work_state.w_thread, NULL);
-	work_state.w_started = false;
+	pthread_join(wk->w_thread, NULL);
+	if (wk->w_gate_fd >= 0)
+		close(wk->w_gate_fd);
+	pthread_mutex_destroy(&wk->w_lock);
+	pthread_cond_destroy(&wk->w_cv);
+	free(wk);
+	sv->s_worker = NULL;
 }
 
 void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 		    sv_work_fn fn)
 {
+	struct sv_worker *wk = sv->s_worker;
 	struct sv_job *j;
 
-	if (!work_state.w_started) {
+	if (!wk) {
 		struct orch_msg rep;
 
 		orch_msg_init(&rep, 0);
@@ -170,12 +188,12 @@ void sv_work_submit(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	j->j_msg.offset2 = m->offset2;
 	j->j_msg.size = m->size;
 	j->j_msg.flags32 = m->flags32;
-	pthread_mutex_lock(&work_state.w_lock);
-	if (work_state.w_tail)
-		work_state.w_tail->j_next = j;
+	pthread_mutex_lock(&wk->w_lock);
+	if (wk->w_tail)
+		wk->w_tail->j_next = j;
 	else
-		work_state.w_head = j;
-	work_state.w_tail = j;
-	pthread_cond_signal(&work_state.w_cv);
-	pthread_mutex_unlock(&work_state.w_lock);
+		wk->w_head = j;
+	wk->w_tail = j;
+	pthread_cond_signal(&wk->w_cv);
+	pthread_mutex_unlock(&wk->w_lock);
 }

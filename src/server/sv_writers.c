@@ -58,7 +58,11 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "proto/layout.h"
+#include "server/flush.h"
 #include "server/sv.h"
+#include "server/sv_peer.h"
+#include "server/sv_req.h"
+#include "server/sv_writers.h"
 
 #define WR_BUCKETS 16384u  /* a power of two */
 
@@ -88,6 +92,7 @@ struct wr_node {
 	uint64_t n_hold_until;       /* monotonic ms: no cut before (a writer left) */
 	bool n_held;                 /* n_timer starts the round (n_cutting is set) */
 	struct orch_ev_timer n_timer;
+	struct sv_server *n_sv;      /* for n_timer */
 };
 
 struct wr_call {
@@ -96,8 +101,8 @@ struct wr_call {
 	unsigned int c_server;
 };
 
-static struct {
-	struct sv_server *sv;
+/* The writers table of one server (sv->s_writers). */
+struct sv_writers {
 	struct wr_node **buckets;
 	/*
 	 * Per bucket, for scrub's N7 (which reads an object's size between two
@@ -113,7 +118,7 @@ static struct {
 	uint64_t hold_ms;            /* WR_HOLD */
 	uint64_t hold_until;         /* monotonic ms: no cut before (this server started) */
 	bool stopping;
-} wr;
+};
 
 static size_t wr_bucket(uint64_t h)
 {
@@ -123,45 +128,47 @@ static size_t wr_bucket(uint64_t h)
 	return (size_t)(h & (WR_BUCKETS - 1));
 }
 
-static struct wr_node *wr_find(uint64_t h)
+static struct wr_node *wr_find(struct sv_writers *wt, uint64_t h)
 {
-	if (!wr.buckets)
+	if (!wt)
 		return NULL;
-	for (struct wr_node *n = wr.buckets[wr_bucket(h)]; n; n = n->n_next)
+	for (struct wr_node *n = wt->buckets[wr_bucket(h)]; n; n = n->n_next)
 		if (n->n_handle == h)
 			return n;
 	return NULL;
 }
 
-static struct wr_node *wr_get(uint64_t h)
+static struct wr_node *wr_get(struct sv_server *sv, uint64_t h)
 {
-	struct wr_node *n = wr_find(h);
+	struct sv_writers *wt = sv->s_writers;
+	struct wr_node *n = wr_find(wt, h);
 	size_t b;
 
-	if (n || !wr.buckets)
+	if (n || !wt)
 		return n;
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return NULL;
 	b = wr_bucket(h);
 	n->n_handle = h;
-	n->n_next = wr.buckets[b];
-	wr.buckets[b] = n;
-	wr.nodes++;
+	n->n_sv = sv;
+	n->n_next = wt->buckets[b];
+	wt->buckets[b] = n;
+	wt->nodes++;
 	return n;
 }
 
 /* Frees @n if nothing keeps it. */
-static void wr_node_put(struct wr_node *n)
+static void wr_node_put(struct sv_writers *wt, struct wr_node *n)
 {
 	struct wr_node **pp;
 
 	if (n->n_regs || n->n_cutting || n->n_waiters)
 		return;
-	for (pp = &wr.buckets[wr_bucket(n->n_handle)]; *pp; pp = &(*pp)->n_next) {
+	for (pp = &wt->buckets[wr_bucket(n->n_handle)]; *pp; pp = &(*pp)->n_next) {
 		if (*pp == n) {
 			*pp = n->n_next;
-			wr.nodes--;
+			wt->nodes--;
 			free(n);
 			return;
 		}
@@ -177,7 +184,7 @@ static bool wr_has(const struct wr_node *n, const struct orch_conn *c)
 }
 
 /* Removes @c's registration; true if it had one. */
-static bool wr_remove(struct wr_node *n, const struct orch_conn *c)
+static bool wr_remove(struct sv_writers *wt, struct wr_node *n, const struct orch_conn *c)
 {
 	for (struct wr_reg **pp = &n->n_regs; *pp; pp = &(*pp)->r_next) {
 		if ((*pp)->r_conn == c) {
@@ -185,14 +192,14 @@ static bool wr_remove(struct wr_node *n, const struct orch_conn *c)
 
 			*pp = r->r_next;
 			free(r);
-			wr.regs--;
+			wt->regs--;
 			return true;
 		}
 	}
 	return false;
 }
 
-static int wr_add(struct wr_node *n, struct orch_conn *c)
+static int wr_add(struct sv_writers *wt, struct wr_node *n, struct orch_conn *c)
 {
 	struct wr_reg *r;
 
@@ -201,11 +208,11 @@ static int wr_add(struct wr_node *n, struct orch_conn *c)
 	r = malloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	wr.epochs[wr_bucket(n->n_handle)]++;
+	wt->epochs[wr_bucket(n->n_handle)]++;
 	r->r_conn = c;
 	r->r_next = n->n_regs;
 	n->n_regs = r;
-	wr.regs++;
+	wt->regs++;
 	return 0;
 }
 
@@ -224,9 +231,10 @@ static void wr_round_done(struct sv_server *sv, struct wr_node *n);
 /* The round of @n ended: answers its waiters, and goes on or frees it. */
 static void wr_round_end(struct sv_server *sv, struct wr_node *n)
 {
+	struct sv_writers *wt = sv->s_writers;
 	struct wr_wait *w = n->n_waiters;
 
-	wr.epochs[wr_bucket(n->n_handle)]++;
+	wt->epochs[wr_bucket(n->n_handle)]++;
 	n->n_cutting = false;
 	n->n_waiters = NULL;
 	if (!n->n_error)
@@ -240,25 +248,26 @@ static void wr_round_end(struct sv_server *sv, struct wr_node *n)
 
 		/* Not cut: such a writer's bytes could be cut later, so it is no writer. */
 		if (n->n_error && w->w_register)
-			wr_remove(n, w->w_req->r_conn);
+			wr_remove(wt, n, w->w_req->r_conn);
 		wr_answer(sv, w->w_req, n->n_error == -EHOSTDOWN ? -EIO : n->n_error,
 			  n->n_handle);
 		free(w);
 		w = next;
 	}
-	if (n->n_recut && !n->n_regs && !wr.stopping) {
+	if (n->n_recut && !n->n_regs && !wt->stopping) {
 		n->n_recut = false;
 		wr_round_start(sv, n);
 		return;
 	}
 	n->n_recut = false;
-	wr_node_put(n);
+	wr_node_put(wt, n);
 }
 
 static void wr_cut_done(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
 {
+	struct sv_writers *wt = sv->s_writers;
 	struct wr_call *call = arg;
-	struct wr_node *n = wr_find(call->c_handle);
+	struct wr_node *n = wr_find(wt, call->c_handle);
 
 	(void)rep;
 	if (n && n->n_cutting && n->n_round == call->c_round) {
@@ -275,7 +284,7 @@ static void wr_hold_end(void *arg)
 	struct wr_node *n = arg;
 
 	n->n_held = false;
-	wr_round_start(wr.sv, n);
+	wr_round_start(n->n_sv, n);
 }
 
 /*
@@ -285,11 +294,12 @@ static void wr_hold_end(void *arg)
  */
 static void wr_round_send(struct sv_server *sv, struct wr_node *n, bool probe)
 {
+	struct sv_writers *wt = sv->s_writers;
 	struct orch_attr a;
 	int error;
 
 	n->n_probe = probe;
-	n->n_round = ++wr.next_round;
+	n->n_round = ++wt->next_round;
 	n->n_error = 0;
 	n->n_outstanding = 1; /* held while sending */
 	error = orch_meta_inode_get(sv->s_meta, n->n_handle, &a);
@@ -368,26 +378,29 @@ static void wr_round_done(struct sv_server *sv, struct wr_node *n)
  */
 static void wr_round_start(struct sv_server *sv, struct wr_node *n)
 {
-	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wr.hold_until, n->n_hold_until);
+	struct sv_writers *wt = sv->s_writers;
+	uint64_t now = orch_time_now_ms(), until = ORCH_MAX(wt->hold_until, n->n_hold_until);
 
-	wr.epochs[wr_bucket(n->n_handle)]++;
+	wt->epochs[wr_bucket(n->n_handle)]++;
 	n->n_cutting = true;
-	if (now < until && !wr.stopping) {
+	if (now < until && !wt->stopping) {
 		n->n_held = true;
 		orch_ev_timer_arm(sv->s_ev, &n->n_timer, (uint32_t)(until - now), wr_hold_end, n);
 		if (now >= n->n_hold_until)
 			wr_round_send(sv, n, true);
 		return;
 	}
-	wr.cuts++;
+	wt->cuts++;
 	wr_round_send(sv, n, false);
 }
 
 /* The last registration went: cut if a writer may have left bytes. */
 static void wr_left(struct sv_server *sv, struct wr_node *n)
 {
-	if (n->n_regs || wr.stopping || !n->n_taint) {
-		wr_node_put(n);
+	struct sv_writers *wt = sv->s_writers;
+
+	if (n->n_regs || wt->stopping || !n->n_taint) {
+		wr_node_put(wt, n);
 		return;
 	}
 	if (n->n_cutting)
@@ -412,37 +425,42 @@ static bool wr_wait_round(struct wr_node *n, struct sv_req *r, bool reg)
 
 int sv_writers_init(struct sv_server *sv)
 {
-	memset(&wr, 0, sizeof(wr));
-	wr.sv = sv;
-	wr.hold_ms = sv->s_cfg.op_timeout_ms / 4;
-	wr.hold_until = orch_time_now_ms() + wr.hold_ms;
-	wr.buckets = calloc(WR_BUCKETS, sizeof(*wr.buckets));
-	wr.epochs = calloc(WR_BUCKETS, sizeof(*wr.epochs));
-	wr.sizing = calloc(WR_BUCKETS, sizeof(*wr.sizing));
-	if (wr.buckets && wr.epochs && wr.sizing)
+	struct sv_writers *wt = calloc(1, sizeof(*wt));
+
+	if (!wt)
+		return -ENOMEM;
+	wt->hold_ms = sv->s_cfg.op_timeout_ms / 4;
+	wt->hold_until = orch_time_now_ms() + wt->hold_ms;
+	wt->buckets = calloc(WR_BUCKETS, sizeof(*wt->buckets));
+	wt->epochs = calloc(WR_BUCKETS, sizeof(*wt->epochs));
+	wt->sizing = calloc(WR_BUCKETS, sizeof(*wt->sizing));
+	if (wt->buckets && wt->epochs && wt->sizing) {
+		sv->s_writers = wt;
 		return 0;
-	free(wr.buckets);
-	free(wr.epochs);
-	free(wr.sizing);
-	memset(&wr, 0, sizeof(wr));
+	}
+	free(wt->buckets);
+	free(wt->epochs);
+	free(wt->sizing);
+	free(wt);
 	return -ENOMEM;
 }
 
 void sv_writers_stop(struct sv_server *sv)
 {
-	(void)sv;
-	wr.stopping = true;
+	sv->s_writers->stopping = true;
 }
 
 void sv_writers_fini(struct sv_server *sv)
 {
-	if (!wr.buckets)
+	struct sv_writers *wt = sv->s_writers;
+
+	if (!wt)
 		return;
 	for (size_t b = 0; b < WR_BUCKETS; b++) {
-		while (wr.buckets[b]) {
-			struct wr_node *n = wr.buckets[b];
+		while (wt->buckets[b]) {
+			struct wr_node *n = wt->buckets[b];
 
-			wr.buckets[b] = n->n_next;
+			wt->buckets[b] = n->n_next;
 			orch_ev_timer_cancel(sv->s_ev, &n->n_timer);
 			while (n->n_regs) {
 				struct wr_reg *r = n->n_regs;
@@ -460,54 +478,58 @@ void sv_writers_fini(struct sv_server *sv)
 			free(n);
 		}
 	}
-	free(wr.buckets);
-	free(wr.epochs);
-	free(wr.sizing);
-	memset(&wr, 0, sizeof(wr));
+	free(wt->buckets);
+	free(wt->epochs);
+	free(wt->sizing);
+	free(wt);
+	sv->s_writers = NULL;
 }
 
-void sv_writers_sizing(uint64_t h, bool running)
+void sv_writers_sizing(struct sv_server *sv, uint64_t h, bool running)
 {
+	struct sv_writers *wt = sv->s_writers;
 	size_t b = wr_bucket(h);
 
-	if (!wr.buckets)
+	if (!wt)
 		return;
-	wr.epochs[b]++;
+	wt->epochs[b]++;
 	if (running)
-		wr.sizing[b]++;
-	else if (wr.sizing[b])
-		wr.sizing[b]--;
+		wt->sizing[b]++;
+	else if (wt->sizing[b])
+		wt->sizing[b]--;
 }
 
 int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h)
 {
+	struct sv_writers *wt = sv->s_writers;
 	struct wr_node *n;
 	int error;
 
-	(void)sv;
-	n = wr_get(h);
+	n = wr_get(sv, h);
 	if (!n)
 		return -ENOMEM;
 	/* A new handle has no data anywhere: nothing to cut. */
-	error = wr_add(n, c);
+	error = wr_add(wt, n, c);
 	if (error)
-		wr_node_put(n);
+		wr_node_put(wt, n);
 	return error;
 }
 
 void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 {
-	if (!wr.regs)
+	struct sv_writers *wt = sv->s_writers;
+
+	if (!wt || !wt->regs)
 		return;
-	for (size_t b = 0; b < WR_BUCKETS && wr.regs; b++) {
-		struct wr_node *n = wr.buckets[b];
+	for (size_t b = 0; b < WR_BUCKETS && wt->regs; b++) {
+		struct wr_node *n = wt->buckets[b];
 
 		while (n) {
 			struct wr_node *next = n->n_next;
 
-			if (wr_remove(n, c)) {
+			if (wr_remove(wt, n, c)) {
 				n->n_taint = true;
-				n->n_hold_until = orch_time_now_ms() + wr.hold_ms;
+				n->n_hold_until = orch_time_now_ms() + wt->hold_ms;
 				wr_left(sv, n);
 			}
 			n = next;
@@ -517,6 +539,7 @@ void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 
 void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
+	struct sv_writers *wt = sv->s_writers;
 	uint32_t f = m->flags32;
 	struct orch_msg rep;
 	struct wr_node *n;
@@ -544,9 +567,9 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		sv_reply(r, &rep);
 		return;
 	}
-	n = wr_find(m->handle);
+	n = wr_find(wt, m->handle);
 	if (f & ORCH_WRITERS_RELEASE) {
-		if (n && wr_remove(n, r->r_conn))
+		if (n && wr_remove(wt, n, r->r_conn))
 			wr_left(sv, n);
 		sv_reply(r, &rep);
 		return;
@@ -559,18 +582,18 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		 * would.
 		 */
 		if ((n && (n->n_regs || (n->n_cutting && (f & ORCH_WRITERS_PROBE)))) ||
-		    ((f & ORCH_WRITERS_PROBE) && wr.sizing[wr_bucket(m->handle)]) ||
-		    orch_time_now_ms() < wr.hold_until) {
+		    ((f & ORCH_WRITERS_PROBE) && wt->sizing[wr_bucket(m->handle)]) ||
+		    orch_time_now_ms() < wt->hold_until) {
 			sv_reply_status(r, -EBUSY);
 			return;
 		}
 		if (f & ORCH_WRITERS_PROBE) {
-			rep.cookie = wr.epochs[wr_bucket(m->handle)];
+			rep.cookie = wt->epochs[wr_bucket(m->handle)];
 			sv_reply(r, &rep);
 			return;
 		}
 	}
-	n = wr_get(m->handle);
+	n = wr_get(sv, m->handle);
 	if (!n) {
 		sv_reply_status(r, -ENOMEM);
 		return;
@@ -579,9 +602,9 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		/* Registered already, or another writer is: the bytes past the size may be its. */
 		bool others = n->n_regs != NULL;
 
-		error = wr_add(n, r->r_conn);
+		error = wr_add(wt, n, r->r_conn);
 		if (error) {
-			wr_node_put(n);
+			wr_node_put(wt, n);
 			sv_reply_status(r, error);
 			return;
 		}
@@ -593,8 +616,8 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 	}
 	if (!wr_wait_round(n, r, f & ORCH_WRITERS_REGISTER)) {
 		if (f & ORCH_WRITERS_REGISTER)
-			wr_remove(n, r->r_conn);
-		wr_node_put(n);
+			wr_remove(wt, n, r->r_conn);
+		wr_node_put(wt, n);
 		sv_reply_status(r, -ENOMEM);
 		return;
 	}
@@ -613,9 +636,12 @@ void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct
 		sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
 }
 
-void sv_writers_counts(uint64_t *nodes, uint64_t *regs, uint64_t *cuts)
+void sv_writers_counts(const struct sv_server *sv, uint64_t *nodes, uint64_t *regs,
+		       uint64_t *cuts)
 {
-	*nodes = wr.nodes;
-	*regs = wr.regs;
-	*cuts = wr.cuts;
+	const struct sv_writers *wt = sv->s_writers;
+
+	*nodes = wt ? wt->nodes : 0;
+	*regs = wt ? wt->regs : 0;
+	*cuts = wt ? wt->cuts : 0;
 }

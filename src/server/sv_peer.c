@@ -1,0 +1,246 @@
+/*
+ * The peer transport: the connections we open to other servers (as a
+ * client of theirs) and calls on them with completion callbacks, failed
+ * when the peer goes down or does not answer within op_timeout_ms.  The
+ * requests peers send us are handled in sv_sv.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "server/sv_peer.h"
+
+struct peer_call {
+	uint64_t pc_reqid;
+	uint64_t pc_deadline_ms;
+	sv_peer_cb pc_cb;
+	void *pc_arg;
+	struct peer_call *pc_next;
+};
+
+struct sv_peer {
+	struct orch_conn *p_conn;   /* NULL when not connected */
+	struct peer_call *p_calls;  /* in flight, oldest first */
+	uint64_t p_next_reqid;
+	bool p_down_logged;
+};
+
+struct sv_peers {
+	struct sv_peer *ps_peer;         /* [nservers]; [s_index] unused */
+	struct orch_ev_timer ps_timer;   /* fails calls past their deadline */
+	struct orch_conn_ops ps_ops;     /* of the connections we open */
+};
+
+static void peer_fail_all(struct sv_server *sv, struct sv_peer *p, int error)
+{
+	struct peer_call *list = p->p_calls;
+
+	p->p_calls = NULL;
+	while (list) {
+		struct peer_call *next = list->pc_next;
+
+		list->pc_cb(sv, list->pc_arg, error, NULL);
+		free(list);
+		list = next;
+	}
+}
+
+static struct sv_peer *peer_of_conn(struct sv_server *sv, struct orch_conn *c,
+				    unsigned int *index)
+{
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		if (sv->s_peers->ps_peer[i].p_conn == c) {
+			if (index)
+				*index = i;
+			return &sv->s_peers->ps_peer[i];
+		}
+	}
+	return NULL;
+}
+
+static void peer_on_close(struct orch_conn *c, int reason)
+{
+	struct sv_server *sv = c->c_arg;
+	unsigned int i;
+	struct sv_peer *p = peer_of_conn(sv, c, &i);
+
+	sv->s_bytes_in += c->c_bytes_in;
+	sv->s_bytes_out += c->c_bytes_out;
+	if (!p)
+		return;
+	p->p_conn = NULL;
+	if (!p->p_down_logged) {
+		ORCH_NOTICE("peer down: server=%s: %s", sv->s_cfg.servers[i].name,
+			    reason ? strerror(-reason) : "closed");
+		p->p_down_logged = true;
+	}
+	peer_fail_all(sv, p, reason == -ECONNREFUSED || !reason ? -EHOSTDOWN : -EIO);
+}
+
+static void peer_on_ready(struct orch_conn *c)
+{
+	struct sv_server *sv = c->c_arg;
+	unsigned int i;
+	struct sv_peer *p = peer_of_conn(sv, c, &i);
+
+	if (p && p->p_down_logged) {
+		ORCH_NOTICE("peer up: server=%s", sv->s_cfg.servers[i].name);
+		p->p_down_logged = false;
+	}
+}
+
+/* Fails calls whose deadline passed; the peer may be hung rather than gone. */
+static void peer_tick(void *arg)
+{
+	struct sv_server *sv = arg;
+	uint64_t now = orch_time_now_ms();
+
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		struct peer_call **pp = &sv->s_peers->ps_peer[i].p_calls;
+
+		while (*pp) {
+			struct peer_call *pc = *pp;
+
+			if (pc->pc_deadline_ms > now) {
+				pp = &pc->pc_next;
+				continue;
+			}
+			*pp = pc->pc_next;
+			pc->pc_cb(sv, pc->pc_arg, -ETIMEDOUT, NULL);
+			free(pc);
+		}
+	}
+	orch_ev_timer_arm(sv->s_ev, &sv->s_peers->ps_timer, 500, peer_tick, sv);
+}
+
+void sv_peers_bytes(struct sv_server *sv, uint64_t *in, uint64_t *out)
+{
+	for (unsigned int i = 0; i < sv->s_cfg.nservers && sv->s_peers; i++) {
+		struct orch_conn *c = sv->s_peers->ps_peer[i].p_conn;
+
+		if (c) {
+			*in += c->c_bytes_in;
+			*out += c->c_bytes_out;
+		}
+	}
+}
+
+int sv_peers_init(struct sv_server *sv, sv_frame_fn on_frame)
+{
+	struct sv_peers *ps = calloc(1, sizeof(*ps));
+
+	if (ps)
+		ps->ps_peer = calloc(sv->s_cfg.nservers, sizeof(*ps->ps_peer));
+	if (!ps || !ps->ps_peer) {
+		free(ps);
+		return -ENOMEM;
+	}
+	ps->ps_ops = (struct orch_conn_ops){
+		.on_frame = on_frame,
+		.on_ready = peer_on_ready,
+		.on_close = peer_on_close,
+	};
+	sv->s_peers = ps;
+	orch_ev_timer_arm(sv->s_ev, &ps->ps_timer, 500, peer_tick, sv);
+	return 0;
+}
+
+void sv_peers_fini(struct sv_server *sv)
+{
+	if (!sv->s_peers)
+		return;
+	orch_ev_timer_cancel(sv->s_ev, &sv->s_peers->ps_timer);
+	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
+		struct sv_peer *p = &sv->s_peers->ps_peer[i];
+
+		if (p->p_conn)
+			orch_conn_close(p->p_conn, -ESHUTDOWN);
+		peer_fail_all(sv, p, -ESHUTDOWN);
+	}
+	free(sv->s_peers->ps_peer);
+	free(sv->s_peers);
+	sv->s_peers = NULL;
+}
+
+void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
+		  sv_peer_cb cb, void *arg)
+{
+	const struct orch_server_cfg *scfg;
+	struct peer_call *pc, **tail;
+	struct sv_peer *p;
+	int error;
+
+	if (peer >= sv->s_cfg.nservers || peer == sv->s_index) {
+		cb(sv, arg, -EINVAL, NULL);
+		return;
+	}
+	scfg = &sv->s_cfg.servers[peer];
+	p = &sv->s_peers->ps_peer[peer];
+	pc = calloc(1, sizeof(*pc));
+	if (!pc) {
+		cb(sv, arg, -ENOMEM, NULL);
+		return;
+	}
+	if (!p->p_conn) {
+		error = orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
+					  sv->s_index, &sv->s_peers->ps_ops, sv, &p->p_conn);
+		if (error) {
+			free(pc);
+			cb(sv, arg, -EHOSTDOWN, NULL);
+			return;
+		}
+	}
+	m->reqid = ++p->p_next_reqid;
+	m->flags = 0;
+	pc->pc_reqid = m->reqid;
+	pc->pc_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	pc->pc_cb = cb;
+	pc->pc_arg = arg;
+	error = orch_conn_send(p->p_conn, m);
+	if (error) {
+		free(pc);
+		cb(sv, arg, error == -EPIPE ? -EHOSTDOWN : error, NULL);
+		return;
+	}
+	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
+		;
+	*tail = pc;
+}
+
+void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
+		   const struct orch_frame_hdr *h, const uint8_t *payload)
+{
+	struct sv_peer *p = peer_of_conn(sv, c, NULL);
+	struct peer_call **pp, *pc = NULL;
+	struct orch_msg m;
+	int error;
+
+	if (!p) {
+		sv->s_errors_proto++;
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "unexpected reply frame, closing: peer=%s type=0x%04x",
+				   c->c_peer, h->type);
+		orch_conn_close(c, -EPROTO);
+		return;
+	}
+	for (pp = &p->p_calls; *pp; pp = &(*pp)->pc_next) {
+		if ((*pp)->pc_reqid == h->reqid) {
+			pc = *pp;
+			*pp = pc->pc_next;
+			break;
+		}
+	}
+	if (!pc)
+		return; /* timed out already */
+	error = orch_msg_decode(h, payload, &m);
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "malformed reply from peer: peer=%s type=0x%04x: %s",
+				   c->c_peer, h->type, strerror(-error));
+		pc->pc_cb(sv, pc->pc_arg, -EIO, NULL);
+	} else {
+		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
+		orch_msg_fini(&m);
+	}
+	free(pc);
+}

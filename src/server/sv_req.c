@@ -1,0 +1,58 @@
+/* Requests and replies.  See sv_req.h. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/time.h"
+#include "server/sv_lease.h"
+#include "server/sv_req.h"
+
+struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
+			     const struct orch_frame_hdr *h)
+{
+	struct sv_req *r = malloc(sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->r_sv = sv;
+	r->r_conn = c;
+	r->r_type = h->type;
+	r->r_reqid = h->reqid;
+	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	r->r_hdr = *h;
+	r->r_raw = NULL;
+	r->r_lease_dir = 0;
+	r->r_nowners = 0;
+	r->r_need_owner = 0;
+	orch_conn_get(c);
+	return r;
+}
+
+void sv_reply(struct sv_req *r, struct orch_msg *m)
+{
+	m->type = r->r_type;
+	m->reqid = r->r_reqid;
+	m->flags = ORCH_FRAME_REPLY;
+	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
+	sv_lease_flush(r->r_conn);
+	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
+		/* A reply that cannot be encoded still answers the request. */
+		struct orch_msg e;
+
+		orch_msg_init(&e, r->r_type);
+		e.flags = ORCH_FRAME_REPLY;
+		e.reqid = r->r_reqid;
+		e.status = -EIO;
+		orch_conn_send(r->r_conn, &e);
+	}
+	orch_conn_put(r->r_conn);
+	free(r);
+}
+
+void sv_reply_status(struct sv_req *r, int status)
+{
+	struct orch_msg m;
+
+	orch_msg_init(&m, r->r_type);
+	m.status = status;
+	sv_reply(r, &m);
+}

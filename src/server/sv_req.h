@@ -1,0 +1,59 @@
+/*
+ * The request core: a request being answered, and the reply every handler
+ * sends through.  Ground floor: above the lease table (a reply grants
+ * leases and lets the pushes queued for others leave first), below every
+ * handler.  Loop thread only.
+ */
+#ifndef ORCH_SERVER_SV_REQ_H
+#define ORCH_SERVER_SV_REQ_H
+
+#include <errno.h>
+
+#include "server/sv.h"
+
+/*
+ * A request being answered.  Handlers that finish at once reply through
+ * sv_reply(); those that wait (fsync, cross-server) keep the sv_req and reply
+ * later; sv_reply() frees it.  The connection is referenced so it outlives
+ * the wait; if it closed meanwhile the reply is dropped.
+ */
+struct sv_req {
+	struct sv_server *r_sv;
+	struct orch_conn *r_conn;
+	uint16_t r_type;
+	uint64_t r_reqid;
+	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
+	struct orch_frame_hdr r_hdr;  /* of the request */
+	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
+	uint64_t r_lease_dir;         /* directory whose entries the reply leases; 0: none */
+	unsigned int r_nowners;       /* owners fetched for the sticky rule */
+	struct {
+		uint64_t handle;
+		uint32_t uid;
+	} r_owners[2];
+	uint64_t r_need_owner;        /* the inode whose owner a handler asked for */
+};
+
+/* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
+struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
+			     const struct orch_frame_hdr *h);
+/* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
+void sv_reply(struct sv_req *r, struct orch_msg *m);
+/* Sends a status-only reply and frees @r. */
+void sv_reply_status(struct sv_req *r, int status);
+
+/*
+ * The sticky-directory rule needs the owner of @child, an inode held on
+ * another server.  A handler returns this, with nothing left open and @r
+ * not answered; the dispatcher then fetches the owner from that server and
+ * handles the request again from the start with the owner known (meta.h,
+ * orch_meta_remote_owner_set), up to ORCH_ARRAY_SIZE(r_owners) times.
+ * Handlers never call up into the dispatcher.
+ */
+static inline int sv_req_need_owner(struct sv_req *r, uint64_t child)
+{
+	r->r_need_owner = child;
+	return -EREMOTE;
+}
+
+#endif

@@ -1,0 +1,313 @@
+/*
+ * The server's lease table (src/server/sv_lease.c) on its own: a server
+ * struct with a real namespace and event loop, and client connections over
+ * socketpairs.  What replies grant, the pushes a namespace change sends to
+ * every holder (others' before the requester's reply, the requester's with
+ * it), closed connections and expired terms, and the bound of the table.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/time.h"
+#include "server/sv_conns.h"
+#include "server/sv_lease.h"
+#include "server/sv_req.h"
+#include "unit/sv_fx.h"
+#include "unit/test.h"
+
+#define ROOT_DIR 1
+#define REMOTE(n) ((uint64_t)1 << ORCH_HANDLE_SERVER_SHIFT | (n)) /* held by server 1 */
+
+static struct sv_fx F;
+static struct fx_frame FR[FX_FRAMES_MAX];
+
+/* Server 0 of 2, leases of @lease_ms. */
+static int setup(uint32_t lease_ms)
+{
+	int error = fx_setup(&F, 0, 2, lease_ms);
+
+	return error ? error : sv_lease_init(&F.sv);
+}
+
+static void teardown(void)
+{
+	sv_lease_fini(&F.sv);
+	fx_teardown(&F);
+}
+
+/* What a GETATTR reply about @h grants @cl. */
+static void grant_attr(struct fx_client *cl, uint64_t h)
+{
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, ORCH_CL2SV_GETATTR);
+	rep.attr.handle = h;
+	sv_lease_grant_reply(&F.sv, cl->c, 0, &rep);
+}
+
+/* What a READDIR reply of directory @dir (0: none) with @n entries from @h0 on grants. */
+static void grant_readdir(struct fx_client *cl, uint64_t dir, uint64_t h0, uint32_t n)
+{
+	static struct orch_dirent d[1024];
+	struct orch_msg rep;
+
+	for (uint32_t i = 0; i < n; i++)
+		d[i] = (struct orch_dirent){ .handle = h0 + i, .has_attr = true };
+	orch_msg_init(&rep, ORCH_CL2SV_READDIR);
+	rep.dirents = d;
+	rep.ndirents = n;
+	sv_lease_grant_reply(&F.sv, cl->c, dir, &rep);
+}
+
+/* Publishes a new size of @h: a change of its inode record. */
+static int change_attr(uint64_t h, uint64_t size)
+{
+	struct orch_attr a;
+
+	return orch_meta_inode_extend(F.sv.s_meta, h, size, orch_time_real_ns(), &a);
+}
+
+/* Two clients that took leases, both holding one on new file "f".  0 or -1. */
+static int two_holders(struct fx_client **a, struct fx_client **b, uint64_t *f)
+{
+	*a = fx_client(&F, true);
+	*b = fx_client(&F, true);
+	*f = fx_mkfile(&F, "f");
+	if (!*a || !*b || !*f)
+		return -1;
+	grant_attr(*a, *f);
+	grant_attr(*b, *f);
+	return 0;
+}
+
+ORCH_TEST(change_pushes_to_every_holder)
+{
+	struct fx_client *a, *b, *plain;
+	uint64_t f;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(two_holders(&a, &b, &f) == 0);
+	plain = fx_client(&F, false);
+	ORCH_CHECK(plain);
+	grant_attr(plain, f); /* did not ask for leases: no record */
+	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
+	ORCH_CHECK(F.sv.s_lease_grants == 2);
+	grant_attr(a, f); /* renewed, not doubled */
+	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
+
+	ORCH_CHECK_OK(change_attr(f, 100));
+	sv_lease_flush(NULL);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
+	ORCH_CHECK(FR[0].flags == ORCH_FRAME_PUSH);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
+	ORCH_CHECK(fx_read(plain, FR, FX_FRAMES_MAX) == 0);
+	ORCH_CHECK(F.sv.s_lease_pushes == 2);
+
+	/* A lease covers the handle for its whole term: the next change is pushed too. */
+	ORCH_CHECK_OK(change_attr(f, 200));
+	sv_lease_flush(NULL);
+	ORCH_CHECK(fx_count(FR, fx_read(a, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
+	teardown();
+}
+
+ORCH_TEST(absent_name_leases_the_directory)
+{
+	struct orch_msg rep;
+	struct fx_client *a;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	a = fx_client(&F, true);
+	ORCH_CHECK(a);
+	/* LOOKUP of a name that is not there: the directory's entries are leased. */
+	orch_msg_init(&rep, ORCH_CL2SV_LOOKUP);
+	rep.status = -ENOENT;
+	sv_lease_grant_reply(&F.sv, a->c, ROOT_DIR, &rep);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 1);
+	/* Other failures grant nothing. */
+	orch_msg_init(&rep, ORCH_CL2SV_GETATTR);
+	rep.status = -ENOENT;
+	rep.attr.handle = 77;
+	sv_lease_grant_reply(&F.sv, a->c, 0, &rep);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 1);
+
+	ORCH_CHECK(fx_mkfile(&F, "new") != 0);
+	sv_lease_flush(NULL);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(fx_count(FR, n, ORCH_SV2CL_INVAL_ENTRY, ROOT_DIR) == 1);
+	for (int i = 0; i < n; i++)
+		if (FR[i].type == ORCH_SV2CL_INVAL_ENTRY)
+			ORCH_CHECK(strcmp(FR[i].name, "new") == 0);
+	teardown();
+}
+
+ORCH_TEST(only_what_is_held_here_is_leased)
+{
+	struct fx_client *a;
+
+	ORCH_CHECK_OK(setup(30000));
+	a = fx_client(&F, true);
+	ORCH_CHECK(a);
+	grant_attr(a, REMOTE(5));
+	ORCH_CHECK(sv_lease_count(&F.sv) == 0);
+	/* A listing leases the directory and the entries it has attributes for. */
+	grant_readdir(a, ROOT_DIR, 100, 3);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 4);
+	grant_readdir(a, REMOTE(1), REMOTE(100), 3);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 4);
+	teardown();
+}
+
+ORCH_TEST(closed_connection_loses_its_leases)
+{
+	struct fx_client *a, *b;
+	uint64_t f;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(two_holders(&a, &b, &f) == 0);
+	grant_readdir(a, ROOT_DIR, 100, 10);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 13);
+	orch_conn_close(a->c, 0);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 1);
+	/* Nothing is pushed to it any more; the other holder still hears. */
+	ORCH_CHECK_OK(change_attr(f, 10));
+	sv_lease_flush(NULL);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
+	ORCH_CHECK(F.sv.s_lease_pushes == 1);
+	teardown();
+}
+
+/*
+ * A request changes a leased file: the other holder's push is written
+ * before the reply leaves (no timer, no flush: sv_reply does it), and the
+ * requester's own push leaves ahead of its reply, on the same stream.
+ */
+ORCH_TEST(pushes_leave_before_the_reply)
+{
+	struct orch_frame_hdr h = { .type = ORCH_CL2SV_EXTEND, .reqid = 42 };
+	struct fx_client *a, *b;
+	struct orch_msg rep;
+	struct sv_req *r;
+	uint64_t f;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(two_holders(&a, &b, &f) == 0);
+	r = sv_req_create(&F.sv, b->c, &h);
+	ORCH_CHECK(r);
+	orch_msg_init(&rep, 0);
+	ORCH_CHECK_OK(orch_meta_inode_extend(F.sv.s_meta, f, 4096, orch_time_real_ns(), &rep.attr));
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0); /* queued, not written */
+	sv_reply(r, &rep);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 2);
+	ORCH_CHECK(FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
+	ORCH_CHECK(FR[1].type == ORCH_CL2SV_EXTEND && FR[1].flags == ORCH_FRAME_REPLY);
+	ORCH_CHECK(FR[1].reqid == 42 && FR[1].status == 0);
+	teardown();
+}
+
+/*
+ * Records end a margin after the client's term: a change finds them gone
+ * and pushes nothing, and the sweep (every term) drops the others.
+ */
+ORCH_TEST(expired_leases_are_not_pushed_and_get_swept)
+{
+	const uint32_t term = 1 + SV_LEASE_MARGIN_MS; /* lease_ms 1 */
+	struct fx_client *a;
+	uint64_t f, g;
+
+	ORCH_CHECK_OK(setup(1));
+	a = fx_client(&F, true);
+	f = fx_mkfile(&F, "f");
+	g = fx_mkfile(&F, "g");
+	ORCH_CHECK(a && f && g);
+	grant_attr(a, f);
+	grant_attr(a, g);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
+	fx_run_loop(&F, term + 100);
+	ORCH_CHECK_OK(change_attr(f, 1));
+	sv_lease_flush(NULL);
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
+	ORCH_CHECK(sv_lease_count(&F.sv) <= 1);
+	/* The first sweep may have come just before g's end: the next one drops it. */
+	fx_run_loop(&F, term);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 0);
+	teardown();
+}
+
+ORCH_TEST(no_table_when_lease_ms_is_zero)
+{
+	struct fx_client *a;
+	uint64_t f;
+
+	ORCH_CHECK_OK(setup(0));
+	ORCH_CHECK(F.sv.s_leases == NULL);
+	a = fx_client(&F, true);
+	f = fx_mkfile(&F, "f");
+	ORCH_CHECK(a && f);
+	grant_attr(a, f);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 0);
+	ORCH_CHECK_OK(change_attr(f, 1));
+	sv_lease_flush(NULL);
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
+	teardown();
+}
+
+/*
+ * The table holds SV_LEASE_MAX records.  A reply whose grants fit exactly
+ * is granted; the next one that does not fit empties the table, tells
+ * every client that took leases to forget all (REVOKE), then grants its
+ * own, so none of them is lost.
+ */
+ORCH_TEST(full_table_revokes_everything)
+{
+	struct fx_client *a, *b, *plain;
+	uint64_t h = 1000;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	a = fx_client(&F, true);
+	b = fx_client(&F, true);
+	plain = fx_client(&F, false);
+	ORCH_CHECK(a && b && plain);
+	for (uint32_t i = 0; i < SV_LEASE_MAX / 1024 - 1; i++, h += 1024)
+		grant_readdir(a, 0, h, 1024);
+	ORCH_CHECK(sv_lease_count(&F.sv) == SV_LEASE_MAX - 1024);
+	/* A reply reserves room for its entries and two more: 1022 fit exactly. */
+	grant_readdir(a, 0, h, 1022);
+	h += 1022;
+	ORCH_CHECK(sv_lease_count(&F.sv) == SV_LEASE_MAX - 2);
+	grant_attr(b, h++);
+	ORCH_CHECK(sv_lease_count(&F.sv) == SV_LEASE_MAX - 1);
+	ORCH_CHECK(F.sv.s_lease_revokes == 0);
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
+
+	grant_readdir(b, ROOT_DIR, h, 1);
+	ORCH_CHECK(F.sv.s_lease_revokes == 1);
+	ORCH_CHECK(sv_lease_count(&F.sv) == 2); /* the directory and its entry */
+	sv_lease_flush(NULL);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_REVOKE && FR[0].flags == ORCH_FRAME_PUSH);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_REVOKE);
+	ORCH_CHECK(fx_read(plain, FR, FX_FRAMES_MAX) == 0);
+	/* What the revoke dropped is no longer pushed. */
+	ORCH_CHECK(fx_mkfile(&F, "after") != 0);
+	sv_lease_flush(NULL);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 0);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(fx_count(FR, n, ORCH_SV2CL_INVAL_ENTRY, ROOT_DIR) == 1);
+	teardown();
+}
+
+ORCH_TEST_MAIN()
