@@ -309,13 +309,13 @@ static int fs_ins(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 	int error;
 
 	error = w_exec(w, S_FSB_INS, W_ARGS(ag, agbno, len,
-					   store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0)));
+					   orch_rec_crc(ORCH_REC_FSB, f, 3, NULL, 0)));
 	if (error)
 		return error;
 	f[1] = len;
 	f[2] = agbno;
 	return w_exec(w, S_FSC_INS, W_ARGS(ag, len, agbno,
-					   store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0)));
+					   orch_rec_crc(ORCH_REC_FSC, f, 3, NULL, 0)));
 }
 
 static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
@@ -351,7 +351,7 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 			rc = sqlite3_step(q);
 			if (rc != SQLITE_ROW) {
 				sqlite3_reset(q);
-				return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "fsb");
+				return rc == SQLITE_DONE ? 0 : orch_rec_sql_err(w->w_db, rc, "fsb");
 			}
 		}
 		do {
@@ -374,7 +374,7 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 		} while (pass == 1 && (rc = sqlite3_step(q)) == SQLITE_ROW);
 		sqlite3_reset(q);
 		if (pass == 1 && rc != SQLITE_DONE && rc != SQLITE_ROW)
-			return store_sql_err(w->w_db, rc, "fsb");
+			return orch_rec_sql_err(w->w_db, rc, "fsb");
 	}
 	return 0;
 }
@@ -524,7 +524,7 @@ static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 		int64_t f[6] = { ag, b, ORCH_STORE_OWN_DEFECTIVE, 0, l, 0 };
 
 		error = w_exec(w, S_RMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-						     store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0)));
+						     orch_rec_crc(ORCH_REC_RMAP, f, 6, NULL, 0)));
 		d->nrmap++;
 		b += l;
 	}
@@ -586,7 +586,7 @@ static int bad_runs(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 		pos = v[n - 1].e;
 	}
 	if (!error && rc != SQLITE_DONE && rc != SQLITE_ROW)
-		error = store_sql_err(w->w_db, rc, "bad");
+		error = orch_rec_sql_err(w->w_db, rc, "bad");
 	sqlite3_reset(s);
 	if (error) {
 		free(v);
@@ -723,7 +723,7 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 	f[3] = (int64_t)time(NULL);
 	f[4] = STORE_BAD_REPORTED;
 	return w_exec(w, S_BAD_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4],
-					   store_rec_crc(STORE_TBL_BAD, f, 5, NULL, 0)));
+					   orch_rec_crc(ORCH_REC_BAD, f, 5, NULL, 0)));
 }
 
 static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
@@ -759,18 +759,6 @@ int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t l
 
 /* --- Checksums ------------------------------------------------------------------------ */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 void w_csum_clear(struct store_writer *w)
 {
 	if (w->w_cs)
@@ -798,11 +786,11 @@ int w_csum_flush(struct store_writer *w)
 			f[2] = (int64_t)c->valid;
 			q = w_bind(w, S_CSUM_PUT, W_ARGS(c->ag, c->grp, (int64_t)c->valid));
 			sqlite3_bind_blob(q, 4, c->sums, sizeof(c->sums), SQLITE_STATIC);
-			sqlite3_bind_int64(q, 5, store_rec_crc(STORE_TBL_CSUM, f, 3, c->sums,
+			sqlite3_bind_int64(q, 5, orch_rec_crc(ORCH_REC_CSUM, f, 3, c->sums,
 								sizeof(c->sums)));
 			rc = sqlite3_step(q);
 			sqlite3_reset(q);
-			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "csum");
+			error = rc == SQLITE_DONE ? 0 : orch_rec_sql_err(w->w_db, rc, "csum");
 		}
 		if (error)
 			return error;
@@ -874,21 +862,21 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	uint32_t b = agbno, end = agbno + n;
 
 	while (b < end) {
-		uint32_t grp = b / STORE_CSUM_GROUP;
-		uint32_t gend = ORCH_MIN(end, (grp + 1) * STORE_CSUM_GROUP);
+		uint32_t grp = b / ORCH_REC_CSUM_GROUP;
+		uint32_t gend = ORCH_MIN(end, (grp + 1) * ORCH_REC_CSUM_GROUP);
 		struct w_cslot *c;
 		int error = csum_slot(w, ag, grp, &c);
 
 		if (error)
 			return error;
 		for (; b < gend; b++) {
-			uint32_t i = b % STORE_CSUM_GROUP;
+			uint32_t i = b % ORCH_REC_CSUM_GROUP;
 
 			if (sums) {
-				put32(c->sums + 4 * i, sums[b - agbno]);
+				orch_put_le32(c->sums + 4 * i, sums[b - agbno]);
 				c->valid |= 1ull << i;
 			} else {
-				put32(c->sums + 4 * i, 0);
+				orch_put_le32(c->sums + 4 * i, 0);
 				c->valid &= ~(1ull << i);
 			}
 		}
@@ -900,15 +888,15 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid)
 {
-	uint32_t i = agbno % STORE_CSUM_GROUP;
+	uint32_t i = agbno % ORCH_REC_CSUM_GROUP;
 	struct w_cslot *c;
-	int error = csum_slot(w, ag, agbno / STORE_CSUM_GROUP, &c);
+	int error = csum_slot(w, ag, agbno / ORCH_REC_CSUM_GROUP, &c);
 
 	*valid = false;
 	if (error)
 		return error;
 	if (c->valid >> i & 1) {
-		*sum = get32(c->sums + 4 * i);
+		*sum = orch_get_le32(c->sums + 4 * i);
 		*valid = true;
 	}
 	return 0;

@@ -54,7 +54,7 @@
 /* Blocks per read of the data check. */
 #define CHK_READ_RUN 256u
 /* Bytes of a csum row's sums blob. */
-#define CHK_SUMS_BYTES (STORE_CSUM_GROUP * 4u)
+#define CHK_SUMS_BYTES (ORCH_REC_CSUM_GROUP * 4u)
 /* Owners named in one sharing finding. */
 #define CHK_NAME_OWNERS 4
 
@@ -82,7 +82,7 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 		" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
 		" ORDER BY r.ag, r.agbno, r.owner, r.off", -1, &s, NULL);
 	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "owners prepare");
+		error = orch_rec_sql_err(c->c_db, rc, "owners prepare");
 		goto out_put;
 	}
 	ag_last = (uint32_t)((end - 1) >> st->st_ag_shift);
@@ -113,13 +113,13 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 			r.fileoff = (uint64_t)sqlite3_column_int64(s, 2);
 			r.flags = (uint32_t)sqlite3_column_int64(s, 4);
 			if (r.owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
-				r.handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+				r.handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 5));
 			error = fn(arg, &r);
 			if (error)
 				break;
 		}
 		if (!error && rc != SQLITE_DONE)
-			error = store_sql_err(c->c_db, rc, "owners step");
+			error = orch_rec_sql_err(c->c_db, rc, "owners step");
 		sqlite3_reset(s);
 	}
 	sqlite3_finalize(s);
@@ -309,11 +309,11 @@ static void chk_vec_free(struct chk_vec *vec)
 }
 
 /* Checks the crc column of a row; @what names the table. */
-static bool chk_crc(struct chk *ck, enum store_tbl t, const char *what,
+static bool chk_crc(struct chk *ck, enum orch_rec_tbl t, const char *what,
 		    const int64_t *f, int n, const void *blob, size_t bloblen,
 		    int64_t stored, int64_t ag, int64_t block, uint64_t handle)
 {
-	uint32_t crc = store_rec_crc(t, f, n, blob, bloblen);
+	uint32_t crc = orch_rec_crc(t, f, n, blob, bloblen);
 
 	if (stored == (int64_t)crc)
 		return true;
@@ -339,7 +339,7 @@ static int chk_obj_lookup(struct chk *ck, int64_t nid)
 	rc = sqlite3_step(s);
 	ck->o_exists = rc == SQLITE_ROW;
 	if (ck->o_exists) {
-		ck->o_handle = store_unkey_u64(sqlite3_column_int64(s, 0));
+		ck->o_handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 0));
 		ck->o_flags = sqlite3_column_int64(s, 1);
 	} else {
 		ck->o_handle = 0;
@@ -347,7 +347,7 @@ static int chk_obj_lookup(struct chk *ck, int64_t nid)
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check obj lookup");
+		return orch_rec_sql_err(ck->db, rc, "check obj lookup");
 	ck->o_nid = nid;
 	ck->o_cached = true;
 	return 0;
@@ -367,13 +367,13 @@ static int chk_smeta(struct chk *ck)
 	rc = sqlite3_prepare_v2(ck->db, "SELECT k, v, crc FROM smeta ORDER BY k",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(ck->db, rc, "check smeta prepare");
+		return orch_rec_sql_err(ck->db, rc, "check smeta prepare");
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const unsigned char *k = sqlite3_column_text(s, 0);
 		int bytes = sqlite3_column_bytes(s, 0);
 		int64_t v = sqlite3_column_int64(s, 1);
 
-		if (!chk_crc(ck, STORE_TBL_SMETA, "smeta", &v, 1, k,
+		if (!chk_crc(ck, ORCH_REC_SMETA, "smeta", &v, 1, k,
 			     k && bytes > 0 ? (size_t)bytes : 0,
 			     sqlite3_column_int64(s, 2), -1, -1, 0))
 			continue;
@@ -386,7 +386,7 @@ static int chk_smeta(struct chk *ck)
 	}
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check smeta");
+		return orch_rec_sql_err(ck->db, rc, "check smeta");
 	if (!have)
 		chk_report(ck, 10, "smeta", -1, -1, 0,
 			   "smeta has no valid next_nid");
@@ -439,14 +439,14 @@ static int chk_work_load(struct chk *ck)
 		"SELECT seq, type, nid, a, b, progress, crc FROM work"
 		" ORDER BY nid, seq", -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(ck->db, rc, "check work prepare");
+		return orch_rec_sql_err(ck->db, rc, "check work prepare");
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		struct chk_wrec *k;
 		int64_t f[6];
 
 		for (int i = 0; i < 6; i++)
 			f[i] = sqlite3_column_int64(s, i);
-		chk_crc(ck, STORE_TBL_WORK, "work", f, 6, NULL, 0,
+		chk_crc(ck, ORCH_REC_WORK, "work", f, 6, NULL, 0,
 			sqlite3_column_int64(s, 6), -1, -1, 0);
 		if (f[2] < 1 || f[2] >= ck->next_nid)
 			chk_report(ck, 10, "work", -1, -1, 0,
@@ -462,7 +462,7 @@ static int chk_work_load(struct chk *ck)
 		k->nid = f[2], k->type = f[1], k->a = f[3];
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check work scan");
+		error = orch_rec_sql_err(ck->db, rc, "check work scan");
 	sqlite3_finalize(s);
 	return error;
 }
@@ -528,7 +528,7 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 	for (int i = 0; i < 6; i++)
 		f[i] = sqlite3_column_int64(s, i);
 	nid = f[0], off = f[1], ag = f[2], agbno = f[3], len = f[4], flags = f[5];
-	chk_crc(ck, STORE_TBL_BMAP, "bmap", f, 6, NULL, 0,
+	chk_crc(ck, ORCH_REC_BMAP, "bmap", f, 6, NULL, 0,
 		sqlite3_column_int64(s, 6), ag, agbno, h);
 
 	if (!o)
@@ -607,7 +607,7 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 	}
 	sqlite3_reset(q);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check rmap lookup");
+		return orch_rec_sql_err(ck->db, rc, "check rmap lookup");
 	return 0;
 }
 
@@ -620,18 +620,18 @@ static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 	memset(o, 0, sizeof(*o));
 	o->nid = f[0], o->handle = f[1], o->size = f[2], o->flags = f[3];
 	o->nextents = f[4], o->nblocks = f[5];
-	o->h = store_unkey_u64(o->handle);
-	chk_crc(ck, STORE_TBL_OBJ, "obj", f, 6, NULL, 0,
+	o->h = orch_rec_unkey_u64(o->handle);
+	chk_crc(ck, ORCH_REC_OBJ, "obj", f, 6, NULL, 0,
 		sqlite3_column_int64(s, 6), -1, -1, o->h);
 	if (o->nid < 1 || o->nid >= ck->next_nid)
 		chk_report(ck, 10, "obj", -1, -1, o->h,
 			   "nid %" PRId64 " not in [1, next_nid %" PRId64 ")",
 			   o->nid, ck->next_nid);
-	if (o->flags & ~(int64_t)(STORE_OBJ_REFLINK | STORE_OBJ_DYING))
+	if (o->flags & ~(int64_t)(ORCH_REC_OBJ_REFLINK | ORCH_REC_OBJ_DYING))
 		chk_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": unknown flags %#" PRIx64, o->nid,
 			   (uint64_t)o->flags);
-	else if ((o->flags & STORE_OBJ_DYING) && !chk_work_has(ck, o->nid,
+	else if ((o->flags & ORCH_REC_OBJ_DYING) && !chk_work_has(ck, o->nid,
 							 STORE_WORK_DELETE))
 		chk_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": DYING without a delete work item",
@@ -670,7 +670,7 @@ static int chk_objects(struct chk *ck)
 			"SELECT nid, off, ag, agbno, len, flags, crc FROM bmap"
 			" ORDER BY nid, off", -1, &sb, NULL);
 	if (rc != SQLITE_OK) {
-		error = store_sql_err(ck->db, rc, "check objects prepare");
+		error = orch_rec_sql_err(ck->db, rc, "check objects prepare");
 		goto out;
 	}
 	rb = sqlite3_step(sb);
@@ -692,7 +692,7 @@ static int chk_objects(struct chk *ck)
 		chk_obj_end(ck, &o);
 	}
 	if (rc != SQLITE_DONE) {
-		error = store_sql_err(ck->db, rc, "check obj scan");
+		error = orch_rec_sql_err(ck->db, rc, "check obj scan");
 		goto out;
 	}
 	while (rb == SQLITE_ROW) {
@@ -702,7 +702,7 @@ static int chk_objects(struct chk *ck)
 		rb = sqlite3_step(sb);
 	}
 	if (rb != SQLITE_DONE)
-		error = store_sql_err(ck->db, rb, "check bmap scan");
+		error = orch_rec_sql_err(ck->db, rb, "check bmap scan");
 out:
 	sqlite3_finalize(so);
 	sqlite3_finalize(sb);
@@ -798,7 +798,7 @@ static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
 	}
 	sqlite3_reset(q);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check bmap lookup");
+		return orch_rec_sql_err(ck->db, rc, "check bmap lookup");
 	return 0;
 }
 
@@ -830,7 +830,7 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 				break;
 			h = ck->o_exists ? ck->o_handle : 0;
 		}
-		chk_crc(ck, STORE_TBL_RMAP, "rmap", f, 6, NULL, 0,
+		chk_crc(ck, ORCH_REC_RMAP, "rmap", f, 6, NULL, 0,
 			sqlite3_column_int64(s, 5), a->ag, r->agbno, h);
 		chk_clip(ck, a, "rmap", r->agbno, r->len, true, &r->start,
 			 &r->end, h);
@@ -865,7 +865,7 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 			break;
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check rmap scan");
+		error = orch_rec_sql_err(ck->db, rc, "check rmap scan");
 	sqlite3_reset(s);
 	return error;
 }
@@ -893,7 +893,7 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 			f[i + 1] = sqlite3_column_int64(s, i);
 		r->agbno = f[1];
 		r->len = f[2];
-		chk_crc(ck, bad ? STORE_TBL_BAD : STORE_TBL_FSB, what, f, ncol,
+		chk_crc(ck, bad ? ORCH_REC_BAD : ORCH_REC_FSB, what, f, ncol,
 			NULL, 0, sqlite3_column_int64(s, ncol - 1), a->ag,
 			r->agbno, 0);
 		chk_clip(ck, a, what, r->agbno, r->len, false, &r->start,
@@ -905,7 +905,7 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 				   f[4]);
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check extent scan");
+		error = orch_rec_sql_err(ck->db, rc, "check extent scan");
 	sqlite3_reset(s);
 	return error;
 }
@@ -930,11 +930,11 @@ static int chk_ag_fsc(struct chk *ck, struct chk_ag *a)
 		f[2] = sqlite3_column_int64(s, 1);
 		r->len = f[1];
 		r->agbno = f[2];
-		chk_crc(ck, STORE_TBL_FSC, "fsc", f, 3, NULL, 0,
+		chk_crc(ck, ORCH_REC_FSC, "fsc", f, 3, NULL, 0,
 			sqlite3_column_int64(s, 2), a->ag, r->agbno, 0);
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check fsc scan");
+		error = orch_rec_sql_err(ck->db, rc, "check fsc scan");
 	sqlite3_reset(s);
 	return error;
 }
@@ -959,7 +959,7 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 		for (int i = 0; i < 3; i++)
 			f[i + 1] = sqlite3_column_int64(s, i);
 		r->agbno = f[1], r->len = f[2], r->count = f[3];
-		chk_crc(ck, STORE_TBL_REFC, "refc", f, 4, NULL, 0,
+		chk_crc(ck, ORCH_REC_REFC, "refc", f, 4, NULL, 0,
 			sqlite3_column_int64(s, 3), a->ag, r->agbno, 0);
 		chk_clip(ck, a, "refc", r->agbno, r->len, true, &r->start,
 			 &r->end, 0);
@@ -985,7 +985,7 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 				   " not merged", r->count);
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check refc scan");
+		error = orch_rec_sql_err(ck->db, rc, "check refc scan");
 	sqlite3_reset(s);
 	return error;
 }
@@ -993,8 +993,8 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 {
 	sqlite3_stmt *s = ck->q[Q_AG_CSUM];
-	int64_t ngrp = ((int64_t)a->len + STORE_CSUM_GROUP - 1) /
-		       STORE_CSUM_GROUP;
+	int64_t ngrp = ((int64_t)a->len + ORCH_REC_CSUM_GROUP - 1) /
+		       ORCH_REC_CSUM_GROUP;
 	int rc, error = 0;
 
 	sqlite3_bind_int64(s, 1, a->ag);
@@ -1011,10 +1011,10 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 		f[2] = sqlite3_column_int64(s, 1);
 		blob = sqlite3_column_blob(s, 2);
 		bytes = sqlite3_column_bytes(s, 2);
-		crc_ok = chk_crc(ck, STORE_TBL_CSUM, "csum", f, 3, blob,
+		crc_ok = chk_crc(ck, ORCH_REC_CSUM, "csum", f, 3, blob,
 			blob && bytes > 0 ? (size_t)bytes : 0,
 			sqlite3_column_int64(s, 3), a->ag,
-			f[1] >= 0 && f[1] < ngrp ? f[1] * STORE_CSUM_GROUP : -1,
+			f[1] >= 0 && f[1] < ngrp ? f[1] * ORCH_REC_CSUM_GROUP : -1,
 			0);
 		if (f[1] < 0 || f[1] >= ngrp) {
 			chk_report(ck, 4, "csum", a->ag, -1, 0,
@@ -1034,25 +1034,25 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 			memcpy(r->sums, blob, CHK_SUMS_BYTES);
 			r->sums_ok = crc_ok;
 		} else {
-			chk_report(ck, 4, "csum", a->ag, r->grp * STORE_CSUM_GROUP,
+			chk_report(ck, 4, "csum", a->ag, r->grp * ORCH_REC_CSUM_GROUP,
 				   0, "group %" PRId64 ": sums is %d bytes, not %u",
 				   r->grp, bytes, CHK_SUMS_BYTES);
 		}
 		if (!r->valid)
 			chk_report(ck, 16, "csum", a->ag,
-				   r->grp * STORE_CSUM_GROUP, 0,
+				   r->grp * ORCH_REC_CSUM_GROUP, 0,
 				   "group %" PRId64 " has no valid bit but was kept",
 				   r->grp);
 		/* Bits past the AG's end (its last group may be partial). */
-		tail = (uint64_t)a->len - (uint64_t)r->grp * STORE_CSUM_GROUP;
+		tail = (uint64_t)a->len - (uint64_t)r->grp * ORCH_REC_CSUM_GROUP;
 		if (tail < 64 && (r->valid >> tail))
 			chk_report(ck, 16, "csum", a->ag,
-				   r->grp * STORE_CSUM_GROUP, 0,
+				   r->grp * ORCH_REC_CSUM_GROUP, 0,
 				   "group %" PRId64 " has valid bits past the AG end",
 				   r->grp);
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check csum scan");
+		error = orch_rec_sql_err(ck->db, rc, "check csum scan");
 	sqlite3_reset(s);
 	return error;
 }
@@ -1079,7 +1079,7 @@ static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 		f[0] = a->ag;
 		for (int i = 0; i < 6; i++)
 			f[i + 1] = sqlite3_column_int64(s, i);
-		chk_crc(ck, STORE_TBL_AGSTAT, "agstat", f, 7, NULL, 0,
+		chk_crc(ck, ORCH_REC_AGSTAT, "agstat", f, 7, NULL, 0,
 			sqlite3_column_int64(s, 6), a->ag, -1, 0);
 		if (f[1] != (int64_t)a->len)
 			chk_report(ck, 3, "agstat", a->ag, -1, 0,
@@ -1108,7 +1108,7 @@ static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check agstat lookup");
+		return orch_rec_sql_err(ck->db, rc, "check agstat lookup");
 	return 0;
 }
 
@@ -1201,7 +1201,7 @@ static int chk_ev_apply(struct chk_ag *a, const struct chk_ev *e)
 		n->nrmap += e->delta;
 		if (r->owner > 0) {
 			n->ndata += e->delta;
-			if (!(r->flags & STORE_EXT_UNWRITTEN))
+			if (!(r->flags & ORCH_REC_EXT_UNWRITTEN))
 				n->nwritten += e->delta;
 		} else {
 			n->nspecial += e->delta;
@@ -1266,7 +1266,7 @@ static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
 			 uint32_t end, bool written)
 {
 	const struct chk_srec *cs = a->csum.v;
-	int64_t g0 = start / STORE_CSUM_GROUP, g1 = (end - 1) / STORE_CSUM_GROUP;
+	int64_t g0 = start / ORCH_REC_CSUM_GROUP, g1 = (end - 1) / ORCH_REC_CSUM_GROUP;
 	int64_t expect = g0, first = -1;
 	uint64_t nbad = 0;
 	size_t k;
@@ -1274,13 +1274,13 @@ static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
 	while (a->ccur < a->csum.n && cs[a->ccur].grp < g0)
 		a->ccur++;
 	for (k = a->ccur; k < a->csum.n && cs[k].grp <= g1; k++) {
-		int64_t base = cs[k].grp * STORE_CSUM_GROUP;
+		int64_t base = cs[k].grp * ORCH_REC_CSUM_GROUP;
 		uint32_t lo, hi;
 		uint64_t mask, bad;
 
 		if (written && cs[k].grp > expect) {
 			int64_t from = ORCH_MAX((int64_t)start,
-						expect * STORE_CSUM_GROUP);
+						expect * ORCH_REC_CSUM_GROUP);
 
 			nbad += (uint64_t)(base - from);
 			if (first < 0)
@@ -1288,7 +1288,7 @@ static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
 		}
 		expect = cs[k].grp + 1;
 		lo = (uint32_t)(ORCH_MAX((int64_t)start, base) - base);
-		hi = (uint32_t)(ORCH_MIN((int64_t)end, base + STORE_CSUM_GROUP) -
+		hi = (uint32_t)(ORCH_MIN((int64_t)end, base + ORCH_REC_CSUM_GROUP) -
 				base);
 		mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
 		bad = mask & (written ? ~cs[k].valid : cs[k].valid);
@@ -1299,7 +1299,7 @@ static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
 		}
 	}
 	if (written && expect <= g1) {
-		int64_t from = ORCH_MAX((int64_t)start, expect * STORE_CSUM_GROUP);
+		int64_t from = ORCH_MAX((int64_t)start, expect * ORCH_REC_CSUM_GROUP);
 
 		nbad += (uint64_t)((int64_t)end - from);
 		if (first < 0)
@@ -1428,7 +1428,7 @@ static int chk_segment(struct chk *ck, struct chk_ag *a, uint32_t start,
 			error = chk_obj_lookup(ck, ri->owner);
 			if (error)
 				return error;
-			if (ck->o_exists && !(ck->o_flags & STORE_OBJ_REFLINK))
+			if (ck->o_exists && !(ck->o_flags & ORCH_REC_OBJ_REFLINK))
 				chk_report(ck, 13, "rmap", a->ag, start,
 					   ck->o_handle,
 					   "object nid %" PRId64 " without "
@@ -1522,7 +1522,7 @@ static int chk_ag_data(struct chk *ck, struct chk_ag *a)
 		const struct chk_rrec *r = &rr[i];
 		uint64_t h;
 
-		if (r->owner <= 0 || (r->flags & STORE_EXT_UNWRITTEN) ||
+		if (r->owner <= 0 || (r->flags & ORCH_REC_EXT_UNWRITTEN) ||
 		    r->end <= r->start)
 			continue;
 		error = chk_obj_lookup(ck, r->owner);
@@ -1543,11 +1543,11 @@ static int chk_ag_data(struct chk *ck, struct chk_ag *a)
 			for (uint32_t j = 0; j < n; j++) {
 				uint32_t blk = b + j;
 				const struct chk_srec *cs;
-				uint32_t bit = blk % STORE_CSUM_GROUP;
+				uint32_t bit = blk % ORCH_REC_CSUM_GROUP;
 				uint32_t want, got;
 				const uint8_t *p;
 
-				cs = chk_csum_find(a, blk / STORE_CSUM_GROUP);
+				cs = chk_csum_find(a, blk / ORCH_REC_CSUM_GROUP);
 				if (!cs || !cs->sums_ok ||
 				    !(cs->valid & (1ull << bit)))
 					continue;  /* I16 said so */
@@ -1643,7 +1643,7 @@ static int chk_outside(struct chk *ck)
 			 " GROUP BY ag", tables[t], tables[t]);
 		rc = sqlite3_prepare_v2(ck->db, sql, -1, &s, NULL);
 		if (rc != SQLITE_OK)
-			return store_sql_err(ck->db, rc, "check outside prepare");
+			return orch_rec_sql_err(ck->db, rc, "check outside prepare");
 		sqlite3_bind_int64(s, 1, ck->st->st_ag_count);
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW)
 			chk_report(ck, 4, tables[t], sqlite3_column_int64(s, 0),
@@ -1652,7 +1652,7 @@ static int chk_outside(struct chk *ck)
 				   (int64_t)sqlite3_column_int64(s, 0),
 				   ck->st->st_ag_count);
 		if (rc != SQLITE_DONE)
-			error = store_sql_err(ck->db, rc, "check outside");
+			error = orch_rec_sql_err(ck->db, rc, "check outside");
 		sqlite3_finalize(s);
 	}
 	return error;
@@ -1683,7 +1683,7 @@ long orch_store_check(struct orch_store *st, bool data,
 	for (int i = 0; i < Q_NR && !error; i++) {
 		rc = sqlite3_prepare_v2(ck.db, chk_sql_text[i], -1, &ck.q[i], NULL);
 		if (rc != SQLITE_OK)
-			error = store_sql_err(ck.db, rc, "check prepare");
+			error = orch_rec_sql_err(ck.db, rc, "check prepare");
 	}
 	if (!error)
 		error = chk_smeta(&ck);

@@ -101,7 +101,7 @@ static bool fsmap_row(struct fsmap_walk *w, uint32_t ag, sqlite3_stmt *s,
 	r->fileoff = (uint64_t)sqlite3_column_int64(s, 2);
 	r->flags = (uint32_t)sqlite3_column_int64(s, 4);
 	if (r->owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
-		r->handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+		r->handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 5));
 	return true;
 }
 
@@ -140,7 +140,7 @@ static bool fsmap_next(struct fsmap_walk *w, uint32_t ag, sqlite3_stmt *s,
 		if (fsmap_row(w, ag, s, is_rmap, r))
 			return true;
 	if (rc != SQLITE_DONE)
-		*err = store_sql_err(w->db, rc, "fsmap step");
+		*err = orch_rec_sql_err(w->db, rc, "fsmap step");
 	return false;
 }
 
@@ -162,7 +162,7 @@ static int fsmap_ag_from(struct fsmap_walk *w, uint32_t ag, int64_t lo,
 		*ffrom = sqlite3_column_int64(w->fsb_le, 0);
 	sqlite3_reset(w->fsb_le);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(w->db, rc, "fsmap free lookup");
+		return orch_rec_sql_err(w->db, rc, "fsmap free lookup");
 	*ffrom = ORCH_MAX(*ffrom, c);
 	return 0;
 }
@@ -246,7 +246,7 @@ int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 	if (sqlite3_prepare_v2(w.db, fsmap_sql_rmap, -1, &w.rmap, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(w.db, fsmap_sql_fsb, -1, &w.fsb, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(w.db, fsmap_sql_fsb_le, -1, &w.fsb_le, NULL) != SQLITE_OK) {
-		error = store_sql_err(w.db, sqlite3_errcode(w.db), "fsmap prepare");
+		error = orch_rec_sql_err(w.db, sqlite3_errcode(w.db), "fsmap prepare");
 		goto out;
 	}
 	ag = (uint32_t)(w.start >> st->st_ag_shift);
@@ -346,21 +346,21 @@ int orch_store_handles(struct orch_store *st, uint64_t *after, size_t max,
 		"SELECT handle FROM obj WHERE handle > ?1 AND (flags & ?2) = 0"
 		" ORDER BY handle LIMIT ?3", -1, &s, NULL);
 	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "handles prepare");
+		error = orch_rec_sql_err(c->c_db, rc, "handles prepare");
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, store_key_u64(*after));
-	sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
+	sqlite3_bind_int64(s, 1, orch_rec_key_u64(*after));
+	sqlite3_bind_int64(s, 2, ORCH_REC_OBJ_DYING);
 	sqlite3_bind_int64(s, 3, (int64_t)max);
 	while (!error && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		uint64_t h = store_unkey_u64(sqlite3_column_int64(s, 0));
+		uint64_t h = orch_rec_unkey_u64(sqlite3_column_int64(s, 0));
 
 		*after = h;
 		n++;
 		error = fn(arg, h);
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "handles step");
+		error = orch_rec_sql_err(c->c_db, rc, "handles step");
 	if (!error && n == max)
 		*eof = false;
 out:
@@ -379,8 +379,8 @@ bool orch_store_has_object(struct orch_store *st, uint64_t h)
 		return true;
 	if (sqlite3_prepare_v2(c->c_db, "SELECT 1 FROM obj WHERE handle = ?1"
 			       " AND (flags & ?2) = 0", -1, &s, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(s, 1, store_key_u64(h));
-		sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
+		sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
+		sqlite3_bind_int64(s, 2, ORCH_REC_OBJ_DYING);
 		int rc = sqlite3_step(s);
 
 		found = rc != SQLITE_DONE;
@@ -408,7 +408,7 @@ struct scan {
 	int64_t c_grp;
 	bool c_have;
 	uint64_t c_valid;
-	uint8_t c_sums[STORE_CSUM_GROUP * 4];
+	uint8_t c_sums[ORCH_REC_CSUM_GROUP * 4];
 };
 
 /* Loads the csum row of group @grp of the scan's AG. */
@@ -430,7 +430,7 @@ static int scan_csum(struct scan *sc, int64_t grp)
 	}
 	sqlite3_reset(sc->csum);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(sc->db, rc, "scan csum");
+		return orch_rec_sql_err(sc->db, rc, "scan csum");
 	return 0;
 }
 
@@ -447,7 +447,7 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 		error = store_pread_blocks(sc->st, g, n, sc->buf);
 		sc->blocks += n;
 		for (uint32_t j = 0; j < n; j++) {
-			uint32_t blk = b + j, bit = blk % STORE_CSUM_GROUP;
+			uint32_t blk = b + j, bit = blk % ORCH_REC_CSUM_GROUP;
 			uint32_t want, got;
 
 			if (error) {
@@ -455,7 +455,7 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 				sc->bad(sc->arg, g + j, why);
 				continue;
 			}
-			error = scan_csum(sc, blk / STORE_CSUM_GROUP);
+			error = scan_csum(sc, blk / ORCH_REC_CSUM_GROUP);
 			if (error)
 				return error;
 			if (!sc->c_have || !(sc->c_valid & (1ull << bit)))
@@ -501,7 +501,7 @@ static int scan_batch(struct scan *sc)
 		sc->owner = sqlite3_column_int64(sc->rmap, 1);
 		sc->off = sqlite3_column_int64(sc->rmap, 2);
 		nrec++;
-		if (sc->owner <= 0 || (flags & STORE_EXT_UNWRITTEN) || len < 1 ||
+		if (sc->owner <= 0 || (flags & ORCH_REC_EXT_UNWRITTEN) || len < 1 ||
 		    agbno < 0 || agbno >= aglen)
 			continue;
 		s = ORCH_MAX((uint64_t)agbno, sc->verified);
@@ -514,7 +514,7 @@ static int scan_batch(struct scan *sc)
 	}
 	if (!error && nrec < SCAN_BATCH_RECS && bytes < SCAN_BATCH_BYTES) {
 		if (rc != SQLITE_DONE)
-			error = store_sql_err(sc->db, rc, "scan rmap");
+			error = orch_rec_sql_err(sc->db, rc, "scan rmap");
 		else
 			error = 1;
 	}
@@ -555,7 +555,7 @@ static int scan_open(struct scan *sc, struct store_conn **c)
 	    sqlite3_prepare_v2(sc->db,
 		"SELECT valid, sums FROM csum WHERE ag = ?1 AND grp = ?2",
 		-1, &sc->csum, NULL) != SQLITE_OK) {
-		error = store_sql_err(sc->db, sqlite3_errcode(sc->db), "scan prepare");
+		error = orch_rec_sql_err(sc->db, sqlite3_errcode(sc->db), "scan prepare");
 		sqlite3_finalize(sc->rmap);
 		sqlite3_finalize(sc->csum);
 		sc->rmap = sc->csum = NULL;

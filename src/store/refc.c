@@ -78,7 +78,7 @@ static int refc_window(struct store_writer *w, uint32_t ag, uint32_t start, uint
 			break;
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(w->w_db, rc, "refc");
+		error = orch_rec_sql_err(w->w_db, rc, "refc");
 	sqlite3_reset(s);
 	return error;
 }
@@ -146,7 +146,7 @@ static int refc_rewrite(struct store_writer *w, uint32_t ag, const struct refc_v
 
 			error = w_exec(w, S_REFC_INS,
 				       W_ARGS(f[0], f[1], f[2], f[3],
-					      store_rec_crc(STORE_TBL_REFC, f, 4, NULL, 0)));
+					      orch_rec_crc(ORCH_REC_REFC, f, 4, NULL, 0)));
 			d->nrefc++;
 			b += l;
 		}

@@ -39,22 +39,22 @@
 
 struct rp_tab {
 	const char *name;
-	enum store_tbl tbl;
+	enum orch_rec_tbl tbl;
 	int ncol;               /* columns before crc */
 	const char *cols;       /* in table (and key) order */
 };
 
-static const struct rp_tab rp_bmap = { "bmap", STORE_TBL_BMAP, 6,
+static const struct rp_tab rp_bmap = { "bmap", ORCH_REC_BMAP, 6,
 	"nid, off, ag, agbno, len, flags" };
-static const struct rp_tab rp_rmap = { "rmap", STORE_TBL_RMAP, 6,
+static const struct rp_tab rp_rmap = { "rmap", ORCH_REC_RMAP, 6,
 	"ag, agbno, owner, off, len, flags" };
-static const struct rp_tab rp_fsb = { "fsb", STORE_TBL_FSB, 3,
+static const struct rp_tab rp_fsb = { "fsb", ORCH_REC_FSB, 3,
 	"ag, agbno, len" };
-static const struct rp_tab rp_fsc = { "fsc", STORE_TBL_FSC, 3,
+static const struct rp_tab rp_fsc = { "fsc", ORCH_REC_FSC, 3,
 	"ag, len, agbno" };
-static const struct rp_tab rp_refc = { "refc", STORE_TBL_REFC, 4,
+static const struct rp_tab rp_refc = { "refc", ORCH_REC_REFC, 4,
 	"ag, agbno, len, refcount" };
-static const struct rp_tab rp_agstat = { "agstat", STORE_TBL_AGSTAT, 7,
+static const struct rp_tab rp_agstat = { "agstat", ORCH_REC_AGSTAT, 7,
 	"ag, blocks, freeblks, longest, nfree, nrmap, nrefc" };
 
 /* One row: f[0..ncol-1] the columns, f[ncol] the crc. */
@@ -130,14 +130,14 @@ static int rp_add(struct rp_vec *vec, const struct rp_tab *tab,
 	if (!r)
 		return -ENOMEM;
 	memcpy(r->f, f, (size_t)tab->ncol * sizeof(int64_t));
-	r->f[tab->ncol] = store_rec_crc(tab->tbl, f, tab->ncol, NULL, 0);
+	r->f[tab->ncol] = orch_rec_crc(tab->tbl, f, tab->ncol, NULL, 0);
 	return 0;
 }
 
 static bool rp_crc_ok(const struct rp_tab *tab, const struct rp_row *r)
 {
 	return r->f[tab->ncol] ==
-	       (int64_t)store_rec_crc(tab->tbl, r->f, tab->ncol, NULL, 0);
+	       (int64_t)orch_rec_crc(tab->tbl, r->f, tab->ncol, NULL, 0);
 }
 
 /* Lexicographic over all columns and the crc (qsort needs one width). */
@@ -164,7 +164,7 @@ static int rp_load(struct rp *rp, const struct rp_tab *tab, const char *where,
 		 tab->cols);
 	rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair load");
+		return orch_rec_sql_err(rp->db, rc, "repair load");
 	out->n = 0;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		struct rp_row *r = rp_push(out);
@@ -177,7 +177,7 @@ static int rp_load(struct rp *rp, const struct rp_tab *tab, const char *where,
 			r->f[i] = sqlite3_column_int64(s, i);
 	}
 	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(rp->db, rc, "repair load");
+	return rc == SQLITE_DONE ? 0 : orch_rec_sql_err(rp->db, rc, "repair load");
 }
 
 static void rp_row_str(const struct rp_tab *tab, const struct rp_row *r,
@@ -240,12 +240,12 @@ static int rp_replace(struct rp *rp, const struct rp_tab *tab,
 	snprintf(sql, sizeof(sql), "DELETE FROM %s", tab->name);
 	rc = sqlite3_exec(rp->db, sql, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair delete");
+		return orch_rec_sql_err(rp->db, rc, "repair delete");
 	snprintf(sql, sizeof(sql), "INSERT INTO %s (%s, crc) VALUES (?%.*s)",
 		 tab->name, tab->cols, 2 * tab->ncol, ",?,?,?,?,?,?,?,?");
 	rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair insert");
+		return orch_rec_sql_err(rp->db, rc, "repair insert");
 	for (size_t k = 0; k < rows->n && rc == SQLITE_OK; k++) {
 		for (int i = 0; i <= tab->ncol; i++)
 			sqlite3_bind_int64(s, i + 1, rows->v[k].f[i]);
@@ -259,7 +259,7 @@ static int rp_replace(struct rp *rp, const struct rp_tab *tab,
 		       "(overlapping sources?)", tab->name);
 		return -ORCH_ECORRUPT;
 	}
-	return rc == SQLITE_OK ? 0 : store_sql_err(rp->db, rc, "repair insert");
+	return rc == SQLITE_OK ? 0 : orch_rec_sql_err(rp->db, rc, "repair insert");
 }
 
 /* Sorts @new, diffs it against the table and writes it. */
@@ -307,12 +307,12 @@ static int rp_int(struct rp *rp, const char *sql, int64_t ag, int64_t *out)
 	int rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
 
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair count");
+		return orch_rec_sql_err(rp->db, rc, "repair count");
 	sqlite3_bind_int64(s, 1, ag);
 	rc = sqlite3_step(s);
 	*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : store_sql_err(rp->db, rc, "repair count");
+	return rc == SQLITE_ROW ? 0 : orch_rec_sql_err(rp->db, rc, "repair count");
 }
 
 /*
@@ -442,7 +442,7 @@ static size_t rp_lower(const struct rp_vec *d, int64_t ag, int64_t agbno)
 static int rp_defective(struct rp *rp, const struct rp_vec *data,
 			struct rp_vec *out)
 {
-	static const struct rp_tab bad = { "bad", STORE_TBL_BAD, 5,
+	static const struct rp_tab bad = { "bad", ORCH_REC_BAD, 5,
 		"ag, agbno, len, first_seen, source" };
 	struct rp_vec b = { 0 };
 	int64_t maxext = rp->st->st_maxext;
@@ -676,7 +676,7 @@ struct rp_sums {
 	int64_t ag, grp;        /* cached row; grp -1: none */
 	uint64_t valid;
 	bool ok;                /* row exists, its crc and size are good */
-	uint8_t sums[STORE_CSUM_GROUP * 4];
+	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
 };
 
 static int rp_sums_load(struct rp *rp, struct rp_sums *cs, int64_t ag,
@@ -697,7 +697,7 @@ static int rp_sums_load(struct rp *rp, struct rp_sums *cs, int64_t ag,
 
 		if (blob && bytes == (int)sizeof(cs->sums) &&
 		    sqlite3_column_int64(cs->q, 2) ==
-		    (int64_t)store_rec_crc(STORE_TBL_CSUM, f, 3, blob, sizeof(cs->sums))) {
+		    (int64_t)orch_rec_crc(ORCH_REC_CSUM, f, 3, blob, sizeof(cs->sums))) {
 			memcpy(cs->sums, blob, sizeof(cs->sums));
 			cs->valid = (uint64_t)f[2];
 			cs->ok = true;
@@ -705,7 +705,7 @@ static int rp_sums_load(struct rp *rp, struct rp_sums *cs, int64_t ag,
 	}
 	sqlite3_reset(cs->q);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(rp->db, rc, "repair csum");
+		return orch_rec_sql_err(rp->db, rc, "repair csum");
 	return 0;
 }
 
@@ -726,11 +726,11 @@ static int rp_verify(struct rp *rp, struct rp_sums *cs, const int64_t *f,
 			return error;
 		for (uint32_t j = 0; j < n; j++) {
 			int64_t blk = f[3] + b + j;
-			uint32_t bit = (uint32_t)(blk % STORE_CSUM_GROUP);
+			uint32_t bit = (uint32_t)(blk % ORCH_REC_CSUM_GROUP);
 			uint32_t want, got;
 			const uint8_t *p;
 
-			error = rp_sums_load(rp, cs, f[2], blk / STORE_CSUM_GROUP);
+			error = rp_sums_load(rp, cs, f[2], blk / ORCH_REC_CSUM_GROUP);
 			if (error)
 				return error;
 			if (!cs->ok || !(cs->valid & (1ull << bit)))
@@ -796,12 +796,12 @@ static int rp_obj_set(struct rp *rp, sqlite3_stmt *u, const int64_t *o,
 	       o[5], sum);
 	sqlite3_bind_int64(u, 1, n);
 	sqlite3_bind_int64(u, 2, sum);
-	sqlite3_bind_int64(u, 3, store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0));
+	sqlite3_bind_int64(u, 3, orch_rec_crc(ORCH_REC_OBJ, f, 6, NULL, 0));
 	sqlite3_bind_int64(u, 4, o[0]);
 	rc = sqlite3_step(u);
 	sqlite3_reset(u);
 	if (rc != SQLITE_DONE)
-		return store_sql_err(rp->db, rc, "repair obj");
+		return orch_rec_sql_err(rp->db, rc, "repair obj");
 	rp->res->objects++;
 	return 0;
 }
@@ -814,7 +814,7 @@ static int rp_obj_set(struct rp *rp, sqlite3_stmt *u, const int64_t *o,
 static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 			   struct rp_vec *out)
 {
-	static const struct rp_tab obj = { "obj", STORE_TBL_OBJ, 6,
+	static const struct rp_tab obj = { "obj", ORCH_REC_OBJ, 6,
 		"nid, handle, size, flags, nextents, nblocks" };
 	struct rp_sums cs = { .grp = -1 };
 	struct rp_vec objs = { 0 };
@@ -827,11 +827,11 @@ static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 				" WHERE ag = ?1 AND grp = ?2", -1, &cs.q, NULL) ||
 		       sqlite3_prepare_v2(rp->db, "UPDATE obj SET nextents = ?1,"
 				" nblocks = ?2, crc = ?3 WHERE nid = ?4", -1, &u, NULL)))
-		error = store_sql_err(rp->db, SQLITE_ERROR, "repair prepare");
+		error = orch_rec_sql_err(rp->db, SQLITE_ERROR, "repair prepare");
 	for (size_t i = 0; i <= objs.n && !error; i++) {
 		int64_t nid = i < objs.n ? objs.v[i].f[0] : INT64_MAX;
 		int64_t n = 0, sum = 0, end = 0;
-		uint64_t h = i < objs.n ? store_unkey_u64(objs.v[i].f[1]) : 0;
+		uint64_t h = i < objs.n ? orch_rec_unkey_u64(objs.v[i].f[1]) : 0;
 
 		for (; k < src->n && src->v[k].f[0] < nid; k++) {
 			rp_log(rp, LOG_OTHER, "skipped: rmap extent of nid %" PRId64
@@ -851,7 +851,7 @@ static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 			}
 			end = f[1] + f[4];
 			n++, sum += f[4];
-			if (!(f[5] & STORE_EXT_UNWRITTEN))
+			if (!(f[5] & ORCH_REC_EXT_UNWRITTEN))
 				error = rp_verify(rp, &cs, f, h, buf);
 			if (!error && !rp_push(out))
 				error = -ENOMEM;
@@ -898,13 +898,13 @@ static int rp_smeta(struct rp *rp, const char *k, int64_t *v)
 				    -1, &s, NULL);
 
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair smeta");
+		return orch_rec_sql_err(rp->db, rc, "repair smeta");
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		*v = sqlite3_column_int64(s, 0);
 		if (sqlite3_column_int64(s, 1) !=
-		    (int64_t)store_rec_crc(STORE_TBL_SMETA, v, 1, k, strlen(k)))
+		    (int64_t)orch_rec_crc(ORCH_REC_SMETA, v, 1, k, strlen(k)))
 			rc = SQLITE_CORRUPT;
 	}
 	sqlite3_finalize(s);
@@ -915,7 +915,7 @@ static int rp_smeta(struct rp *rp, const char *k, int64_t *v)
 		       "its crc", k);
 		return -ORCH_ECORRUPT;
 	}
-	return store_sql_err(rp->db, rc, "repair smeta");
+	return orch_rec_sql_err(rp->db, rc, "repair smeta");
 }
 
 /* The geometry: smeta, agreeing with the superblock. */
@@ -1047,7 +1047,7 @@ static int rp_run(struct rp *rp, enum orch_store_rebuild what)
 	int error, rc = sqlite3_exec(rp->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
 	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair begin");
+		return orch_rec_sql_err(rp->db, rc, "repair begin");
 	switch (what) {
 	case ORCH_STORE_REBUILD_BMAP:
 		error = rp_rebuild_bmap(rp);
@@ -1068,13 +1068,13 @@ static int rp_run(struct rp *rp, enum orch_store_rebuild what)
 	}
 	rc = sqlite3_exec(rp->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		error = store_sql_err(rp->db, rc, "repair commit");
+		error = orch_rec_sql_err(rp->db, rc, "repair commit");
 		sqlite3_exec(rp->db, "ROLLBACK", NULL, NULL, NULL);
 		return error;
 	}
 	/* Into store.db (synced, FULL) so no WAL replay is needed later. */
 	rc = sqlite3_exec(rp->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : store_sql_err(rp->db, rc, "repair checkpoint");
+	return rc == SQLITE_OK ? 0 : orch_rec_sql_err(rp->db, rc, "repair checkpoint");
 }
 
 int orch_store_repair(const char *data_dir, enum orch_store_rebuild what,

@@ -34,51 +34,6 @@
 
 /* --- Small shared helpers ------------------------------------------------------ */
 
-uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
-		       const void *blob, size_t bloblen)
-{
-	uint8_t b[8];
-	uint32_t crc;
-
-	b[0] = (uint8_t)t;
-	crc = orch_crc32c(0, b, 1);
-	for (int i = 0; i < n; i++) {
-		uint64_t v = (uint64_t)f[i];
-
-		for (int k = 0; k < 8; k++)
-			b[k] = (uint8_t)(v >> (8 * k));
-		crc = orch_crc32c(crc, b, 8);
-	}
-	if (blob && bloblen)
-		crc = orch_crc32c(crc, blob, bloblen);
-	return crc;
-}
-
-int store_sql_err(sqlite3 *db, int rc, const char *what)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db damaged (%s): %s", what,
-				   sqlite3_errmsg(db));
-		return -ORCH_ECORRUPT;
-	default:
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db: %s: %s", what, sqlite3_errmsg(db));
-		return -EIO;
-	}
-}
-
 static int killpoint_count = -1;   /* hits left before the kill; -1 = off */
 static char killpoint_name[16];
 
@@ -203,53 +158,30 @@ int orch_store_check_unused(const char *data_dir)
 	return 0;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static void sb_encode(const struct store_sb *sb, uint8_t *blk)
 {
 	memset(blk, 0, ORCH_STORE_BLOCK);
 	memcpy(blk, STORE_SB_MAGIC, 8);
-	put32(blk + 8, sb->format);
-	put32(blk + 12, sb->block_size);
-	put32(blk + 16, sb->ag_blocks);
-	put32(blk + 20, sb->maxext);
-	put64(blk + 24, sb->blocks);
+	orch_put_le32(blk + 8, sb->format);
+	orch_put_le32(blk + 12, sb->block_size);
+	orch_put_le32(blk + 16, sb->ag_blocks);
+	orch_put_le32(blk + 20, sb->maxext);
+	orch_put_le64(blk + 24, sb->blocks);
 	memcpy(blk + 32, sb->uuid, 16);
-	put32(blk + 48, orch_crc32c(0, blk, 48));
+	orch_put_le32(blk + 48, orch_crc32c(0, blk, 48));
 }
 
 int store_sb_decode(const uint8_t *blk, struct store_sb *sb)
 {
 	if (memcmp(blk, STORE_SB_MAGIC, 8) != 0)
 		return -ENOENT;
-	if (get32(blk + 48) != orch_crc32c(0, blk, 48))
+	if (orch_get_le32(blk + 48) != orch_crc32c(0, blk, 48))
 		return -ORCH_ECORRUPT;
-	sb->format = get32(blk + 8);
-	sb->block_size = get32(blk + 12);
-	sb->ag_blocks = get32(blk + 16);
-	sb->maxext = get32(blk + 20);
-	sb->blocks = get64(blk + 24);
+	sb->format = orch_get_le32(blk + 8);
+	sb->block_size = orch_get_le32(blk + 12);
+	sb->ag_blocks = orch_get_le32(blk + 16);
+	sb->maxext = orch_get_le32(blk + 20);
+	sb->blocks = orch_get_le64(blk + 24);
 	memcpy(sb->uuid, blk + 32, 16);
 	if (sb->format != STORE_FORMAT)
 		return -EPROTONOSUPPORT;
@@ -314,12 +246,12 @@ static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
 
 	rc = sqlite3_prepare_v2(db, "SELECT v, crc FROM smeta WHERE k=?", -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return store_sql_err(db, rc, "smeta");
+		return orch_rec_sql_err(db, rc, "smeta");
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		*v = sqlite3_column_int64(s, 0);
-		if (sqlite3_column_int64(s, 1) != store_rec_crc(STORE_TBL_SMETA, v, 1, k, strlen(k)))
+		if (sqlite3_column_int64(s, 1) != orch_rec_crc(ORCH_REC_SMETA, v, 1, k, strlen(k)))
 			rc = SQLITE_CORRUPT;
 	}
 	sqlite3_finalize(s);
@@ -329,7 +261,7 @@ static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
 		ORCH_ERR("store.db: smeta '%s' fails its CRC", k);
 		return -ORCH_ECORRUPT;
 	}
-	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(db, rc, "smeta");
+	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : orch_rec_sql_err(db, rc, "smeta");
 }
 
 /* --- mkfs ------------------------------------------------------------------------ */
@@ -373,7 +305,7 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 	int rc;
 	uint64_t uh, ul;
 
-	rc = sqlite3_exec(db, "BEGIN;" STORE_SCHEMA, NULL, NULL, NULL);
+	rc = sqlite3_exec(db, "BEGIN;" ORCH_REC_SCHEMA, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		goto fail;
 	memcpy(&uh, sb->uuid, 8);
@@ -392,7 +324,7 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 		for (size_t i = 0; i < ORCH_ARRAY_SIZE(keys); i++) {
 			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
 			sqlite3_bind_int64(s, 2, vals[i]);
-			sqlite3_bind_int64(s, 3, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1,
+			sqlite3_bind_int64(s, 3, orch_rec_crc(ORCH_REC_SMETA, &vals[i], 1,
 							       keys[i], strlen(keys[i])));
 			if (sqlite3_step(s) != SQLITE_DONE)
 				goto fail;
@@ -411,18 +343,18 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 
 		f[0] = ag; f[1] = first; f[2] = flen;
 		snprintf(sql, sizeof(sql), "INSERT INTO fsb VALUES(%u,%u,%u,%u)", ag, first,
-			 flen, store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0));
+			 flen, orch_rec_crc(ORCH_REC_FSB, f, 3, NULL, 0));
 		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
 		f[0] = ag; f[1] = flen; f[2] = first;
 		snprintf(sql, sizeof(sql), "INSERT INTO fsc VALUES(%u,%u,%u,%u)", ag, flen,
-			 first, store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0));
+			 first, orch_rec_crc(ORCH_REC_FSC, f, 3, NULL, 0));
 		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
 		if (ag == 0) {
 			f[0] = 0; f[1] = 0; f[2] = ORCH_STORE_OWN_FS; f[3] = 0; f[4] = 1; f[5] = 0;
 			snprintf(sql, sizeof(sql), "INSERT INTO rmap VALUES(0,0,%d,0,1,0,%u)",
-				 ORCH_STORE_OWN_FS, store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0));
+				 ORCH_STORE_OWN_FS, orch_rec_crc(ORCH_REC_RMAP, f, 6, NULL, 0));
 			if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 				goto fail;
 		}
@@ -430,7 +362,7 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 		f[5] = ag == 0 ? 1 : 0; f[6] = 0;
 		snprintf(sql, sizeof(sql),
 			 "INSERT INTO agstat VALUES(%u,%u,%u,%u,1,%d,0,%u)", ag, len, flen,
-			 flen, ag == 0 ? 1 : 0, store_rec_crc(STORE_TBL_AGSTAT, f, 7, NULL, 0));
+			 flen, ag == 0 ? 1 : 0, orch_rec_crc(ORCH_REC_AGSTAT, f, 7, NULL, 0));
 		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
 	}
@@ -625,7 +557,7 @@ static int conn_new(struct orch_store *st, struct store_conn **out)
 					    SQLITE_PREPARE_PERSISTENT, stmts[i], NULL);
 
 		if (rc != SQLITE_OK) {
-			error = store_sql_err(c->c_db, rc, "prepare");
+			error = orch_rec_sql_err(c->c_db, rc, "prepare");
 			conn_free(c);
 			return error;
 		}
@@ -661,7 +593,7 @@ int store_snap_get(struct orch_store *st, struct store_conn **out)
 	/* A deferred BEGIN takes its snapshot at the first read: read now. */
 	rc = sqlite3_exec(c->c_db, "BEGIN; SELECT 1 FROM smeta LIMIT 1", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "begin read");
+		error = orch_rec_sql_err(c->c_db, rc, "begin read");
 		store_snap_put(st, c);
 		return error;
 	}
@@ -736,15 +668,15 @@ static int read_obj(struct store_conn *c, uint64_t h, int64_t *nid, uint64_t *si
 	int rc, error = 0;
 
 	*nid = 0;
-	sqlite3_bind_int64(s, 1, store_key_u64(h));
+	sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (sqlite3_column_int64(s, 2) & STORE_OBJ_DYING)
+		if (sqlite3_column_int64(s, 2) & ORCH_REC_OBJ_DYING)
 			continue;
 		*nid = sqlite3_column_int64(s, 0);
 		*size = (uint64_t)sqlite3_column_int64(s, 1);
 	}
 	if (rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "read obj");
+		error = orch_rec_sql_err(c->c_db, rc, "read obj");
 	sqlite3_reset(s);
 	return error;
 }
@@ -790,7 +722,7 @@ static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t
 			c->c_ext[cnt++] = e;
 		}
 		if (!error && rc != SQLITE_DONE)
-			error = store_sql_err(c->c_db, rc, "read bmap");
+			error = orch_rec_sql_err(c->c_db, rc, "read bmap");
 		sqlite3_reset(s);
 	}
 	*n = cnt;
@@ -835,27 +767,27 @@ static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_
 
 	memset(valid, 0, len * sizeof(*valid));
 	sqlite3_bind_int64(s, 1, ag);
-	sqlite3_bind_int64(s, 2, agbno / STORE_CSUM_GROUP);
-	sqlite3_bind_int64(s, 3, (agbno + len - 1) / STORE_CSUM_GROUP);
+	sqlite3_bind_int64(s, 2, agbno / ORCH_REC_CSUM_GROUP);
+	sqlite3_bind_int64(s, 3, (agbno + len - 1) / ORCH_REC_CSUM_GROUP);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		uint64_t grp = (uint64_t)sqlite3_column_int64(s, 0);
 		uint64_t bits = (uint64_t)sqlite3_column_int64(s, 1);
 		const uint8_t *blob = sqlite3_column_blob(s, 2);
 		int blen = sqlite3_column_bytes(s, 2);
 
-		if (!blob || blen != STORE_CSUM_GROUP * 4)
+		if (!blob || blen != ORCH_REC_CSUM_GROUP * 4)
 			continue;   /* damaged row: the blocks read as unverifiable */
-		for (uint32_t i = 0; i < STORE_CSUM_GROUP; i++) {
-			uint64_t b = grp * STORE_CSUM_GROUP + i;
+		for (uint32_t i = 0; i < ORCH_REC_CSUM_GROUP; i++) {
+			uint64_t b = grp * ORCH_REC_CSUM_GROUP + i;
 
 			if (b < agbno || b >= (uint64_t)agbno + len || !(bits >> i & 1))
 				continue;
-			sums[b - agbno] = get32(blob + 4 * i);
+			sums[b - agbno] = orch_get_le32(blob + 4 * i);
 			valid[b - agbno] = true;
 		}
 	}
 	if (rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "read csum");
+		error = orch_rec_sql_err(c->c_db, rc, "read csum");
 	sqlite3_reset(s);
 	return error;
 }

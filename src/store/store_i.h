@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/store_ondisk.h"
 
 #define STORE_FORMAT 1
 #define STORE_DB_NAME "store.db"
@@ -27,9 +28,6 @@
 #define STORE_DEFAULT_MAXEXT 4096u
 #define STORE_MIN_AG_BLOCKS 64u
 #define STORE_MAX_AG_BLOCKS (1u << 30)
-
-/* Blocks per csum record: one row holds 64 crc32c values and a valid bitmap. */
-#define STORE_CSUM_GROUP 64u
 
 /* WAL pages (4 KiB) after which a flush also checkpoints (store_flush). */
 #define STORE_CKPT_PAGES 4096
@@ -48,12 +46,6 @@
 /* Waits of 10 ms for reads to end before a write gets ENOSPC. */
 #define STORE_ALLOC_WAITS 100
 
-/* Object flags. */
-#define STORE_OBJ_REFLINK 0x1u    /* may share blocks (set by clones) */
-#define STORE_OBJ_DYING 0x2u      /* being deleted by a work item: absent */
-/* bmap / rmap flags. */
-#define STORE_EXT_UNWRITTEN 0x1u  /* allocated, reads as zeros (unused so far) */
-
 /* bad.source: how the blocks were found bad. */
 #define STORE_BAD_REPORTED 1      /* a checksum mismatch or I/O error, or an operator */
 
@@ -63,88 +55,6 @@ enum store_work_type {
 	STORE_WORK_PUNCH = 2,     /* nid, a = first block, b = end block */
 	STORE_WORK_DELETE = 3,    /* nid */
 };
-
-/*
- * The tables.  Every integer is an SQLite INTEGER (signed 64 bits); u64
- * handles, which may reach 2^63, are stored through store_key_u64() so that
- * they sort as unsigned; the csum valid bitmap, never sorted, is stored as
- * an (int64_t) cast of its bits.  Every record ends
- * in crc = crc32c of its fields (store_rec_crc), so a scrub notices bit rot
- * or a stray write in any single record.  The tuple (ag, agbno) sorts as the
- * global block number ag * ag_blocks + agbno.
- */
-#define STORE_SCHEMA \
-	"CREATE TABLE smeta(k TEXT PRIMARY KEY, v INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE TABLE agstat(ag INTEGER PRIMARY KEY, blocks INTEGER NOT NULL," \
-	"  freeblks INTEGER NOT NULL, longest INTEGER NOT NULL," \
-	"  nfree INTEGER NOT NULL, nrmap INTEGER NOT NULL, nrefc INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE TABLE obj(nid INTEGER PRIMARY KEY, handle INTEGER NOT NULL," \
-	"  size INTEGER NOT NULL, flags INTEGER NOT NULL," \
-	"  nextents INTEGER NOT NULL, nblocks INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE INDEX obj_handle ON obj(handle);" \
-	"CREATE TABLE bmap(nid INTEGER NOT NULL, off INTEGER NOT NULL," \
-	"  ag INTEGER NOT NULL, agbno INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(nid, off)) WITHOUT ROWID;" \
-	"CREATE TABLE rmap(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  owner INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno, owner, off)) WITHOUT ROWID;" \
-	"CREATE TABLE fsb(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE fsc(ag INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  agbno INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, len, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE refc(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, refcount INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE csum(ag INTEGER NOT NULL, grp INTEGER NOT NULL," \
-	"  valid INTEGER NOT NULL, sums BLOB NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, grp)) WITHOUT ROWID;" \
-	"CREATE TABLE bad(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, first_seen INTEGER NOT NULL," \
-	"  source INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE work(seq INTEGER PRIMARY KEY, type INTEGER NOT NULL," \
-	"  nid INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL," \
-	"  progress INTEGER NOT NULL, crc INTEGER NOT NULL) WITHOUT ROWID;"
-
-/* Record CRC domains: the table a record belongs to is part of its CRC. */
-enum store_tbl {
-	STORE_TBL_AGSTAT = 1,
-	STORE_TBL_OBJ,
-	STORE_TBL_BMAP,
-	STORE_TBL_RMAP,
-	STORE_TBL_FSB,
-	STORE_TBL_FSC,
-	STORE_TBL_REFC,
-	STORE_TBL_CSUM,
-	STORE_TBL_BAD,
-	STORE_TBL_WORK,
-	STORE_TBL_SMETA,          /* fields: v; blob: the key's text */
-};
-
-/*
- * crc32c over the table tag and @n fields, each as 8 little-endian bytes,
- * then @blob (may be NULL).  In the column order of the table, crc excluded.
- */
-uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
-		       const void *blob, size_t bloblen);
-
-/* u64 <-> SQLite INTEGER, order-preserving (flip the sign bit). */
-static inline int64_t store_key_u64(uint64_t v)
-{
-	return (int64_t)(v ^ 0x8000000000000000ull);
-}
-
-static inline uint64_t store_unkey_u64(int64_t v)
-{
-	return (uint64_t)v ^ 0x8000000000000000ull;
-}
 
 /* A connection for reads: pooled, one thread at a time. */
 struct store_conn {
@@ -309,9 +219,6 @@ bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
  */
 void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock);
-
-/* Maps an SQLite result code to -errno (logging unexpected ones). */
-int store_sql_err(sqlite3 *db, int rc, const char *what);
 
 /* pread/pwrite of whole blocks of the blocks file, with retries. */
 int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,

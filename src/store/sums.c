@@ -34,7 +34,7 @@ struct sums_walk {
 	int64_t grp;
 	bool have;
 	uint64_t valid;
-	uint8_t sums[STORE_CSUM_GROUP * 4];
+	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
 };
 
 /* Loads the csum row of group @grp of AG @ag, unless it is loaded. */
@@ -57,7 +57,7 @@ static int sums_group(struct sums_walk *w, uint32_t ag, int64_t grp)
 	}
 	sqlite3_reset(w->csum);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(w->db, rc, "block sums csum");
+		return orch_rec_sql_err(w->db, rc, "block sums csum");
 	return 0;
 }
 
@@ -68,14 +68,14 @@ static int64_t sums_nid(struct sums_walk *w, uint64_t h, int *error)
 	int rc = sqlite3_prepare_v2(w->db, sums_sql_obj, -1, &s, NULL);
 
 	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(s, 1, store_key_u64(h));
-		sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
+		sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
+		sqlite3_bind_int64(s, 2, ORCH_REC_OBJ_DYING);
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW)
 			nid = sqlite3_column_int64(s, 0);
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		*error = store_sql_err(w->db, rc, "block sums obj");
+		*error = orch_rec_sql_err(w->db, rc, "block sums obj");
 	sqlite3_finalize(s);
 	return nid;
 }
@@ -105,7 +105,7 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 		goto out;
 	if (sqlite3_prepare_v2(w.db, sums_sql_bmap, -1, &bmap, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(w.db, sums_sql_csum, -1, &w.csum, NULL) != SQLITE_OK) {
-		error = store_sql_err(w.db, sqlite3_errcode(w.db), "block sums prepare");
+		error = orch_rec_sql_err(w.db, sqlite3_errcode(w.db), "block sums prepare");
 		goto out;
 	}
 	sqlite3_bind_int64(bmap, 1, nid);
@@ -123,18 +123,18 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 		    off < prev_end)
 			continue;   /* damaged or out of order: the scrub reports it */
 		prev_end = off + len;
-		if (flags & STORE_EXT_UNWRITTEN)
+		if (flags & ORCH_REC_EXT_UNWRITTEN)
 			continue;
 		for (uint64_t b = ORCH_MAX(off, from); b < off + len; b++) {
 			uint64_t a = agbno + (b - off);
-			uint32_t bit = (uint32_t)(a % STORE_CSUM_GROUP);
+			uint32_t bit = (uint32_t)(a % ORCH_REC_CSUM_GROUP);
 
 			if (*n == max) {
 				*next = b;
 				*eof = false;
 				goto out;
 			}
-			error = sums_group(&w, (uint32_t)ag, (int64_t)(a / STORE_CSUM_GROUP));
+			error = sums_group(&w, (uint32_t)ag, (int64_t)(a / ORCH_REC_CSUM_GROUP));
 			if (error)
 				break;
 			if (!w.have || !(w.valid >> bit & 1))
@@ -146,7 +146,7 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 		}
 	}
 	if (!error && rc != SQLITE_ROW && rc != SQLITE_DONE)
-		error = store_sql_err(w.db, rc, "block sums bmap");
+		error = orch_rec_sql_err(w.db, rc, "block sums bmap");
 	*next = prev_end > from ? prev_end : from;
 out:
 	sqlite3_finalize(bmap);

@@ -117,7 +117,7 @@ int w_row(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
 	if (rc == SQLITE_ROW)
 		return 1;
 	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, w_sql[id]);
+	return rc == SQLITE_DONE ? 0 : orch_rec_sql_err(w->w_db, rc, w_sql[id]);
 }
 
 int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
@@ -126,14 +126,14 @@ int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
 	int rc = sqlite3_step(s);
 
 	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, w_sql[id]);
+	return rc == SQLITE_DONE ? 0 : orch_rec_sql_err(w->w_db, rc, w_sql[id]);
 }
 
 static int w_sql_exec(struct store_writer *w, const char *sql)
 {
 	int rc = sqlite3_exec(w->w_db, sql, NULL, NULL, NULL);
 
-	return rc == SQLITE_OK ? 0 : store_sql_err(w->w_db, rc, sql);
+	return rc == SQLITE_OK ? 0 : orch_rec_sql_err(w->w_db, rc, sql);
 }
 
 /* --- Objects ------------------------------------------------------------------------ */
@@ -155,7 +155,7 @@ struct w_ext {
 static int obj_load(struct store_writer *w, uint64_t h, struct w_obj *o)
 {
 	sqlite3_stmt *s = w->w_stmt[S_OBJ_BY_HANDLE];
-	int rc = w_row(w, S_OBJ_BY_HANDLE, W_ARGS(store_key_u64(h)));
+	int rc = w_row(w, S_OBJ_BY_HANDLE, W_ARGS(orch_rec_key_u64(h)));
 
 	memset(o, 0, sizeof(*o));
 	o->handle = h;
@@ -181,7 +181,7 @@ static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
 		return rc;
 	o->nid = nid;
 	o->stored = true;
-	o->handle = store_unkey_u64(sqlite3_column_int64(s, 0));
+	o->handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 0));
 	o->size = (uint64_t)sqlite3_column_int64(s, 1);
 	o->flags = (uint32_t)sqlite3_column_int64(s, 2);
 	o->nextents = sqlite3_column_int64(s, 3);
@@ -197,9 +197,9 @@ static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
  */
 static int obj_save(struct store_writer *w, struct w_obj *o)
 {
-	int64_t f[6] = { o->nid, store_key_u64(o->handle), (int64_t)o->size, o->flags,
+	int64_t f[6] = { o->nid, orch_rec_key_u64(o->handle), (int64_t)o->size, o->flags,
 			 o->nextents, o->nblocks };
-	int64_t crc = store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0);
+	int64_t crc = orch_rec_crc(ORCH_REC_OBJ, f, 6, NULL, 0);
 	int error;
 
 	if (o->stored) {
@@ -232,7 +232,7 @@ static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct 
 	if (!d)
 		return -ENOMEM;
 	error = w_exec(w, S_BMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					     store_rec_crc(STORE_TBL_BMAP, f, 6, NULL, 0)));
+					     orch_rec_crc(ORCH_REC_BMAP, f, 6, NULL, 0)));
 	if (error)
 		return error;
 	f[0] = e->ag;
@@ -240,7 +240,7 @@ static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct 
 	f[2] = o->nid;
 	f[3] = (int64_t)e->off;
 	error = w_exec(w, S_RMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					     store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0)));
+					     orch_rec_crc(ORCH_REC_RMAP, f, 6, NULL, 0)));
 	if (error)
 		return error;
 	d->nrmap++;
@@ -375,7 +375,7 @@ static int ext_collect_max(struct store_writer *w, struct w_obj *o, uint64_t b0,
 		rc = sqlite3_step(s);
 		if (rc != SQLITE_ROW) {
 			if (rc != SQLITE_DONE)
-				error = store_sql_err(w->w_db, rc, "bmap");
+				error = orch_rec_sql_err(w->w_db, rc, "bmap");
 			break;
 		}
 		if (cnt == max) {
@@ -757,10 +757,10 @@ static int clone_save(struct store_writer *w, struct w_obj *src, struct w_obj *d
 {
 	int error;
 
-	dst->flags |= STORE_OBJ_REFLINK;
+	dst->flags |= ORCH_REC_OBJ_REFLINK;
 	if (src == dst || !src->nid)
 		return obj_save(w, dst);
-	src->flags |= STORE_OBJ_REFLINK;
+	src->flags |= ORCH_REC_OBJ_REFLINK;
 	error = obj_save(w, src);
 	return error ? error : obj_save(w, dst);
 }
@@ -993,7 +993,7 @@ static int agstat_flush(struct store_writer *w)
 		f[3] = rc ? sqlite3_column_int64(w->w_stmt[S_FSC_MAX], 0) : 0;
 		sqlite3_reset(w->w_stmt[S_FSC_MAX]);
 		rc = w_exec(w, S_AG_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5], f[6],
-						store_rec_crc(STORE_TBL_AGSTAT, f, 7, NULL, 0)));
+						orch_rec_crc(ORCH_REC_AGSTAT, f, 7, NULL, 0)));
 		if (rc)
 			return rc;
 		w->w_dfree += d->freeblks;
@@ -1160,12 +1160,12 @@ static int txn_commit(struct store_writer *w)
 
 			sqlite3_reset(s);
 			sqlite3_bind_int64(s, 1, vals[i]);
-			sqlite3_bind_int64(s, 2, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1, keys[i],
+			sqlite3_bind_int64(s, 2, orch_rec_crc(ORCH_REC_SMETA, &vals[i], 1, keys[i],
 							       strlen(keys[i])));
 			sqlite3_bind_text(s, 3, keys[i], -1, SQLITE_STATIC);
 			rc = sqlite3_step(s);
 			sqlite3_reset(s);
-			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "smeta");
+			error = rc == SQLITE_DONE ? 0 : orch_rec_sql_err(w->w_db, rc, "smeta");
 		}
 	}
 	if (!error)
@@ -1230,7 +1230,7 @@ static int work_save(struct store_writer *w, const struct w_work *k)
 	int64_t f[6] = { k->seq, k->type, k->nid, k->a, k->b, k->progress };
 
 	return w_exec(w, S_WORK_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					    store_rec_crc(STORE_TBL_WORK, f, 6, NULL, 0)));
+					    orch_rec_crc(ORCH_REC_WORK, f, 6, NULL, 0)));
 }
 
 /* One chunk: frees up to STORE_WORK_CHUNK extents of [a, progress), from the end. */
@@ -1346,7 +1346,7 @@ static int run_long(struct store_writer *w, struct orch_store_op *op)
 			k.type = STORE_WORK_DELETE;
 			k.a = 0;
 			k.b = k.progress = INT64_MAX;
-			o.flags |= STORE_OBJ_DYING;
+			o.flags |= ORCH_REC_OBJ_DYING;
 			error = obj_save(w, &o);
 			w->w_dobjects--;
 			break;
@@ -1392,13 +1392,13 @@ static int work_resume(struct store_writer *w)
 		v[n].b = sqlite3_column_int64(s, 4);
 		v[n].progress = sqlite3_column_int64(s, 5);
 		v[n].crc_ok = sqlite3_column_int64(s, 6) ==
-			      store_rec_crc(STORE_TBL_WORK, (const int64_t[]){ v[n].seq,
+			      orch_rec_crc(ORCH_REC_WORK, (const int64_t[]){ v[n].seq,
 					    v[n].type, v[n].nid, v[n].a, v[n].b, v[n].progress },
 					    6, NULL, 0);
 		n++;
 	}
 	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(w->w_db, rc, "work");
+		error = orch_rec_sql_err(w->w_db, rc, "work");
 	sqlite3_reset(s);
 	for (size_t i = 0; !error && i < n; i++) {
 		/* Acting on a damaged item could free live blocks: the checker reports it. */
@@ -1665,19 +1665,19 @@ static int load_counters(struct store_writer *w)
 		int rc = sqlite3_prepare_v2(w->w_db, sql[i], -1, &s, NULL);
 
 		if (rc != SQLITE_OK)
-			return store_sql_err(w->w_db, rc, sql[i]);
+			return orch_rec_sql_err(w->w_db, rc, sql[i]);
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW) {
 			v[i] = sqlite3_column_int64(s, 0);
 			if (i < 2 && sqlite3_column_int64(s, 1) !=
-				     store_rec_crc(STORE_TBL_SMETA, &v[i], 1,
+				     orch_rec_crc(ORCH_REC_SMETA, &v[i], 1,
 						   sqlite3_column_text(s, 2),
 						   (size_t)sqlite3_column_bytes(s, 2)))
 				v[i] = -1;   /* refused below */
 		}
 		sqlite3_finalize(s);
 		if (rc != SQLITE_ROW)
-			return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(w->w_db, rc, sql[i]);
+			return rc == SQLITE_DONE ? -ORCH_ECORRUPT : orch_rec_sql_err(w->w_db, rc, sql[i]);
 	}
 	if (v[0] < 1 || v[1] < 1 || v[2] < 0 || (uint64_t)v[2] > st->st_blocks) {
 		ORCH_ERR("store in '%s': damaged counters in store.db", st->st_dir);
@@ -1732,14 +1732,14 @@ int store_writer_start(struct orch_store *st)
 		 */
 		if (sqlite3_exec(w->w_db, "PRAGMA journal_size_limit=" ORCH_STR(STORE_WAL_LIMIT),
 				 NULL, NULL, NULL) != SQLITE_OK)
-			error = store_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
+			error = orch_rec_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
 	}
 	for (int i = 0; !error && i < S_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(w->w_db, w_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					    &w->w_stmt[i], NULL);
 
 		if (rc != SQLITE_OK)
-			error = store_sql_err(w->w_db, rc, w_sql[i]);
+			error = orch_rec_sql_err(w->w_db, rc, w_sql[i]);
 	}
 	if (!error)
 		error = w_busy_init(w);

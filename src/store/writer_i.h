@@ -37,7 +37,7 @@ struct w_busy {
 struct w_cslot {
 	uint32_t ag, grp;
 	uint64_t valid;
-	uint8_t sums[STORE_CSUM_GROUP * 4];
+	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
 	bool used;
 	bool existed;                 /* the row is in store.db */
 	bool dirty;                   /* changed since it was read or written */

@@ -36,7 +36,7 @@ def file_offset(f, server_idx, local):
 
 
 def key_u64(v):
-    """store_key_u64: a u64 as the signed INTEGER that sorts like it."""
+    """orch_rec_key_u64: a u64 as the signed INTEGER that sorts like it."""
     k = v ^ (1 << 63)
     return k - (1 << 64) if k >= 1 << 63 else k
 

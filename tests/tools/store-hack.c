@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 		if (*end || !*argv[3])
 			return usage();
 		n = run(db, "DELETE FROM bmap WHERE nid = (SELECT nid FROM obj"
-			" WHERE handle = ?1)", true, store_key_u64(h));
+			" WHERE handle = ?1)", true, orch_rec_key_u64(h));
 	} else if (!strcmp(argv[2], "drop-table") && table_ok(argv[3])) {
 		snprintf(sql, sizeof(sql), "DELETE FROM %s", argv[3]);
 		n = run(db, sql, false, 0);
