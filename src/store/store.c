@@ -510,23 +510,11 @@ out:
 
 /* --- Read connections and snapshots ------------------------------------------------------ */
 
-static const char *const conn_sql[] = {
-	"SELECT nid, size, flags FROM obj WHERE handle=?",
-	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<=?"
-	" ORDER BY off DESC LIMIT 1",
-	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off>? AND off<?"
-	" ORDER BY off",
-	"SELECT grp, valid, sums FROM csum WHERE ag=? AND grp>=? AND grp<=? ORDER BY grp",
-};
-
 static void conn_free(struct store_conn *c)
 {
 	if (!c)
 		return;
-	sqlite3_finalize(c->c_obj);
-	sqlite3_finalize(c->c_bmap_le);
-	sqlite3_finalize(c->c_bmap_gt);
-	sqlite3_finalize(c->c_csum);
+	orch_rec_sq_fini(&c->c_sq);
 	sqlite3_close(c->c_db);
 	free(c->c_ext);
 	free(c->c_buf);
@@ -538,7 +526,6 @@ static void conn_free(struct store_conn *c)
 static int conn_new(struct orch_store *st, struct store_conn **out)
 {
 	struct store_conn *c = calloc(1, sizeof(*c));
-	sqlite3_stmt **stmts[] = { NULL, NULL, NULL, NULL };
 	int error;
 
 	if (!c)
@@ -548,20 +535,7 @@ static int conn_new(struct orch_store *st, struct store_conn **out)
 		free(c);
 		return error;
 	}
-	stmts[0] = &c->c_obj;
-	stmts[1] = &c->c_bmap_le;
-	stmts[2] = &c->c_bmap_gt;
-	stmts[3] = &c->c_csum;
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(conn_sql); i++) {
-		int rc = sqlite3_prepare_v3(c->c_db, conn_sql[i], -1,
-					    SQLITE_PREPARE_PERSISTENT, stmts[i], NULL);
-
-		if (rc != SQLITE_OK) {
-			error = orch_rec_sql_err(c->c_db, rc, "prepare");
-			conn_free(c);
-			return error;
-		}
-	}
+	orch_rec_sq_init(&c->c_sq, c->c_db);
 	*out = c;
 	return 0;
 }
@@ -569,7 +543,8 @@ static int conn_new(struct orch_store *st, struct store_conn **out)
 int store_snap_get(struct orch_store *st, struct store_conn **out)
 {
 	struct store_conn *c;
-	int rc, error;
+	sqlite3_stmt *s;
+	int error;
 
 	pthread_mutex_lock(&st->st_pool_lock);
 	c = st->st_pool;
@@ -591,9 +566,14 @@ int store_snap_get(struct orch_store *st, struct store_conn **out)
 	st->st_active = c;
 	pthread_mutex_unlock(&st->st_pool_lock);
 	/* A deferred BEGIN takes its snapshot at the first read: read now. */
-	rc = sqlite3_exec(c->c_db, "BEGIN; SELECT 1 FROM smeta LIMIT 1", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		error = orch_rec_sql_err(c->c_db, rc, "begin read");
+	error = orch_rec_stmt(&c->c_sq, ORCH_REC_BEGIN, &s);
+	if (!error)
+		error = orch_rec_exec(&c->c_sq, ORCH_REC_BEGIN);
+	if (!error)
+		error = orch_rec_stmt(&c->c_sq, ORCH_REC_SNAP_BEGIN, &s);
+	if (!error)
+		error = orch_rec_exec(&c->c_sq, ORCH_REC_SNAP_BEGIN);
+	if (error) {
 		store_snap_put(st, c);
 		return error;
 	}
@@ -604,8 +584,10 @@ int store_snap_get(struct orch_store *st, struct store_conn **out)
 /* Ends the SQLite read transaction but keeps the blocks registered. */
 static void snap_end_txn(struct store_conn *c)
 {
-	if (!sqlite3_get_autocommit(c->c_db))
-		sqlite3_exec(c->c_db, "COMMIT", NULL, NULL, NULL);
+	sqlite3_stmt *s;
+
+	if (!sqlite3_get_autocommit(c->c_db) && !orch_rec_stmt(&c->c_sq, ORCH_REC_COMMIT, &s))
+		orch_rec_exec(&c->c_sq, ORCH_REC_COMMIT);
 }
 
 void store_snap_put(struct orch_store *st, struct store_conn *c)
@@ -656,63 +638,132 @@ uint64_t store_oldest_snap(struct orch_store *st)
 
 /* --- Reads ------------------------------------------------------------------------------- */
 
-struct read_ext {
-	uint64_t off;        /* object block */
-	uint32_t ag, agbno, len;
-};
+/*
+ * A record the read needs failed verification: the read fails with EIO (the
+ * client's answer for damaged data), logged once per call site and period,
+ * naming the table, the record's key and the object read.  The checker and
+ * repair deal with the record; nothing else is done about it here.
+ */
+static int read_bad_record(struct orch_store *st, enum orch_rec_tbl t, const char *key,
+			   uint64_t h, orch_failaddr_t fa)
+{
+	pthread_mutex_lock(&st->st_seq_lock);
+	st->st_stats.bad_records++;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+			   "corrupt record: table=%s %s object=%016" PRIx64 " check=%s",
+			   orch_rec_tbl_name(t), key, h, fa);
+	return -EIO;
+}
 
 /* Looks up the object: 0 and *nid (0 if absent or being deleted). */
-static int read_obj(struct store_conn *c, uint64_t h, int64_t *nid, uint64_t *size)
+static int read_obj(struct orch_store *st, struct store_conn *c, uint64_t h, int64_t *nid,
+		    uint64_t *size)
 {
-	sqlite3_stmt *s = c->c_obj;
-	int rc, error = 0;
+	struct orch_obj_irec o;
+	orch_failaddr_t fa;
+	sqlite3_stmt *s;
+	char key[48];
+	int rc, error;
 
 	*nid = 0;
+	error = orch_rec_stmt(&c->c_sq, ORCH_REC_OBJ_BY_HANDLE, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (sqlite3_column_int64(s, 2) & ORCH_REC_OBJ_DYING)
+	while ((rc = orch_rec_step(&c->c_sq, ORCH_REC_OBJ_BY_HANDLE)) == 1) {
+		fa = orch_rec_obj_from_disk(s, 0, &o);
+		if (!fa && o.handle != h)
+			fa = ORCH_THIS_ADDRESS;
+		if (fa) {
+			snprintf(key, sizeof(key), "nid=%" PRId64, o.nid);
+			orch_rec_reset(&c->c_sq, ORCH_REC_OBJ_BY_HANDLE);
+			return read_bad_record(st, ORCH_REC_OBJ, key, h, fa);
+		}
+		if (o.flags & ORCH_REC_OBJ_DYING)
 			continue;
-		*nid = sqlite3_column_int64(s, 0);
-		*size = (uint64_t)sqlite3_column_int64(s, 1);
+		*nid = o.nid;
+		*size = o.size;
 	}
-	if (rc != SQLITE_DONE)
-		error = orch_rec_sql_err(c->c_db, rc, "read obj");
-	sqlite3_reset(s);
-	return error;
+	return rc;
+}
+
+/*
+ * The cross-check a read can afford: the rmap record of an extent's first
+ * block, one primary-key probe, names the same owner, offset, length and
+ * flags.  A bmap record moved onto another object's blocks with a CRC made
+ * to match is caught here: the blocks' rmap names their real owner.
+ */
+static orch_failaddr_t read_rmap_agrees(struct orch_store *st, struct store_conn *c,
+					const struct orch_bmap_irec *e, int *error)
+{
+	struct orch_rmap_irec r;
+	orch_failaddr_t fa;
+	sqlite3_stmt *s;
+	int rc;
+
+	*error = orch_rec_stmt(&c->c_sq, ORCH_REC_RMAP_GET, &s);
+	if (*error)
+		return NULL;
+	sqlite3_bind_int64(s, 1, e->ag);
+	sqlite3_bind_int64(s, 2, e->agbno);
+	sqlite3_bind_int64(s, 3, e->nid);
+	sqlite3_bind_int64(s, 4, (int64_t)e->off);
+	rc = orch_rec_step(&c->c_sq, ORCH_REC_RMAP_GET);
+	if (rc < 0) {
+		*error = rc;
+		return NULL;
+	}
+	if (rc == 0)
+		return ORCH_THIS_ADDRESS;
+	fa = orch_rec_rmap_from_disk(st, s, 0, &r);
+	orch_rec_reset(&c->c_sq, ORCH_REC_RMAP_GET);
+	if (fa)
+		return fa;
+	if (r.len != e->len || r.flags != e->flags)
+		return ORCH_THIS_ADDRESS;
+	return NULL;
 }
 
 /* Extents of @nid overlapping object blocks [b0, b1), in order, into c->c_ext. */
-static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t b1,
-			size_t *n)
+static int read_extents(struct orch_store *st, struct store_conn *c, uint64_t h,
+			int64_t nid, uint64_t b0, uint64_t b1, size_t *n)
 {
-	size_t cnt = 0;
+	static const enum orch_rec_stmt q[2] = { ORCH_REC_BMAP_LE, ORCH_REC_BMAP_RANGE };
+	struct orch_bmap_irec e;
+	orch_failaddr_t fa = NULL;
 	sqlite3_stmt *s;
-	int rc, error = 0;
+	size_t cnt = 0;
+	char key[64];
+	int rc = 0, error = 0;
 
-	for (int pass = 0; pass < 2 && !error; pass++) {
-		s = pass == 0 ? c->c_bmap_le : c->c_bmap_gt;
+	for (int pass = 0; pass < 2 && !error && !fa; pass++) {
+		error = orch_rec_stmt(&c->c_sq, q[pass], &s);
+		if (error)
+			break;
 		sqlite3_bind_int64(s, 1, nid);
 		sqlite3_bind_int64(s, 2, (int64_t)b0);
 		if (pass == 1)
 			sqlite3_bind_int64(s, 3, (int64_t)b1);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			struct read_ext e = {
-				.off = (uint64_t)sqlite3_column_int64(s, 0),
-				.ag = (uint32_t)sqlite3_column_int64(s, 1),
-				.agbno = (uint32_t)sqlite3_column_int64(s, 2),
-				.len = (uint32_t)sqlite3_column_int64(s, 3),
-			};
-
-			/* Damaged or out-of-order records are skipped: their blocks
-			 * then read as unverifiable, never as someone else's data. */
-			if (e.off + e.len <= b0 || e.len == 0 ||
-			    (cnt && e.off < c->c_ext[cnt - 1].off + c->c_ext[cnt - 1].len))
+		while ((rc = orch_rec_step(&c->c_sq, q[pass])) == 1) {
+			fa = orch_rec_bmap_from_disk(st, s, 0, &e);
+			if (!fa && e.nid != nid)
+				fa = ORCH_THIS_ADDRESS;
+			/* Sorted by off: an overlap is a damaged map (I7). */
+			if (!fa && cnt && e.off < c->c_ext[cnt - 1].off + c->c_ext[cnt - 1].len)
+				fa = ORCH_THIS_ADDRESS;
+			if (fa) {
+				orch_rec_reset(&c->c_sq, q[pass]);
+				break;
+			}
+			if (e.off + e.len <= b0)   /* the extent before the range */
 				continue;
 			if (cnt == c->c_extcap) {
 				size_t nc = c->c_extcap ? c->c_extcap * 2 : 16;
-				struct read_ext *nv = realloc(c->c_ext, nc * sizeof(*nv));
+				struct orch_bmap_irec *nv = realloc(c->c_ext, nc * sizeof(*nv));
 
 				if (!nv) {
+					orch_rec_reset(&c->c_sq, q[pass]);
 					error = -ENOMEM;
 					break;
 				}
@@ -721,9 +772,23 @@ static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t
 			}
 			c->c_ext[cnt++] = e;
 		}
-		if (!error && rc != SQLITE_DONE)
-			error = orch_rec_sql_err(c->c_db, rc, "read bmap");
-		sqlite3_reset(s);
+		if (rc < 0)
+			error = rc;
+	}
+	for (size_t i = 0; i < cnt && !error && !fa; i++) {
+		e = c->c_ext[i];
+		fa = read_rmap_agrees(st, c, &e, &error);
+		if (fa) {
+			snprintf(key, sizeof(key), "nid=%" PRId64 " off=%" PRIu64 " rmap=(%u,%u)",
+				 e.nid, e.off, e.ag, e.agbno);
+			*n = 0;
+			return read_bad_record(st, ORCH_REC_BMAP, key, h, fa);
+		}
+	}
+	if (fa) {
+		snprintf(key, sizeof(key), "nid=%" PRId64 " off=%" PRIu64, e.nid, e.off);
+		*n = 0;
+		return read_bad_record(st, ORCH_REC_BMAP, key, h, fa);
 	}
 	*n = cnt;
 	return error;
@@ -757,39 +822,44 @@ static int read_reserve(struct store_conn *c, size_t nb, bool data)
 
 /*
  * Fills @sums[i] with the checksum of AG @ag's block agbno + i, i < len;
- * @valid[i] says whether it has one.
+ * @valid[i] says whether it has one.  A csum record that fails
+ * verification fails the read (object @h, for the log).
  */
-static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_t len,
-		      uint32_t *sums, bool *valid)
+static int read_csums(struct orch_store *st, struct store_conn *c, uint64_t h, uint32_t ag,
+		      uint32_t agbno, uint32_t len, uint32_t *sums, bool *valid)
 {
-	sqlite3_stmt *s = c->c_csum;
-	int rc, error = 0;
+	struct orch_csum_irec cs;
+	orch_failaddr_t fa;
+	sqlite3_stmt *s;
+	char key[48];
+	int rc, error;
 
 	memset(valid, 0, len * sizeof(*valid));
+	error = orch_rec_stmt(&c->c_sq, ORCH_REC_CSUM_RANGE, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, ag);
 	sqlite3_bind_int64(s, 2, agbno / ORCH_REC_CSUM_GROUP);
 	sqlite3_bind_int64(s, 3, (agbno + len - 1) / ORCH_REC_CSUM_GROUP);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		uint64_t grp = (uint64_t)sqlite3_column_int64(s, 0);
-		uint64_t bits = (uint64_t)sqlite3_column_int64(s, 1);
-		const uint8_t *blob = sqlite3_column_blob(s, 2);
-		int blen = sqlite3_column_bytes(s, 2);
-
-		if (!blob || blen != ORCH_REC_CSUM_GROUP * 4)
-			continue;   /* damaged row: the blocks read as unverifiable */
+	while ((rc = orch_rec_step(&c->c_sq, ORCH_REC_CSUM_RANGE)) == 1) {
+		fa = orch_rec_csum_from_disk(st, s, 0, &cs);
+		if (!fa && cs.ag != ag)
+			fa = ORCH_THIS_ADDRESS;
+		if (fa) {
+			orch_rec_reset(&c->c_sq, ORCH_REC_CSUM_RANGE);
+			snprintf(key, sizeof(key), "ag=%u grp=%u", ag, cs.grp);
+			return read_bad_record(st, ORCH_REC_CSUM, key, h, fa);
+		}
 		for (uint32_t i = 0; i < ORCH_REC_CSUM_GROUP; i++) {
-			uint64_t b = grp * ORCH_REC_CSUM_GROUP + i;
+			uint64_t b = (uint64_t)cs.grp * ORCH_REC_CSUM_GROUP + i;
 
-			if (b < agbno || b >= (uint64_t)agbno + len || !(bits >> i & 1))
+			if (b < agbno || b >= (uint64_t)agbno + len || !(cs.valid >> i & 1))
 				continue;
-			sums[b - agbno] = orch_get_le32(blob + 4 * i);
+			sums[b - agbno] = cs.sums[i];
 			valid[b - agbno] = true;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		error = orch_rec_sql_err(c->c_db, rc, "read csum");
-	sqlite3_reset(s);
-	return error;
+	return rc;
 }
 
 static void quarantine_done(struct orch_store_op *op)
@@ -840,7 +910,7 @@ void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 		     uint64_t h, uint64_t off, void *buf, size_t len, size_t *got)
 {
-	struct read_ext *ext;
+	struct orch_bmap_irec *ext;
 	uint8_t *blocks;
 	size_t n = 0, want, nb;
 	uint64_t size = 0, b0, b1, pos;
@@ -851,7 +921,7 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 	*got = 0;
 	if (len > ORCH_STORE_MAX_IO)
 		return -EINVAL;
-	error = read_obj(c, h, &nid, &size);
+	error = read_obj(st, c, h, &nid, &size);
 	if (error || !nid || off >= size || len == 0) {
 		if (end_txn)
 			snap_end_txn(c);
@@ -863,7 +933,7 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 	nb = (size_t)(b1 - b0);
 	/* Whole blocks go straight into the caller's buffer. */
 	direct = off % ORCH_STORE_BLOCK == 0 && want % ORCH_STORE_BLOCK == 0;
-	error = read_extents(c, nid, b0, b1, &n);
+	error = read_extents(st, c, h, nid, b0, b1, &n);
 	if (!error)
 		error = read_reserve(c, nb, !direct);
 	if (error)
@@ -874,7 +944,8 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 	for (size_t i = 0; i < n; i++) {
 		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
 
-		error = read_csums(c, ext[i].ag, ext[i].agbno + (uint32_t)(lo - ext[i].off),
+		error = read_csums(st, c, h, ext[i].ag,
+				   ext[i].agbno + (uint32_t)(lo - ext[i].off),
 				   (uint32_t)(hi - lo), c->c_sums + (lo - b0),
 				   c->c_valid + (lo - b0));
 		if (error)
@@ -1581,7 +1652,7 @@ int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
 	error = store_snap_get(st, &c);
 	if (error)
 		return error;
-	error = read_obj(c, h, &nid, size);
+	error = read_obj(st, c, h, &nid, size);
 	store_snap_put(st, c);
 	if (!error && !nid)
 		error = -ENOENT;

@@ -351,6 +351,7 @@ struct orch_store_stats {
 	uint64_t work_chunks;     /* transactions of chunked operations */
 	uint64_t checkpoints;     /* WAL checkpoints by flushes */
 	uint64_t checkpoint_us;   /* their time, commits held off throughout */
+	uint64_t bad_records;     /* reads failed by a record failing verification */
 };
 
 void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out);

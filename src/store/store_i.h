@@ -59,16 +59,13 @@ enum store_work_type {
 /* A connection for reads: pooled, one thread at a time. */
 struct store_conn {
 	sqlite3 *c_db;
-	sqlite3_stmt *c_obj;      /* nid, size by handle */
-	sqlite3_stmt *c_bmap_le;  /* last extent starting at or before a block */
-	sqlite3_stmt *c_bmap_gt;  /* extents starting in (a, b) */
-	sqlite3_stmt *c_csum;     /* csum rows of an AG's groups [a, b] */
+	struct orch_rec_sq c_sq;  /* its statements */
 	uint64_t c_epoch;         /* commit count when its snapshot began */
 	bool c_active;            /* a snapshot is registered */
 	struct store_conn *c_next;
 	struct store_conn *c_reg_next;  /* registry of active snapshots */
 	/* Buffers of the read path, kept between reads (see snap_read). */
-	struct read_ext *c_ext;
+	struct orch_bmap_irec *c_ext;
 	size_t c_extcap;
 	uint8_t *c_buf;           /* blocks of an unaligned read */
 	size_t c_bufcap;

@@ -369,6 +369,7 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 		     " ORDER BY off") \
 	X(BMAP_ALL, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap ORDER BY nid, off") \
 	X(BMAP_INS, "INSERT INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
+	X(BMAP_PUT, "INSERT OR REPLACE INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(BMAP_DEL, "DELETE FROM bmap WHERE nid=?1 AND off=?2") \
 	X(BMAP_COUNT, "SELECT count(*) FROM (SELECT 1 FROM bmap WHERE nid=?1 AND off>=?2" \
 		      " AND off<?3 LIMIT ?4)") \

@@ -1,11 +1,19 @@
 /*
  * store-hack: damages a stopped server's store.db on purpose, for the
- * repair tests (tests/py/test_repair.py).  Not an operator tool.
+ * repair and record-damage tests (tests/py/test_repair.py,
+ * tests/py/test_store_corrupt.py).  Not an operator tool.
  *
  *   store-hack DATA_DIR drop-bmap HANDLE   delete object HANDLE's extent map
  *                                          (its bmap records; obj and rmap stay)
  *   store-hack DATA_DIR drop-table TABLE   delete every record of TABLE
  *                                          (bmap, rmap, fsb, fsc, refc, agstat)
+ *   store-hack DATA_DIR move-bmap HANDLE TARGET stale|crc
+ *                                          point the first extent (bmap record)
+ *                                          of object HANDLE at the blocks of
+ *                                          TARGET's first extent, keeping its
+ *                                          old CRC (stale) or giving it a
+ *                                          matching one (crc: only the rmap
+ *                                          then disagrees)
  *
  * HANDLE is decimal or 0x-hex.  Takes the store lock, so it refuses (exit 4)
  * while a server has the store open.  Prints the number of records deleted.
@@ -26,7 +34,8 @@
 static int usage(void)
 {
 	fputs("usage: store-hack DATA_DIR drop-bmap HANDLE\n"
-	      "       store-hack DATA_DIR drop-table bmap|rmap|fsb|fsc|refc|agstat\n",
+	      "       store-hack DATA_DIR drop-table bmap|rmap|fsb|fsc|refc|agstat\n"
+	      "       store-hack DATA_DIR move-bmap HANDLE TARGET stale|crc\n",
 	      stderr);
 	return 2;
 }
@@ -63,6 +72,72 @@ static long run(sqlite3 *db, const char *sql, bool bind, int64_t arg)
 	return sqlite3_changes(db);
 }
 
+static bool parse_handle(const char *s, uint64_t *h)
+{
+	char *end;
+
+	*h = strtoull(s, &end, 0);
+	return *s && !*end;
+}
+
+/* The first extent of object @h (through the record layer), and its crc. */
+static int first_extent(struct orch_rec_sq *q, uint64_t h, struct orch_bmap_irec *e,
+			int64_t *crc)
+{
+	struct orch_obj_irec o;
+	sqlite3_stmt *s;
+	int rc;
+
+	if (orch_rec_stmt(q, ORCH_REC_OBJ_BY_HANDLE, &s))
+		return -1;
+	sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
+	rc = orch_rec_step(q, ORCH_REC_OBJ_BY_HANDLE);
+	if (rc != 1) {
+		fprintf(stderr, "store-hack: no object %#" PRIx64 "\n", h);
+		return -1;
+	}
+	orch_rec_obj_from_disk(s, 0, &o);
+	orch_rec_reset(q, ORCH_REC_OBJ_BY_HANDLE);
+	if (orch_rec_stmt(q, ORCH_REC_BMAP_FROM, &s))
+		return -1;
+	sqlite3_bind_int64(s, 1, o.nid);
+	sqlite3_bind_int64(s, 2, 0);
+	rc = orch_rec_step(q, ORCH_REC_BMAP_FROM);
+	if (rc != 1) {
+		fprintf(stderr, "store-hack: object %#" PRIx64 " has no extent\n", h);
+		return -1;
+	}
+	orch_rec_bmap_from_disk(NULL, s, 0, e);
+	*crc = sqlite3_column_int64(s, 6);
+	orch_rec_reset(q, ORCH_REC_BMAP_FROM);
+	return 0;
+}
+
+/* move-bmap: see the head of the file.  Records changed, or -1. */
+static long move_bmap(sqlite3 *db, uint64_t h, uint64_t target, bool stale)
+{
+	struct orch_bmap_irec e, t;
+	struct orch_rec_sq q;
+	int64_t crc, tcrc;
+	sqlite3_stmt *s;
+	long n = -1;
+
+	orch_rec_sq_init(&q, db);
+	if (first_extent(&q, h, &e, &crc) || first_extent(&q, target, &t, &tcrc) ||
+	    orch_rec_stmt(&q, ORCH_REC_BMAP_PUT, &s))
+		goto out;
+	e.ag = t.ag;
+	e.agbno = t.agbno;
+	orch_rec_bmap_bind(s, &e);
+	if (stale)
+		sqlite3_bind_int64(s, 7, crc);
+	if (orch_rec_exec(&q, ORCH_REC_BMAP_PUT) == 0)
+		n = sqlite3_changes(db);
+out:
+	orch_rec_sq_fini(&q);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	char path[4096], sql[128];
@@ -70,7 +145,7 @@ int main(int argc, char **argv)
 	long n;
 	int fd;
 
-	if (argc != 4)
+	if (argc != 4 && !(argc == 6 && !strcmp(argv[2], "move-bmap")))
 		return usage();
 	snprintf(path, sizeof(path), "%s/%s", argv[1], STORE_LOCK_NAME);
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -87,13 +162,19 @@ int main(int argc, char **argv)
 	}
 	sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
 	if (!strcmp(argv[2], "drop-bmap")) {
-		char *end;
-		uint64_t h = strtoull(argv[3], &end, 0);
+		uint64_t h;
 
-		if (*end || !*argv[3])
+		if (!parse_handle(argv[3], &h))
 			return usage();
 		n = run(db, "DELETE FROM bmap WHERE nid = (SELECT nid FROM obj"
 			" WHERE handle = ?1)", true, orch_rec_key_u64(h));
+	} else if (!strcmp(argv[2], "move-bmap")) {
+		uint64_t h, target;
+
+		if (!parse_handle(argv[3], &h) || !parse_handle(argv[4], &target) ||
+		    (strcmp(argv[5], "stale") && strcmp(argv[5], "crc")))
+			return usage();
+		n = move_bmap(db, h, target, !strcmp(argv[5], "stale"));
 	} else if (!strcmp(argv[2], "drop-table") && table_ok(argv[3])) {
 		snprintf(sql, sizeof(sql), "DELETE FROM %s", argv[3]);
 		n = run(db, sql, false, 0);
