@@ -9,7 +9,6 @@
  * busy extents; research/rmap.md 6.5).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -92,16 +91,15 @@ static void host_punch(struct store_writer *w, const struct w_busy *b)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t reserve = atomic_load(&st->st_reserve);
-	off_t off = (off_t)(b->g * ORCH_STORE_BLOCK), len = (off_t)b->len * ORCH_STORE_BLOCK;
+	int error;
 
 	if (!st->st_sparse || w->w_no_punch)
 		return;
 	if (b->len < W_PUNCH_MIN_BLOCKS && (!reserve || host_avail(w, false) >= 4 * reserve))
 		return;
-	orch_pcut_punch_fd(st->st_blocks_fd, (uint64_t)off, (size_t)len);
-	if (fallocate(st->st_blocks_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-		      len) < 0) {
-		if (errno == EOPNOTSUPP) {
+	error = orch_bdev_punch(st, b->g, b->len);
+	if (error) {
+		if (error == -EOPNOTSUPP) {
 			w->w_no_punch = true;
 			ORCH_INFO("store in '%s': the file system of '%s' cannot punch holes: "
 				  "freed blocks keep their space", st->st_dir, st->st_blocks_path);

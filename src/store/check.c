@@ -1533,7 +1533,7 @@ static int chk_ag_data(struct chk *ck, struct chk_ag *a)
 			uint32_t n = ORCH_MIN(r->end - b, CHK_READ_RUN);
 			uint64_t g = store_gblock(st, a->ag, b);
 
-			error = store_pread_blocks(st, g, n, ck->buf);
+			error = orch_bdev_read(st, g, n, ck->buf);
 			if (error) {
 				chk_report(ck, 17, "data", a->ag, b, h,
 					   "read of blocks %" PRIu64 "+%" PRIu32

@@ -444,7 +444,7 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 		uint32_t n = ORCH_MIN(e - b, SCAN_RUN);
 		uint64_t g = store_gblock(sc->st, sc->ag, b);
 
-		error = store_pread_blocks(sc->st, g, n, sc->buf);
+		error = orch_bdev_read(sc->st, g, n, sc->buf);
 		sc->blocks += n;
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t blk = b + j, bit = blk % ORCH_REC_CSUM_GROUP;

@@ -720,7 +720,7 @@ static int rp_verify(struct rp *rp, struct rp_sums *cs, const int64_t *f,
 	for (int64_t b = 0; b < f[4]; b += RP_READ_RUN) {
 		uint32_t n = (uint32_t)ORCH_MIN(f[4] - b, (int64_t)RP_READ_RUN);
 		uint64_t g = store_gblock(rp->st, (uint32_t)f[2], (uint32_t)(f[3] + b));
-		int error = store_pread_blocks(rp->st, g, n, buf);
+		int error = orch_bdev_read(rp->st, g, n, buf);
 
 		if (error)
 			return error;
@@ -936,7 +936,7 @@ static int rp_geometry(struct rp *rp)
 	if (!error)
 		error = rp_smeta(rp, "blocks", &blocks);
 	if (!error)
-		error = store_pread_blocks(st, 0, 1, blk);
+		error = orch_bdev_read(st, 0, 1, blk);
 	if (!error)
 		error = store_sb_decode(blk, &sb);
 	free(blk);

@@ -204,6 +204,8 @@ int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
  */
 int store_snap_get(struct orch_store *st, struct store_conn **out);
 void store_snap_put(struct orch_store *st, struct store_conn *c);
+/* Closes the idle read connections (at close, none active). */
+void store_snap_pool_free(struct orch_store *st);
 
 /* Oldest snapshot still active, as a commit count (UINT64_MAX if none). */
 uint64_t store_oldest_snap(struct orch_store *st);
@@ -217,20 +219,28 @@ bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
 void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock);
 
-/* pread/pwrite of whole blocks of the blocks file, with retries. */
-int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-		       void *buf);
-int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-			const void *buf);
+/* --- bdev.c: block I/O and kill points ------------------------------------------ */
+
+/* pread/pwrite of whole blocks of the blocks file, with retries: 0 or -errno.
+ * A read past the end of a short sparse file gives zeros.  Any thread. */
+int orch_bdev_read(struct orch_store *st, uint64_t gblock, uint32_t n, void *buf);
+int orch_bdev_write(struct orch_store *st, uint64_t gblock, uint32_t n, const void *buf);
+/* Gives the host the space of @n blocks from @gblock (a hole, not synced):
+ * 0 or -errno (-EOPNOTSUPP: the file system cannot). */
+int orch_bdev_punch(struct orch_store *st, uint64_t gblock, uint32_t n);
+/* fdatasync of the blocks file: 0 or -errno. */
+int orch_bdev_sync(struct orch_store *st);
 
 /*
  * Crash-test hook: ORCH_STORE_KILL=<point>[:<n>] makes the process SIGKILL
  * itself the n-th time (default 1st) it passes @point: "data" (data
  * written, not committed), "commit" (committed, not acknowledged), "flush"
  * (blocks flushed, WAL not synced), "chunk" (one chunk of a work item
- * committed).  Read once at open; one branch when unset.
+ * committed).  Read by orch_bdev_killpoint_init (at open); one branch when
+ * unset.
  */
-void store_killpoint(const char *point);
+void orch_bdev_killpoint_init(void);
+void orch_bdev_killpoint(const char *point);
 
 /*
  * The checksums of every block of write @op, if its submitter computes

@@ -460,7 +460,7 @@ static int read_block(struct store_writer *w, struct w_obj *o, uint64_t b, uint8
 	g = store_gblock(st, e.ag, e.agbno) + (b - e.off);
 	rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b - e.off), &sum, &valid);
 	if (!rc)
-		rc = store_pread_blocks(st, g, 1, dst);
+		rc = orch_bdev_read(st, g, 1, dst);
 	if (rc)
 		return rc;
 	if (!valid || orch_crc32c(0, dst, ORCH_STORE_BLOCK) != sum) {
@@ -519,7 +519,7 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 				&e.ag, &e.agbno, &e.len);
 		if (error)
 			break;
-		error = store_pwrite_blocks(st, store_gblock(st, e.ag, e.agbno), e.len, p);
+		error = orch_bdev_write(st, store_gblock(st, e.ag, e.agbno), e.len, p);
 		if (!error && given) {
 			/* Ready by now, as a rule: the data took longer to write. */
 			given = store_op_sums(op);
@@ -1173,7 +1173,7 @@ static int txn_commit(struct store_writer *w)
 	/* Room to track this transaction's frees, before it can no longer fail. */
 	if (!error)
 		error = w_busy_reserve(w);
-	store_killpoint("data");
+	orch_bdev_killpoint("data");
 	if (error) {
 		txn_rollback(w);
 		return error;
@@ -1207,7 +1207,7 @@ static int txn_commit(struct store_writer *w)
 	 * checkpoints).  With nobody flushing, the WAL grows until
 	 * orch_store_close; the server flushes every commit_interval_ms.
 	 */
-	store_killpoint("commit");
+	orch_bdev_killpoint("commit");
 	return 0;
 }
 
@@ -1301,7 +1301,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 			pthread_mutex_lock(&st->st_seq_lock);
 			st->st_stats.work_chunks++;
 			pthread_mutex_unlock(&st->st_seq_lock);
-			store_killpoint("chunk");
+			orch_bdev_killpoint("chunk");
 		}
 	}
 	if (error)
