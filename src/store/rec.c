@@ -133,7 +133,7 @@ orch_failaddr_t orch_rec_smeta_from_disk(sqlite3_stmt *s, int col, struct orch_s
 	memset(out, 0, sizeof(*out));
 	out->v = rec.v;
 	if (!k || klen < 1 || (size_t)klen >= sizeof(out->k) ||
-	    sqlite3_column_type(s, col) != SQLITE_TEXT)
+	    sqlite3_column_type(s, col) != SQLITE_TEXT || memchr(k, 0, (size_t)klen))
 		return ORCH_THIS_ADDRESS;
 	memcpy(out->k, k, (size_t)klen);
 	if (!typed)
@@ -453,6 +453,8 @@ orch_failaddr_t orch_rec_csum_from_disk(const struct orch_store *st, sqlite3_stm
 		memcpy(r.sums, blob, sizeof(r.sums));
 	for (uint32_t i = 0; i < ORCH_REC_CSUM_GROUP; i++)
 		out->sums[i] = orch_get_le32(r.sums + 4 * i);
+	if (!blob || blen != (int)sizeof(r.sums))
+		out->valid = 0;   /* no sums: none is valid */
 	if (!typed || !fits || !blob || blen != (int)sizeof(r.sums) ||
 	    sqlite3_column_type(s, col + 3) != SQLITE_BLOB)
 		return ORCH_THIS_ADDRESS;
@@ -540,8 +542,9 @@ orch_failaddr_t orch_rec_work_from_disk(sqlite3_stmt *s, int col, struct orch_wo
 		return ORCH_THIS_ADDRESS;
 	if (r.crc != rec_crc_of(ORCH_REC_WORK, &r, NULL, 0))
 		return ORCH_THIS_ADDRESS;
-	if (r.seq < 1 || r.nid < 1 || out->type < STORE_WORK_TRUNCATE ||
-	    out->type > STORE_WORK_DELETE)
+	/* The sequence and the object are the checker's (I10): an item the
+	 * writer leaves alone at open must be one the checker reports. */
+	if (out->type < STORE_WORK_TRUNCATE || out->type > STORE_WORK_DELETE)
 		return ORCH_THIS_ADDRESS;
 	return NULL;
 }

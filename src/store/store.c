@@ -159,27 +159,30 @@ int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
 
 static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
 {
+	struct orch_smeta_irec m;
+	struct orch_rec_sq q;
+	orch_failaddr_t fa = NULL;
 	sqlite3_stmt *s;
 	int rc;
 
-	rc = sqlite3_prepare_v2(db, "SELECT v, crc FROM smeta WHERE k=?", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return orch_rec_sql_err(db, rc, "smeta");
-	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*v = sqlite3_column_int64(s, 0);
-		if (sqlite3_column_int64(s, 1) != orch_rec_crc(ORCH_REC_SMETA, v, 1, k, strlen(k)))
-			rc = SQLITE_CORRUPT;
+	orch_rec_sq_init(&q, db);
+	rc = orch_rec_stmt(&q, ORCH_REC_SMETA_GET, &s);
+	if (!rc) {
+		sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+		rc = orch_rec_step(&q, ORCH_REC_SMETA_GET);
 	}
-	sqlite3_finalize(s);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_CORRUPT) {
-		ORCH_ERR("store.db: smeta '%s' fails its CRC", k);
+	if (rc == 1)
+		fa = orch_rec_smeta_from_disk(s, 0, &m);
+	orch_rec_sq_fini(&q);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || fa) {
+		ORCH_ERR("store.db: smeta '%s' %s: check=%s", k, rc ? "fails verification" :
+			 "is missing", fa ? fa : "-");
 		return -ORCH_ECORRUPT;
 	}
-	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : orch_rec_sql_err(db, rc, "smeta");
+	*v = m.v;
+	return 0;
 }
 
 /* --- mkfs ------------------------------------------------------------------------ */
@@ -217,82 +220,78 @@ static int geom_resolve(const struct orch_store_geom *g, int fd, bool is_dev,
 	return 0;
 }
 
+/* Runs statement @id of @q after @bind filled it (NULL: nothing to bind). */
+#define MKFS_PUT(q, id, bind, rec)                                             \
+	({                                                                     \
+		sqlite3_stmt *s_;                                              \
+		int e_ = orch_rec_stmt((q), (id), &s_);                        \
+		if (!e_) {                                                     \
+			bind(s_, (rec));                                       \
+			e_ = orch_rec_exec((q), (id));                         \
+		}                                                              \
+		e_;                                                            \
+	})
+
 static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	static const char *const keys[] = { "format", "block_size", "ag_blocks", "ag_count",
+					    "maxext", "blocks", "next_nid", "next_work",
+					    "uuid_hi", "uuid_lo" };
+	struct orch_rec_sq q;
+	sqlite3_stmt *s;
 	uint64_t uh, ul;
+	int error;
 
-	rc = sqlite3_exec(db, "BEGIN;" ORCH_REC_SCHEMA, NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		goto fail;
+	orch_rec_sq_init(&q, db);
+	error = orch_rec_stmt(&q, ORCH_REC_BEGIN, &s);
+	if (!error)
+		error = orch_rec_exec(&q, ORCH_REC_BEGIN);
+	if (!error && sqlite3_exec(db, ORCH_REC_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+		error = -EIO;
 	memcpy(&uh, sb->uuid, 8);
 	memcpy(&ul, sb->uuid + 8, 8);
 	{
-		const char *keys[] = { "format", "block_size", "ag_blocks", "ag_count",
-				       "maxext", "blocks", "next_nid", "next_work",
-				       "uuid_hi", "uuid_lo" };
 		int64_t vals[] = { sb->format, sb->block_size, sb->ag_blocks, ag_count,
 				   sb->maxext, (int64_t)sb->blocks, 1, 1,
 				   (int64_t)(uh & INT64_MAX), (int64_t)(ul & INT64_MAX) };
 
-		rc = sqlite3_prepare_v2(db, "INSERT INTO smeta VALUES(?,?,?)", -1, &s, NULL);
-		if (rc != SQLITE_OK)
-			goto fail;
-		for (size_t i = 0; i < ORCH_ARRAY_SIZE(keys); i++) {
-			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
-			sqlite3_bind_int64(s, 2, vals[i]);
-			sqlite3_bind_int64(s, 3, orch_rec_crc(ORCH_REC_SMETA, &vals[i], 1,
-							       keys[i], strlen(keys[i])));
-			if (sqlite3_step(s) != SQLITE_DONE)
-				goto fail;
-			sqlite3_reset(s);
+		for (size_t i = 0; !error && i < ORCH_ARRAY_SIZE(keys); i++) {
+			struct orch_smeta_irec m = { .v = vals[i] };
+
+			strcpy(m.k, keys[i]);
+			error = MKFS_PUT(&q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &m);
 		}
-		sqlite3_finalize(s);
-		s = NULL;
 	}
-	for (uint32_t ag = 0; ag < ag_count; ag++) {
+	for (uint32_t ag = 0; !error && ag < ag_count; ag++) {
 		uint64_t start = (uint64_t)ag * sb->ag_blocks;
 		uint32_t len = (uint32_t)ORCH_MIN((uint64_t)sb->ag_blocks, sb->blocks - start);
 		uint32_t first = ag == 0 ? 1 : 0;   /* AG 0 block 0: superblock */
-		uint32_t flen = len - first;
-		int64_t f[7];
-		char sql[256];
+		struct orch_fsb_irec f = { ag, first, len - first };
+		struct orch_rmap_irec r = { 0, 0, ORCH_STORE_OWN_FS, 0, 1, 0 };
+		struct orch_agstat_irec a = {
+			.ag = ag, .blocks = len, .freeblks = f.len, .longest = f.len,
+			.nfree = 1, .nrmap = ag == 0 ? 1 : 0,
+		};
 
-		f[0] = ag; f[1] = first; f[2] = flen;
-		snprintf(sql, sizeof(sql), "INSERT INTO fsb VALUES(%u,%u,%u,%u)", ag, first,
-			 flen, orch_rec_crc(ORCH_REC_FSB, f, 3, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
-		f[0] = ag; f[1] = flen; f[2] = first;
-		snprintf(sql, sizeof(sql), "INSERT INTO fsc VALUES(%u,%u,%u,%u)", ag, flen,
-			 first, orch_rec_crc(ORCH_REC_FSC, f, 3, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
-		if (ag == 0) {
-			f[0] = 0; f[1] = 0; f[2] = ORCH_STORE_OWN_FS; f[3] = 0; f[4] = 1; f[5] = 0;
-			snprintf(sql, sizeof(sql), "INSERT INTO rmap VALUES(0,0,%d,0,1,0,%u)",
-				 ORCH_STORE_OWN_FS, orch_rec_crc(ORCH_REC_RMAP, f, 6, NULL, 0));
-			if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-				goto fail;
-		}
-		f[0] = ag; f[1] = len; f[2] = flen; f[3] = flen; f[4] = 1;
-		f[5] = ag == 0 ? 1 : 0; f[6] = 0;
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO agstat VALUES(%u,%u,%u,%u,1,%d,0,%u)", ag, len, flen,
-			 flen, ag == 0 ? 1 : 0, orch_rec_crc(ORCH_REC_AGSTAT, f, 7, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
+		error = MKFS_PUT(&q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &f);
+		if (!error)
+			error = MKFS_PUT(&q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &f);
+		if (!error && ag == 0)
+			error = MKFS_PUT(&q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &r);
+		if (!error)
+			error = MKFS_PUT(&q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &a);
 	}
-	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		goto fail;
-	return 0;
-fail:
-	ORCH_ERR("cannot create store tables: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(s);
-	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	return -EIO;
+	if (!error)
+		error = orch_rec_stmt(&q, ORCH_REC_COMMIT, &s);
+	if (!error)
+		error = orch_rec_exec(&q, ORCH_REC_COMMIT);
+	if (error) {
+		ORCH_ERR("cannot create store tables: %s", sqlite3_errmsg(db));
+		if (!sqlite3_get_autocommit(db) && !orch_rec_stmt(&q, ORCH_REC_ROLLBACK, &s))
+			orch_rec_exec(&q, ORCH_REC_ROLLBACK);
+	}
+	orch_rec_sq_fini(&q);
+	return error ? -EIO : 0;
 }
 
 static int remove_store_files(const char *dir)

@@ -256,7 +256,8 @@ struct orch_work_irec {
 /*
  * Decoders: the row's columns from @col on, in table order with crc last
  * (the statements' *_COLS lists).  @st gives the geometry for the range
- * checks (ag, agbno + len, maxext); NULL leaves those out.
+ * checks (ag, agbno + len, maxext); NULL leaves those out.  A csum row
+ * whose sums blob is missing or not 256 bytes decodes with valid = 0.
  */
 orch_failaddr_t orch_rec_smeta_from_disk(sqlite3_stmt *s, int col, struct orch_smeta_irec *out);
 orch_failaddr_t orch_rec_agstat_from_disk(const struct orch_store *st, sqlite3_stmt *s,
@@ -353,6 +354,8 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 			      " WHERE handle=?1 AND (flags & 2)=0") \
 	X(OBJ_BY_NID, "SELECT " ORCH_REC_OBJ_COLS " FROM obj WHERE nid=?1") \
 	X(OBJ_ALL, "SELECT " ORCH_REC_OBJ_COLS " FROM obj ORDER BY nid") \
+	X(OBJ_LIVE_AFTER, "SELECT " ORCH_REC_OBJ_COLS " FROM obj WHERE handle>?1" \
+			  " AND (flags & 2)=0 ORDER BY handle LIMIT ?2") \
 	X(OBJ_PUT, "INSERT OR REPLACE INTO obj VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	/* The handle of a nid never changes; leaving it out spares the index. */ \
 	X(OBJ_UPD, "UPDATE obj SET size=?3, flags=?4, nextents=?5, nblocks=?6, crc=?7" \
@@ -368,6 +371,10 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 	X(BMAP_FROM, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap WHERE nid=?1 AND off>=?2" \
 		     " ORDER BY off") \
 	X(BMAP_ALL, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap ORDER BY nid, off") \
+	/* The extent covering ?2, if any, then every later one. */ \
+	X(BMAP_WALK, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap WHERE nid=?1 AND off>=" \
+		     "(SELECT COALESCE(MAX(off), 0) FROM bmap WHERE nid=?1 AND off<=?2)" \
+		     " ORDER BY off") \
 	X(BMAP_INS, "INSERT INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(BMAP_PUT, "INSERT OR REPLACE INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(BMAP_DEL, "DELETE FROM bmap WHERE nid=?1 AND off=?2") \
@@ -378,6 +385,16 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 		    " WHERE ag=?1 AND agbno=?2 AND owner=?3 AND off=?4") \
 	X(RMAP_INS, "INSERT INTO rmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(RMAP_DEL, "DELETE FROM rmap WHERE ag=?1 AND agbno=?2 AND owner=?3 AND off=?4") \
+	/* Records from (?2, ?3, ?4) on in AG ?1, in key order. */ \
+	X(RMAP_AFTER, "SELECT " ORCH_REC_RMAP_COLS " FROM rmap WHERE ag=?1" \
+		      " AND (agbno, owner, off) > (?2, ?3, ?4) ORDER BY ag, agbno, owner, off") \
+	/* Records starting in [?2, ?3) of AG ?1 and after (?4, ?5, ?6), with \
+	 * their owner's handle (NULL for special owners and lost objects). */ \
+	X(RMAP_OWNERS, "SELECT r.ag, r.agbno, r.owner, r.off, r.len, r.flags, r.crc," \
+		       " o.handle FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner" \
+		       " WHERE r.ag=?1 AND r.agbno>=?2 AND r.agbno<?3" \
+		       " AND (r.agbno, r.owner, r.off) > (?4, ?5, ?6)" \
+		       " ORDER BY r.ag, r.agbno, r.owner, r.off") \
 	X(RMAP_FS_ANY, "SELECT 1 FROM rmap WHERE ag=?1 AND agbno>?2 AND agbno<?3" \
 		       " AND agbno+len>?4 AND owner=-1 LIMIT 1") \
 	/* fsb, fsc */ \
@@ -385,6 +402,8 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 		  " ORDER BY agbno DESC LIMIT 1") \
 	X(FSB_GT, "SELECT " ORCH_REC_FSB_COLS " FROM fsb WHERE ag=?1 AND agbno>?2" \
 		  " ORDER BY agbno") \
+	X(FSB_RANGE, "SELECT " ORCH_REC_FSB_COLS " FROM fsb WHERE ag=?1 AND agbno>=?2" \
+		     " AND agbno<?3 ORDER BY ag, agbno") \
 	X(FSB_AT, "SELECT " ORCH_REC_FSB_COLS " FROM fsb WHERE ag=?1 AND agbno=?2") \
 	X(FSB_INS, "INSERT INTO fsb VALUES(?1,?2,?3,?4)") \
 	X(FSB_DEL, "DELETE FROM fsb WHERE ag=?1 AND agbno=?2") \
@@ -414,7 +433,12 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 	/* work */ \
 	X(WORK_PUT, "INSERT OR REPLACE INTO work VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(WORK_DEL, "DELETE FROM work WHERE seq=?1") \
-	X(WORK_ALL, "SELECT " ORCH_REC_WORK_COLS " FROM work ORDER BY seq")
+	X(WORK_ALL, "SELECT " ORCH_REC_WORK_COLS " FROM work ORDER BY seq") \
+	/* Counters the writer loads at open */ \
+	X(AG_FREE_SUM, "SELECT coalesce(sum(freeblks), 0) FROM agstat") \
+	X(OBJ_LIVE_COUNT, "SELECT count(*) FROM obj WHERE (flags & 2)=0") \
+	X(REFC_COUNT, "SELECT count(*) FROM refc") \
+	X(BAD_COUNT, "SELECT count(*) FROM bad")
 
 enum orch_rec_stmt {
 #define ORCH_REC_ENUM_(name, sql) ORCH_REC_##name,

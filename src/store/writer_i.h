@@ -8,21 +8,6 @@
 
 #include "store/store_i.h"
 
-enum w_stmt {
-	S_OBJ_BY_HANDLE, S_OBJ_BY_NID, S_OBJ_PUT, S_OBJ_UPD, S_OBJ_DEL,
-	S_BMAP_LE, S_BMAP_RANGE, S_BMAP_LAST, S_BMAP_INS, S_BMAP_DEL, S_BMAP_COUNT,
-	S_RMAP_INS, S_RMAP_DEL,
-	S_FSB_LE, S_FSB_GT, S_FSB_AT, S_FSB_INS, S_FSB_DEL, S_FSC_INS, S_FSC_DEL, S_FSC_MAX,
-	S_AG_GET, S_AG_PUT,
-	S_CSUM_GET, S_CSUM_PUT, S_CSUM_DEL,
-	S_REFC_WIN, S_REFC_INS, S_REFC_DEL,
-	S_BAD_WIN, S_BAD_LE, S_BAD_AT, S_BAD_INS, S_BAD_DEL, S_RMAP_FS_ANY,
-	S_WORK_PUT, S_WORK_DEL, S_WORK_ALL,
-	S_SMETA_PUT,
-	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
-	S_NSTMT
-};
-
 /* Blocks freed by commit @seq (0 while its transaction is open). */
 struct w_busy {
 	uint64_t g;
@@ -35,9 +20,7 @@ struct w_busy {
  * and written once, at commit, however many operations change them.
  */
 struct w_cslot {
-	uint32_t ag, grp;
-	uint64_t valid;
-	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
+	struct orch_csum_irec c_rec;  /* valid == 0: the row goes */
 	bool used;
 	bool existed;                 /* the row is in store.db */
 	bool dirty;                   /* changed since it was read or written */
@@ -54,7 +37,7 @@ struct w_agdelta {
 struct store_writer {
 	struct orch_store *w_st;
 	sqlite3 *w_db;
-	sqlite3_stmt *w_stmt[S_NSTMT];
+	struct orch_rec_sq w_sq;      /* every statement, prepared at start */
 	pthread_t w_thread;
 	bool w_started;
 
@@ -104,12 +87,14 @@ struct store_writer {
 	bool w_no_punch;              /* the host file system cannot punch holes */
 };
 
+/* Statement @id, reset, for a record's bind (orch_rec_*_bind). */
+sqlite3_stmt *w_stmt(struct store_writer *w, enum orch_rec_stmt id);
 /* Binds @n integers to statement @id (after a reset). */
-sqlite3_stmt *w_bind(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+sqlite3_stmt *w_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n);
 /* Binds, steps once: 1 = a row (read it, then sqlite3_reset), 0 = done, <0. */
-int w_row(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+int w_row(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n);
 /* Binds and runs to completion: 0 or -errno. */
-int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+int w_exec(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n);
 
 #define W_ARGS(...) (const int64_t[]){ __VA_ARGS__ }, \
 	(int)(sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t))

@@ -141,8 +141,6 @@ static const struct damage damages[] = {
 	{ ORCH_REC_WORK, "UPDATE work SET crc = crc + 1" },
 	{ ORCH_REC_WORK, FIX("work", "type = 0", CRC_WORK) },
 	{ ORCH_REC_WORK, FIX("work", "type = 4", CRC_WORK) },
-	{ ORCH_REC_WORK, FIX("work", "seq = 0", CRC_WORK) },
-	{ ORCH_REC_WORK, FIX("work", "nid = 0", CRC_WORK) },
 };
 
 union irec {
