@@ -60,14 +60,20 @@
 
 /* --- The owners query ------------------------------------------------------- */
 
+/*
+ * The records are decoded through the record layer but not refused when
+ * they fail verification: a scrub asks who owns a bad block, and a record
+ * with a bad CRC still says who probably does (the checker reports it).
+ */
 int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 		      orch_store_rmap_fn fn, void *arg)
 {
+	struct orch_rmap_irec rm;
 	struct store_conn *c;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	uint64_t mask = st->st_ag_blocks - 1;
 	uint32_t ag, ag_last;
-	int error, rc;
+	int error, rc = 0;
 
 	if (end > st->st_blocks)
 		end = st->st_blocks;
@@ -76,15 +82,6 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 	error = store_snap_get(st, &c);
 	if (error)
 		return error;
-	rc = sqlite3_prepare_v2(c->c_db,
-		"SELECT r.agbno, r.owner, r.off, r.len, r.flags, o.handle"
-		" FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner"
-		" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
-		" ORDER BY r.ag, r.agbno, r.owner, r.off", -1, &s, NULL);
-	if (rc != SQLITE_OK) {
-		error = orch_rec_sql_err(c->c_db, rc, "owners prepare");
-		goto out_put;
-	}
 	ag_last = (uint32_t)((end - 1) >> st->st_ag_shift);
 	for (ag = (uint32_t)(start >> st->st_ag_shift);
 	     ag <= ag_last && ag < st->st_ag_count && !error; ag++) {
@@ -94,36 +91,40 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 			     (int64_t)store_ag_len(st, ag);
 		int64_t from = lo - (int64_t)st->st_maxext + 1;
 
+		error = orch_rec_stmt(&c->c_sq, ORCH_REC_RMAP_OWNERS, &s);
+		if (error)
+			break;
 		sqlite3_bind_int64(s, 1, ag);
 		sqlite3_bind_int64(s, 2, from > 0 ? from : 0);
 		sqlite3_bind_int64(s, 3, hi);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		sqlite3_bind_int64(s, 4, -1);
+		sqlite3_bind_int64(s, 5, INT64_MIN);
+		sqlite3_bind_int64(s, 6, INT64_MIN);
+		while ((rc = orch_rec_step(&c->c_sq, ORCH_REC_RMAP_OWNERS)) == 1) {
 			struct orch_store_rmap r;
-			int64_t agbno = sqlite3_column_int64(s, 0);
-			int64_t len = sqlite3_column_int64(s, 3);
 
+			(void)orch_rec_rmap_from_disk(NULL, s, 0, &rm);
 			/* Overlaps [lo, hi): starts below hi, ends past lo. */
-			if (len < 1 || len <= lo - agbno)
+			if (rm.len < 1 || (int64_t)rm.len <= lo - (int64_t)rm.agbno)
 				continue;
 			memset(&r, 0, sizeof(r));
 			r.ag = ag;
-			r.agbno = (uint32_t)agbno;
-			r.len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
-			r.owner = sqlite3_column_int64(s, 1);
-			r.fileoff = (uint64_t)sqlite3_column_int64(s, 2);
-			r.flags = (uint32_t)sqlite3_column_int64(s, 4);
-			if (r.owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
-				r.handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 5));
+			r.agbno = rm.agbno;
+			r.len = rm.len;
+			r.owner = rm.owner;
+			r.fileoff = rm.off;
+			r.flags = rm.flags;
+			if (r.owner > 0 && sqlite3_column_type(s, 7) != SQLITE_NULL)
+				r.handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 7));
 			error = fn(arg, &r);
 			if (error)
 				break;
 		}
-		if (!error && rc != SQLITE_DONE)
-			error = orch_rec_sql_err(c->c_db, rc, "owners step");
-		sqlite3_reset(s);
+		if (rc == 1)
+			orch_rec_reset(&c->c_sq, ORCH_REC_RMAP_OWNERS);
+		if (!error && rc < 0)
+			error = rc;
 	}
-	sqlite3_finalize(s);
-out_put:
 	store_snap_put(st, c);
 	return error;
 }
