@@ -109,7 +109,7 @@ static void host_punch(struct store_writer *w, const struct w_busy *b)
 	w->w_host_ms = 0;   /* look again: the space is back */
 }
 
-struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
+struct w_agdelta *orch_alloc_agd(struct store_writer *w, uint32_t ag)
 {
 	for (size_t i = 0; i < w->w_nagd; i++)
 		if (w->w_agd[i].ag == ag)
@@ -136,7 +136,7 @@ struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
  * pops from the front.
  */
 
-int w_busy_init(struct store_writer *w)
+int orch_alloc_busy_init(struct store_writer *w)
 {
 	uint32_t n = w->w_st->st_ag_count;
 
@@ -225,13 +225,13 @@ static int busy_add(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	return 0;
 }
 
-void w_busy_undo(struct store_writer *w, size_t mark)
+void orch_alloc_busy_undo(struct store_writer *w, size_t mark)
 {
 	while (w->w_npend > mark)
 		busy_unset(w, &w->w_pend[--w->w_npend]);
 }
 
-int w_busy_reserve(struct store_writer *w)
+int orch_alloc_busy_reserve(struct store_writer *w)
 {
 	size_t n = w->w_nbusy + w->w_npend;
 
@@ -251,7 +251,7 @@ int w_busy_reserve(struct store_writer *w)
 	return 0;
 }
 
-void w_busy_commit(struct store_writer *w, uint64_t seq)
+void orch_alloc_busy_commit(struct store_writer *w, uint64_t seq)
 {
 	for (size_t i = 0; i < w->w_npend; i++) {
 		w->w_pend[i].seq = seq;
@@ -260,7 +260,7 @@ void w_busy_commit(struct store_writer *w, uint64_t seq)
 	w->w_npend = 0;
 }
 
-void w_busy_release(struct store_writer *w)
+void orch_alloc_busy_release(struct store_writer *w)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t durable, oldest, upto;
@@ -270,7 +270,7 @@ void w_busy_release(struct store_writer *w)
 	pthread_mutex_lock(&st->st_seq_lock);
 	durable = st->st_durable;
 	pthread_mutex_unlock(&st->st_seq_lock);
-	oldest = store_oldest_snap(st);
+	oldest = orch_snap_oldest(st);
 	if (durable == w->w_rel_durable && oldest == w->w_rel_oldest)
 		return;
 	w->w_rel_durable = durable;
@@ -284,7 +284,7 @@ void w_busy_release(struct store_writer *w)
 	}
 }
 
-void w_busy_free(struct store_writer *w)
+void orch_alloc_busy_free(struct store_writer *w)
 {
 	if (w->w_busy_bits)
 		for (uint32_t i = 0; i < w->w_st->st_ag_count; i++)
@@ -319,19 +319,19 @@ static int fs_ins(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 	struct orch_fsb_irec r = { ag, agbno, len };
 	int error;
 
-	orch_rec_fsb_bind(w_stmt(w, ORCH_REC_FSB_INS), &r);
+	orch_rec_fsb_bind(orch_writer_stmt(w, ORCH_REC_FSB_INS), &r);
 	error = orch_rec_exec(&w->w_sq, ORCH_REC_FSB_INS);
 	if (error)
 		return error;
-	orch_rec_fsc_bind(w_stmt(w, ORCH_REC_FSC_INS), &r);
+	orch_rec_fsc_bind(orch_writer_stmt(w, ORCH_REC_FSC_INS), &r);
 	return orch_rec_exec(&w->w_sq, ORCH_REC_FSC_INS);
 }
 
 static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	int error = w_exec(w, ORCH_REC_FSB_DEL, W_ARGS(ag, agbno));
+	int error = orch_writer_exec(w, ORCH_REC_FSB_DEL, W_ARGS(ag, agbno));
 
-	return error ? error : w_exec(w, ORCH_REC_FSC_DEL, W_ARGS(ag, len, agbno));
+	return error ? error : orch_writer_exec(w, ORCH_REC_FSC_DEL, W_ARGS(ag, len, agbno));
 }
 
 /*
@@ -349,14 +349,14 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 	for (int pass = 0; pass < 2; pass++) {
 		/* Pass 0: the record holding @from; pass 1: records after it. */
 		if (pass == 0) {
-			rc = w_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, from));
+			rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, from));
 			if (rc < 0)
 				return rc;
 			if (rc == 0)
 				continue;
 			q = w->w_sq.q_stmt[ORCH_REC_FSB_LE];
 		} else {
-			q = w_bind(w, ORCH_REC_FSB_GT, W_ARGS(ag, from));
+			q = orch_writer_bind(w, ORCH_REC_FSB_GT, W_ARGS(ag, from));
 			rc = orch_rec_step(&w->w_sq, ORCH_REC_FSB_GT);
 			if (rc != 1)
 				return rc;
@@ -389,7 +389,7 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 	return 0;
 }
 
-int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
+int orch_alloc_extent(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
 	    uint32_t *got)
 {
 	struct orch_store *st = w->w_st;
@@ -431,16 +431,16 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 				if (error)
 					return error;
 			} else if (waits++ >= STORE_ALLOC_WAITS ||
-				   !store_wait_snap_end(st, 10)) {
+				   !orch_snap_wait_end(st, 10)) {
 				continue;
 			}
 			w->w_rel_durable = UINT64_MAX;
-			w_busy_release(w);
+			orch_alloc_busy_release(w);
 			tries = 0;
 			continue;
 		}
 		take = ORCH_MIN(want, len);
-		d = w_agd(w, ag);
+		d = orch_alloc_agd(w, ag);
 		if (!d)
 			return -ENOMEM;
 		error = fs_del(w, ag, ra, rl);
@@ -465,14 +465,14 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 /* Returns AG blocks [agbno, agbno + len) to free space, merged with their neighbours. */
 static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	uint32_t start = agbno, end = agbno + len;
 	int merged = 0, rc, error;
 
 	if (!d)
 		return -ENOMEM;
 	if (agbno > 0) {
-		rc = w_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, agbno - 1));
+		rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, agbno - 1));
 		if (rc < 0)
 			return rc;
 		if (rc) {
@@ -494,7 +494,7 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 			}
 		}
 	}
-	rc = w_row(w, ORCH_REC_FSB_AT, W_ARGS(ag, end));
+	rc = orch_writer_row(w, ORCH_REC_FSB_AT, W_ARGS(ag, end));
 	if (rc < 0)
 		return rc;
 	if (rc) {
@@ -514,7 +514,7 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	d->freeblks += len;
 	d->nfree += 1 - merged;
 	/* Their checksums go with them. */
-	error = w_csum_set(w, ag, agbno, len, NULL);
+	error = orch_alloc_csum_set(w, ag, agbno, len, NULL);
 	if (error)
 		return error;
 	return busy_add(w, ag, agbno, len);
@@ -525,7 +525,7 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 /* Gives AG blocks [agbno, agbno + len) to OWN_DEFECTIVE, in records of at most maxext. */
 static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	int error = 0;
 
 	if (!d)
@@ -534,12 +534,12 @@ static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 		uint32_t l = ORCH_MIN(agbno + len - b, w->w_st->st_maxext);
 		struct orch_rmap_irec r = { ag, b, ORCH_STORE_OWN_DEFECTIVE, 0, l, 0 };
 
-		orch_rec_rmap_bind(w_stmt(w, ORCH_REC_RMAP_INS), &r);
+		orch_rec_rmap_bind(orch_writer_stmt(w, ORCH_REC_RMAP_INS), &r);
 		error = orch_rec_exec(&w->w_sq, ORCH_REC_RMAP_INS);
 		d->nrmap++;
 		b += l;
 	}
-	return error ? error : w_csum_set(w, ag, agbno, len, NULL);
+	return error ? error : orch_alloc_csum_set(w, ag, agbno, len, NULL);
 }
 
 /*
@@ -568,7 +568,7 @@ static int bad_runs(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	 * No fixed bound: reads and scrubs quarantine block by block, so a
 	 * long extent may hold as many bad records as blocks.
 	 */
-	s = w_bind(w, ORCH_REC_BAD_WIN, W_ARGS(ag, lo, end));
+	s = orch_writer_bind(w, ORCH_REC_BAD_WIN, W_ARGS(ag, lo, end));
 	while ((rc = orch_rec_step(&w->w_sq, ORCH_REC_BAD_WIN)) == 1) {
 		struct orch_bad_irec r;
 		int64_t b, l;
@@ -641,7 +641,7 @@ static int free_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32
 	return bad ? retire(w, ag, agbno, len) : free_run(w, ag, agbno, len);
 }
 
-int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_alloc_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	if (!w->w_nbad)
 		return free_run(w, ag, agbno, len);
@@ -651,7 +651,7 @@ int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 /* Takes the free blocks of [agbno, agbno + len), known good, out of free space. */
 static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	uint32_t pos = agbno, end = agbno + len;
 	int rc, error = 0;
 
@@ -660,7 +660,7 @@ static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 	while (!error && pos < end) {
 		uint32_t a, l, s, e;
 
-		rc = w_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, pos));
+		rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, pos));
 		if (rc < 0)
 			return rc;
 		a = l = 0;
@@ -670,7 +670,7 @@ static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 		}
 		if (!rc || a + l <= pos) {
 			/* pos is owned; skip to the next free record. */
-			rc = w_row(w, ORCH_REC_FSB_GT, W_ARGS(ag, pos));
+			rc = orch_writer_row(w, ORCH_REC_FSB_GT, W_ARGS(ag, pos));
 			if (rc <= 0)
 				return rc;
 			fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_GT], &a, &l);
@@ -702,7 +702,7 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 	int rc;
 
 	/* The record ending at agbno, if the two fit in one (trusted, as fsb_from_row). */
-	rc = w_row(w, ORCH_REC_BAD_LE, W_ARGS(ag, (int64_t)agbno - 1));
+	rc = orch_writer_row(w, ORCH_REC_BAD_LE, W_ARGS(ag, (int64_t)agbno - 1));
 	if (rc < 0)
 		return rc;
 	if (rc) {
@@ -713,7 +713,7 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 		b = r.agbno;
 		l = r.len;
 		if (b + l == agbno && l + len <= m) {
-			rc = w_exec(w, ORCH_REC_BAD_DEL, W_ARGS(ag, b));
+			rc = orch_writer_exec(w, ORCH_REC_BAD_DEL, W_ARGS(ag, b));
 			if (rc)
 				return rc;
 			agbno = (uint32_t)b;
@@ -721,7 +721,7 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 		}
 	}
 	/* ... and the one starting at its end. */
-	rc = w_row(w, ORCH_REC_BAD_AT, W_ARGS(ag, (int64_t)agbno + len));
+	rc = orch_writer_row(w, ORCH_REC_BAD_AT, W_ARGS(ag, (int64_t)agbno + len));
 	if (rc < 0)
 		return rc;
 	if (rc) {
@@ -731,14 +731,15 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 		orch_rec_reset(&w->w_sq, ORCH_REC_BAD_AT);
 		l = r.len;
 		if (l > 0 && l + len <= m) {
-			rc = w_exec(w, ORCH_REC_BAD_DEL, W_ARGS(ag, (int64_t)agbno + len));
+			rc = orch_writer_exec(w, ORCH_REC_BAD_DEL,
+					     W_ARGS(ag, (int64_t)agbno + len));
 			if (rc)
 				return rc;
 			len += (uint32_t)l;
 		}
 	}
 	r = (struct orch_bad_irec){ ag, agbno, len, (int64_t)time(NULL), STORE_BAD_REPORTED };
-	orch_rec_bad_bind(w_stmt(w, ORCH_REC_BAD_INS), &r);
+	orch_rec_bad_bind(orch_writer_stmt(w, ORCH_REC_BAD_INS), &r);
 	return orch_rec_exec(&w->w_sq, ORCH_REC_BAD_INS);
 }
 
@@ -758,9 +759,10 @@ static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, 
 	return error ? error : retire_free(w, ag, agbno, len);
 }
 
-int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_alloc_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	int rc = w_row(w, ORCH_REC_RMAP_FS_ANY, W_ARGS(ag, (int64_t)agbno - w->w_st->st_maxext,
+	int rc = orch_writer_row(w, ORCH_REC_RMAP_FS_ANY,
+				 W_ARGS(ag, (int64_t)agbno - w->w_st->st_maxext,
 						 agbno + len, agbno));
 
 	if (rc < 0)
@@ -775,7 +777,7 @@ int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t l
 
 /* --- Checksums ------------------------------------------------------------------------ */
 
-void w_csum_clear(struct store_writer *w)
+void orch_alloc_csum_clear(struct store_writer *w)
 {
 	if (w->w_cs)
 		for (size_t i = 0; i < W_CSUM_SLOTS; i++)
@@ -783,7 +785,7 @@ void w_csum_clear(struct store_writer *w)
 	w->w_ncs = 0;
 }
 
-int w_csum_flush(struct store_writer *w)
+int orch_alloc_csum_flush(struct store_writer *w)
 {
 	for (size_t i = 0; w->w_cs && i < W_CSUM_SLOTS; i++) {
 		struct w_cslot *c = &w->w_cs[i];
@@ -792,10 +794,10 @@ int w_csum_flush(struct store_writer *w)
 		if (!c->used || !c->dirty)
 			continue;
 		if (!c->c_rec.valid) {
-			error = c->existed ? w_exec(w, ORCH_REC_CSUM_DEL,
+			error = c->existed ? orch_writer_exec(w, ORCH_REC_CSUM_DEL,
 						    W_ARGS(c->c_rec.ag, c->c_rec.grp)) : 0;
 		} else {
-			orch_rec_csum_bind(w_stmt(w, ORCH_REC_CSUM_PUT), &c->c_rec);
+			orch_rec_csum_bind(orch_writer_stmt(w, ORCH_REC_CSUM_PUT), &c->c_rec);
 			error = orch_rec_exec(&w->w_sq, ORCH_REC_CSUM_PUT);
 		}
 		if (error)
@@ -830,15 +832,15 @@ static int csum_slot(struct store_writer *w, uint32_t ag, uint32_t grp, struct w
 	}
 	if (w->w_ncs >= W_CSUM_SLOTS / 2) {
 		/* Full enough: write the changes, start over. */
-		int error = w_csum_flush(w);
+		int error = orch_alloc_csum_flush(w);
 
 		if (error)
 			return error;
-		w_csum_clear(w);
+		orch_alloc_csum_clear(w);
 		return csum_slot(w, ag, grp, out);
 	}
 	memset(c, 0, sizeof(*c));
-	rc = w_row(w, ORCH_REC_CSUM_GET, W_ARGS(ag, grp));
+	rc = orch_writer_row(w, ORCH_REC_CSUM_GET, W_ARGS(ag, grp));
 	if (rc < 0)
 		return rc;
 	if (rc) {
@@ -858,7 +860,7 @@ static int csum_slot(struct store_writer *w, uint32_t ag, uint32_t grp, struct w
 }
 
 /* Sets (or with @sums NULL, clears) the checksums of @n blocks from @agbno. */
-int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
+int orch_alloc_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums)
 {
 	uint32_t b = agbno, end = agbno + n;
@@ -887,7 +889,7 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	return 0;
 }
 
-int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
+int orch_alloc_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid)
 {
 	uint32_t i = agbno % ORCH_REC_CSUM_GROUP;

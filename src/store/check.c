@@ -79,7 +79,7 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 		end = st->st_blocks;
 	if (start >= end)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	ag_last = (uint32_t)((end - 1) >> st->st_ag_shift);
@@ -125,7 +125,7 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 		if (!error && rc < 0)
 			error = rc;
 	}
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
@@ -1675,7 +1675,7 @@ long orch_store_check(struct orch_store *st, bool data,
 		if (!ck.buf)
 			return -ENOMEM;
 	}
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error) {
 		free(ck.buf);
 		return error;
@@ -1698,7 +1698,7 @@ long orch_store_check(struct orch_store *st, bool data,
 		error = chk_outside(&ck);
 	for (int i = 0; i < Q_NR; i++)
 		sqlite3_finalize(ck.q[i]);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	chk_ag_fini(&a);
 	chk_vec_free(&ck.work);
 	free(ck.buf);

@@ -245,7 +245,7 @@ int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 		w.end = st->st_blocks;
 	if (w.start >= w.end || max == 0)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	w.q = &c->c_sq;
@@ -261,7 +261,7 @@ int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 		error = done;
 	else if (done == 1)
 		*eof = false;
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
@@ -336,7 +336,7 @@ int orch_store_handles(struct orch_store *st, uint64_t *after, size_t max,
 	int error, rc = 0;
 
 	*eof = true;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	error = orch_rec_stmt(&c->c_sq, ORCH_REC_OBJ_LIVE_AFTER, &s);
@@ -359,7 +359,7 @@ int orch_store_handles(struct orch_store *st, uint64_t *after, size_t max,
 	if (!error && n == max)
 		*eof = false;
 out:
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
@@ -369,14 +369,14 @@ bool orch_store_has_object(struct orch_store *st, uint64_t h)
 	sqlite3_stmt *s;
 	bool found = true;  /* on doubt, say it exists: callers report absence */
 
-	if (store_snap_get(st, &c))
+	if (orch_snap_get(st, &c))
 		return true;
 	if (!orch_rec_stmt(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE, &s)) {
 		sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
 		found = orch_rec_step(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE) != 0;
 		orch_rec_reset(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE);
 	}
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return found;
 }
 
@@ -531,7 +531,7 @@ static void scan_throttle(const struct timespec *t0, uint64_t bytes, uint64_t ra
 
 static int scan_open(struct scan *sc, struct store_conn **c)
 {
-	int error = store_snap_get(sc->st, c);
+	int error = orch_snap_get(sc->st, c);
 
 	if (!error)
 		sc->q = &(*c)->c_sq;
@@ -541,7 +541,7 @@ static int scan_open(struct scan *sc, struct store_conn **c)
 static void scan_close(struct scan *sc, struct store_conn *c)
 {
 	sc->q = NULL;
-	store_snap_put(sc->st, c);
+	orch_snap_put(sc->st, c);
 }
 
 long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,

@@ -59,7 +59,7 @@ static int refc_window(struct store_writer *w, uint32_t ag, uint32_t start, uint
 		       struct refc_vec *old)
 {
 	int64_t lo = (int64_t)start - w->w_st->st_maxext;
-	sqlite3_stmt *s = w_bind(w, ORCH_REC_REFC_WIN, W_ARGS(ag, lo, end));
+	sqlite3_stmt *s = orch_writer_bind(w, ORCH_REC_REFC_WIN, W_ARGS(ag, lo, end));
 	struct orch_refc_irec r;
 	int rc, error = 0;
 
@@ -132,13 +132,13 @@ static int refc_recount(const struct refc_vec *old, uint32_t start, uint32_t end
 static int refc_rewrite(struct store_writer *w, uint32_t ag, const struct refc_vec *old,
 			const struct refc_vec *runs)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	int error = 0;
 
 	if (!d)
 		return -ENOMEM;
 	for (size_t i = 0; !error && i < old->n; i++) {
-		error = w_exec(w, ORCH_REC_REFC_DEL, W_ARGS(ag, old->v[i].start));
+		error = orch_writer_exec(w, ORCH_REC_REFC_DEL, W_ARGS(ag, old->v[i].start));
 		d->nrefc--;
 	}
 	for (size_t i = 0; !error && i < runs->n; i++) {
@@ -150,7 +150,7 @@ static int refc_rewrite(struct store_writer *w, uint32_t ag, const struct refc_v
 			uint32_t m = w->w_st->st_maxext, l = ORCH_MIN(r->end - b, m - b % m);
 			struct orch_refc_irec rec = { ag, b, l, (uint64_t)r->count };
 
-			orch_rec_refc_bind(w_stmt(w, ORCH_REC_REFC_INS), &rec);
+			orch_rec_refc_bind(orch_writer_stmt(w, ORCH_REC_REFC_INS), &rec);
 			error = orch_rec_exec(&w->w_sq, ORCH_REC_REFC_INS);
 			d->nrefc++;
 			b += l;
@@ -175,21 +175,22 @@ static int refc_adjust(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 		error = refc_rewrite(w, ag, &old, &runs);
 	for (size_t i = 0; !error && i < runs.n; i++)
 		if (runs.v[i].count == 0)
-			error = w_free(w, ag, runs.v[i].start, runs.v[i].end - runs.v[i].start);
+			error = orch_alloc_free(w, ag, runs.v[i].start,
+						runs.v[i].end - runs.v[i].start);
 	free(old.v);
 	free(runs.v);
 	return error;
 }
 
-int w_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_refc_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	/* Nothing was ever shared: the blocks have one owner, the caller. */
 	if (!w->w_nrefc)
-		return w_free(w, ag, agbno, len);
+		return orch_alloc_free(w, ag, agbno, len);
 	return refc_adjust(w, ag, agbno, len, -1);
 }
 
-int w_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_refc_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	/* Set before any record exists; only reopening lowers it (see writer_i.h). */
 	w->w_nrefc++;

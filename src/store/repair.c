@@ -938,7 +938,7 @@ static int rp_geometry(struct rp *rp)
 	if (!error)
 		error = orch_bdev_read(st, 0, 1, blk);
 	if (!error)
-		error = store_sb_decode(blk, &sb);
+		error = orch_store_sb_decode(blk, &sb);
 	free(blk);
 	if (error == -ENOENT || error == -EPROTONOSUPPORT)
 		error = -ORCH_ECORRUPT;
@@ -990,7 +990,7 @@ static int rp_open(struct rp *rp, const char *dir)
 		error = -ENOMEM;
 		goto out_close;
 	}
-	error = store_lock(dir, &rp->st->st_lock_fd);
+	error = orch_store_lock(dir, &rp->st->st_lock_fd);
 	if (error)
 		goto out_close;
 	snprintf(path, sizeof(path), "%s/%s", dir, STORE_BLOCKS_NAME);
@@ -999,7 +999,7 @@ static int rp_open(struct rp *rp, const char *dir)
 		error = -errno;
 		goto out_close;
 	}
-	error = store_db_open(rp->st, false, &rp->db);
+	error = orch_store_db_open(rp->st, false, &rp->db);
 	/* A repair must outlive a power cut once it returns: commit with a
 	 * WAL sync instead of the store's NORMAL. */
 	if (!error && sqlite3_exec(rp->db, "PRAGMA synchronous=FULL", NULL, NULL,

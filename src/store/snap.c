@@ -40,7 +40,7 @@ static int conn_new(struct orch_store *st, struct store_conn **out)
 
 	if (!c)
 		return -ENOMEM;
-	error = store_db_open(st, false, &c->c_db);
+	error = orch_store_db_open(st, false, &c->c_db);
 	if (error) {
 		free(c);
 		return error;
@@ -50,7 +50,7 @@ static int conn_new(struct orch_store *st, struct store_conn **out)
 	return 0;
 }
 
-void store_snap_pool_free(struct orch_store *st)
+void orch_snap_pool_free(struct orch_store *st)
 {
 	struct store_conn *c, *n;
 
@@ -61,7 +61,7 @@ void store_snap_pool_free(struct orch_store *st)
 	st->st_pool = NULL;
 }
 
-int store_snap_get(struct orch_store *st, struct store_conn **out)
+int orch_snap_get(struct orch_store *st, struct store_conn **out)
 {
 	struct store_conn *c;
 	sqlite3_stmt *s;
@@ -95,7 +95,7 @@ int store_snap_get(struct orch_store *st, struct store_conn **out)
 	if (!error)
 		error = orch_rec_exec(&c->c_sq, ORCH_REC_SNAP_BEGIN);
 	if (error) {
-		store_snap_put(st, c);
+		orch_snap_put(st, c);
 		return error;
 	}
 	*out = c;
@@ -111,7 +111,7 @@ static void snap_end_txn(struct store_conn *c)
 		orch_rec_exec(&c->c_sq, ORCH_REC_COMMIT);
 }
 
-void store_snap_put(struct orch_store *st, struct store_conn *c)
+void orch_snap_put(struct orch_store *st, struct store_conn *c)
 {
 	snap_end_txn(c);
 	pthread_mutex_lock(&st->st_pool_lock);
@@ -128,7 +128,7 @@ void store_snap_put(struct orch_store *st, struct store_conn *c)
 	pthread_mutex_unlock(&st->st_pool_lock);
 }
 
-bool store_wait_snap_end(struct orch_store *st, unsigned int ms)
+bool orch_snap_wait_end(struct orch_store *st, unsigned int ms)
 {
 	struct timespec ts;
 	bool any;
@@ -145,7 +145,7 @@ bool store_wait_snap_end(struct orch_store *st, unsigned int ms)
 	return any;
 }
 
-uint64_t store_oldest_snap(struct orch_store *st)
+uint64_t orch_snap_oldest(struct orch_store *st)
 {
 	uint64_t oldest = UINT64_MAX;
 
@@ -391,7 +391,7 @@ static void quarantine_done(struct orch_store_op *op)
 	free(op);
 }
 
-void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+void orch_snap_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock)
 {
 	struct orch_store_op *op = NULL;
@@ -501,7 +501,7 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 
 			if (!c->c_valid[b - b0] ||
 			    orch_crc32c(0, p, ORCH_STORE_BLOCK) != c->c_sums[b - b0]) {
-				store_report_bad(st, h, b, g + (b - lo));
+				orch_snap_report_bad(st, h, b, g + (b - lo));
 				error = -EIO;
 				goto out;
 			}
@@ -533,11 +533,11 @@ int orch_store_read(struct orch_store *st, uint64_t h, uint64_t off, void *buf,
 	*got = 0;
 	if (len > ORCH_STORE_MAX_IO)
 		return -EINVAL;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	error = snap_read(st, c, true, h, off, buf, len, got);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
@@ -553,7 +553,7 @@ int orch_store_snap_begin(struct orch_store *st, struct orch_store_snap **out)
 
 	if (!sn)
 		return -ENOMEM;
-	error = store_snap_get(st, &sn->sn_conn);
+	error = orch_snap_get(st, &sn->sn_conn);
 	if (error) {
 		free(sn);
 		return error;
@@ -573,7 +573,7 @@ void orch_store_snap_end(struct orch_store_snap *sn)
 {
 	if (!sn)
 		return;
-	store_snap_put(sn->sn_st, sn->sn_conn);
+	orch_snap_put(sn->sn_st, sn->sn_conn);
 	free(sn);
 }
 
@@ -584,11 +584,11 @@ int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
 	int error;
 
 	*size = 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	error = read_obj(st, c, h, &nid, size);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	if (!error && !nid)
 		error = -ENOENT;
 	return error;

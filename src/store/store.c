@@ -43,7 +43,7 @@ static char *store_path(const char *dir, const char *name)
 	return p;
 }
 
-int store_lock(const char *dir, int *fdp)
+int orch_store_lock(const char *dir, int *fdp)
 {
 	char *p = store_path(dir, STORE_LOCK_NAME);
 	int fd;
@@ -66,7 +66,7 @@ int store_lock(const char *dir, int *fdp)
 
 int orch_store_check_unused(const char *data_dir)
 {
-	int fd, error = store_lock(data_dir, &fd);
+	int fd, error = orch_store_lock(data_dir, &fd);
 
 	if (error == -ENOENT)
 		return 0;
@@ -89,7 +89,7 @@ static void sb_encode(const struct store_sb *sb, uint8_t *blk)
 	orch_put_le32(blk + 48, orch_crc32c(0, blk, 48));
 }
 
-int store_sb_decode(const uint8_t *blk, struct store_sb *sb)
+int orch_store_sb_decode(const uint8_t *blk, struct store_sb *sb)
 {
 	if (memcmp(blk, STORE_SB_MAGIC, 8) != 0)
 		return -ENOENT;
@@ -145,7 +145,7 @@ static int db_open_path(const char *path, bool readonly, bool create, sqlite3 **
 	return 0;
 }
 
-int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
+int orch_store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
 {
 	char *p = store_path(st->st_dir, STORE_DB_NAME);
 	int error;
@@ -342,7 +342,7 @@ int orch_store_mkfs(const char *data_dir, const struct orch_store_geom *g,
 
 	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	error = store_lock(data_dir, &lockfd);
+	error = orch_store_lock(data_dir, &lockfd);
 	if (error)
 		return error;
 	dbp = store_path(data_dir, STORE_DB_NAME);
@@ -598,7 +598,7 @@ int orch_store_sync(struct orch_store *st)
 
 static void store_free(struct orch_store *st)
 {
-	store_snap_pool_free(st);
+	orch_snap_pool_free(st);
 	/*
 	 * The last connection to close checkpoints the WAL, which syncs it:
 	 * unless a flush covered every commit, leave the WAL to the next open
@@ -651,7 +651,7 @@ static int store_load_geometry(struct orch_store *st)
 	error = orch_bdev_read(st, 0, 1, blk);
 	if (error)
 		goto out;
-	error = store_sb_decode(blk, &sb);
+	error = orch_store_sb_decode(blk, &sb);
 	if (error == -EPROTONOSUPPORT) {
 		ORCH_ERR("store in '%s': blocks file has format version %u; this orchardd "
 			 "supports version %d", st->st_dir, sb.format, STORE_FORMAT);
@@ -726,7 +726,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 			ORCH_ERR("no store in '%s': not initialised, run orchard mkfs", data_dir);
 		goto fail;
 	}
-	error = store_lock(data_dir, &st->st_lock_fd);
+	error = orch_store_lock(data_dir, &st->st_lock_fd);
 	if (error)
 		goto fail;
 	error = db_open_path(dbp, false, false, &st->st_sync_db);
@@ -754,13 +754,13 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	error = store_load_geometry(st);
 	if (error)
 		goto fail;
-	error = store_writer_start(st);   /* also resumes work items */
+	error = orch_writer_start(st);   /* also resumes work items */
 	if (error)
 		goto fail;
 	/* Blocks freed before a crash may still be on the way to disk. */
 	error = orch_store_sync(st);
 	if (error) {
-		store_writer_stop(st);
+		orch_writer_stop(st);
 		goto fail;
 	}
 	free(dbp);
@@ -776,7 +776,7 @@ void orch_store_close(struct orch_store *st)
 {
 	if (!st)
 		return;
-	store_writer_stop(st);
+	orch_writer_stop(st);
 	/* What the writer committed last, so that the close can checkpoint (a
 	 * no-op after the server's last flush). */
 	(void)orch_store_sync(st);
@@ -884,7 +884,7 @@ static bool store_surely_absent(struct orch_store *st, uint64_t h)
  * destroy the semaphore as soon as sem_wait returns.  The callers of one
  * batch wake each other in turn (struct store_waiter).
  */
-void store_waiter_wake(struct store_waiter *sw)
+void orch_store_waiter_wake(struct store_waiter *sw)
 {
 	sem_post(&sw->sw_sem);
 }
@@ -892,7 +892,7 @@ void store_waiter_wake(struct store_waiter *sw)
 /* @done of an operation completed alone (not in a batch's chain). */
 static void sync_done(struct orch_store_op *op)
 {
-	store_waiter_wake(op->o_waiter);
+	orch_store_waiter_wake(op->o_waiter);
 }
 
 static void sync_wait_init(struct store_waiter *sw, struct orch_store_op *op)
@@ -910,7 +910,7 @@ static int sync_wait_end(struct store_waiter *sw, struct orch_store_op *op)
 		;
 	/* Set before the chain's first wake-up; its waiter is still asleep. */
 	if (sw->sw_next)
-		store_waiter_wake(sw->sw_next);
+		orch_store_waiter_wake(sw->sw_next);
 	sem_destroy(&sw->sw_sem);
 	return op->status;
 }
@@ -922,7 +922,7 @@ static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 	op->o_sums = NULL;
 	op->o_sums_wait = NULL;
 	sync_wait_init(&sw, op);
-	store_submit(st, op);
+	orch_store_submit_(st, op);
 	return sync_wait_end(&sw, op);
 }
 
@@ -939,7 +939,7 @@ struct store_sums {
 	bool ready;
 };
 
-const uint32_t *store_op_sums(struct orch_store_op *op)
+const uint32_t *orch_store_op_sums(struct orch_store_op *op)
 {
 	struct store_sums *s = op->o_sums_wait;
 
@@ -956,7 +956,7 @@ const uint32_t *store_op_sums(struct orch_store_op *op)
  * A write that waits for its operation anyway checksums the data itself,
  * after submitting it: the writer thread allocates blocks and copies the
  * data into the page cache meanwhile, and takes the sums when it needs
- * them, for the csum rows (store_op_sums).  The caller owns @buf until
+ * them, for the csum rows (orch_store_op_sums).  The caller owns @buf until
  * the operation is done, so both threads may read it.
  */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
@@ -981,7 +981,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	op.o_sums = sums;
 	op.o_sums_wait = &ss;
 	sync_wait_init(&sw, &op);
-	store_submit(st, &op);
+	orch_store_submit_(st, &op);
 	for (size_t i = 0; i < nb; i++)
 		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
 				      ORCH_STORE_BLOCK);

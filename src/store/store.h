@@ -140,7 +140,7 @@ struct orch_store_op {
 	struct orch_store_op *o_next;
 	uint64_t o_done, o_piece;  /* bytes of a clone applied, in this transaction */
 	/* A write's block checksums, computed by orch_store_write meanwhile
-	 * (NULL: the writer computes them); see store_op_sums(). */
+	 * (NULL: the writer computes them); see orch_store_op_sums(). */
 	const uint32_t *o_sums;
 	struct store_sums *o_sums_wait;
 	/* A synchronous caller sleeps on it (then @done is not called). */

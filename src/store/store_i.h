@@ -92,7 +92,7 @@ struct store_waiter {
 };
 
 /* Wakes @sw, which passes the wake-up along its chain. */
-void store_waiter_wake(struct store_waiter *sw);
+void orch_store_waiter_wake(struct store_waiter *sw);
 
 struct orch_store {
 	char *st_dir;
@@ -186,37 +186,37 @@ struct store_sb {
  * geometry) or -EPROTONOSUPPORT (another format version; sb->format says
  * which).
  */
-int store_sb_decode(const uint8_t *blk, struct store_sb *sb);
+int orch_store_sb_decode(const uint8_t *blk, struct store_sb *sb);
 
 /*
  * Takes the store lock of @dir (one opener at a time: a server, or an
  * offline tool): *@fdp, to close to let go; -EBUSY if someone holds it.
  */
-int store_lock(const char *dir, int *fdp);
+int orch_store_lock(const char *dir, int *fdp);
 
 /* Opens a connection to store.db with the store's pragmas. */
-int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
+int orch_store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
 
 /*
  * Takes a read connection and begins a snapshot on it, registered so that
- * no block it can see is reused until store_snap_put().  For reads, the
+ * no block it can see is reused until orch_snap_put().  For reads, the
  * owners query and the checker.
  */
-int store_snap_get(struct orch_store *st, struct store_conn **out);
-void store_snap_put(struct orch_store *st, struct store_conn *c);
+int orch_snap_get(struct orch_store *st, struct store_conn **out);
+void orch_snap_put(struct orch_store *st, struct store_conn *c);
 /* Closes the idle read connections (at close, none active). */
-void store_snap_pool_free(struct orch_store *st);
+void orch_snap_pool_free(struct orch_store *st);
 
 /* Oldest snapshot still active, as a commit count (UINT64_MAX if none). */
-uint64_t store_oldest_snap(struct orch_store *st);
+uint64_t orch_snap_oldest(struct orch_store *st);
 /* Waits up to @ms for a snapshot to end; false if none is active. */
-bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
+bool orch_snap_wait_end(struct orch_store *st, unsigned int ms);
 
 /*
  * Counts and logs (rate-limited) a block of object @h that failed its
  * checksum: object block @objblock, global block @gblock.
  */
-void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+void orch_snap_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock);
 
 /* --- bdev.c: block I/O and kill points ------------------------------------------ */
@@ -248,13 +248,13 @@ void orch_bdev_killpoint(const char *point);
  * writer allocates and writes the data): waits until they are ready.
  * NULL if the writer must compute them.  Writer thread.
  */
-const uint32_t *store_op_sums(struct orch_store_op *op);
+const uint32_t *orch_store_op_sums(struct orch_store_op *op);
 
 /* orch_store_submit, keeping @op's o_sums and o_sums_wait. */
-void store_submit(struct orch_store *st, struct orch_store_op *op);
+void orch_store_submit_(struct orch_store *st, struct orch_store_op *op);
 
 /* Writer thread (writer.c). */
-int store_writer_start(struct orch_store *st);
-void store_writer_stop(struct orch_store *st);
+int orch_writer_start(struct orch_store *st);
+void orch_writer_stop(struct orch_store *st);
 
 #endif

@@ -89,7 +89,7 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 	*eof = true;
 	if (max == 0)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
 	w.q = &c->c_sq;
@@ -139,7 +139,7 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 out:
 	if (rc == 1)   /* left early with a row */
 		orch_rec_reset(w.q, ORCH_REC_BMAP_WALK);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 

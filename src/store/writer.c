@@ -41,7 +41,8 @@
 
 /* --- Statement helpers ------------------------------------------------------------- */
 
-sqlite3_stmt *w_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
+sqlite3_stmt *orch_writer_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v,
+			       int n)
 {
 	sqlite3_stmt *s = w->w_sq.q_stmt[id];
 
@@ -51,19 +52,19 @@ sqlite3_stmt *w_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_
 	return s;
 }
 
-int w_row(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
+int orch_writer_row(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
 {
-	w_bind(w, id, v, n);
+	orch_writer_bind(w, id, v, n);
 	return orch_rec_step(&w->w_sq, id);
 }
 
-int w_exec(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
+int orch_writer_exec(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
 {
-	w_bind(w, id, v, n);
+	orch_writer_bind(w, id, v, n);
 	return orch_rec_exec(&w->w_sq, id);
 }
 
-sqlite3_stmt *w_stmt(struct store_writer *w, enum orch_rec_stmt id)
+sqlite3_stmt *orch_writer_stmt(struct store_writer *w, enum orch_rec_stmt id)
 {
 	sqlite3_stmt *s = w->w_sq.q_stmt[id];
 
@@ -108,7 +109,7 @@ static void obj_from_row(sqlite3_stmt *s, struct w_obj *o)
 
 static int obj_load(struct store_writer *w, uint64_t h, struct w_obj *o)
 {
-	int rc = w_row(w, ORCH_REC_OBJ_LIVE_BY_HANDLE, W_ARGS(orch_rec_key_u64(h)));
+	int rc = orch_writer_row(w, ORCH_REC_OBJ_LIVE_BY_HANDLE, W_ARGS(orch_rec_key_u64(h)));
 
 	memset(o, 0, sizeof(*o));
 	o->handle = h;
@@ -122,7 +123,7 @@ static int obj_load(struct store_writer *w, uint64_t h, struct w_obj *o)
 
 static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
 {
-	int rc = w_row(w, ORCH_REC_OBJ_BY_NID, W_ARGS(nid));
+	int rc = orch_writer_row(w, ORCH_REC_OBJ_BY_NID, W_ARGS(nid));
 
 	memset(o, 0, sizeof(*o));
 	if (rc <= 0)
@@ -147,12 +148,12 @@ static int obj_save(struct store_writer *w, struct w_obj *o)
 	int error;
 
 	if (o->stored) {
-		orch_rec_obj_bind(w_stmt(w, ORCH_REC_OBJ_UPD), &r);
+		orch_rec_obj_bind(orch_writer_stmt(w, ORCH_REC_OBJ_UPD), &r);
 		error = orch_rec_exec(&w->w_sq, ORCH_REC_OBJ_UPD);
 		if (error || sqlite3_changes(w->w_db) == 1)
 			return error;
 	}
-	orch_rec_obj_bind(w_stmt(w, ORCH_REC_OBJ_PUT), &r);
+	orch_rec_obj_bind(orch_writer_stmt(w, ORCH_REC_OBJ_PUT), &r);
 	error = orch_rec_exec(&w->w_sq, ORCH_REC_OBJ_PUT);
 	if (!error)
 		o->stored = true;
@@ -173,16 +174,16 @@ static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct 
 {
 	struct orch_bmap_irec b = { o->nid, e->off, e->ag, e->agbno, e->len, e->flags };
 	struct orch_rmap_irec r = { e->ag, e->agbno, o->nid, e->off, e->len, e->flags };
-	struct w_agdelta *d = w_agd(w, e->ag);
+	struct w_agdelta *d = orch_alloc_agd(w, e->ag);
 	int error;
 
 	if (!d)
 		return -ENOMEM;
-	orch_rec_bmap_bind(w_stmt(w, ORCH_REC_BMAP_INS), &b);
+	orch_rec_bmap_bind(orch_writer_stmt(w, ORCH_REC_BMAP_INS), &b);
 	error = orch_rec_exec(&w->w_sq, ORCH_REC_BMAP_INS);
 	if (error)
 		return error;
-	orch_rec_rmap_bind(w_stmt(w, ORCH_REC_RMAP_INS), &r);
+	orch_rec_rmap_bind(orch_writer_stmt(w, ORCH_REC_RMAP_INS), &r);
 	error = orch_rec_exec(&w->w_sq, ORCH_REC_RMAP_INS);
 	if (error)
 		return error;
@@ -194,14 +195,15 @@ static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct 
 
 static int ext_delete_raw(struct store_writer *w, struct w_obj *o, const struct w_ext *e)
 {
-	struct w_agdelta *d = w_agd(w, e->ag);
+	struct w_agdelta *d = orch_alloc_agd(w, e->ag);
 	int error;
 
 	if (!d)
 		return -ENOMEM;
-	error = w_exec(w, ORCH_REC_BMAP_DEL, W_ARGS(o->nid, (int64_t)e->off));
+	error = orch_writer_exec(w, ORCH_REC_BMAP_DEL, W_ARGS(o->nid, (int64_t)e->off));
 	if (!error)
-		error = w_exec(w, ORCH_REC_RMAP_DEL, W_ARGS(e->ag, e->agbno, o->nid, (int64_t)e->off));
+		error = orch_writer_exec(w, ORCH_REC_RMAP_DEL,
+					 W_ARGS(e->ag, e->agbno, o->nid, (int64_t)e->off));
 	if (error)
 		return error;
 	d->nrmap--;
@@ -226,7 +228,7 @@ static void ext_from_row(sqlite3_stmt *s, struct w_ext *e)
 /* The extent of @o holding object block @b: 1 and *@e, or 0. */
 static int ext_at(struct store_writer *w, struct w_obj *o, uint64_t b, struct w_ext *e)
 {
-	int rc = w_row(w, ORCH_REC_BMAP_LE, W_ARGS(o->nid, (int64_t)b));
+	int rc = orch_writer_row(w, ORCH_REC_BMAP_LE, W_ARGS(o->nid, (int64_t)b));
 
 	if (rc <= 0)
 		return rc;
@@ -278,7 +280,7 @@ static int ext_cut(struct store_writer *w, struct w_obj *o, const struct w_ext *
 		error = ext_insert_raw(w, o, &right);
 	}
 	if (!error)
-		error = w_release(w, e->ag, e->agbno + (uint32_t)(lo - e->off),
+		error = orch_refc_release(w, e->ag, e->agbno + (uint32_t)(lo - e->off),
 				   (uint32_t)(hi - lo));
 	return error;
 }
@@ -303,7 +305,7 @@ static int ext_collect_max(struct store_writer *w, struct w_obj *o, uint64_t b0,
 	if (rc < 0)
 		return rc;
 	have = rc == 1;
-	s = w_bind(w, ORCH_REC_BMAP_RANGE, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1));
+	s = orch_writer_bind(w, ORCH_REC_BMAP_RANGE, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1));
 	for (;;) {
 		if (have) {
 			if (cnt == cap) {
@@ -367,7 +369,8 @@ static int ext_unmap(struct store_writer *w, struct w_obj *o, uint64_t b0, uint6
 static int ext_count(struct store_writer *w, struct w_obj *o, uint64_t b0, uint64_t b1,
 		     int64_t max, int64_t *n)
 {
-	int rc = w_row(w, ORCH_REC_BMAP_COUNT, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1, max + 1));
+	int rc = orch_writer_row(w, ORCH_REC_BMAP_COUNT,
+				 W_ARGS(o->nid, (int64_t)b0, (int64_t)b1, max + 1));
 
 	if (rc < 0)
 		return rc;
@@ -404,13 +407,13 @@ static int read_block(struct store_writer *w, struct w_obj *o, uint64_t b, uint8
 		return rc;
 	}
 	g = store_gblock(st, e.ag, e.agbno) + (b - e.off);
-	rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b - e.off), &sum, &valid);
+	rc = orch_alloc_csum_get(w, e.ag, e.agbno + (uint32_t)(b - e.off), &sum, &valid);
 	if (!rc)
 		rc = orch_bdev_read(st, g, 1, dst);
 	if (rc)
 		return rc;
 	if (!valid || orch_crc32c(0, dst, ORCH_STORE_BLOCK) != sum) {
-		store_report_bad(st, o->handle, b, g);
+		orch_snap_report_bad(st, o->handle, b, g);
 		return -EIO;
 	}
 	return 0;
@@ -461,15 +464,15 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 		struct w_ext e = { .off = pos };
 		const uint8_t *p = data + (pos - b0) * ORCH_STORE_BLOCK;
 
-		error = w_alloc(w, (uint32_t)ORCH_MIN(b1 - pos, (uint64_t)st->st_maxext),
+		error = orch_alloc_extent(w, (uint32_t)ORCH_MIN(b1 - pos, (uint64_t)st->st_maxext),
 				&e.ag, &e.agbno, &e.len);
 		if (error)
 			break;
 		error = orch_bdev_write(st, store_gblock(st, e.ag, e.agbno), e.len, p);
 		if (!error && given) {
 			/* Ready by now, as a rule: the data took longer to write. */
-			given = store_op_sums(op);
-			error = w_csum_set(w, e.ag, e.agbno, e.len, given + (pos - b0));
+			given = orch_store_op_sums(op);
+			error = orch_alloc_csum_set(w, e.ag, e.agbno, e.len, given + (pos - b0));
 		}
 		for (uint32_t i = 0; !error && !given && i < e.len; i += 256) {
 			uint32_t k, m = ORCH_MIN(256u, e.len - i);
@@ -477,7 +480,7 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 			for (k = 0; k < m; k++)
 				sums[k] = orch_crc32c(0, p + (size_t)(i + k) * ORCH_STORE_BLOCK,
 						      ORCH_STORE_BLOCK);
-			error = w_csum_set(w, e.ag, e.agbno + i, m, sums);
+			error = orch_alloc_csum_set(w, e.ag, e.agbno + i, m, sums);
 		}
 		if (!error)
 			error = ext_map(w, o, e);
@@ -620,7 +623,7 @@ static int apply_delete(struct store_writer *w, struct orch_store_op *op)
 		return W_LONG;
 	error = ext_unmap(w, &o, 0, INT64_MAX);
 	if (!error)
-		error = w_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
+		error = orch_writer_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
 	if (!error) {
 		w->w_dobjects--;
 		w->w_txn_deleted++;
@@ -689,7 +692,7 @@ static int clone_blocks(struct store_writer *w, struct w_obj *src, uint64_t sb0,
 		e.off = db0 + (lo - sb0);
 		e.agbno = sv[i].agbno + (uint32_t)(lo - sv[i].off);
 		e.len = (uint32_t)(hi - lo);
-		error = w_share(w, e.ag, e.agbno, e.len);
+		error = orch_refc_share(w, e.ag, e.agbno, e.len);
 		if (!error)
 			error = ext_map(w, dst, e);
 	}
@@ -772,7 +775,8 @@ static int dedupe_sums_may_match(struct store_writer *w, struct w_obj *x, uint64
 
 		if (rc <= 0)
 			return rc;
-		rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b[i] - e.off), &sum[i], &valid[i]);
+		rc = orch_alloc_csum_get(w, e.ag, e.agbno + (uint32_t)(b[i] - e.off), &sum[i],
+					 &valid[i]);
 		if (rc)
 			return rc;
 	}
@@ -873,7 +877,7 @@ static int apply_quarantine(struct store_writer *w, struct orch_store_op *op)
 		uint32_t agbno = (uint32_t)(g & (st->st_ag_blocks - 1));
 		uint32_t n = (uint32_t)ORCH_MIN(end - g, (uint64_t)store_ag_len(st, ag) - agbno);
 
-		error = w_quarantine(w, ag, agbno, n);
+		error = orch_alloc_quarantine(w, ag, agbno, n);
 		g += n;
 	}
 	return error;
@@ -923,7 +927,7 @@ static int agstat_flush(struct store_writer *w)
 		int rc;
 
 		/* No skipping when the deltas cancel: the longest extent may have moved. */
-		rc = w_row(w, ORCH_REC_AG_GET, W_ARGS(d->ag));
+		rc = orch_writer_row(w, ORCH_REC_AG_GET, W_ARGS(d->ag));
 		if (rc <= 0)
 			return rc ? rc : -ORCH_ECORRUPT;
 		(void)orch_rec_agstat_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_AG_GET], 0, &a);
@@ -933,7 +937,7 @@ static int agstat_flush(struct store_writer *w)
 		a.nfree += (uint64_t)d->nfree;
 		a.nrmap += (uint64_t)d->nrmap;
 		a.nrefc += (uint64_t)d->nrefc;
-		rc = w_row(w, ORCH_REC_FSC_MAX, W_ARGS(d->ag));
+		rc = orch_writer_row(w, ORCH_REC_FSC_MAX, W_ARGS(d->ag));
 		if (rc < 0)
 			return rc;
 		if (rc) {
@@ -941,7 +945,7 @@ static int agstat_flush(struct store_writer *w)
 			orch_rec_reset(&w->w_sq, ORCH_REC_FSC_MAX);
 		}
 		a.longest = l.len;
-		orch_rec_agstat_bind(w_stmt(w, ORCH_REC_AG_PUT), &a);
+		orch_rec_agstat_bind(orch_writer_stmt(w, ORCH_REC_AG_PUT), &a);
 		rc = orch_rec_exec(&w->w_sq, ORCH_REC_AG_PUT);
 		if (rc)
 			return rc;
@@ -971,9 +975,9 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 
 	if (safe) {
 		/* The savepoint must cover the csum rows the batch changed so far. */
-		rc = w_csum_flush(w);
+		rc = orch_alloc_csum_flush(w);
 		if (!rc)
-			rc = w_exec(w, ORCH_REC_SAVEPOINT, NULL, 0);
+			rc = orch_writer_exec(w, ORCH_REC_SAVEPOINT, NULL, 0);
 		if (rc)
 			return rc;
 	}
@@ -1007,7 +1011,7 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 		int error = agd_merge(w);
 
 		if (!error && safe)
-			error = w_exec(w, ORCH_REC_RELEASE, NULL, 0);
+			error = orch_writer_exec(w, ORCH_REC_RELEASE, NULL, 0);
 		if (!error)
 			return rc;
 		rc = error;
@@ -1015,12 +1019,12 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 	if (rc < 0 && !safe)
 		return W_REDO;
 	if (safe) {
-		w_exec(w, ORCH_REC_ROLLBACK_TO, NULL, 0);
-		w_exec(w, ORCH_REC_RELEASE, NULL, 0);
-		w_csum_clear(w);
+		orch_writer_exec(w, ORCH_REC_ROLLBACK_TO, NULL, 0);
+		orch_writer_exec(w, ORCH_REC_RELEASE, NULL, 0);
+		orch_alloc_csum_clear(w);
 	}
 	w->w_nagd = 0;
-	w_busy_undo(w, pend);
+	orch_alloc_busy_undo(w, pend);
 	w->w_dobjects = dobj;
 	w->w_dfree = dfree;
 	w->w_txn_created = created;
@@ -1076,19 +1080,19 @@ static void wal_prefetch(struct store_writer *w)
 static int txn_begin(struct store_writer *w)
 {
 	wal_prefetch(w);
-	w_busy_release(w);
+	orch_alloc_busy_release(w);
 	w->w_dobjects = w->w_dfree = 0;
 	w->w_txn_ops = w->w_txn_bytes = w->w_txn_created = w->w_txn_deleted = 0;
 	w->w_nagd = w->w_ntagd = 0;
-	return w_exec(w, ORCH_REC_BEGIN_IMMEDIATE, NULL, 0);
+	return orch_writer_exec(w, ORCH_REC_BEGIN_IMMEDIATE, NULL, 0);
 }
 
 /* Undoes the open transaction, in store.db and in memory. */
 static void txn_rollback(struct store_writer *w)
 {
-	w_exec(w, ORCH_REC_ROLLBACK, NULL, 0);
-	w_csum_clear(w);
-	w_busy_undo(w, 0);
+	orch_writer_exec(w, ORCH_REC_ROLLBACK, NULL, 0);
+	orch_alloc_csum_clear(w);
+	orch_alloc_busy_undo(w, 0);
 	w->w_nagd = w->w_ntagd = 0;
 }
 
@@ -1106,15 +1110,15 @@ static int txn_commit(struct store_writer *w)
 		};
 
 		for (int i = 0; i < 2 && !error; i++) {
-			orch_rec_smeta_bind(w_stmt(w, ORCH_REC_SMETA_PUT), &m[i]);
+			orch_rec_smeta_bind(orch_writer_stmt(w, ORCH_REC_SMETA_PUT), &m[i]);
 			error = orch_rec_exec(&w->w_sq, ORCH_REC_SMETA_PUT);
 		}
 	}
 	if (!error)
-		error = w_csum_flush(w);
+		error = orch_alloc_csum_flush(w);
 	/* Room to track this transaction's frees, before it can no longer fail. */
 	if (!error)
-		error = w_busy_reserve(w);
+		error = orch_alloc_busy_reserve(w);
 	orch_bdev_killpoint("data");
 	if (error) {
 		txn_rollback(w);
@@ -1122,7 +1126,7 @@ static int txn_commit(struct store_writer *w)
 	}
 	/* Not while a flush is between its blocks and its WAL (store_flush). */
 	pthread_mutex_lock(&st->st_commit_lock);
-	error = w_exec(w, ORCH_REC_COMMIT, NULL, 0);
+	error = orch_writer_exec(w, ORCH_REC_COMMIT, NULL, 0);
 	if (error) {
 		pthread_mutex_unlock(&st->st_commit_lock);
 		txn_rollback(w);
@@ -1133,7 +1137,7 @@ static int txn_commit(struct store_writer *w)
 	st->st_commit_writes = atomic_load(&st->st_data_writes);
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
-	w_busy_commit(w, st->st_committed);
+	orch_alloc_busy_commit(w, st->st_committed);
 	st->st_stats.commits++;
 	st->st_stats.ops += w->w_txn_ops;
 	st->st_stats.bytes_written += w->w_txn_bytes;
@@ -1174,7 +1178,7 @@ static int work_save(struct store_writer *w, const struct w_work *k)
 		.progress = k->progress,
 	};
 
-	orch_rec_work_bind(w_stmt(w, ORCH_REC_WORK_PUT), &r);
+	orch_rec_work_bind(orch_writer_stmt(w, ORCH_REC_WORK_PUT), &r);
 	return orch_rec_exec(&w->w_sq, ORCH_REC_WORK_PUT);
 }
 
@@ -1190,7 +1194,7 @@ static int work_chunk(struct store_writer *w, struct w_work *k, bool *finished)
 		return error;
 	while (o.nid && n < STORE_WORK_CHUNK) {
 		struct w_ext e;
-		int rc = w_row(w, ORCH_REC_BMAP_LAST, W_ARGS(o.nid, k->progress));
+		int rc = orch_writer_row(w, ORCH_REC_BMAP_LAST, W_ARGS(o.nid, k->progress));
 
 		if (rc < 0)
 			return rc;
@@ -1210,13 +1214,13 @@ static int work_chunk(struct store_writer *w, struct w_work *k, bool *finished)
 	}
 	if (!o.nid || k->progress <= k->a) {
 		*finished = true;
-		error = w_exec(w, ORCH_REC_WORK_DEL, W_ARGS(k->seq));
+		error = orch_writer_exec(w, ORCH_REC_WORK_DEL, W_ARGS(k->seq));
 		if (error || !o.nid)
 			return error;
 		if (k->type != STORE_WORK_DELETE)
 			return obj_save(w, &o);
 		w->w_txn_deleted++;
-		return w_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
+		return orch_writer_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
 	}
 	error = obj_save(w, &o);
 	return error ? error : work_save(w, k);
@@ -1315,7 +1319,7 @@ static int work_resume(struct store_writer *w)
 {
 	struct w_work *v = NULL;
 	size_t n = 0, cap = 0;
-	sqlite3_stmt *s = w_bind(w, ORCH_REC_WORK_ALL, NULL, 0);
+	sqlite3_stmt *s = orch_writer_bind(w, ORCH_REC_WORK_ALL, NULL, 0);
 	struct orch_work_irec r;
 	int rc, error = 0;
 
@@ -1386,7 +1390,7 @@ static void complete_all(struct store_writer *w, struct orch_store_op *done, int
 		tail = &d->o_waiter->sw_next;
 	}
 	if (chain)
-		store_waiter_wake(chain);
+		orch_store_waiter_wake(chain);
 }
 
 /*
@@ -1524,7 +1528,7 @@ static void *writer_main(void *arg)
 			if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) == ETIMEDOUT &&
 			    !w->w_head && !w->w_stop) {
 				pthread_mutex_unlock(&w->w_lock);
-				w_busy_release(w);
+				orch_alloc_busy_release(w);
 				pthread_mutex_lock(&w->w_lock);
 			}
 		}
@@ -1547,10 +1551,10 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
 	op->o_sums = NULL;
 	op->o_sums_wait = NULL;
 	op->o_waiter = NULL;
-	store_submit(st, op);
+	orch_store_submit_(st, op);
 }
 
-void store_submit(struct orch_store *st, struct orch_store_op *op)
+void orch_store_submit_(struct orch_store *st, struct orch_store_op *op)
 {
 	struct store_writer *w = st->st_writer;
 	bool wake;
@@ -1580,7 +1584,7 @@ static void writer_free(struct store_writer *w)
 {
 	orch_rec_sq_fini(&w->w_sq);
 	sqlite3_close(w->w_db);
-	w_busy_free(w);
+	orch_alloc_busy_free(w);
 	free(w->w_agd);
 	free(w->w_tagd);
 	free(w->w_cs);
@@ -1605,10 +1609,10 @@ static int load_counters(struct store_writer *w)
 
 	for (int i = 0; i < 6; i++) {
 		if (i < 2) {
-			s = w_stmt(w, ORCH_REC_SMETA_GET);
+			s = orch_writer_stmt(w, ORCH_REC_SMETA_GET);
 			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
 		} else {
-			s = w_stmt(w, counts[i - 2]);
+			s = orch_writer_stmt(w, counts[i - 2]);
 		}
 		rc = orch_rec_step(&w->w_sq, i < 2 ? ORCH_REC_SMETA_GET : counts[i - 2]);
 		if (rc <= 0)
@@ -1642,7 +1646,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	return SQLITE_OK;
 }
 
-int store_writer_start(struct orch_store *st)
+int orch_writer_start(struct orch_store *st)
 {
 	struct store_writer *w = calloc(1, sizeof(*w));
 	int error;
@@ -1661,7 +1665,7 @@ int store_writer_start(struct orch_store *st)
 		pthread_cond_init(&w->w_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	error = store_db_open(st, false, &w->w_db);
+	error = orch_store_db_open(st, false, &w->w_db);
 	if (!error) {
 		sqlite3_wal_hook(w->w_db, wal_hook, st);
 		/*
@@ -1682,7 +1686,7 @@ int store_writer_start(struct orch_store *st)
 		error = orch_rec_stmt(&w->w_sq, (enum orch_rec_stmt)i, &s);
 	}
 	if (!error)
-		error = w_busy_init(w);
+		error = orch_alloc_busy_init(w);
 	if (!error)
 		error = load_counters(w);
 	st->st_writer = w;
@@ -1701,7 +1705,7 @@ int store_writer_start(struct orch_store *st)
 	return error;
 }
 
-void store_writer_stop(struct orch_store *st)
+void orch_writer_stop(struct orch_store *st)
 {
 	struct store_writer *w = st->st_writer;
 
