@@ -198,46 +198,9 @@ struct chk_ag {
 	uint32_t run_a, run_b;
 };
 
-enum {
-	Q_OBJ,          /* handle, flags by nid */
-	Q_BMAP,         /* bmap by key */
-	Q_RMAP,         /* rmap by key */
-	Q_AGSTAT,
-	Q_AG_RMAP,
-	Q_AG_FSB,
-	Q_AG_FSC,
-	Q_AG_REFC,
-	Q_AG_CSUM,
-	Q_AG_BAD,
-	Q_NR,
-};
-
-static const char *const chk_sql_text[Q_NR] = {
-	[Q_OBJ] = "SELECT handle, flags FROM obj WHERE nid = ?1",
-	[Q_BMAP] = "SELECT ag, agbno, len, flags FROM bmap"
-		   " WHERE nid = ?1 AND off = ?2",
-	[Q_RMAP] = "SELECT len, flags FROM rmap"
-		   " WHERE ag = ?1 AND agbno = ?2 AND owner = ?3 AND off = ?4",
-	[Q_AGSTAT] = "SELECT blocks, freeblks, longest, nfree, nrmap, nrefc, crc"
-		     " FROM agstat WHERE ag = ?1",
-	[Q_AG_RMAP] = "SELECT agbno, owner, off, len, flags, crc FROM rmap"
-		      " WHERE ag = ?1 ORDER BY ag, agbno, owner, off",
-	[Q_AG_FSB] = "SELECT agbno, len, crc FROM fsb WHERE ag = ?1"
-		     " ORDER BY ag, agbno",
-	[Q_AG_FSC] = "SELECT len, agbno, crc FROM fsc WHERE ag = ?1"
-		     " ORDER BY agbno, len",
-	[Q_AG_REFC] = "SELECT agbno, len, refcount, crc FROM refc WHERE ag = ?1"
-		      " ORDER BY ag, agbno",
-	[Q_AG_CSUM] = "SELECT grp, valid, sums, crc FROM csum WHERE ag = ?1"
-		      " ORDER BY ag, grp",
-	[Q_AG_BAD] = "SELECT agbno, len, first_seen, source, crc FROM bad"
-		     " WHERE ag = ?1 ORDER BY ag, agbno",
-};
-
 struct chk {
 	struct orch_store *st;
-	sqlite3 *db;
-	sqlite3_stmt *q[Q_NR];
+	struct orch_rec_sq *q;  /* the snapshot connection's statements */
 	orch_store_finding_fn fn;
 	void *arg;
 	bool data;
@@ -309,19 +272,28 @@ static void chk_vec_free(struct chk_vec *vec)
 	vec->n = vec->cap = 0;
 }
 
-/* Checks the crc column of a row; @what names the table. */
+/*
+ * Checks the crc of record @f (orch_rec_read: fields, then crc); @what
+ * names the table.
+ */
 static bool chk_crc(struct chk *ck, enum orch_rec_tbl t, const char *what,
-		    const int64_t *f, int n, const void *blob, size_t bloblen,
-		    int64_t stored, int64_t ag, int64_t block, uint64_t handle)
+		    const int64_t *f, const void *blob, size_t bloblen,
+		    int64_t ag, int64_t block, uint64_t handle)
 {
-	uint32_t crc = orch_rec_crc(t, f, n, blob, bloblen);
+	uint32_t crc;
 
-	if (stored == (int64_t)crc)
+	if (orch_rec_crc_ok(t, f, blob, bloblen, &crc))
 		return true;
 	chk_report(ck, 0, what, ag, block, handle,
 		   "record crc %#" PRIx64 " != computed %#" PRIx32,
-		   (uint64_t)stored, crc);
+		   (uint64_t)f[orch_rec_nfields(t)], crc);
 	return false;
+}
+
+/* Statement @id, bound by the caller: 0 or -errno. */
+static int chk_stmt(struct chk *ck, enum orch_rec_stmt id, sqlite3_stmt **s)
+{
+	return orch_rec_stmt(ck->q, id, s);
 }
 
 /*
@@ -330,25 +302,29 @@ static bool chk_crc(struct chk *ck, enum orch_rec_tbl t, const char *what,
  */
 static int chk_obj_lookup(struct chk *ck, int64_t nid)
 {
-	sqlite3_stmt *s = ck->q[Q_OBJ];
+	int64_t f[8];
+	sqlite3_stmt *s;
 	int rc;
 
 	if (ck->o_cached && ck->o_nid == nid)
 		return 0;
 	ck->o_cached = false;
+	rc = chk_stmt(ck, ORCH_REC_OBJ_BY_NID, &s);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(s, 1, nid);
-	rc = sqlite3_step(s);
-	ck->o_exists = rc == SQLITE_ROW;
+	rc = orch_rec_step(ck->q, ORCH_REC_OBJ_BY_NID);
+	if (rc < 0)
+		return rc;
+	ck->o_exists = rc == 1;
+	ck->o_handle = 0;
+	ck->o_flags = 0;
 	if (ck->o_exists) {
-		ck->o_handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 0));
-		ck->o_flags = sqlite3_column_int64(s, 1);
-	} else {
-		ck->o_handle = 0;
-		ck->o_flags = 0;
+		orch_rec_read(ORCH_REC_OBJ, s, 0, f);
+		ck->o_handle = orch_rec_unkey_u64(f[1]);
+		ck->o_flags = f[3];
+		orch_rec_reset(ck->q, ORCH_REC_OBJ_BY_NID);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return orch_rec_sql_err(ck->db, rc, "check obj lookup");
 	ck->o_nid = nid;
 	ck->o_cached = true;
 	return 0;
@@ -365,18 +341,18 @@ static int chk_smeta(struct chk *ck)
 
 	ck->next_nid = INT64_MAX;
 	ck->next_work = INT64_MAX;
-	rc = sqlite3_prepare_v2(ck->db, "SELECT k, v, crc FROM smeta ORDER BY k",
-				-1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return orch_rec_sql_err(ck->db, rc, "check smeta prepare");
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	rc = chk_stmt(ck, ORCH_REC_SMETA_ALL, &s);
+	if (rc)
+		return rc;
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_SMETA_ALL)) == 1) {
 		const unsigned char *k = sqlite3_column_text(s, 0);
 		int bytes = sqlite3_column_bytes(s, 0);
-		int64_t v = sqlite3_column_int64(s, 1);
+		int64_t f[2], v;
 
-		if (!chk_crc(ck, ORCH_REC_SMETA, "smeta", &v, 1, k,
-			     k && bytes > 0 ? (size_t)bytes : 0,
-			     sqlite3_column_int64(s, 2), -1, -1, 0))
+		orch_rec_read(ORCH_REC_SMETA, s, 0, f);
+		v = f[0];
+		if (!chk_crc(ck, ORCH_REC_SMETA, "smeta", f, k,
+			     k && bytes > 0 ? (size_t)bytes : 0, -1, -1, 0))
 			continue;
 		if (k && !strcmp((const char *)k, "next_nid")) {
 			ck->next_nid = v;
@@ -385,9 +361,8 @@ static int chk_smeta(struct chk *ck)
 		if (k && !strcmp((const char *)k, "next_work"))
 			ck->next_work = v;
 	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return orch_rec_sql_err(ck->db, rc, "check smeta");
+	if (rc < 0)
+		return rc;
 	if (!have)
 		chk_report(ck, 10, "smeta", -1, -1, 0,
 			   "smeta has no valid next_nid");
@@ -434,21 +409,17 @@ static void chk_work_item(struct chk *ck, const int64_t *f)
 static int chk_work_load(struct chk *ck)
 {
 	sqlite3_stmt *s;
-	int rc, error = 0;
+	int rc, error;
 
-	rc = sqlite3_prepare_v2(ck->db,
-		"SELECT seq, type, nid, a, b, progress, crc FROM work"
-		" ORDER BY nid, seq", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return orch_rec_sql_err(ck->db, rc, "check work prepare");
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	error = chk_stmt(ck, ORCH_REC_WORK_BY_NID, &s);
+	if (error)
+		return error;
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_WORK_BY_NID)) == 1) {
 		struct chk_wrec *k;
-		int64_t f[6];
+		int64_t f[8];
 
-		for (int i = 0; i < 6; i++)
-			f[i] = sqlite3_column_int64(s, i);
-		chk_crc(ck, ORCH_REC_WORK, "work", f, 6, NULL, 0,
-			sqlite3_column_int64(s, 6), -1, -1, 0);
+		orch_rec_read(ORCH_REC_WORK, s, 0, f);
+		chk_crc(ck, ORCH_REC_WORK, "work", f, NULL, 0, -1, -1, 0);
 		if (f[2] < 1 || f[2] >= ck->next_nid)
 			chk_report(ck, 10, "work", -1, -1, 0,
 				   "work item %" PRId64 ": nid %" PRId64
@@ -462,9 +433,10 @@ static int chk_work_load(struct chk *ck)
 		}
 		k->nid = f[2], k->type = f[1], k->a = f[3];
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check work scan");
-	sqlite3_finalize(s);
+	if (rc == 1)
+		orch_rec_reset(ck->q, ORCH_REC_WORK_BY_NID);
+	if (!error && rc < 0)
+		error = rc;
 	return error;
 }
 
@@ -520,17 +492,15 @@ struct chk_obj {
 static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 {
 	const struct orch_store *st = ck->st;
-	int64_t f[6];
+	int64_t f[8], rf[8];
 	int64_t nid, off, ag, agbno, len, flags;
 	uint64_t h = o ? o->h : 0;
-	sqlite3_stmt *q = ck->q[Q_RMAP];
+	sqlite3_stmt *q;
 	int rc;
 
-	for (int i = 0; i < 6; i++)
-		f[i] = sqlite3_column_int64(s, i);
+	orch_rec_read(ORCH_REC_BMAP, s, 0, f);
 	nid = f[0], off = f[1], ag = f[2], agbno = f[3], len = f[4], flags = f[5];
-	chk_crc(ck, ORCH_REC_BMAP, "bmap", f, 6, NULL, 0,
-		sqlite3_column_int64(s, 6), ag, agbno, h);
+	chk_crc(ck, ORCH_REC_BMAP, "bmap", f, NULL, 0, ag, agbno, h);
 
 	if (!o)
 		chk_report(ck, 7, "bmap", ag, agbno, 0,
@@ -586,19 +556,25 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 	}
 
 	/* I8: the matching rmap record. */
+	rc = chk_stmt(ck, ORCH_REC_RMAP_GET, &q);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(q, 1, ag);
 	sqlite3_bind_int64(q, 2, agbno);
 	sqlite3_bind_int64(q, 3, nid);
 	sqlite3_bind_int64(q, 4, off);
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
+	rc = orch_rec_step(ck->q, ORCH_REC_RMAP_GET);
+	if (rc == 0) {
 		chk_report(ck, 8, "bmap", ag, agbno, h,
 			   "nid %" PRId64 " off %" PRId64 " len %" PRId64
 			   ": no rmap record", nid, off, len);
-	} else if (rc == SQLITE_ROW) {
-		int64_t rlen = sqlite3_column_int64(q, 0);
-		int64_t rflags = sqlite3_column_int64(q, 1);
+	} else if (rc == 1) {
+		int64_t rlen, rflags;
 
+		orch_rec_read(ORCH_REC_RMAP, q, 0, rf);
+		orch_rec_reset(ck->q, ORCH_REC_RMAP_GET);
+		rlen = rf[4];
+		rflags = rf[5];
 		if (rlen != len || rflags != flags)
 			chk_report(ck, 8, "bmap", ag, agbno, h,
 				   "nid %" PRId64 " off %" PRId64 ": bmap len %"
@@ -606,24 +582,19 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 				   PRId64 " flags %#" PRIx64, nid, off, len,
 				   (uint64_t)flags, rlen, (uint64_t)rflags);
 	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return orch_rec_sql_err(ck->db, rc, "check rmap lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 {
-	int64_t f[6];
+	int64_t f[8];
 
-	for (int i = 0; i < 6; i++)
-		f[i] = sqlite3_column_int64(s, i);
+	orch_rec_read(ORCH_REC_OBJ, s, 0, f);
 	memset(o, 0, sizeof(*o));
 	o->nid = f[0], o->handle = f[1], o->size = f[2], o->flags = f[3];
 	o->nextents = f[4], o->nblocks = f[5];
 	o->h = orch_rec_unkey_u64(o->handle);
-	chk_crc(ck, ORCH_REC_OBJ, "obj", f, 6, NULL, 0,
-		sqlite3_column_int64(s, 6), -1, -1, o->h);
+	chk_crc(ck, ORCH_REC_OBJ, "obj", f, NULL, 0, -1, -1, o->h);
 	if (o->nid < 1 || o->nid >= ck->next_nid)
 		chk_report(ck, 10, "obj", -1, -1, o->h,
 			   "nid %" PRId64 " not in [1, next_nid %" PRId64 ")",
@@ -659,54 +630,48 @@ static void chk_obj_end(struct chk *ck, struct chk_obj *o)
 
 static int chk_objects(struct chk *ck)
 {
-	sqlite3_stmt *so = NULL, *sb = NULL;
+	sqlite3_stmt *so, *sb;
 	struct chk_obj o;
-	int rc, rb, error = 0;
+	int rc, rb, error;
 
-	rc = sqlite3_prepare_v2(ck->db,
-		"SELECT nid, handle, size, flags, nextents, nblocks, crc FROM obj"
-		" ORDER BY nid", -1, &so, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(ck->db,
-			"SELECT nid, off, ag, agbno, len, flags, crc FROM bmap"
-			" ORDER BY nid, off", -1, &sb, NULL);
-	if (rc != SQLITE_OK) {
-		error = orch_rec_sql_err(ck->db, rc, "check objects prepare");
-		goto out;
-	}
-	rb = sqlite3_step(sb);
-	while ((rc = sqlite3_step(so)) == SQLITE_ROW) {
+	error = chk_stmt(ck, ORCH_REC_OBJ_ALL, &so);
+	if (!error)
+		error = chk_stmt(ck, ORCH_REC_BMAP_ALL, &sb);
+	if (error)
+		return error;
+	rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_OBJ_ALL)) == 1) {
 		chk_obj_start(ck, so, &o);
 		/* bmap records of missing objects before this one */
-		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) < o.nid) {
+		while (rb == 1 && sqlite3_column_int64(sb, 0) < o.nid) {
 			error = chk_bmap_row(ck, sb, NULL);
 			if (error)
 				goto out;
-			rb = sqlite3_step(sb);
+			rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 		}
-		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) == o.nid) {
+		while (rb == 1 && sqlite3_column_int64(sb, 0) == o.nid) {
 			error = chk_bmap_row(ck, sb, &o);
 			if (error)
 				goto out;
-			rb = sqlite3_step(sb);
+			rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 		}
 		chk_obj_end(ck, &o);
 	}
-	if (rc != SQLITE_DONE) {
-		error = orch_rec_sql_err(ck->db, rc, "check obj scan");
+	if (rc < 0) {
+		error = rc;
 		goto out;
 	}
-	while (rb == SQLITE_ROW) {
+	while (rb == 1) {
 		error = chk_bmap_row(ck, sb, NULL);
 		if (error)
 			goto out;
-		rb = sqlite3_step(sb);
+		rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 	}
-	if (rb != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rb, "check bmap scan");
+	if (rb < 0)
+		error = rb;
 out:
-	sqlite3_finalize(so);
-	sqlite3_finalize(sb);
+	orch_rec_reset(ck->q, ORCH_REC_OBJ_ALL);
+	orch_rec_reset(ck->q, ORCH_REC_BMAP_ALL);
 	return error;
 }
 
@@ -771,22 +736,26 @@ static int chk_ev_add(struct chk_ag *a, uint32_t start, uint32_t end,
 static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
 			    const struct chk_rrec *r, uint64_t h)
 {
-	sqlite3_stmt *q = ck->q[Q_BMAP];
+	sqlite3_stmt *q;
+	int64_t f[8];
 	int rc;
 
+	rc = chk_stmt(ck, ORCH_REC_BMAP_GET, &q);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(q, 1, r->owner);
 	sqlite3_bind_int64(q, 2, r->off);
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
+	rc = orch_rec_step(ck->q, ORCH_REC_BMAP_GET);
+	if (rc == 0) {
 		chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
 			   "owner %" PRId64 " off %" PRId64 " len %" PRId64
 			   ": no bmap record", r->owner, r->off, r->len);
-	} else if (rc == SQLITE_ROW) {
-		int64_t bag = sqlite3_column_int64(q, 0);
-		int64_t bagbno = sqlite3_column_int64(q, 1);
-		int64_t blen = sqlite3_column_int64(q, 2);
-		int64_t bflags = sqlite3_column_int64(q, 3);
+	} else if (rc == 1) {
+		int64_t bag, bagbno, blen, bflags;
 
+		orch_rec_read(ORCH_REC_BMAP, q, 0, f);
+		orch_rec_reset(ck->q, ORCH_REC_BMAP_GET);
+		bag = f[2], bagbno = f[3], blen = f[4], bflags = f[5];
 		if (bag != a->ag || bagbno != r->agbno || blen != r->len ||
 		    bflags != r->flags)
 			chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
@@ -797,20 +766,20 @@ static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
 				   r->agbno, r->len, (uint64_t)r->flags, bag,
 				   bagbno, blen, (uint64_t)bflags);
 	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return orch_rec_sql_err(ck->db, rc, "check bmap lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_RMAP];
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_RMAP_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		int64_t f[6];
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_RMAP_OF_AG)) == 1) {
+		int64_t f[8];
 		struct chk_rrec *r;
 		uint64_t h = 0;
 
@@ -819,9 +788,7 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		for (int i = 0; i < 5; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(ORCH_REC_RMAP, s, 0, f);
 		/* key order (ag, agbno, owner, off), then len, flags */
 		r->agbno = f[1], r->owner = f[2], r->off = f[3];
 		r->len = f[4], r->flags = f[5];
@@ -831,8 +798,7 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 				break;
 			h = ck->o_exists ? ck->o_handle : 0;
 		}
-		chk_crc(ck, ORCH_REC_RMAP, "rmap", f, 6, NULL, 0,
-			sqlite3_column_int64(s, 5), a->ag, r->agbno, h);
+		chk_crc(ck, ORCH_REC_RMAP, "rmap", f, NULL, 0, a->ag, r->agbno, h);
 		chk_clip(ck, a, "rmap", r->agbno, r->len, true, &r->start,
 			 &r->end, h);
 
@@ -865,8 +831,8 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 		if (error)
 			break;
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check rmap scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -874,29 +840,29 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 /* fsb and bad: (agbno, len, ...) in agbno order; @bad: the bad table. */
 static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 {
-	sqlite3_stmt *s = ck->q[bad ? Q_AG_BAD : Q_AG_FSB];
+	enum orch_rec_stmt id = bad ? ORCH_REC_BAD_OF_AG : ORCH_REC_FSB_OF_AG;
+	enum orch_rec_tbl t = bad ? ORCH_REC_BAD : ORCH_REC_FSB;
 	struct chk_vec *vec = bad ? &a->bad : &a->fsb;
 	const char *what = bad ? "bad" : "fsb";
-	int ncol = bad ? 5 : 3;
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, id, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, id)) == 1) {
 		struct chk_frec *r = chk_vec_push(vec, sizeof(*r));
-		int64_t f[5];
+		int64_t f[8];
 
 		if (!r || vec->n > UINT32_MAX) {
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		for (int i = 0; i < ncol - 1; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(t, s, 0, f);
 		r->agbno = f[1];
 		r->len = f[2];
-		chk_crc(ck, bad ? ORCH_REC_BAD : ORCH_REC_FSB, what, f, ncol,
-			NULL, 0, sqlite3_column_int64(s, ncol - 1), a->ag,
-			r->agbno, 0);
+		chk_crc(ck, t, what, f, NULL, 0, a->ag, r->agbno, 0);
 		chk_clip(ck, a, what, r->agbno, r->len, false, &r->start,
 			 &r->end, 0);
 		if (bad && f[4] != STORE_BAD_REPORTED)
@@ -905,8 +871,8 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 				   ": unknown source %" PRId64, r->agbno, r->len,
 				   f[4]);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check extent scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -914,54 +880,54 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 /* fsc, sorted by (agbno, len) for the comparison with fsb. */
 static int chk_ag_fsc(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_FSC];
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_FSC_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_FSC_OF_AG)) == 1) {
 		struct chk_frec *r = chk_vec_push(&a->fsc, sizeof(*r));
-		int64_t f[3];
+		int64_t f[8];
 
 		if (!r) {
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		f[1] = sqlite3_column_int64(s, 0);
-		f[2] = sqlite3_column_int64(s, 1);
+		orch_rec_read(ORCH_REC_FSC, s, 0, f);
 		r->len = f[1];
 		r->agbno = f[2];
-		chk_crc(ck, ORCH_REC_FSC, "fsc", f, 3, NULL, 0,
-			sqlite3_column_int64(s, 2), a->ag, r->agbno, 0);
+		chk_crc(ck, ORCH_REC_FSC, "fsc", f, NULL, 0, a->ag, r->agbno, 0);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check fsc scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
 
 static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_REFC];
 	struct chk_crec *prev = NULL;
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_REFC_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_REFC_OF_AG)) == 1) {
 		struct chk_crec *r = chk_vec_push(&a->refc, sizeof(*r));
-		int64_t f[4];
+		int64_t f[8];
 
 		if (!r || a->refc.n > UINT32_MAX) {
 			error = -ENOMEM;
 			break;
 		}
 		prev = a->refc.n > 1 ? r - 1 : NULL;
-		f[0] = a->ag;
-		for (int i = 0; i < 3; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(ORCH_REC_REFC, s, 0, f);
 		r->agbno = f[1], r->len = f[2], r->count = f[3];
-		chk_crc(ck, ORCH_REC_REFC, "refc", f, 4, NULL, 0,
-			sqlite3_column_int64(s, 3), a->ag, r->agbno, 0);
+		chk_crc(ck, ORCH_REC_REFC, "refc", f, NULL, 0, a->ag, r->agbno, 0);
 		chk_clip(ck, a, "refc", r->agbno, r->len, true, &r->start,
 			 &r->end, 0);
 		if (r->count < 2)
@@ -985,36 +951,36 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 				   "adjacent records with refcount %" PRId64
 				   " not merged", r->count);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check refc scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
 
 static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_CSUM];
 	int64_t ngrp = ((int64_t)a->len + ORCH_REC_CSUM_GROUP - 1) /
 		       ORCH_REC_CSUM_GROUP;
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_CSUM_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_CSUM_OF_AG)) == 1) {
 		struct chk_srec *r;
-		int64_t f[3];
+		int64_t f[8];
 		const void *blob;
 		int bytes;
 		uint64_t tail;
 		bool crc_ok;
 
-		f[0] = a->ag;
-		f[1] = sqlite3_column_int64(s, 0);
-		f[2] = sqlite3_column_int64(s, 1);
-		blob = sqlite3_column_blob(s, 2);
-		bytes = sqlite3_column_bytes(s, 2);
-		crc_ok = chk_crc(ck, ORCH_REC_CSUM, "csum", f, 3, blob,
-			blob && bytes > 0 ? (size_t)bytes : 0,
-			sqlite3_column_int64(s, 3), a->ag,
+		orch_rec_read(ORCH_REC_CSUM, s, 0, f);
+		blob = sqlite3_column_blob(s, 3);
+		bytes = sqlite3_column_bytes(s, 3);
+		crc_ok = chk_crc(ck, ORCH_REC_CSUM, "csum", f, blob,
+			blob && bytes > 0 ? (size_t)bytes : 0, a->ag,
 			f[1] >= 0 && f[1] < ngrp ? f[1] * ORCH_REC_CSUM_GROUP : -1,
 			0);
 		if (f[1] < 0 || f[1] >= ngrp) {
@@ -1052,8 +1018,8 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 				   "group %" PRId64 " has valid bits past the AG end",
 				   r->grp);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = orch_rec_sql_err(ck->db, rc, "check csum scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -1061,10 +1027,10 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 /* I3: the AG's counters against the records just loaded. */
 static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AGSTAT];
 	const struct chk_frec *fs = a->fsb.v;
 	uint64_t sum = 0, longest = 0;
-	int64_t f[7];
+	sqlite3_stmt *s;
+	int64_t f[8];
 	int rc;
 
 	for (size_t i = 0; i < a->fsb.n; i++) {
@@ -1072,16 +1038,17 @@ static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 		if (fs[i].len > 0 && (uint64_t)fs[i].len > longest)
 			longest = (uint64_t)fs[i].len;
 	}
+	rc = chk_stmt(ck, ORCH_REC_AG_GET, &s);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(s, 1, a->ag);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
+	rc = orch_rec_step(ck->q, ORCH_REC_AG_GET);
+	if (rc == 0) {
 		chk_report(ck, 3, "agstat", a->ag, -1, 0, "no agstat record");
-	} else if (rc == SQLITE_ROW) {
-		f[0] = a->ag;
-		for (int i = 0; i < 6; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
-		chk_crc(ck, ORCH_REC_AGSTAT, "agstat", f, 7, NULL, 0,
-			sqlite3_column_int64(s, 6), a->ag, -1, 0);
+	} else if (rc == 1) {
+		orch_rec_read(ORCH_REC_AGSTAT, s, 0, f);
+		orch_rec_reset(ck->q, ORCH_REC_AG_GET);
+		chk_crc(ck, ORCH_REC_AGSTAT, "agstat", f, NULL, 0, a->ag, -1, 0);
 		if (f[1] != (int64_t)a->len)
 			chk_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "blocks %" PRId64 ", the AG has %" PRIu32,
@@ -1107,10 +1074,7 @@ static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 				   "nrefc %" PRId64 ", %zu refc records", f[6],
 				   a->refc.n);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return orch_rec_sql_err(ck->db, rc, "check agstat lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int chk_frec_cmp(const struct chk_frec *x, const struct chk_frec *y)
@@ -1627,34 +1591,33 @@ static int chk_ag(struct chk *ck, struct chk_ag *a, uint32_t ag)
 
 static int chk_outside(struct chk *ck)
 {
-	static const char *const tables[] = {
-		"agstat", "rmap", "fsb", "fsc", "refc", "csum", "bad",
+	static const struct {
+		const char *name;
+		enum orch_rec_stmt id;
+	} tables[] = {
+		{ "agstat", ORCH_REC_AGSTAT_OUTSIDE }, { "rmap", ORCH_REC_RMAP_OUTSIDE },
+		{ "fsb", ORCH_REC_FSB_OUTSIDE }, { "fsc", ORCH_REC_FSC_OUTSIDE },
+		{ "refc", ORCH_REC_REFC_OUTSIDE }, { "csum", ORCH_REC_CSUM_OUTSIDE },
+		{ "bad", ORCH_REC_BAD_OUTSIDE },
 	};
-	char sql[192];
 	int error = 0;
 
 	for (size_t t = 0; t < ORCH_ARRAY_SIZE(tables) && !error; t++) {
 		sqlite3_stmt *s;
 		int rc;
 
-		/* Two index ranges; "ag < 0 OR ag >= ?" would scan the table. */
-		snprintf(sql, sizeof(sql),
-			 "SELECT ag, count(*) FROM %s WHERE ag < 0 GROUP BY ag"
-			 " UNION ALL SELECT ag, count(*) FROM %s WHERE ag >= ?1"
-			 " GROUP BY ag", tables[t], tables[t]);
-		rc = sqlite3_prepare_v2(ck->db, sql, -1, &s, NULL);
-		if (rc != SQLITE_OK)
-			return orch_rec_sql_err(ck->db, rc, "check outside prepare");
+		error = chk_stmt(ck, tables[t].id, &s);
+		if (error)
+			break;
 		sqlite3_bind_int64(s, 1, ck->st->st_ag_count);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-			chk_report(ck, 4, tables[t], sqlite3_column_int64(s, 0),
+		while ((rc = orch_rec_step(ck->q, tables[t].id)) == 1)
+			chk_report(ck, 4, tables[t].name, sqlite3_column_int64(s, 0),
 				   -1, 0, "%" PRId64 " records in AG %" PRId64
 				   " of %" PRIu32, (int64_t)sqlite3_column_int64(s, 1),
 				   (int64_t)sqlite3_column_int64(s, 0),
 				   ck->st->st_ag_count);
-		if (rc != SQLITE_DONE)
-			error = orch_rec_sql_err(ck->db, rc, "check outside");
-		sqlite3_finalize(s);
+		if (rc < 0)
+			error = rc;
 	}
 	return error;
 }
@@ -1667,7 +1630,7 @@ long orch_store_check(struct orch_store *st, bool data,
 	struct chk ck = { .st = st, .fn = fn, .arg = arg, .data = data };
 	struct chk_ag a;
 	struct store_conn *c;
-	int error, rc;
+	int error;
 
 	memset(&a, 0, sizeof(a));
 	if (data) {
@@ -1680,14 +1643,8 @@ long orch_store_check(struct orch_store *st, bool data,
 		free(ck.buf);
 		return error;
 	}
-	ck.db = c->c_db;
-	for (int i = 0; i < Q_NR && !error; i++) {
-		rc = sqlite3_prepare_v2(ck.db, chk_sql_text[i], -1, &ck.q[i], NULL);
-		if (rc != SQLITE_OK)
-			error = orch_rec_sql_err(ck.db, rc, "check prepare");
-	}
-	if (!error)
-		error = chk_smeta(&ck);
+	ck.q = &c->c_sq;
+	error = chk_smeta(&ck);
 	if (!error)
 		error = chk_work_load(&ck);
 	if (!error)
@@ -1696,8 +1653,6 @@ long orch_store_check(struct orch_store *st, bool data,
 		error = chk_ag(&ck, &a, ag);
 	if (!error)
 		error = chk_outside(&ck);
-	for (int i = 0; i < Q_NR; i++)
-		sqlite3_finalize(ck.q[i]);
 	orch_snap_put(st, c);
 	chk_ag_fini(&a);
 	chk_vec_free(&ck.work);

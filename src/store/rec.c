@@ -69,6 +69,23 @@ static uint32_t rec_crc_of(enum orch_rec_tbl t, const void *rec, const void *blo
 	return orch_rec_crc(t, f, rec_tbl[t].nf, blob, bloblen);
 }
 
+int orch_rec_nfields(enum orch_rec_tbl t)
+{
+	return rec_tbl[t].nf;
+}
+
+void orch_rec_seal(enum orch_rec_tbl t, int64_t *f)
+{
+	f[rec_tbl[t].nf] = orch_rec_crc(t, f, rec_tbl[t].nf, NULL, 0);
+}
+
+bool orch_rec_crc_ok(enum orch_rec_tbl t, const int64_t *f, const void *blob, size_t bloblen,
+		     uint32_t *computed)
+{
+	*computed = orch_rec_crc(t, f, rec_tbl[t].nf, blob, bloblen);
+	return f[rec_tbl[t].nf] == (int64_t)*computed;
+}
+
 /*
  * Reads @n integer columns from @col into @f (a persistent record, crc
  * last); false if one is not an INTEGER (it is read as SQLite converts it).
@@ -83,6 +100,21 @@ static bool rec_cols(sqlite3_stmt *s, int col, int n, void *rec)
 		f[i] = sqlite3_column_int64(s, col + i);
 	}
 	memcpy(rec, f, (size_t)n * sizeof(f[0]));
+	return ok;
+}
+
+bool orch_rec_read(enum orch_rec_tbl t, sqlite3_stmt *s, int col, int64_t *f)
+{
+	int nf = rec_tbl[t].nf;
+	bool ok;
+
+	if (t == ORCH_REC_SMETA)
+		return rec_cols(s, col + 1, 2, f);
+	if (t != ORCH_REC_CSUM)
+		return rec_cols(s, col, nf + 1, f);
+	ok = rec_cols(s, col, nf, f);
+	ok &= sqlite3_column_type(s, col + nf + 1) == SQLITE_INTEGER;
+	f[nf] = sqlite3_column_int64(s, col + nf + 1);
 	return ok;
 }
 

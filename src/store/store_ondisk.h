@@ -279,6 +279,26 @@ orch_failaddr_t orch_rec_bad_from_disk(const struct orch_store *st, sqlite3_stmt
 				       int col, struct orch_bad_irec *out);
 orch_failaddr_t orch_rec_work_from_disk(sqlite3_stmt *s, int col, struct orch_work_irec *out);
 
+/*
+ * For the checker, which reports each rule itself: the row's integer
+ * columns from @col on into @f as SQLite converts them, in table order and
+ * crc last (orch_rec_nfields(t) + 1 values; smeta: v, crc; csum: ag, grp,
+ * valid, crc, the sums blob left to the caller).  False if one is not an
+ * INTEGER.
+ */
+bool orch_rec_read(enum orch_rec_tbl t, sqlite3_stmt *s, int col, int64_t *f);
+/* Fields before crc of a table's record: f[orch_rec_nfields(t)] is its crc. */
+int orch_rec_nfields(enum orch_rec_tbl t);
+/*
+ * Whether the crc of record @f (as orch_rec_read gives it) matches its
+ * fields and @blob (csum: the sums as stored, any length; smeta: the key);
+ * *@computed is the CRC it should have.
+ */
+bool orch_rec_crc_ok(enum orch_rec_tbl t, const int64_t *f, const void *blob, size_t bloblen,
+		     uint32_t *computed);
+/* Sets the crc of record @f (fields in table order; not csum or smeta). */
+void orch_rec_seal(enum orch_rec_tbl t, int64_t *f);
+
 /* Encoders: the persistent form with its CRC. */
 void orch_rec_smeta_to_disk(const struct orch_smeta_irec *in, struct orch_rec_smeta *out);
 void orch_rec_agstat_to_disk(const struct orch_agstat_irec *in, struct orch_rec_agstat *out);
@@ -324,6 +344,10 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 #define ORCH_REC_CSUM_COLS "ag, grp, valid, sums, crc"
 #define ORCH_REC_BAD_COLS "ag, agbno, len, first_seen, source, crc"
 #define ORCH_REC_WORK_COLS "seq, type, nid, a, b, progress, crc"
+
+#define ORCH_REC_OUTSIDE(t) \
+	"SELECT ag, count(*) FROM " t " WHERE ag < 0 GROUP BY ag" \
+	" UNION ALL SELECT ag, count(*) FROM " t " WHERE ag >= ?1 GROUP BY ag"
 
 /*
  * Every statement the store runs on store.db.  X(name, sql).  Prepared on
@@ -371,6 +395,7 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 	X(BMAP_FROM, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap WHERE nid=?1 AND off>=?2" \
 		     " ORDER BY off") \
 	X(BMAP_ALL, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap ORDER BY nid, off") \
+	X(BMAP_GET, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap WHERE nid=?1 AND off=?2") \
 	/* The extent covering ?2, if any, then every later one. */ \
 	X(BMAP_WALK, "SELECT " ORCH_REC_BMAP_COLS " FROM bmap WHERE nid=?1 AND off>=" \
 		     "(SELECT COALESCE(MAX(off), 0) FROM bmap WHERE nid=?1 AND off<=?2)" \
@@ -378,6 +403,7 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 	X(BMAP_INS, "INSERT INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(BMAP_PUT, "INSERT OR REPLACE INTO bmap VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(BMAP_DEL, "DELETE FROM bmap WHERE nid=?1 AND off=?2") \
+	X(BMAP_DEL_OBJ, "DELETE FROM bmap WHERE nid=?1") \
 	X(BMAP_COUNT, "SELECT count(*) FROM (SELECT 1 FROM bmap WHERE nid=?1 AND off>=?2" \
 		      " AND off<?3 LIMIT ?4)") \
 	/* rmap */ \
@@ -434,6 +460,48 @@ void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in);
 	X(WORK_PUT, "INSERT OR REPLACE INTO work VALUES(?1,?2,?3,?4,?5,?6,?7)") \
 	X(WORK_DEL, "DELETE FROM work WHERE seq=?1") \
 	X(WORK_ALL, "SELECT " ORCH_REC_WORK_COLS " FROM work ORDER BY seq") \
+	X(WORK_BY_NID, "SELECT " ORCH_REC_WORK_COLS " FROM work ORDER BY nid, seq") \
+	/* The checker: every record of AG ?1, whatever its fields hold */ \
+	X(RMAP_OF_AG, "SELECT " ORCH_REC_RMAP_COLS " FROM rmap WHERE ag=?1" \
+		      " ORDER BY ag, agbno, owner, off") \
+	X(FSB_OF_AG, "SELECT " ORCH_REC_FSB_COLS " FROM fsb WHERE ag=?1 ORDER BY ag, agbno") \
+	X(FSC_OF_AG, "SELECT " ORCH_REC_FSC_COLS " FROM fsc WHERE ag=?1 ORDER BY agbno, len") \
+	X(REFC_OF_AG, "SELECT " ORCH_REC_REFC_COLS " FROM refc WHERE ag=?1 ORDER BY ag, agbno") \
+	X(CSUM_OF_AG, "SELECT " ORCH_REC_CSUM_COLS " FROM csum WHERE ag=?1 ORDER BY ag, grp") \
+	X(BAD_OF_AG, "SELECT " ORCH_REC_BAD_COLS " FROM bad WHERE ag=?1 ORDER BY ag, agbno") \
+	/* ... and the records of no AG: (ag, count) below 0 or at ?1 and up. \
+	 * Two index ranges; "ag < 0 OR ag >= ?" would scan the table. */ \
+	X(AGSTAT_OUTSIDE, ORCH_REC_OUTSIDE("agstat")) \
+	X(RMAP_OUTSIDE, ORCH_REC_OUTSIDE("rmap")) \
+	X(FSB_OUTSIDE, ORCH_REC_OUTSIDE("fsb")) \
+	X(FSC_OUTSIDE, ORCH_REC_OUTSIDE("fsc")) \
+	X(REFC_OUTSIDE, ORCH_REC_OUTSIDE("refc")) \
+	X(CSUM_OUTSIDE, ORCH_REC_OUTSIDE("csum")) \
+	X(BAD_OUTSIDE, ORCH_REC_OUTSIDE("bad")) \
+	/* Offline repair: whole tables in key order, emptied, counted */ \
+	X(RMAP_ALL, "SELECT " ORCH_REC_RMAP_COLS " FROM rmap ORDER BY ag, agbno, owner, off") \
+	X(RMAP_DATA_ALL, "SELECT " ORCH_REC_RMAP_COLS " FROM rmap WHERE owner > 0" \
+			 " ORDER BY ag, agbno, owner, off") \
+	X(FSB_ALL, "SELECT " ORCH_REC_FSB_COLS " FROM fsb ORDER BY ag, agbno") \
+	X(FSC_ALL, "SELECT " ORCH_REC_FSC_COLS " FROM fsc ORDER BY ag, len, agbno") \
+	X(REFC_ALL, "SELECT " ORCH_REC_REFC_COLS " FROM refc ORDER BY ag, agbno") \
+	X(BAD_ALL, "SELECT " ORCH_REC_BAD_COLS " FROM bad ORDER BY ag, agbno") \
+	X(AG_INS, "INSERT INTO agstat VALUES(?1,?2,?3,?4,?5,?6,?7,?8)") \
+	X(BMAP_CLEAR, "DELETE FROM bmap") \
+	X(RMAP_CLEAR, "DELETE FROM rmap") \
+	X(FSB_CLEAR, "DELETE FROM fsb") \
+	X(FSC_CLEAR, "DELETE FROM fsc") \
+	X(REFC_CLEAR, "DELETE FROM refc") \
+	X(AG_CLEAR, "DELETE FROM agstat") \
+	X(BMAP_NO_RMAP_COUNT, "SELECT count(*) FROM bmap AS b WHERE NOT EXISTS" \
+			      " (SELECT 1 FROM rmap AS r WHERE r.ag = b.ag AND r.agbno = b.agbno" \
+			      " AND r.owner = b.nid AND r.off = b.off AND r.len = b.len" \
+			      " AND r.flags = b.flags)") \
+	X(FSB_SUM_OF_AG, "SELECT coalesce(sum(len), 0) FROM fsb WHERE ag=?1") \
+	X(FSB_MAX_OF_AG, "SELECT coalesce(max(len), 0) FROM fsb WHERE ag=?1") \
+	X(FSB_COUNT_OF_AG, "SELECT count(*) FROM fsb WHERE ag=?1") \
+	X(RMAP_COUNT_OF_AG, "SELECT count(*) FROM rmap WHERE ag=?1") \
+	X(REFC_COUNT_OF_AG, "SELECT count(*) FROM refc WHERE ag=?1") \
 	/* Counters the writer loads at open */ \
 	X(AG_FREE_SUM, "SELECT coalesce(sum(freeblks), 0) FROM agstat") \
 	X(OBJ_LIVE_COUNT, "SELECT count(*) FROM obj WHERE (flags & 2)=0") \
