@@ -220,18 +220,6 @@ static int geom_resolve(const struct orch_store_geom *g, int fd, bool is_dev,
 	return 0;
 }
 
-/* Runs statement @id of @q after @bind filled it (NULL: nothing to bind). */
-#define MKFS_PUT(q, id, bind, rec)                                             \
-	({                                                                     \
-		sqlite3_stmt *s_;                                              \
-		int e_ = orch_rec_stmt((q), (id), &s_);                        \
-		if (!e_) {                                                     \
-			bind(s_, (rec));                                       \
-			e_ = orch_rec_exec((q), (id));                         \
-		}                                                              \
-		e_;                                                            \
-	})
-
 static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count)
 {
 	static const char *const keys[] = { "format", "block_size", "ag_blocks", "ag_count",
@@ -259,7 +247,7 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 			struct orch_smeta_irec m = { .v = vals[i] };
 
 			strcpy(m.k, keys[i]);
-			error = MKFS_PUT(&q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &m);
+			error = ORCH_REC_PUT(&q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &m);
 		}
 	}
 	for (uint32_t ag = 0; !error && ag < ag_count; ag++) {
@@ -273,13 +261,13 @@ static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count
 			.nfree = 1, .nrmap = ag == 0 ? 1 : 0,
 		};
 
-		error = MKFS_PUT(&q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &f);
+		error = ORCH_REC_PUT(&q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &f);
 		if (!error)
-			error = MKFS_PUT(&q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &f);
+			error = ORCH_REC_PUT(&q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &f);
 		if (!error && ag == 0)
-			error = MKFS_PUT(&q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &r);
+			error = ORCH_REC_PUT(&q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &r);
 		if (!error)
-			error = MKFS_PUT(&q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &a);
+			error = ORCH_REC_PUT(&q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &a);
 	}
 	if (!error)
 		error = orch_rec_stmt(&q, ORCH_REC_COMMIT, &s);

@@ -538,6 +538,21 @@ int orch_rec_stmt(struct orch_rec_sq *q, enum orch_rec_stmt id, sqlite3_stmt **o
 int orch_rec_step(struct orch_rec_sq *q, enum orch_rec_stmt id);
 /* Runs @id to completion and resets it: 0 or -errno. */
 int orch_rec_exec(struct orch_rec_sq *q, enum orch_rec_stmt id);
+/*
+ * Prepares statement @id of @q, binds @rec with @bind (an orch_rec_*_bind)
+ * and runs it: 0 or -errno.  For one-off writes (mkfs, tests).
+ */
+#define ORCH_REC_PUT(q, id, bind, rec)                                         \
+	({                                                                     \
+		sqlite3_stmt *put_s_;                                          \
+		int put_e_ = orch_rec_stmt((q), (id), &put_s_);                \
+		if (!put_e_) {                                                 \
+			bind(put_s_, (rec));                                   \
+			put_e_ = orch_rec_exec((q), (id));                     \
+		}                                                              \
+		put_e_;                                                        \
+	})
+
 /* Resets @id (after reading the row of orch_rec_step). */
 void orch_rec_reset(struct orch_rec_sq *q, enum orch_rec_stmt id);
 /*

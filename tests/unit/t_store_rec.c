@@ -42,18 +42,6 @@ static void mem_close(sqlite3 *db, struct orch_rec_sq *q)
 	sqlite3_close(db);
 }
 
-/* Runs @id after @bind filled it: 0 or -errno. */
-#define PUT(q, id, bindfn, irec)                                               \
-	({                                                                     \
-		sqlite3_stmt *s_;                                              \
-		int e_ = orch_rec_stmt((q), (id), &s_);                        \
-		if (!e_) {                                                     \
-			bindfn(s_, (irec));                                    \
-			e_ = orch_rec_exec((q), (id));                         \
-		}                                                              \
-		e_;                                                            \
-	})
-
 ORCH_TEST(every_statement_prepares)
 {
 	struct orch_rec_sq q;
@@ -212,17 +200,17 @@ static void sample(enum orch_rec_tbl t, union irec *u)
 static int put_one(struct orch_rec_sq *q, enum orch_rec_tbl t, const union irec *u)
 {
 	switch (t) {
-	case ORCH_REC_SMETA: return PUT(q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &u->sm);
-	case ORCH_REC_AGSTAT: return PUT(q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &u->ag);
-	case ORCH_REC_OBJ: return PUT(q, ORCH_REC_OBJ_PUT, orch_rec_obj_bind, &u->ob);
-	case ORCH_REC_BMAP: return PUT(q, ORCH_REC_BMAP_INS, orch_rec_bmap_bind, &u->bm);
-	case ORCH_REC_RMAP: return PUT(q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &u->rm);
-	case ORCH_REC_FSB: return PUT(q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &u->fb);
-	case ORCH_REC_FSC: return PUT(q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &u->fb);
-	case ORCH_REC_REFC: return PUT(q, ORCH_REC_REFC_INS, orch_rec_refc_bind, &u->rc);
-	case ORCH_REC_CSUM: return PUT(q, ORCH_REC_CSUM_PUT, orch_rec_csum_bind, &u->cs);
-	case ORCH_REC_BAD: return PUT(q, ORCH_REC_BAD_INS, orch_rec_bad_bind, &u->bd);
-	case ORCH_REC_WORK: return PUT(q, ORCH_REC_WORK_PUT, orch_rec_work_bind, &u->wk);
+	case ORCH_REC_SMETA: return ORCH_REC_PUT(q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &u->sm);
+	case ORCH_REC_AGSTAT: return ORCH_REC_PUT(q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &u->ag);
+	case ORCH_REC_OBJ: return ORCH_REC_PUT(q, ORCH_REC_OBJ_PUT, orch_rec_obj_bind, &u->ob);
+	case ORCH_REC_BMAP: return ORCH_REC_PUT(q, ORCH_REC_BMAP_INS, orch_rec_bmap_bind, &u->bm);
+	case ORCH_REC_RMAP: return ORCH_REC_PUT(q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &u->rm);
+	case ORCH_REC_FSB: return ORCH_REC_PUT(q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &u->fb);
+	case ORCH_REC_FSC: return ORCH_REC_PUT(q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &u->fb);
+	case ORCH_REC_REFC: return ORCH_REC_PUT(q, ORCH_REC_REFC_INS, orch_rec_refc_bind, &u->rc);
+	case ORCH_REC_CSUM: return ORCH_REC_PUT(q, ORCH_REC_CSUM_PUT, orch_rec_csum_bind, &u->cs);
+	case ORCH_REC_BAD: return ORCH_REC_PUT(q, ORCH_REC_BAD_INS, orch_rec_bad_bind, &u->bd);
+	case ORCH_REC_WORK: return ORCH_REC_PUT(q, ORCH_REC_WORK_PUT, orch_rec_work_bind, &u->wk);
 	}
 	return -EINVAL;
 }
