@@ -9,7 +9,6 @@
  * busy extents; research/rmap.md 6.5).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -92,16 +91,15 @@ static void host_punch(struct store_writer *w, const struct w_busy *b)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t reserve = atomic_load(&st->st_reserve);
-	off_t off = (off_t)(b->g * ORCH_STORE_BLOCK), len = (off_t)b->len * ORCH_STORE_BLOCK;
+	int error;
 
 	if (!st->st_sparse || w->w_no_punch)
 		return;
 	if (b->len < W_PUNCH_MIN_BLOCKS && (!reserve || host_avail(w, false) >= 4 * reserve))
 		return;
-	orch_pcut_punch_fd(st->st_blocks_fd, (uint64_t)off, (size_t)len);
-	if (fallocate(st->st_blocks_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-		      len) < 0) {
-		if (errno == EOPNOTSUPP) {
+	error = orch_bdev_punch(st, b->g, b->len);
+	if (error) {
+		if (error == -EOPNOTSUPP) {
 			w->w_no_punch = true;
 			ORCH_INFO("store in '%s': the file system of '%s' cannot punch holes: "
 				  "freed blocks keep their space", st->st_dir, st->st_blocks_path);
@@ -111,7 +109,7 @@ static void host_punch(struct store_writer *w, const struct w_busy *b)
 	w->w_host_ms = 0;   /* look again: the space is back */
 }
 
-struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
+struct w_agdelta *orch_alloc_agd(struct store_writer *w, uint32_t ag)
 {
 	for (size_t i = 0; i < w->w_nagd; i++)
 		if (w->w_agd[i].ag == ag)
@@ -138,7 +136,7 @@ struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag)
  * pops from the front.
  */
 
-int w_busy_init(struct store_writer *w)
+int orch_alloc_busy_init(struct store_writer *w)
 {
 	uint32_t n = w->w_st->st_ag_count;
 
@@ -227,13 +225,13 @@ static int busy_add(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	return 0;
 }
 
-void w_busy_undo(struct store_writer *w, size_t mark)
+void orch_alloc_busy_undo(struct store_writer *w, size_t mark)
 {
 	while (w->w_npend > mark)
 		busy_unset(w, &w->w_pend[--w->w_npend]);
 }
 
-int w_busy_reserve(struct store_writer *w)
+int orch_alloc_busy_reserve(struct store_writer *w)
 {
 	size_t n = w->w_nbusy + w->w_npend;
 
@@ -253,7 +251,7 @@ int w_busy_reserve(struct store_writer *w)
 	return 0;
 }
 
-void w_busy_commit(struct store_writer *w, uint64_t seq)
+void orch_alloc_busy_commit(struct store_writer *w, uint64_t seq)
 {
 	for (size_t i = 0; i < w->w_npend; i++) {
 		w->w_pend[i].seq = seq;
@@ -262,7 +260,7 @@ void w_busy_commit(struct store_writer *w, uint64_t seq)
 	w->w_npend = 0;
 }
 
-void w_busy_release(struct store_writer *w)
+void orch_alloc_busy_release(struct store_writer *w)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t durable, oldest, upto;
@@ -272,7 +270,7 @@ void w_busy_release(struct store_writer *w)
 	pthread_mutex_lock(&st->st_seq_lock);
 	durable = st->st_durable;
 	pthread_mutex_unlock(&st->st_seq_lock);
-	oldest = store_oldest_snap(st);
+	oldest = orch_snap_oldest(st);
 	if (durable == w->w_rel_durable && oldest == w->w_rel_oldest)
 		return;
 	w->w_rel_durable = durable;
@@ -286,7 +284,7 @@ void w_busy_release(struct store_writer *w)
 	}
 }
 
-void w_busy_free(struct store_writer *w)
+void orch_alloc_busy_free(struct store_writer *w)
 {
 	if (w->w_busy_bits)
 		for (uint32_t i = 0; i < w->w_st->st_ag_count; i++)
@@ -303,26 +301,37 @@ void w_busy_free(struct store_writer *w)
 
 /* --- Free-space records -------------------------------------------------------------- */
 
+/*
+ * The extent of a free-space (fsb) row, trusted as the writer trusts its
+ * records (writer.c obj_from_row).
+ */
+static void fsb_from_row(sqlite3_stmt *q, uint32_t *agbno, uint32_t *len)
+{
+	struct orch_fsb_irec r;
+
+	(void)orch_rec_fsb_from_disk(NULL, q, 0, &r);
+	*agbno = r.agbno;
+	*len = r.len;
+}
+
 static int fs_ins(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	int64_t f[3] = { ag, agbno, len };
+	struct orch_fsb_irec r = { ag, agbno, len };
 	int error;
 
-	error = w_exec(w, S_FSB_INS, W_ARGS(ag, agbno, len,
-					   store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0)));
+	orch_rec_fsb_bind(orch_writer_stmt(w, ORCH_REC_FSB_INS), &r);
+	error = orch_rec_exec(&w->w_sq, ORCH_REC_FSB_INS);
 	if (error)
 		return error;
-	f[1] = len;
-	f[2] = agbno;
-	return w_exec(w, S_FSC_INS, W_ARGS(ag, len, agbno,
-					   store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0)));
+	orch_rec_fsc_bind(orch_writer_stmt(w, ORCH_REC_FSC_INS), &r);
+	return orch_rec_exec(&w->w_sq, ORCH_REC_FSC_INS);
 }
 
 static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	int error = w_exec(w, S_FSB_DEL, W_ARGS(ag, agbno));
+	int error = orch_writer_exec(w, ORCH_REC_FSB_DEL, W_ARGS(ag, agbno));
 
-	return error ? error : w_exec(w, S_FSC_DEL, W_ARGS(ag, len, agbno));
+	return error ? error : orch_writer_exec(w, ORCH_REC_FSC_DEL, W_ARGS(ag, len, agbno));
 }
 
 /*
@@ -340,25 +349,26 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 	for (int pass = 0; pass < 2; pass++) {
 		/* Pass 0: the record holding @from; pass 1: records after it. */
 		if (pass == 0) {
-			rc = w_row(w, S_FSB_LE, W_ARGS(ag, from));
+			rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, from));
 			if (rc < 0)
 				return rc;
 			if (rc == 0)
 				continue;
-			q = w->w_stmt[S_FSB_LE];
+			q = w->w_sq.q_stmt[ORCH_REC_FSB_LE];
 		} else {
-			q = w_bind(w, S_FSB_GT, W_ARGS(ag, from));
-			rc = sqlite3_step(q);
-			if (rc != SQLITE_ROW) {
-				sqlite3_reset(q);
-				return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "fsb");
-			}
+			q = orch_writer_bind(w, ORCH_REC_FSB_GT, W_ARGS(ag, from));
+			rc = orch_rec_step(&w->w_sq, ORCH_REC_FSB_GT);
+			if (rc != 1)
+				return rc;
 		}
 		do {
-			uint32_t a = (uint32_t)sqlite3_column_int64(q, 0);
-			uint32_t l = (uint32_t)sqlite3_column_int64(q, 1);
+			uint32_t a, l;
 			const uint64_t *bits = w->w_busy_bits[ag];
-			uint32_t e = a + l, x = ORCH_MAX(a, from);
+			uint32_t e, x;
+
+			fsb_from_row(q, &a, &l);
+			e = a + l;
+			x = ORCH_MAX(a, from);
 
 			if (x < e && bit_get(bits, x))
 				x = bit_find(bits, x, e, false);
@@ -371,15 +381,15 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 				sqlite3_reset(q);
 				return 0;
 			}
-		} while (pass == 1 && (rc = sqlite3_step(q)) == SQLITE_ROW);
+		} while (pass == 1 && (rc = orch_rec_step(&w->w_sq, ORCH_REC_FSB_GT)) == 1);
 		sqlite3_reset(q);
-		if (pass == 1 && rc != SQLITE_DONE && rc != SQLITE_ROW)
-			return store_sql_err(w->w_db, rc, "fsb");
+		if (pass == 1 && rc < 0)
+			return rc;
 	}
 	return 0;
 }
 
-int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
+int orch_alloc_extent(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
 	    uint32_t *got)
 {
 	struct orch_store *st = w->w_st;
@@ -421,16 +431,16 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 				if (error)
 					return error;
 			} else if (waits++ >= STORE_ALLOC_WAITS ||
-				   !store_wait_snap_end(st, 10)) {
+				   !orch_snap_wait_end(st, 10)) {
 				continue;
 			}
 			w->w_rel_durable = UINT64_MAX;
-			w_busy_release(w);
+			orch_alloc_busy_release(w);
 			tries = 0;
 			continue;
 		}
 		take = ORCH_MIN(want, len);
-		d = w_agd(w, ag);
+		d = orch_alloc_agd(w, ag);
 		if (!d)
 			return -ENOMEM;
 		error = fs_del(w, ag, ra, rl);
@@ -455,21 +465,21 @@ int w_alloc(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbn
 /* Returns AG blocks [agbno, agbno + len) to free space, merged with their neighbours. */
 static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	uint32_t start = agbno, end = agbno + len;
 	int merged = 0, rc, error;
 
 	if (!d)
 		return -ENOMEM;
 	if (agbno > 0) {
-		rc = w_row(w, S_FSB_LE, W_ARGS(ag, agbno - 1));
+		rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, agbno - 1));
 		if (rc < 0)
 			return rc;
 		if (rc) {
-			uint32_t a = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 0);
-			uint32_t l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 1);
+			uint32_t a, l;
 
-			sqlite3_reset(w->w_stmt[S_FSB_LE]);
+			fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_LE], &a, &l);
+			orch_rec_reset(&w->w_sq, ORCH_REC_FSB_LE);
 			if (a + l > agbno) {
 				ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: freeing free blocks "
 						   "%u/%u+%u", ag, agbno, len);
@@ -484,13 +494,14 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 			}
 		}
 	}
-	rc = w_row(w, S_FSB_AT, W_ARGS(ag, end));
+	rc = orch_writer_row(w, ORCH_REC_FSB_AT, W_ARGS(ag, end));
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		uint32_t l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_AT], 0);
+		uint32_t a, l;
 
-		sqlite3_reset(w->w_stmt[S_FSB_AT]);
+		fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_AT], &a, &l);
+		orch_rec_reset(&w->w_sq, ORCH_REC_FSB_AT);
 		error = fs_del(w, ag, end, l);
 		if (error)
 			return error;
@@ -503,7 +514,7 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	d->freeblks += len;
 	d->nfree += 1 - merged;
 	/* Their checksums go with them. */
-	error = w_csum_set(w, ag, agbno, len, NULL);
+	error = orch_alloc_csum_set(w, ag, agbno, len, NULL);
 	if (error)
 		return error;
 	return busy_add(w, ag, agbno, len);
@@ -514,21 +525,21 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 /* Gives AG blocks [agbno, agbno + len) to OWN_DEFECTIVE, in records of at most maxext. */
 static int retire(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	int error = 0;
 
 	if (!d)
 		return -ENOMEM;
 	for (uint32_t b = agbno; !error && b < agbno + len;) {
 		uint32_t l = ORCH_MIN(agbno + len - b, w->w_st->st_maxext);
-		int64_t f[6] = { ag, b, ORCH_STORE_OWN_DEFECTIVE, 0, l, 0 };
+		struct orch_rmap_irec r = { ag, b, ORCH_STORE_OWN_DEFECTIVE, 0, l, 0 };
 
-		error = w_exec(w, S_RMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-						     store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0)));
+		orch_rec_rmap_bind(orch_writer_stmt(w, ORCH_REC_RMAP_INS), &r);
+		error = orch_rec_exec(&w->w_sq, ORCH_REC_RMAP_INS);
 		d->nrmap++;
 		b += l;
 	}
-	return error ? error : w_csum_set(w, ag, agbno, len, NULL);
+	return error ? error : orch_alloc_csum_set(w, ag, agbno, len, NULL);
 }
 
 /*
@@ -557,9 +568,14 @@ static int bad_runs(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	 * No fixed bound: reads and scrubs quarantine block by block, so a
 	 * long extent may hold as many bad records as blocks.
 	 */
-	s = w_bind(w, S_BAD_WIN, W_ARGS(ag, lo, end));
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		int64_t b = sqlite3_column_int64(s, 0), l = sqlite3_column_int64(s, 1);
+	s = orch_writer_bind(w, ORCH_REC_BAD_WIN, W_ARGS(ag, lo, end));
+	while ((rc = orch_rec_step(&w->w_sq, ORCH_REC_BAD_WIN)) == 1) {
+		struct orch_bad_irec r;
+		int64_t b, l;
+
+		(void)orch_rec_bad_from_disk(NULL, s, 0, &r);   /* trusted, as fsb_from_row */
+		b = r.agbno;
+		l = r.len;
 
 		if (b + l <= pos || l < 1)
 			continue;
@@ -585,8 +601,8 @@ static int bad_runs(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 		}
 		pos = v[n - 1].e;
 	}
-	if (!error && rc != SQLITE_DONE && rc != SQLITE_ROW)
-		error = store_sql_err(w->w_db, rc, "bad");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	if (error) {
 		free(v);
@@ -625,7 +641,7 @@ static int free_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32
 	return bad ? retire(w, ag, agbno, len) : free_run(w, ag, agbno, len);
 }
 
-int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_alloc_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	if (!w->w_nbad)
 		return free_run(w, ag, agbno, len);
@@ -635,7 +651,7 @@ int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 /* Takes the free blocks of [agbno, agbno + len), known good, out of free space. */
 static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	uint32_t pos = agbno, end = agbno + len;
 	int rc, error = 0;
 
@@ -644,21 +660,21 @@ static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 	while (!error && pos < end) {
 		uint32_t a, l, s, e;
 
-		rc = w_row(w, S_FSB_LE, W_ARGS(ag, pos));
+		rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, pos));
 		if (rc < 0)
 			return rc;
-		a = rc ? (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 0) : 0;
-		l = rc ? (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_LE], 1) : 0;
-		if (rc)
-			sqlite3_reset(w->w_stmt[S_FSB_LE]);
+		a = l = 0;
+		if (rc) {
+			fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_LE], &a, &l);
+			orch_rec_reset(&w->w_sq, ORCH_REC_FSB_LE);
+		}
 		if (!rc || a + l <= pos) {
 			/* pos is owned; skip to the next free record. */
-			rc = w_row(w, S_FSB_GT, W_ARGS(ag, pos));
+			rc = orch_writer_row(w, ORCH_REC_FSB_GT, W_ARGS(ag, pos));
 			if (rc <= 0)
 				return rc;
-			a = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_GT], 0);
-			l = (uint32_t)sqlite3_column_int64(w->w_stmt[S_FSB_GT], 1);
-			sqlite3_reset(w->w_stmt[S_FSB_GT]);
+			fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_GT], &a, &l);
+			orch_rec_reset(&w->w_sq, ORCH_REC_FSB_GT);
 			if (a >= end)
 				return 0;
 		}
@@ -682,20 +698,22 @@ static int retire_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	uint32_t m = w->w_st->st_maxext;
-	int64_t f[5];
+	struct orch_bad_irec r;
 	int rc;
 
-	/* The record ending at agbno, if the two fit in one. */
-	rc = w_row(w, S_BAD_LE, W_ARGS(ag, (int64_t)agbno - 1));
+	/* The record ending at agbno, if the two fit in one (trusted, as fsb_from_row). */
+	rc = orch_writer_row(w, ORCH_REC_BAD_LE, W_ARGS(ag, (int64_t)agbno - 1));
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		sqlite3_stmt *q = w->w_stmt[S_BAD_LE];
-		int64_t b = sqlite3_column_int64(q, 0), l = sqlite3_column_int64(q, 1);
+		int64_t b, l;
 
-		sqlite3_reset(q);
+		(void)orch_rec_bad_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_BAD_LE], 0, &r);
+		orch_rec_reset(&w->w_sq, ORCH_REC_BAD_LE);
+		b = r.agbno;
+		l = r.len;
 		if (b + l == agbno && l + len <= m) {
-			rc = w_exec(w, S_BAD_DEL, W_ARGS(ag, b));
+			rc = orch_writer_exec(w, ORCH_REC_BAD_DEL, W_ARGS(ag, b));
 			if (rc)
 				return rc;
 			agbno = (uint32_t)b;
@@ -703,27 +721,26 @@ static int bad_insert(struct store_writer *w, uint32_t ag, uint32_t agbno, uint3
 		}
 	}
 	/* ... and the one starting at its end. */
-	rc = w_row(w, S_BAD_AT, W_ARGS(ag, (int64_t)agbno + len));
+	rc = orch_writer_row(w, ORCH_REC_BAD_AT, W_ARGS(ag, (int64_t)agbno + len));
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		int64_t l = sqlite3_column_int64(w->w_stmt[S_BAD_AT], 0);
+		int64_t l;
 
-		sqlite3_reset(w->w_stmt[S_BAD_AT]);
+		(void)orch_rec_bad_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_BAD_AT], 0, &r);
+		orch_rec_reset(&w->w_sq, ORCH_REC_BAD_AT);
+		l = r.len;
 		if (l > 0 && l + len <= m) {
-			rc = w_exec(w, S_BAD_DEL, W_ARGS(ag, (int64_t)agbno + len));
+			rc = orch_writer_exec(w, ORCH_REC_BAD_DEL,
+					     W_ARGS(ag, (int64_t)agbno + len));
 			if (rc)
 				return rc;
 			len += (uint32_t)l;
 		}
 	}
-	f[0] = ag;
-	f[1] = agbno;
-	f[2] = len;
-	f[3] = (int64_t)time(NULL);
-	f[4] = STORE_BAD_REPORTED;
-	return w_exec(w, S_BAD_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4],
-					   store_rec_crc(STORE_TBL_BAD, f, 5, NULL, 0)));
+	r = (struct orch_bad_irec){ ag, agbno, len, (int64_t)time(NULL), STORE_BAD_REPORTED };
+	orch_rec_bad_bind(orch_writer_stmt(w, ORCH_REC_BAD_INS), &r);
+	return orch_rec_exec(&w->w_sq, ORCH_REC_BAD_INS);
 }
 
 static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len,
@@ -742,15 +759,16 @@ static int quarantine_part(struct store_writer *w, uint32_t ag, uint32_t agbno, 
 	return error ? error : retire_free(w, ag, agbno, len);
 }
 
-int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_alloc_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
-	int rc = w_row(w, S_RMAP_FS_ANY, W_ARGS(ag, (int64_t)agbno - w->w_st->st_maxext,
+	int rc = orch_writer_row(w, ORCH_REC_RMAP_FS_ANY,
+				 W_ARGS(ag, (int64_t)agbno - w->w_st->st_maxext,
 						 agbno + len, agbno));
 
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		sqlite3_reset(w->w_stmt[S_RMAP_FS_ANY]);
+		orch_rec_reset(&w->w_sq, ORCH_REC_RMAP_FS_ANY);
 		return -EINVAL;   /* the superblock is not a data block */
 	}
 	w->w_nbad++;
@@ -759,19 +777,7 @@ int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t l
 
 /* --- Checksums ------------------------------------------------------------------------ */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-void w_csum_clear(struct store_writer *w)
+void orch_alloc_csum_clear(struct store_writer *w)
 {
 	if (w->w_cs)
 		for (size_t i = 0; i < W_CSUM_SLOTS; i++)
@@ -779,34 +785,24 @@ void w_csum_clear(struct store_writer *w)
 	w->w_ncs = 0;
 }
 
-int w_csum_flush(struct store_writer *w)
+int orch_alloc_csum_flush(struct store_writer *w)
 {
 	for (size_t i = 0; w->w_cs && i < W_CSUM_SLOTS; i++) {
 		struct w_cslot *c = &w->w_cs[i];
-		int64_t f[3];
-		int rc, error;
+		int error;
 
 		if (!c->used || !c->dirty)
 			continue;
-		if (!c->valid) {
-			error = c->existed ? w_exec(w, S_CSUM_DEL, W_ARGS(c->ag, c->grp)) : 0;
+		if (!c->c_rec.valid) {
+			error = c->existed ? orch_writer_exec(w, ORCH_REC_CSUM_DEL,
+						    W_ARGS(c->c_rec.ag, c->c_rec.grp)) : 0;
 		} else {
-			sqlite3_stmt *q;
-
-			f[0] = c->ag;
-			f[1] = c->grp;
-			f[2] = (int64_t)c->valid;
-			q = w_bind(w, S_CSUM_PUT, W_ARGS(c->ag, c->grp, (int64_t)c->valid));
-			sqlite3_bind_blob(q, 4, c->sums, sizeof(c->sums), SQLITE_STATIC);
-			sqlite3_bind_int64(q, 5, store_rec_crc(STORE_TBL_CSUM, f, 3, c->sums,
-								sizeof(c->sums)));
-			rc = sqlite3_step(q);
-			sqlite3_reset(q);
-			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "csum");
+			orch_rec_csum_bind(orch_writer_stmt(w, ORCH_REC_CSUM_PUT), &c->c_rec);
+			error = orch_rec_exec(&w->w_sq, ORCH_REC_CSUM_PUT);
 		}
 		if (error)
 			return error;
-		c->existed = c->valid != 0;
+		c->existed = c->c_rec.valid != 0;
 		c->dirty = false;
 	}
 	return 0;
@@ -829,38 +825,34 @@ static int csum_slot(struct store_writer *w, uint32_t ag, uint32_t grp, struct w
 		c = &w->w_cs[i];
 		if (!c->used)
 			break;
-		if (c->ag == ag && c->grp == grp) {
+		if (c->c_rec.ag == ag && c->c_rec.grp == grp) {
 			*out = c;
 			return 0;
 		}
 	}
 	if (w->w_ncs >= W_CSUM_SLOTS / 2) {
 		/* Full enough: write the changes, start over. */
-		int error = w_csum_flush(w);
+		int error = orch_alloc_csum_flush(w);
 
 		if (error)
 			return error;
-		w_csum_clear(w);
+		orch_alloc_csum_clear(w);
 		return csum_slot(w, ag, grp, out);
 	}
 	memset(c, 0, sizeof(*c));
-	c->ag = ag;
-	c->grp = grp;
-	rc = w_row(w, S_CSUM_GET, W_ARGS(ag, grp));
+	rc = orch_writer_row(w, ORCH_REC_CSUM_GET, W_ARGS(ag, grp));
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		sqlite3_stmt *q = w->w_stmt[S_CSUM_GET];
-		const void *p = sqlite3_column_blob(q, 1);
-
+		/* Trusted, as fsb_from_row; a row without its sums decodes with
+		 * no valid bit and is rewritten whole. */
+		(void)orch_rec_csum_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_CSUM_GET], 0,
+					      &c->c_rec);
+		orch_rec_reset(&w->w_sq, ORCH_REC_CSUM_GET);
 		c->existed = true;
-		c->valid = (uint64_t)sqlite3_column_int64(q, 0);
-		if (p && sqlite3_column_bytes(q, 1) == (int)sizeof(c->sums))
-			memcpy(c->sums, p, sizeof(c->sums));
-		else
-			c->valid = 0;   /* a damaged row is rewritten whole */
-		sqlite3_reset(q);
 	}
+	c->c_rec.ag = ag;
+	c->c_rec.grp = grp;
 	c->used = true;
 	w->w_ncs++;
 	*out = c;
@@ -868,28 +860,28 @@ static int csum_slot(struct store_writer *w, uint32_t ag, uint32_t grp, struct w
 }
 
 /* Sets (or with @sums NULL, clears) the checksums of @n blocks from @agbno. */
-int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
+int orch_alloc_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums)
 {
 	uint32_t b = agbno, end = agbno + n;
 
 	while (b < end) {
-		uint32_t grp = b / STORE_CSUM_GROUP;
-		uint32_t gend = ORCH_MIN(end, (grp + 1) * STORE_CSUM_GROUP);
+		uint32_t grp = b / ORCH_REC_CSUM_GROUP;
+		uint32_t gend = ORCH_MIN(end, (grp + 1) * ORCH_REC_CSUM_GROUP);
 		struct w_cslot *c;
 		int error = csum_slot(w, ag, grp, &c);
 
 		if (error)
 			return error;
 		for (; b < gend; b++) {
-			uint32_t i = b % STORE_CSUM_GROUP;
+			uint32_t i = b % ORCH_REC_CSUM_GROUP;
 
 			if (sums) {
-				put32(c->sums + 4 * i, sums[b - agbno]);
-				c->valid |= 1ull << i;
+				c->c_rec.sums[i] = sums[b - agbno];
+				c->c_rec.valid |= 1ull << i;
 			} else {
-				put32(c->sums + 4 * i, 0);
-				c->valid &= ~(1ull << i);
+				c->c_rec.sums[i] = 0;
+				c->c_rec.valid &= ~(1ull << i);
 			}
 		}
 		c->dirty = true;
@@ -897,18 +889,18 @@ int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	return 0;
 }
 
-int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
+int orch_alloc_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid)
 {
-	uint32_t i = agbno % STORE_CSUM_GROUP;
+	uint32_t i = agbno % ORCH_REC_CSUM_GROUP;
 	struct w_cslot *c;
-	int error = csum_slot(w, ag, agbno / STORE_CSUM_GROUP, &c);
+	int error = csum_slot(w, ag, agbno / ORCH_REC_CSUM_GROUP, &c);
 
 	*valid = false;
 	if (error)
 		return error;
-	if (c->valid >> i & 1) {
-		*sum = get32(c->sums + 4 * i);
+	if (c->c_rec.valid >> i & 1) {
+		*sum = c->c_rec.sums[i];
 		*valid = true;
 	}
 	return 0;

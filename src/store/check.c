@@ -14,7 +14,7 @@
  *     (I7), well formed (I4), below next_nid (I10) and mirrored by an rmap
  *     record (I8, one point lookup per extent).
  *
- *  2. AGs, one at a time: the AG's rmap, fsb, fsc, refc, csum and bad
+ *  2. AGs, one at a time (the sweep and the data check: check_sweep.c): the AG's rmap, fsb, fsc, refc, csum and bad
  *     records are loaded in key order (memory proportional to the records,
  *     never to the blocks).  Each record is checked on its own (crc, I4, I5,
  *     I6, I9, I10, I15); then the interval records become start/end events,
@@ -47,44 +47,35 @@
 
 #include "common/crc32c.h"
 #include "common/util.h"
-#include "store/store_i.h"
+#include "store/check_i.h"
 
 /* Reports of one rule passed to the callback per check run. */
 #define CHK_REPORT_MAX 100
-/* Blocks per read of the data check. */
-#define CHK_READ_RUN 256u
-/* Bytes of a csum row's sums blob. */
-#define CHK_SUMS_BYTES (STORE_CSUM_GROUP * 4u)
-/* Owners named in one sharing finding. */
-#define CHK_NAME_OWNERS 4
 
 /* --- The owners query ------------------------------------------------------- */
 
+/*
+ * The records are decoded through the record layer but not refused when
+ * they fail verification: a scrub asks who owns a bad block, and a record
+ * with a bad CRC still says who probably does (the checker reports it).
+ */
 int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 		      orch_store_rmap_fn fn, void *arg)
 {
+	struct orch_rmap_irec rm;
 	struct store_conn *c;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	uint64_t mask = st->st_ag_blocks - 1;
 	uint32_t ag, ag_last;
-	int error, rc;
+	int error, rc = 0;
 
 	if (end > st->st_blocks)
 		end = st->st_blocks;
 	if (start >= end)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
-	rc = sqlite3_prepare_v2(c->c_db,
-		"SELECT r.agbno, r.owner, r.off, r.len, r.flags, o.handle"
-		" FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner"
-		" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
-		" ORDER BY r.ag, r.agbno, r.owner, r.off", -1, &s, NULL);
-	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "owners prepare");
-		goto out_put;
-	}
 	ag_last = (uint32_t)((end - 1) >> st->st_ag_shift);
 	for (ag = (uint32_t)(start >> st->st_ag_shift);
 	     ag <= ag_last && ag < st->st_ag_count && !error; ag++) {
@@ -94,171 +85,53 @@ int orch_store_owners(struct orch_store *st, uint64_t start, uint64_t end,
 			     (int64_t)store_ag_len(st, ag);
 		int64_t from = lo - (int64_t)st->st_maxext + 1;
 
+		error = orch_rec_stmt(&c->c_sq, ORCH_REC_RMAP_OWNERS, &s);
+		if (error)
+			break;
 		sqlite3_bind_int64(s, 1, ag);
 		sqlite3_bind_int64(s, 2, from > 0 ? from : 0);
 		sqlite3_bind_int64(s, 3, hi);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		sqlite3_bind_int64(s, 4, -1);
+		sqlite3_bind_int64(s, 5, INT64_MIN);
+		sqlite3_bind_int64(s, 6, INT64_MIN);
+		while ((rc = orch_rec_step(&c->c_sq, ORCH_REC_RMAP_OWNERS)) == 1) {
 			struct orch_store_rmap r;
-			int64_t agbno = sqlite3_column_int64(s, 0);
-			int64_t len = sqlite3_column_int64(s, 3);
 
+			(void)orch_rec_rmap_from_disk(NULL, s, 0, &rm);
 			/* Overlaps [lo, hi): starts below hi, ends past lo. */
-			if (len < 1 || len <= lo - agbno)
+			if (rm.len < 1 || (int64_t)rm.len <= lo - (int64_t)rm.agbno)
 				continue;
 			memset(&r, 0, sizeof(r));
 			r.ag = ag;
-			r.agbno = (uint32_t)agbno;
-			r.len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
-			r.owner = sqlite3_column_int64(s, 1);
-			r.fileoff = (uint64_t)sqlite3_column_int64(s, 2);
-			r.flags = (uint32_t)sqlite3_column_int64(s, 4);
-			if (r.owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
-				r.handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+			r.agbno = rm.agbno;
+			r.len = rm.len;
+			r.owner = rm.owner;
+			r.fileoff = rm.off;
+			r.flags = rm.flags;
+			if (r.owner > 0 && sqlite3_column_type(s, 7) != SQLITE_NULL)
+				r.handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 7));
 			error = fn(arg, &r);
 			if (error)
 				break;
 		}
-		if (!error && rc != SQLITE_DONE)
-			error = store_sql_err(c->c_db, rc, "owners step");
-		sqlite3_reset(s);
+		if (rc == 1)
+			orch_rec_reset(&c->c_sq, ORCH_REC_RMAP_OWNERS);
+		if (!error && rc < 0)
+			error = rc;
 	}
-	sqlite3_finalize(s);
-out_put:
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
 /* --- Checker state ---------------------------------------------------------- */
 
 /* Rules: 0 = crc, n = In. */
-#define CHK_NRULES 19
 static const char *const chk_rule_name[CHK_NRULES] = {
 	"crc", "I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10",
 	"I11", "I12", "I13", "I14", "I15", "I16", "I17", "I18",
 };
 
-/* A growable array; grows only with rows actually read. */
-struct chk_vec {
-	void *v;
-	size_t n, cap;
-};
-
-/* One rmap record of the AG being checked. */
-struct chk_rrec {
-	int64_t agbno, len, owner, off, flags;
-	uint32_t start, end;    /* clipped to the AG; empty: not swept */
-};
-
-/* One fsb, fsc or bad record (fsc: sorted by agbno too). */
-struct chk_frec {
-	int64_t agbno, len;
-	uint32_t start, end;
-};
-
-/* One refc record. */
-struct chk_crec {
-	int64_t agbno, len, count;
-	uint32_t start, end;
-};
-
-/* One csum row with a sane group number. */
-struct chk_srec {
-	int64_t grp;
-	uint64_t valid;
-	bool sums_ok;           /* sums is CHK_SUMS_BYTES long, crc good */
-	uint8_t sums[CHK_SUMS_BYTES];
-};
-
-enum chk_ev_kind { EV_RMAP, EV_FSB, EV_REFC, EV_BAD };
-
-struct chk_ev {
-	uint32_t pos;
-	uint8_t kind;
-	int8_t delta;
-	uint32_t idx;
-};
-
-/* Coverage of the current segment of the sweep. */
-struct chk_cnt {
-	int64_t nfree, nrmap, ndata, nwritten, nfs, nspecial;
-	int64_t nrefc, refcount, nbad, ndefective;
-};
-
-/* The AG being checked. */
-struct chk_ag {
-	uint32_t ag, len;
-	struct chk_vec rmap, fsb, fsc, refc, csum, bad, ev;
-	uint32_t *act;          /* rmap records covering the segment */
-	uint32_t *apos;         /* rmap index -> its slot in act */
-	size_t nact, act_cap;
-	struct chk_cnt cnt;
-	size_t ccur;            /* csum cursor of the sweep */
-	int run_kind;           /* I1 finding being coalesced, 0: none */
-	uint32_t run_a, run_b;
-};
-
-enum {
-	Q_OBJ,          /* handle, flags by nid */
-	Q_BMAP,         /* bmap by key */
-	Q_RMAP,         /* rmap by key */
-	Q_AGSTAT,
-	Q_AG_RMAP,
-	Q_AG_FSB,
-	Q_AG_FSC,
-	Q_AG_REFC,
-	Q_AG_CSUM,
-	Q_AG_BAD,
-	Q_NR,
-};
-
-static const char *const chk_sql_text[Q_NR] = {
-	[Q_OBJ] = "SELECT handle, flags FROM obj WHERE nid = ?1",
-	[Q_BMAP] = "SELECT ag, agbno, len, flags FROM bmap"
-		   " WHERE nid = ?1 AND off = ?2",
-	[Q_RMAP] = "SELECT len, flags FROM rmap"
-		   " WHERE ag = ?1 AND agbno = ?2 AND owner = ?3 AND off = ?4",
-	[Q_AGSTAT] = "SELECT blocks, freeblks, longest, nfree, nrmap, nrefc, crc"
-		     " FROM agstat WHERE ag = ?1",
-	[Q_AG_RMAP] = "SELECT agbno, owner, off, len, flags, crc FROM rmap"
-		      " WHERE ag = ?1 ORDER BY ag, agbno, owner, off",
-	[Q_AG_FSB] = "SELECT agbno, len, crc FROM fsb WHERE ag = ?1"
-		     " ORDER BY ag, agbno",
-	[Q_AG_FSC] = "SELECT len, agbno, crc FROM fsc WHERE ag = ?1"
-		     " ORDER BY agbno, len",
-	[Q_AG_REFC] = "SELECT agbno, len, refcount, crc FROM refc WHERE ag = ?1"
-		      " ORDER BY ag, agbno",
-	[Q_AG_CSUM] = "SELECT grp, valid, sums, crc FROM csum WHERE ag = ?1"
-		      " ORDER BY ag, grp",
-	[Q_AG_BAD] = "SELECT agbno, len, first_seen, source, crc FROM bad"
-		     " WHERE ag = ?1 ORDER BY ag, agbno",
-};
-
-struct chk {
-	struct orch_store *st;
-	sqlite3 *db;
-	sqlite3_stmt *q[Q_NR];
-	orch_store_finding_fn fn;
-	void *arg;
-	bool data;
-	long found;
-	unsigned reported[CHK_NRULES];
-	int64_t next_nid;       /* INT64_MAX if smeta lacks it */
-	int64_t next_work;      /* INT64_MAX if smeta lacks it */
-	/* The last object looked up by nid. */
-	int64_t o_nid;
-	bool o_cached, o_exists;
-	uint64_t o_handle;
-	int64_t o_flags;
-	uint8_t *buf;           /* data check: CHK_READ_RUN blocks */
-	struct chk_vec work;    /* pending work items, by nid */
-};
-
-static void chk_report(struct chk *ck, int rule, const char *structure,
-		       int64_t ag, int64_t block, uint64_t handle,
-		       const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
-
-static void chk_report(struct chk *ck, int rule, const char *structure,
+void orch_check_report(struct chk *ck, int rule, const char *structure,
 		       int64_t ag, int64_t block, uint64_t handle,
 		       const char *fmt, ...)
 {
@@ -308,46 +181,59 @@ static void chk_vec_free(struct chk_vec *vec)
 	vec->n = vec->cap = 0;
 }
 
-/* Checks the crc column of a row; @what names the table. */
-static bool chk_crc(struct chk *ck, enum store_tbl t, const char *what,
-		    const int64_t *f, int n, const void *blob, size_t bloblen,
-		    int64_t stored, int64_t ag, int64_t block, uint64_t handle)
+/*
+ * Checks the crc of record @f (orch_rec_read: fields, then crc); @what
+ * names the table.
+ */
+static bool chk_crc(struct chk *ck, enum orch_rec_tbl t, const char *what,
+		    const int64_t *f, const void *blob, size_t bloblen,
+		    int64_t ag, int64_t block, uint64_t handle)
 {
-	uint32_t crc = store_rec_crc(t, f, n, blob, bloblen);
+	uint32_t crc;
 
-	if (stored == (int64_t)crc)
+	if (orch_rec_crc_ok(t, f, blob, bloblen, &crc))
 		return true;
-	chk_report(ck, 0, what, ag, block, handle,
+	orch_check_report(ck, 0, what, ag, block, handle,
 		   "record crc %#" PRIx64 " != computed %#" PRIx32,
-		   (uint64_t)stored, crc);
+		   (uint64_t)f[orch_rec_nfields(t)], crc);
 	return false;
+}
+
+/* Statement @id, bound by the caller: 0 or -errno. */
+static int chk_stmt(struct chk *ck, enum orch_rec_stmt id, sqlite3_stmt **s)
+{
+	return orch_rec_stmt(ck->q, id, s);
 }
 
 /*
  * The object @nid: whether it exists, its handle and flags.  One entry
  * cache: rmap records of one owner tend to come together.
  */
-static int chk_obj_lookup(struct chk *ck, int64_t nid)
+int orch_check_obj_lookup(struct chk *ck, int64_t nid)
 {
-	sqlite3_stmt *s = ck->q[Q_OBJ];
+	int64_t f[8];
+	sqlite3_stmt *s;
 	int rc;
 
 	if (ck->o_cached && ck->o_nid == nid)
 		return 0;
 	ck->o_cached = false;
+	rc = chk_stmt(ck, ORCH_REC_OBJ_BY_NID, &s);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(s, 1, nid);
-	rc = sqlite3_step(s);
-	ck->o_exists = rc == SQLITE_ROW;
+	rc = orch_rec_step(ck->q, ORCH_REC_OBJ_BY_NID);
+	if (rc < 0)
+		return rc;
+	ck->o_exists = rc == 1;
+	ck->o_handle = 0;
+	ck->o_flags = 0;
 	if (ck->o_exists) {
-		ck->o_handle = store_unkey_u64(sqlite3_column_int64(s, 0));
-		ck->o_flags = sqlite3_column_int64(s, 1);
-	} else {
-		ck->o_handle = 0;
-		ck->o_flags = 0;
+		orch_rec_read(ORCH_REC_OBJ, s, 0, f);
+		ck->o_handle = orch_rec_unkey_u64(f[1]);
+		ck->o_flags = f[3];
+		orch_rec_reset(ck->q, ORCH_REC_OBJ_BY_NID);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check obj lookup");
 	ck->o_nid = nid;
 	ck->o_cached = true;
 	return 0;
@@ -364,18 +250,18 @@ static int chk_smeta(struct chk *ck)
 
 	ck->next_nid = INT64_MAX;
 	ck->next_work = INT64_MAX;
-	rc = sqlite3_prepare_v2(ck->db, "SELECT k, v, crc FROM smeta ORDER BY k",
-				-1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(ck->db, rc, "check smeta prepare");
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	rc = chk_stmt(ck, ORCH_REC_SMETA_ALL, &s);
+	if (rc)
+		return rc;
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_SMETA_ALL)) == 1) {
 		const unsigned char *k = sqlite3_column_text(s, 0);
 		int bytes = sqlite3_column_bytes(s, 0);
-		int64_t v = sqlite3_column_int64(s, 1);
+		int64_t f[2], v;
 
-		if (!chk_crc(ck, STORE_TBL_SMETA, "smeta", &v, 1, k,
-			     k && bytes > 0 ? (size_t)bytes : 0,
-			     sqlite3_column_int64(s, 2), -1, -1, 0))
+		orch_rec_read(ORCH_REC_SMETA, s, 0, f);
+		v = f[0];
+		if (!chk_crc(ck, ORCH_REC_SMETA, "smeta", f, k,
+			     k && bytes > 0 ? (size_t)bytes : 0, -1, -1, 0))
 			continue;
 		if (k && !strcmp((const char *)k, "next_nid")) {
 			ck->next_nid = v;
@@ -384,14 +270,13 @@ static int chk_smeta(struct chk *ck)
 		if (k && !strcmp((const char *)k, "next_work"))
 			ck->next_work = v;
 	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check smeta");
+	if (rc < 0)
+		return rc;
 	if (!have)
-		chk_report(ck, 10, "smeta", -1, -1, 0,
+		orch_check_report(ck, 10, "smeta", -1, -1, 0,
 			   "smeta has no valid next_nid");
 	else if (ck->next_nid < 1)
-		chk_report(ck, 10, "smeta", -1, -1, 0,
+		orch_check_report(ck, 10, "smeta", -1, -1, 0,
 			   "smeta next_nid %" PRId64 " below 1", ck->next_nid);
 	return 0;
 }
@@ -413,7 +298,7 @@ static void chk_work_item(struct chk *ck, const int64_t *f)
 	const char *why = NULL;
 
 	if (f[0] < 1 || f[0] >= ck->next_work)
-		chk_report(ck, 10, "work", -1, -1, 0, "work item %" PRId64
+		orch_check_report(ck, 10, "work", -1, -1, 0, "work item %" PRId64
 			   " not in [1, next_work %" PRId64 ")", f[0], ck->next_work);
 	if (f[1] < STORE_WORK_TRUNCATE || f[1] > STORE_WORK_DELETE)
 		why = "unknown type";
@@ -424,7 +309,7 @@ static void chk_work_item(struct chk *ck, const int64_t *f)
 	else if (f[5] < f[3])
 		why = "progress below a";
 	if (why)
-		chk_report(ck, 4, "work", -1, -1, 0, "work item %" PRId64
+		orch_check_report(ck, 4, "work", -1, -1, 0, "work item %" PRId64
 			   " (type %" PRId64 ", nid %" PRId64 ") damaged: %s",
 			   f[0], f[1], f[2], why);
 }
@@ -433,23 +318,19 @@ static void chk_work_item(struct chk *ck, const int64_t *f)
 static int chk_work_load(struct chk *ck)
 {
 	sqlite3_stmt *s;
-	int rc, error = 0;
+	int rc, error;
 
-	rc = sqlite3_prepare_v2(ck->db,
-		"SELECT seq, type, nid, a, b, progress, crc FROM work"
-		" ORDER BY nid, seq", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(ck->db, rc, "check work prepare");
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	error = chk_stmt(ck, ORCH_REC_WORK_BY_NID, &s);
+	if (error)
+		return error;
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_WORK_BY_NID)) == 1) {
 		struct chk_wrec *k;
-		int64_t f[6];
+		int64_t f[8];
 
-		for (int i = 0; i < 6; i++)
-			f[i] = sqlite3_column_int64(s, i);
-		chk_crc(ck, STORE_TBL_WORK, "work", f, 6, NULL, 0,
-			sqlite3_column_int64(s, 6), -1, -1, 0);
+		orch_rec_read(ORCH_REC_WORK, s, 0, f);
+		chk_crc(ck, ORCH_REC_WORK, "work", f, NULL, 0, -1, -1, 0);
 		if (f[2] < 1 || f[2] >= ck->next_nid)
-			chk_report(ck, 10, "work", -1, -1, 0,
+			orch_check_report(ck, 10, "work", -1, -1, 0,
 				   "work item %" PRId64 ": nid %" PRId64
 				   " not below next_nid %" PRId64, f[0], f[2],
 				   ck->next_nid);
@@ -461,9 +342,10 @@ static int chk_work_load(struct chk *ck)
 		}
 		k->nid = f[2], k->type = f[1], k->a = f[3];
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check work scan");
-	sqlite3_finalize(s);
+	if (rc == 1)
+		orch_rec_reset(ck->q, ORCH_REC_WORK_BY_NID);
+	if (!error && rc < 0)
+		error = rc;
 	return error;
 }
 
@@ -519,35 +401,33 @@ struct chk_obj {
 static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 {
 	const struct orch_store *st = ck->st;
-	int64_t f[6];
+	int64_t f[8], rf[8];
 	int64_t nid, off, ag, agbno, len, flags;
 	uint64_t h = o ? o->h : 0;
-	sqlite3_stmt *q = ck->q[Q_RMAP];
+	sqlite3_stmt *q;
 	int rc;
 
-	for (int i = 0; i < 6; i++)
-		f[i] = sqlite3_column_int64(s, i);
+	orch_rec_read(ORCH_REC_BMAP, s, 0, f);
 	nid = f[0], off = f[1], ag = f[2], agbno = f[3], len = f[4], flags = f[5];
-	chk_crc(ck, STORE_TBL_BMAP, "bmap", f, 6, NULL, 0,
-		sqlite3_column_int64(s, 6), ag, agbno, h);
+	chk_crc(ck, ORCH_REC_BMAP, "bmap", f, NULL, 0, ag, agbno, h);
 
 	if (!o)
-		chk_report(ck, 7, "bmap", ag, agbno, 0,
+		orch_check_report(ck, 7, "bmap", ag, agbno, 0,
 			   "bmap record nid %" PRId64 " off %" PRId64
 			   " of no object", nid, off);
 
 	/* I4: a sane extent. */
 	if (len < 1 || len > (int64_t)st->st_maxext)
-		chk_report(ck, 4, "bmap", ag, agbno, h,
+		orch_check_report(ck, 4, "bmap", ag, agbno, h,
 			   "nid %" PRId64 " off %" PRId64 ": length %" PRId64
 			   " not in 1..%" PRIu32, nid, off, len, st->st_maxext);
 	if (ag < 0 || ag >= (int64_t)st->st_ag_count)
-		chk_report(ck, 4, "bmap", ag, agbno, h,
+		orch_check_report(ck, 4, "bmap", ag, agbno, h,
 			   "nid %" PRId64 " off %" PRId64 ": AG %" PRId64
 			   " does not exist", nid, off, ag);
 	else if (agbno < 0 || agbno >= (int64_t)store_ag_len(st, (uint32_t)ag) ||
 		 (len > 0 && len > (int64_t)store_ag_len(st, (uint32_t)ag) - agbno))
-		chk_report(ck, 4, "bmap", ag, agbno, h,
+		orch_check_report(ck, 4, "bmap", ag, agbno, h,
 			   "nid %" PRId64 " off %" PRId64 ": blocks %" PRId64
 			   "+%" PRId64 " outside AG of %" PRIu32, nid, off,
 			   agbno, len, store_ag_len(st, (uint32_t)ag));
@@ -560,12 +440,12 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 		o->n++;
 		o->sum += (uint64_t)len;
 		if (off < 0) {
-			chk_report(ck, 7, "bmap", ag, agbno, h,
+			orch_check_report(ck, 7, "bmap", ag, agbno, h,
 				   "nid %" PRId64 ": extent at negative offset %"
 				   PRId64, nid, off);
 		} else {
 			if (off < o->prev_end)
-				chk_report(ck, 7, "bmap", ag, agbno, h,
+				orch_check_report(ck, 7, "bmap", ag, agbno, h,
 					   "nid %" PRId64 ": extent at %" PRId64
 					   " overlaps the one before (ends %"
 					   PRId64 ")", nid, off, o->prev_end);
@@ -573,7 +453,7 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 			    (off >= size_blocks ||
 			     (len > 0 && len > size_blocks - off)) &&
 			    !chk_work_pending(ck, nid, off, len))
-				chk_report(ck, 7, "bmap", ag, agbno, h,
+				orch_check_report(ck, 7, "bmap", ag, agbno, h,
 					   "nid %" PRId64 ": extent %" PRId64
 					   "+%" PRId64 " past the size %" PRId64
 					   " (%" PRId64 " blocks)", nid, off,
@@ -585,59 +465,60 @@ static int chk_bmap_row(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 	}
 
 	/* I8: the matching rmap record. */
+	rc = chk_stmt(ck, ORCH_REC_RMAP_GET, &q);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(q, 1, ag);
 	sqlite3_bind_int64(q, 2, agbno);
 	sqlite3_bind_int64(q, 3, nid);
 	sqlite3_bind_int64(q, 4, off);
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
-		chk_report(ck, 8, "bmap", ag, agbno, h,
+	rc = orch_rec_step(ck->q, ORCH_REC_RMAP_GET);
+	if (rc == 0) {
+		orch_check_report(ck, 8, "bmap", ag, agbno, h,
 			   "nid %" PRId64 " off %" PRId64 " len %" PRId64
 			   ": no rmap record", nid, off, len);
-	} else if (rc == SQLITE_ROW) {
-		int64_t rlen = sqlite3_column_int64(q, 0);
-		int64_t rflags = sqlite3_column_int64(q, 1);
+	} else if (rc == 1) {
+		int64_t rlen, rflags;
 
+		orch_rec_read(ORCH_REC_RMAP, q, 0, rf);
+		orch_rec_reset(ck->q, ORCH_REC_RMAP_GET);
+		rlen = rf[4];
+		rflags = rf[5];
 		if (rlen != len || rflags != flags)
-			chk_report(ck, 8, "bmap", ag, agbno, h,
+			orch_check_report(ck, 8, "bmap", ag, agbno, h,
 				   "nid %" PRId64 " off %" PRId64 ": bmap len %"
 				   PRId64 " flags %#" PRIx64 ", rmap len %"
 				   PRId64 " flags %#" PRIx64, nid, off, len,
 				   (uint64_t)flags, rlen, (uint64_t)rflags);
 	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check rmap lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 {
-	int64_t f[6];
+	int64_t f[8];
 
-	for (int i = 0; i < 6; i++)
-		f[i] = sqlite3_column_int64(s, i);
+	orch_rec_read(ORCH_REC_OBJ, s, 0, f);
 	memset(o, 0, sizeof(*o));
 	o->nid = f[0], o->handle = f[1], o->size = f[2], o->flags = f[3];
 	o->nextents = f[4], o->nblocks = f[5];
-	o->h = store_unkey_u64(o->handle);
-	chk_crc(ck, STORE_TBL_OBJ, "obj", f, 6, NULL, 0,
-		sqlite3_column_int64(s, 6), -1, -1, o->h);
+	o->h = orch_rec_unkey_u64(o->handle);
+	chk_crc(ck, ORCH_REC_OBJ, "obj", f, NULL, 0, -1, -1, o->h);
 	if (o->nid < 1 || o->nid >= ck->next_nid)
-		chk_report(ck, 10, "obj", -1, -1, o->h,
+		orch_check_report(ck, 10, "obj", -1, -1, o->h,
 			   "nid %" PRId64 " not in [1, next_nid %" PRId64 ")",
 			   o->nid, ck->next_nid);
-	if (o->flags & ~(int64_t)(STORE_OBJ_REFLINK | STORE_OBJ_DYING))
-		chk_report(ck, 7, "obj", -1, -1, o->h,
+	if (o->flags & ~(int64_t)(ORCH_REC_OBJ_REFLINK | ORCH_REC_OBJ_DYING))
+		orch_check_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": unknown flags %#" PRIx64, o->nid,
 			   (uint64_t)o->flags);
-	else if ((o->flags & STORE_OBJ_DYING) && !chk_work_has(ck, o->nid,
+	else if ((o->flags & ORCH_REC_OBJ_DYING) && !chk_work_has(ck, o->nid,
 							 STORE_WORK_DELETE))
-		chk_report(ck, 7, "obj", -1, -1, o->h,
+		orch_check_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": DYING without a delete work item",
 			   o->nid);
 	if (o->size < 0 || (uint64_t)o->size > ORCH_STORE_MAX_SIZE) {
-		chk_report(ck, 7, "obj", -1, -1, o->h,
+		orch_check_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": size %" PRId64 " out of range",
 			   o->nid, o->size);
 		o->size = -1;   /* no extent-past-size checks */
@@ -647,65 +528,59 @@ static void chk_obj_start(struct chk *ck, sqlite3_stmt *s, struct chk_obj *o)
 static void chk_obj_end(struct chk *ck, struct chk_obj *o)
 {
 	if ((uint64_t)o->nextents != o->n)
-		chk_report(ck, 7, "obj", -1, -1, o->h,
+		orch_check_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": nextents %" PRId64 ", %" PRIu64
 			   " bmap records", o->nid, o->nextents, o->n);
 	if ((uint64_t)o->nblocks != o->sum)
-		chk_report(ck, 7, "obj", -1, -1, o->h,
+		orch_check_report(ck, 7, "obj", -1, -1, o->h,
 			   "nid %" PRId64 ": nblocks %" PRId64 ", extents sum to %"
 			   PRIu64, o->nid, o->nblocks, o->sum);
 }
 
 static int chk_objects(struct chk *ck)
 {
-	sqlite3_stmt *so = NULL, *sb = NULL;
+	sqlite3_stmt *so, *sb;
 	struct chk_obj o;
-	int rc, rb, error = 0;
+	int rc, rb, error;
 
-	rc = sqlite3_prepare_v2(ck->db,
-		"SELECT nid, handle, size, flags, nextents, nblocks, crc FROM obj"
-		" ORDER BY nid", -1, &so, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(ck->db,
-			"SELECT nid, off, ag, agbno, len, flags, crc FROM bmap"
-			" ORDER BY nid, off", -1, &sb, NULL);
-	if (rc != SQLITE_OK) {
-		error = store_sql_err(ck->db, rc, "check objects prepare");
-		goto out;
-	}
-	rb = sqlite3_step(sb);
-	while ((rc = sqlite3_step(so)) == SQLITE_ROW) {
+	error = chk_stmt(ck, ORCH_REC_OBJ_ALL, &so);
+	if (!error)
+		error = chk_stmt(ck, ORCH_REC_BMAP_ALL, &sb);
+	if (error)
+		return error;
+	rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_OBJ_ALL)) == 1) {
 		chk_obj_start(ck, so, &o);
 		/* bmap records of missing objects before this one */
-		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) < o.nid) {
+		while (rb == 1 && sqlite3_column_int64(sb, 0) < o.nid) {
 			error = chk_bmap_row(ck, sb, NULL);
 			if (error)
 				goto out;
-			rb = sqlite3_step(sb);
+			rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 		}
-		while (rb == SQLITE_ROW && sqlite3_column_int64(sb, 0) == o.nid) {
+		while (rb == 1 && sqlite3_column_int64(sb, 0) == o.nid) {
 			error = chk_bmap_row(ck, sb, &o);
 			if (error)
 				goto out;
-			rb = sqlite3_step(sb);
+			rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 		}
 		chk_obj_end(ck, &o);
 	}
-	if (rc != SQLITE_DONE) {
-		error = store_sql_err(ck->db, rc, "check obj scan");
+	if (rc < 0) {
+		error = rc;
 		goto out;
 	}
-	while (rb == SQLITE_ROW) {
+	while (rb == 1) {
 		error = chk_bmap_row(ck, sb, NULL);
 		if (error)
 			goto out;
-		rb = sqlite3_step(sb);
+		rb = orch_rec_step(ck->q, ORCH_REC_BMAP_ALL);
 	}
-	if (rb != SQLITE_DONE)
-		error = store_sql_err(ck->db, rb, "check bmap scan");
+	if (rb < 0)
+		error = rb;
 out:
-	sqlite3_finalize(so);
-	sqlite3_finalize(sb);
+	orch_rec_reset(ck->q, ORCH_REC_OBJ_ALL);
+	orch_rec_reset(ck->q, ORCH_REC_BMAP_ALL);
 	return error;
 }
 
@@ -723,22 +598,22 @@ static bool chk_clip(struct chk *ck, struct chk_ag *a, const char *what,
 
 	*start = *end = 0;
 	if (len < 1) {
-		chk_report(ck, 4, what, a->ag, agbno, h,
+		orch_check_report(ck, 4, what, a->ag, agbno, h,
 			   "length %" PRId64 " below 1", len);
 		return false;
 	}
 	if (agbno < 0 || agbno >= (int64_t)a->len) {
-		chk_report(ck, 4, what, a->ag, agbno, h,
+		orch_check_report(ck, 4, what, a->ag, agbno, h,
 			   "starts outside the AG of %" PRIu32 " blocks", a->len);
 		return false;
 	}
 	if (capped && len > (int64_t)st->st_maxext)
-		chk_report(ck, 4, what, a->ag, agbno, h,
+		orch_check_report(ck, 4, what, a->ag, agbno, h,
 			   "length %" PRId64 " above maxext %" PRIu32, len,
 			   st->st_maxext);
 	*start = (uint32_t)agbno;
 	if (len > (int64_t)a->len - agbno) {
-		chk_report(ck, 4, what, a->ag, agbno, h,
+		orch_check_report(ck, 4, what, a->ag, agbno, h,
 			   "length %" PRId64 " crosses the AG end %" PRIu32,
 			   len, a->len);
 		*end = a->len;
@@ -748,7 +623,7 @@ static bool chk_clip(struct chk *ck, struct chk_ag *a, const char *what,
 	return true;
 }
 
-static int chk_ev_add(struct chk_ag *a, uint32_t start, uint32_t end,
+int orch_check_ev_add(struct chk_ag *a, uint32_t start, uint32_t end,
 		      enum chk_ev_kind kind, size_t idx)
 {
 	struct chk_ev *e;
@@ -770,25 +645,29 @@ static int chk_ev_add(struct chk_ag *a, uint32_t start, uint32_t end,
 static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
 			    const struct chk_rrec *r, uint64_t h)
 {
-	sqlite3_stmt *q = ck->q[Q_BMAP];
+	sqlite3_stmt *q;
+	int64_t f[8];
 	int rc;
 
+	rc = chk_stmt(ck, ORCH_REC_BMAP_GET, &q);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(q, 1, r->owner);
 	sqlite3_bind_int64(q, 2, r->off);
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
-		chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
+	rc = orch_rec_step(ck->q, ORCH_REC_BMAP_GET);
+	if (rc == 0) {
+		orch_check_report(ck, 9, "rmap", a->ag, r->agbno, h,
 			   "owner %" PRId64 " off %" PRId64 " len %" PRId64
 			   ": no bmap record", r->owner, r->off, r->len);
-	} else if (rc == SQLITE_ROW) {
-		int64_t bag = sqlite3_column_int64(q, 0);
-		int64_t bagbno = sqlite3_column_int64(q, 1);
-		int64_t blen = sqlite3_column_int64(q, 2);
-		int64_t bflags = sqlite3_column_int64(q, 3);
+	} else if (rc == 1) {
+		int64_t bag, bagbno, blen, bflags;
 
+		orch_rec_read(ORCH_REC_BMAP, q, 0, f);
+		orch_rec_reset(ck->q, ORCH_REC_BMAP_GET);
+		bag = f[2], bagbno = f[3], blen = f[4], bflags = f[5];
 		if (bag != a->ag || bagbno != r->agbno || blen != r->len ||
 		    bflags != r->flags)
-			chk_report(ck, 9, "rmap", a->ag, r->agbno, h,
+			orch_check_report(ck, 9, "rmap", a->ag, r->agbno, h,
 				   "owner %" PRId64 " off %" PRId64 ": rmap %"
 				   PRId64 "+%" PRId64 " flags %#" PRIx64
 				   ", bmap AG %" PRId64 " %" PRId64 "+%" PRId64
@@ -796,20 +675,20 @@ static int chk_rmap_to_bmap(struct chk *ck, struct chk_ag *a,
 				   r->agbno, r->len, (uint64_t)r->flags, bag,
 				   bagbno, blen, (uint64_t)bflags);
 	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check bmap lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_RMAP];
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_RMAP_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		int64_t f[6];
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_RMAP_OF_AG)) == 1) {
+		int64_t f[8];
 		struct chk_rrec *r;
 		uint64_t h = 0;
 
@@ -818,54 +697,51 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		for (int i = 0; i < 5; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(ORCH_REC_RMAP, s, 0, f);
 		/* key order (ag, agbno, owner, off), then len, flags */
 		r->agbno = f[1], r->owner = f[2], r->off = f[3];
 		r->len = f[4], r->flags = f[5];
 		if (r->owner > 0) {
-			error = chk_obj_lookup(ck, r->owner);
+			error = orch_check_obj_lookup(ck, r->owner);
 			if (error)
 				break;
 			h = ck->o_exists ? ck->o_handle : 0;
 		}
-		chk_crc(ck, STORE_TBL_RMAP, "rmap", f, 6, NULL, 0,
-			sqlite3_column_int64(s, 5), a->ag, r->agbno, h);
+		chk_crc(ck, ORCH_REC_RMAP, "rmap", f, NULL, 0, a->ag, r->agbno, h);
 		chk_clip(ck, a, "rmap", r->agbno, r->len, true, &r->start,
 			 &r->end, h);
 
 		if (r->owner == 0 || r->owner < ORCH_STORE_OWN_DEFECTIVE)
-			chk_report(ck, 15, "rmap", a->ag, r->agbno, 0,
+			orch_check_report(ck, 15, "rmap", a->ag, r->agbno, 0,
 				   "unknown owner %" PRId64, r->owner);
 		if (r->owner < 0 && (r->off != 0 || r->flags != 0))
-			chk_report(ck, 5, "rmap", a->ag, r->agbno, 0,
+			orch_check_report(ck, 5, "rmap", a->ag, r->agbno, 0,
 				   "owner %" PRId64 " with off %" PRId64
 				   " flags %#" PRIx64, r->owner, r->off,
 				   (uint64_t)r->flags);
 		if (r->owner == ORCH_STORE_OWN_FS &&
 		    (a->ag != 0 || r->agbno != 0 || r->len != 1))
-			chk_report(ck, 6, "rmap", a->ag, r->agbno, 0,
+			orch_check_report(ck, 6, "rmap", a->ag, r->agbno, 0,
 				   "OWN_FS owns %" PRId64 "+%" PRId64
 				   ", not block 0 of AG 0", r->agbno, r->len);
 		if (r->owner <= 0)
 			continue;
 		if (r->owner >= ck->next_nid)
-			chk_report(ck, 10, "rmap", a->ag, r->agbno, h,
+			orch_check_report(ck, 10, "rmap", a->ag, r->agbno, h,
 				   "owner %" PRId64 " not below next_nid %"
 				   PRId64, r->owner, ck->next_nid);
 
 		/* I9: the object and its bmap record. */
 		if (!ck->o_exists)
-			chk_report(ck, 9, "rmap", a->ag, r->agbno, 0,
+			orch_check_report(ck, 9, "rmap", a->ag, r->agbno, 0,
 				   "owner %" PRId64 " off %" PRId64
 				   ": no such object", r->owner, r->off);
 		error = chk_rmap_to_bmap(ck, a, r, h);
 		if (error)
 			break;
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check rmap scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -873,39 +749,39 @@ static int chk_ag_rmap(struct chk *ck, struct chk_ag *a)
 /* fsb and bad: (agbno, len, ...) in agbno order; @bad: the bad table. */
 static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 {
-	sqlite3_stmt *s = ck->q[bad ? Q_AG_BAD : Q_AG_FSB];
+	enum orch_rec_stmt id = bad ? ORCH_REC_BAD_OF_AG : ORCH_REC_FSB_OF_AG;
+	enum orch_rec_tbl t = bad ? ORCH_REC_BAD : ORCH_REC_FSB;
 	struct chk_vec *vec = bad ? &a->bad : &a->fsb;
 	const char *what = bad ? "bad" : "fsb";
-	int ncol = bad ? 5 : 3;
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, id, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, id)) == 1) {
 		struct chk_frec *r = chk_vec_push(vec, sizeof(*r));
-		int64_t f[5];
+		int64_t f[8];
 
 		if (!r || vec->n > UINT32_MAX) {
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		for (int i = 0; i < ncol - 1; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(t, s, 0, f);
 		r->agbno = f[1];
 		r->len = f[2];
-		chk_crc(ck, bad ? STORE_TBL_BAD : STORE_TBL_FSB, what, f, ncol,
-			NULL, 0, sqlite3_column_int64(s, ncol - 1), a->ag,
-			r->agbno, 0);
+		chk_crc(ck, t, what, f, NULL, 0, a->ag, r->agbno, 0);
 		chk_clip(ck, a, what, r->agbno, r->len, false, &r->start,
 			 &r->end, 0);
 		if (bad && f[4] != STORE_BAD_REPORTED)
-			chk_report(ck, 18, "bad", a->ag, r->agbno, 0,
+			orch_check_report(ck, 18, "bad", a->ag, r->agbno, 0,
 				   "bad blocks %" PRId64 "+%" PRId64
 				   ": unknown source %" PRId64, r->agbno, r->len,
 				   f[4]);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check extent scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -913,58 +789,58 @@ static int chk_ag_extents(struct chk *ck, struct chk_ag *a, bool bad)
 /* fsc, sorted by (agbno, len) for the comparison with fsb. */
 static int chk_ag_fsc(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_FSC];
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_FSC_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_FSC_OF_AG)) == 1) {
 		struct chk_frec *r = chk_vec_push(&a->fsc, sizeof(*r));
-		int64_t f[3];
+		int64_t f[8];
 
 		if (!r) {
 			error = -ENOMEM;
 			break;
 		}
-		f[0] = a->ag;
-		f[1] = sqlite3_column_int64(s, 0);
-		f[2] = sqlite3_column_int64(s, 1);
+		orch_rec_read(ORCH_REC_FSC, s, 0, f);
 		r->len = f[1];
 		r->agbno = f[2];
-		chk_crc(ck, STORE_TBL_FSC, "fsc", f, 3, NULL, 0,
-			sqlite3_column_int64(s, 2), a->ag, r->agbno, 0);
+		chk_crc(ck, ORCH_REC_FSC, "fsc", f, NULL, 0, a->ag, r->agbno, 0);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check fsc scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
 
 static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_REFC];
 	struct chk_crec *prev = NULL;
-	int rc, error = 0;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_REFC_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_REFC_OF_AG)) == 1) {
 		struct chk_crec *r = chk_vec_push(&a->refc, sizeof(*r));
-		int64_t f[4];
+		int64_t f[8];
 
 		if (!r || a->refc.n > UINT32_MAX) {
 			error = -ENOMEM;
 			break;
 		}
 		prev = a->refc.n > 1 ? r - 1 : NULL;
-		f[0] = a->ag;
-		for (int i = 0; i < 3; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
+		orch_rec_read(ORCH_REC_REFC, s, 0, f);
 		r->agbno = f[1], r->len = f[2], r->count = f[3];
-		chk_crc(ck, STORE_TBL_REFC, "refc", f, 4, NULL, 0,
-			sqlite3_column_int64(s, 3), a->ag, r->agbno, 0);
+		chk_crc(ck, ORCH_REC_REFC, "refc", f, NULL, 0, a->ag, r->agbno, 0);
 		chk_clip(ck, a, "refc", r->agbno, r->len, true, &r->start,
 			 &r->end, 0);
 		if (r->count < 2)
-			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+			orch_check_report(ck, 12, "refc", a->ag, r->agbno, 0,
 				   "refcount %" PRId64 " below 2", r->count);
 		/*
 		 * Canonical: runs of one count are cut at multiples of maxext
@@ -974,50 +850,50 @@ static int chk_ag_refc(struct chk *ck, struct chk_ag *a)
 		if (r->len > 0 && r->agbno >= 0 && r->len <= INT64_MAX - r->agbno &&
 		    r->agbno / ck->st->st_maxext !=
 				  (r->agbno + r->len - 1) / ck->st->st_maxext)
-			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+			orch_check_report(ck, 12, "refc", a->ag, r->agbno, 0,
 				   "record crosses a multiple of maxext (%" PRIu32 ")",
 				   ck->st->st_maxext);
 		if (prev && prev->end > prev->start && r->end > r->start &&
 		    prev->end == r->start && prev->count == r->count &&
 		    r->start % ck->st->st_maxext != 0)
-			chk_report(ck, 12, "refc", a->ag, r->agbno, 0,
+			orch_check_report(ck, 12, "refc", a->ag, r->agbno, 0,
 				   "adjacent records with refcount %" PRId64
 				   " not merged", r->count);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check refc scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
 
 static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AG_CSUM];
-	int64_t ngrp = ((int64_t)a->len + STORE_CSUM_GROUP - 1) /
-		       STORE_CSUM_GROUP;
-	int rc, error = 0;
+	int64_t ngrp = ((int64_t)a->len + ORCH_REC_CSUM_GROUP - 1) /
+		       ORCH_REC_CSUM_GROUP;
+	sqlite3_stmt *s;
+	int rc, error;
 
+	error = chk_stmt(ck, ORCH_REC_CSUM_OF_AG, &s);
+	if (error)
+		return error;
 	sqlite3_bind_int64(s, 1, a->ag);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(ck->q, ORCH_REC_CSUM_OF_AG)) == 1) {
 		struct chk_srec *r;
-		int64_t f[3];
+		int64_t f[8];
 		const void *blob;
 		int bytes;
 		uint64_t tail;
 		bool crc_ok;
 
-		f[0] = a->ag;
-		f[1] = sqlite3_column_int64(s, 0);
-		f[2] = sqlite3_column_int64(s, 1);
-		blob = sqlite3_column_blob(s, 2);
-		bytes = sqlite3_column_bytes(s, 2);
-		crc_ok = chk_crc(ck, STORE_TBL_CSUM, "csum", f, 3, blob,
-			blob && bytes > 0 ? (size_t)bytes : 0,
-			sqlite3_column_int64(s, 3), a->ag,
-			f[1] >= 0 && f[1] < ngrp ? f[1] * STORE_CSUM_GROUP : -1,
+		orch_rec_read(ORCH_REC_CSUM, s, 0, f);
+		blob = sqlite3_column_blob(s, 3);
+		bytes = sqlite3_column_bytes(s, 3);
+		crc_ok = chk_crc(ck, ORCH_REC_CSUM, "csum", f, blob,
+			blob && bytes > 0 ? (size_t)bytes : 0, a->ag,
+			f[1] >= 0 && f[1] < ngrp ? f[1] * ORCH_REC_CSUM_GROUP : -1,
 			0);
 		if (f[1] < 0 || f[1] >= ngrp) {
-			chk_report(ck, 4, "csum", a->ag, -1, 0,
+			orch_check_report(ck, 4, "csum", a->ag, -1, 0,
 				   "group %" PRId64 " outside the AG's %" PRId64,
 				   f[1], ngrp);
 			continue;
@@ -1034,25 +910,25 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 			memcpy(r->sums, blob, CHK_SUMS_BYTES);
 			r->sums_ok = crc_ok;
 		} else {
-			chk_report(ck, 4, "csum", a->ag, r->grp * STORE_CSUM_GROUP,
+			orch_check_report(ck, 4, "csum", a->ag, r->grp * ORCH_REC_CSUM_GROUP,
 				   0, "group %" PRId64 ": sums is %d bytes, not %u",
 				   r->grp, bytes, CHK_SUMS_BYTES);
 		}
 		if (!r->valid)
-			chk_report(ck, 16, "csum", a->ag,
-				   r->grp * STORE_CSUM_GROUP, 0,
+			orch_check_report(ck, 16, "csum", a->ag,
+				   r->grp * ORCH_REC_CSUM_GROUP, 0,
 				   "group %" PRId64 " has no valid bit but was kept",
 				   r->grp);
 		/* Bits past the AG's end (its last group may be partial). */
-		tail = (uint64_t)a->len - (uint64_t)r->grp * STORE_CSUM_GROUP;
+		tail = (uint64_t)a->len - (uint64_t)r->grp * ORCH_REC_CSUM_GROUP;
 		if (tail < 64 && (r->valid >> tail))
-			chk_report(ck, 16, "csum", a->ag,
-				   r->grp * STORE_CSUM_GROUP, 0,
+			orch_check_report(ck, 16, "csum", a->ag,
+				   r->grp * ORCH_REC_CSUM_GROUP, 0,
 				   "group %" PRId64 " has valid bits past the AG end",
 				   r->grp);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(ck->db, rc, "check csum scan");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -1060,10 +936,10 @@ static int chk_ag_csum(struct chk *ck, struct chk_ag *a)
 /* I3: the AG's counters against the records just loaded. */
 static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 {
-	sqlite3_stmt *s = ck->q[Q_AGSTAT];
 	const struct chk_frec *fs = a->fsb.v;
 	uint64_t sum = 0, longest = 0;
-	int64_t f[7];
+	sqlite3_stmt *s;
+	int64_t f[8];
 	int rc;
 
 	for (size_t i = 0; i < a->fsb.n; i++) {
@@ -1071,45 +947,43 @@ static int chk_ag_stat(struct chk *ck, struct chk_ag *a)
 		if (fs[i].len > 0 && (uint64_t)fs[i].len > longest)
 			longest = (uint64_t)fs[i].len;
 	}
+	rc = chk_stmt(ck, ORCH_REC_AG_GET, &s);
+	if (rc)
+		return rc;
 	sqlite3_bind_int64(s, 1, a->ag);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
-		chk_report(ck, 3, "agstat", a->ag, -1, 0, "no agstat record");
-	} else if (rc == SQLITE_ROW) {
-		f[0] = a->ag;
-		for (int i = 0; i < 6; i++)
-			f[i + 1] = sqlite3_column_int64(s, i);
-		chk_crc(ck, STORE_TBL_AGSTAT, "agstat", f, 7, NULL, 0,
-			sqlite3_column_int64(s, 6), a->ag, -1, 0);
+	rc = orch_rec_step(ck->q, ORCH_REC_AG_GET);
+	if (rc == 0) {
+		orch_check_report(ck, 3, "agstat", a->ag, -1, 0, "no agstat record");
+	} else if (rc == 1) {
+		orch_rec_read(ORCH_REC_AGSTAT, s, 0, f);
+		orch_rec_reset(ck->q, ORCH_REC_AG_GET);
+		chk_crc(ck, ORCH_REC_AGSTAT, "agstat", f, NULL, 0, a->ag, -1, 0);
 		if (f[1] != (int64_t)a->len)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "blocks %" PRId64 ", the AG has %" PRIu32,
 				   f[1], a->len);
 		if ((uint64_t)f[2] != sum)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "freeblks %" PRId64 ", free extents sum to %"
 				   PRIu64, f[2], sum);
 		if ((uint64_t)f[3] != longest)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "longest %" PRId64 ", longest free extent %"
 				   PRIu64, f[3], longest);
 		if ((uint64_t)f[4] != a->fsb.n)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "nfree %" PRId64 ", %zu fsb records", f[4],
 				   a->fsb.n);
 		if ((uint64_t)f[5] != a->rmap.n)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "nrmap %" PRId64 ", %zu rmap records", f[5],
 				   a->rmap.n);
 		if ((uint64_t)f[6] != a->refc.n)
-			chk_report(ck, 3, "agstat", a->ag, -1, 0,
+			orch_check_report(ck, 3, "agstat", a->ag, -1, 0,
 				   "nrefc %" PRId64 ", %zu refc records", f[6],
 				   a->refc.n);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(ck->db, rc, "check agstat lookup");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int chk_frec_cmp(const struct chk_frec *x, const struct chk_frec *y)
@@ -1130,7 +1004,7 @@ static void chk_ag_free_sets(struct chk *ck, struct chk_ag *a)
 	for (i = 1; i < a->fsb.n; i++)
 		if (b[i - 1].end > b[i - 1].start && b[i].end > b[i].start &&
 		    b[i - 1].end == b[i].start)
-			chk_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
+			orch_check_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
 				   "free extents %" PRId64 "+%" PRId64 " and %"
 				   PRId64 "+%" PRId64 " are adjacent",
 				   b[i - 1].agbno, b[i - 1].len, b[i].agbno,
@@ -1141,12 +1015,12 @@ static void chk_ag_free_sets(struct chk *ck, struct chk_ag *a)
 			chk_frec_cmp(&b[i], &c[j]);
 
 		if (d < 0) {
-			chk_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
+			orch_check_report(ck, 2, "fsb", a->ag, b[i].agbno, 0,
 				   "free extent %" PRId64 "+%" PRId64
 				   " missing from fsc", b[i].agbno, b[i].len);
 			i++;
 		} else if (d > 0) {
-			chk_report(ck, 2, "fsc", a->ag, c[j].agbno, 0,
+			orch_check_report(ck, 2, "fsc", a->ag, c[j].agbno, 0,
 				   "fsc extent %" PRId64 "+%" PRId64
 				   " not in fsb", c[j].agbno, c[j].len);
 			j++;
@@ -1154,424 +1028,6 @@ static void chk_ag_free_sets(struct chk *ck, struct chk_ag *a)
 			i++, j++;
 		}
 	}
-}
-
-/* --- The sweep -------------------------------------------------------------- */
-
-static int chk_ev_cmp(const void *x, const void *y)
-{
-	const struct chk_ev *p = x, *q = y;
-
-	return p->pos < q->pos ? -1 : p->pos > q->pos;
-}
-
-static int chk_act_add(struct chk_ag *a, uint32_t idx)
-{
-	if (a->nact == a->act_cap) {
-		size_t cap = a->act_cap ? a->act_cap * 2 : 16;
-		uint32_t *p = realloc(a->act, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		a->act = p;
-		a->act_cap = cap;
-	}
-	a->apos[idx] = (uint32_t)a->nact;
-	a->act[a->nact++] = idx;
-	return 0;
-}
-
-static void chk_act_del(struct chk_ag *a, uint32_t idx)
-{
-	uint32_t slot = a->apos[idx];
-
-	a->act[slot] = a->act[--a->nact];
-	a->apos[a->act[slot]] = slot;
-}
-
-static int chk_ev_apply(struct chk_ag *a, const struct chk_ev *e)
-{
-	struct chk_cnt *n = &a->cnt;
-
-	switch (e->kind) {
-	case EV_RMAP: {
-		const struct chk_rrec *r = (const struct chk_rrec *)a->rmap.v +
-					   e->idx;
-
-		n->nrmap += e->delta;
-		if (r->owner > 0) {
-			n->ndata += e->delta;
-			if (!(r->flags & STORE_EXT_UNWRITTEN))
-				n->nwritten += e->delta;
-		} else {
-			n->nspecial += e->delta;
-			if (r->owner == ORCH_STORE_OWN_FS)
-				n->nfs += e->delta;
-			else if (r->owner == ORCH_STORE_OWN_DEFECTIVE)
-				n->ndefective += e->delta;
-		}
-		if (e->delta > 0)
-			return chk_act_add(a, e->idx);
-		chk_act_del(a, e->idx);
-		return 0;
-	}
-	case EV_FSB:
-		n->nfree += e->delta;
-		return 0;
-	case EV_REFC: {
-		const struct chk_crec *r = (const struct chk_crec *)a->refc.v +
-					   e->idx;
-
-		n->nrefc += e->delta;
-		/* Counts are checked per record; keep the sum bounded. */
-		n->refcount += e->delta * (r->count > 0 && r->count < INT32_MAX ?
-					   r->count : 0);
-		return 0;
-	}
-	case EV_BAD:
-		n->nbad += e->delta;
-		return 0;
-	}
-	return 0;
-}
-
-static const char *const chk_i1_what[] = {
-	NULL,
-	"in more than one free extent",
-	"both free and owned",
-	"neither free nor owned",
-};
-
-/* Reports the I1 run in progress if @kind does not continue it. */
-static void chk_i1_run(struct chk *ck, struct chk_ag *a, int kind,
-		       uint32_t start, uint32_t end)
-{
-	if (a->run_kind && (kind != a->run_kind || start != a->run_b)) {
-		chk_report(ck, 1, a->run_kind == 3 ? "rmap" : "fsb", a->ag,
-			   a->run_a, 0, "blocks %" PRIu32 "..%" PRIu32 " %s",
-			   a->run_a, a->run_b - 1, chk_i1_what[a->run_kind]);
-		a->run_kind = 0;
-	}
-	if (!kind)
-		return;
-	if (!a->run_kind) {
-		a->run_kind = kind;
-		a->run_a = start;
-	}
-	a->run_b = end;
-}
-
-/* I16 over segment [@start, @end): valid bits set iff @written. */
-static void chk_seg_csum(struct chk *ck, struct chk_ag *a, uint32_t start,
-			 uint32_t end, bool written)
-{
-	const struct chk_srec *cs = a->csum.v;
-	int64_t g0 = start / STORE_CSUM_GROUP, g1 = (end - 1) / STORE_CSUM_GROUP;
-	int64_t expect = g0, first = -1;
-	uint64_t nbad = 0;
-	size_t k;
-
-	while (a->ccur < a->csum.n && cs[a->ccur].grp < g0)
-		a->ccur++;
-	for (k = a->ccur; k < a->csum.n && cs[k].grp <= g1; k++) {
-		int64_t base = cs[k].grp * STORE_CSUM_GROUP;
-		uint32_t lo, hi;
-		uint64_t mask, bad;
-
-		if (written && cs[k].grp > expect) {
-			int64_t from = ORCH_MAX((int64_t)start,
-						expect * STORE_CSUM_GROUP);
-
-			nbad += (uint64_t)(base - from);
-			if (first < 0)
-				first = from;
-		}
-		expect = cs[k].grp + 1;
-		lo = (uint32_t)(ORCH_MAX((int64_t)start, base) - base);
-		hi = (uint32_t)(ORCH_MIN((int64_t)end, base + STORE_CSUM_GROUP) -
-				base);
-		mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
-		bad = mask & (written ? ~cs[k].valid : cs[k].valid);
-		if (bad) {
-			nbad += (uint64_t)__builtin_popcountll(bad);
-			if (first < 0)
-				first = base + __builtin_ctzll(bad);
-		}
-	}
-	if (written && expect <= g1) {
-		int64_t from = ORCH_MAX((int64_t)start, expect * STORE_CSUM_GROUP);
-
-		nbad += (uint64_t)((int64_t)end - from);
-		if (first < 0)
-			first = from;
-	}
-	if (nbad)
-		chk_report(ck, 16, "csum", a->ag, first, 0,
-			   written ? "%" PRIu64 " blocks of a written extent in %"
-				     PRIu32 "..%" PRIu32 " have no checksum" :
-				     "%" PRIu64 " blocks of %" PRIu32 "..%" PRIu32
-				     " have a checksum but no written extent",
-			   nbad, start, end - 1);
-}
-
-/*
- * I18 over one segment.  A quarantined block keeps the data owners that
- * still map it and is retired (OWN_DEFECTIVE) when the last one lets go:
- * so a bad block is owned by OWN_DEFECTIVE alone or by data owners alone,
- * never free, never OWN_FS; and OWN_DEFECTIVE owns only bad blocks.
- */
-static void chk_seg_bad(struct chk *ck, struct chk_ag *a, uint32_t start,
-			uint32_t end)
-{
-	const struct chk_cnt *n = &a->cnt;
-	const char *why = NULL;
-
-	if (!n->nbad) {
-		if (n->ndefective > 0)
-			chk_report(ck, 18, "rmap", a->ag, start, 0,
-				   "OWN_DEFECTIVE blocks %" PRIu32 "..%" PRIu32
-				   " have no bad record", start, end - 1);
-		return;
-	}
-	if (n->nbad > 1)
-		why = "are in more than one bad record";
-	else if (n->nfree > 0)
-		why = "are free";
-	else if (n->nfs > 0)
-		why = "are owned by OWN_FS";
-	else if (n->ndefective > 0 && n->ndata > 0)
-		why = "are both retired (OWN_DEFECTIVE) and mapped by data";
-	else if (n->ndefective == 0 && n->ndata == 0)
-		why = "are neither retired (OWN_DEFECTIVE) nor mapped by data";
-	if (why)
-		chk_report(ck, 18, n->nfree > 0 ? "fsb" : "bad", a->ag, start, 0,
-			   "bad blocks %" PRIu32 "..%" PRIu32 " %s", start,
-			   end - 1, why);
-}
-
-/* Owners covering the segment, for a finding: "5, 9, -1". */
-static void chk_owner_list(struct chk_ag *a, char *buf, size_t size)
-{
-	const struct chk_rrec *r = a->rmap.v;
-	size_t used = 0;
-
-	buf[0] = 0;
-	for (size_t i = 0; i < a->nact && i < CHK_NAME_OWNERS; i++) {
-		int n = snprintf(buf + used, size - used, "%s%" PRId64,
-				 i ? ", " : "", r[a->act[i]].owner);
-
-		if (n < 0 || (size_t)n >= size - used)
-			return;
-		used += (size_t)n;
-	}
-	if (a->nact > CHK_NAME_OWNERS && used + 5 < size)
-		snprintf(buf + used, size - used, ", ...");
-}
-
-/* Judges one segment of constant coverage. */
-static int chk_segment(struct chk *ck, struct chk_ag *a, uint32_t start,
-		       uint32_t end)
-{
-	const struct chk_cnt *n = &a->cnt;
-	const struct chk_rrec *r = a->rmap.v;
-	char owners[64];
-	int kind = 0, error;
-
-	if (n->nfree > 1)
-		kind = 1;
-	else if (n->nfree == 1 && n->nrmap > 0)
-		kind = 2;
-	else if (n->nfree == 0 && n->nrmap == 0)
-		kind = 3;
-	chk_i1_run(ck, a, kind, start, end);
-
-	if (a->ag == 0 && start == 0 && (n->nfs != 1 || n->nrmap != 1))
-		chk_report(ck, 6, "rmap", 0, 0, 0,
-			   "block 0 has %" PRId64 " OWN_FS and %" PRId64
-			   " other owners", n->nfs, n->nrmap - n->nfs);
-
-	if (n->nrefc > 1)
-		chk_report(ck, 12, "refc", a->ag, start, 0,
-			   "blocks %" PRIu32 "..%" PRIu32 " in %" PRId64
-			   " refc records", start, end - 1, n->nrefc);
-	else if (n->ndata >= 2 && (n->nrefc != 1 || n->refcount != n->ndata))
-		chk_report(ck, 11, "refc", a->ag, start, 0,
-			   "blocks %" PRIu32 "..%" PRIu32 " have %" PRId64
-			   " data owners, refcount %" PRId64, start, end - 1,
-			   n->ndata, n->nrefc ? n->refcount : 0);
-	else if (n->ndata < 2 && n->nrefc)
-		chk_report(ck, 11, "refc", a->ag, start, 0,
-			   "blocks %" PRIu32 "..%" PRIu32 " have %" PRId64
-			   " data owners but a refc record", start, end - 1,
-			   n->ndata);
-
-	if (n->nspecial > 0 && n->nrmap > 1) {
-		chk_owner_list(a, owners, sizeof(owners));
-		chk_report(ck, 14, "rmap", a->ag, start, 0,
-			   "blocks %" PRIu32 "..%" PRIu32
-			   " of a special owner shared: owners %s", start,
-			   end - 1, owners);
-	}
-	if (n->ndata >= 2) {
-		for (size_t i = 0; i < a->nact; i++) {
-			const struct chk_rrec *ri = &r[a->act[i]];
-
-			bool seen = false;
-
-			if (ri->owner <= 0)
-				continue;
-			/* One finding per owner, even if it maps a block twice. */
-			for (size_t j = 0; j < i && j < CHK_NAME_OWNERS * 4; j++)
-				seen |= r[a->act[j]].owner == ri->owner;
-			if (seen)
-				continue;
-			error = chk_obj_lookup(ck, ri->owner);
-			if (error)
-				return error;
-			if (ck->o_exists && !(ck->o_flags & STORE_OBJ_REFLINK))
-				chk_report(ck, 13, "rmap", a->ag, start,
-					   ck->o_handle,
-					   "object nid %" PRId64 " without "
-					   "REFLINK shares blocks %" PRIu32
-					   "..%" PRIu32 " (%" PRId64 " owners)",
-					   ri->owner, start, end - 1, n->ndata);
-		}
-	}
-	chk_seg_bad(ck, a, start, end);
-	chk_seg_csum(ck, a, start, end, n->nwritten > 0);
-	return 0;
-}
-
-static int chk_ag_sweep(struct chk *ck, struct chk_ag *a)
-{
-	const struct chk_rrec *rr = a->rmap.v;
-	const struct chk_frec *fs = a->fsb.v, *bd = a->bad.v;
-	const struct chk_crec *rc = a->refc.v;
-	const struct chk_ev *ev;
-	uint32_t pos = 0, next;
-	size_t k = 0;
-	int error = 0;
-
-	a->ev.n = 0;
-	for (size_t i = 0; i < a->rmap.n && !error; i++)
-		if (rr[i].end > rr[i].start)
-			error = chk_ev_add(a, rr[i].start, rr[i].end, EV_RMAP, i);
-	for (size_t i = 0; i < a->fsb.n && !error; i++)
-		if (fs[i].end > fs[i].start)
-			error = chk_ev_add(a, fs[i].start, fs[i].end, EV_FSB, i);
-	for (size_t i = 0; i < a->refc.n && !error; i++)
-		if (rc[i].end > rc[i].start)
-			error = chk_ev_add(a, rc[i].start, rc[i].end, EV_REFC, i);
-	for (size_t i = 0; i < a->bad.n && !error; i++)
-		if (bd[i].end > bd[i].start)
-			error = chk_ev_add(a, bd[i].start, bd[i].end, EV_BAD, i);
-	if (error)
-		return error;
-	free(a->apos);
-	a->apos = malloc((a->rmap.n ? a->rmap.n : 1) * sizeof(*a->apos));
-	if (!a->apos)
-		return -ENOMEM;
-	if (a->ev.n)
-		qsort(a->ev.v, a->ev.n, sizeof(struct chk_ev), chk_ev_cmp);
-	ev = a->ev.v;
-	memset(&a->cnt, 0, sizeof(a->cnt));
-	a->nact = 0;
-	a->ccur = 0;
-	a->run_kind = 0;
-	while (pos < a->len) {
-		while (k < a->ev.n && ev[k].pos == pos) {
-			error = chk_ev_apply(a, &ev[k++]);
-			if (error)
-				return error;
-		}
-		next = k < a->ev.n && ev[k].pos < a->len ? ev[k].pos : a->len;
-		error = chk_segment(ck, a, pos, next);
-		if (error)
-			return error;
-		pos = next;
-	}
-	chk_i1_run(ck, a, 0, a->len, a->len);
-	return 0;
-}
-
-/* --- I17: the data ----------------------------------------------------------- */
-
-static const struct chk_srec *chk_csum_find(const struct chk_ag *a, int64_t grp)
-{
-	const struct chk_srec *cs = a->csum.v;
-	size_t lo = 0, hi = a->csum.n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (cs[mid].grp < grp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < a->csum.n && cs[lo].grp == grp ? &cs[lo] : NULL;
-}
-
-static int chk_ag_data(struct chk *ck, struct chk_ag *a)
-{
-	const struct chk_rrec *rr = a->rmap.v;
-	struct orch_store *st = ck->st;
-	int error;
-
-	for (size_t i = 0; i < a->rmap.n; i++) {
-		const struct chk_rrec *r = &rr[i];
-		uint64_t h;
-
-		if (r->owner <= 0 || (r->flags & STORE_EXT_UNWRITTEN) ||
-		    r->end <= r->start)
-			continue;
-		error = chk_obj_lookup(ck, r->owner);
-		if (error)
-			return error;
-		h = ck->o_exists ? ck->o_handle : 0;
-		for (uint32_t b = r->start; b < r->end; b += CHK_READ_RUN) {
-			uint32_t n = ORCH_MIN(r->end - b, CHK_READ_RUN);
-			uint64_t g = store_gblock(st, a->ag, b);
-
-			error = store_pread_blocks(st, g, n, ck->buf);
-			if (error) {
-				chk_report(ck, 17, "data", a->ag, b, h,
-					   "read of blocks %" PRIu64 "+%" PRIu32
-					   " failed: %s", g, n, strerror(-error));
-				continue;
-			}
-			for (uint32_t j = 0; j < n; j++) {
-				uint32_t blk = b + j;
-				const struct chk_srec *cs;
-				uint32_t bit = blk % STORE_CSUM_GROUP;
-				uint32_t want, got;
-				const uint8_t *p;
-
-				cs = chk_csum_find(a, blk / STORE_CSUM_GROUP);
-				if (!cs || !cs->sums_ok ||
-				    !(cs->valid & (1ull << bit)))
-					continue;  /* I16 said so */
-				p = cs->sums + 4 * bit;
-				want = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-				       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-				got = orch_crc32c(0, ck->buf +
-						  (size_t)j * ORCH_STORE_BLOCK,
-						  ORCH_STORE_BLOCK);
-				if (got != want)
-					chk_report(ck, 17, "data", a->ag, blk, h,
-						   "object nid %" PRId64
-						   " byte offset %" PRIu64
-						   ": physical block %" PRIu64
-						   " crc32c %08" PRIx32
-						   ", csum %08" PRIx32,
-						   r->owner,
-						   ((uint64_t)r->off + blk -
-						    r->start) * ORCH_STORE_BLOCK,
-						   g + j, got, want);
-			}
-		}
-	}
-	return 0;
 }
 
 static void chk_ag_reset(struct chk_ag *a)
@@ -1616,9 +1072,9 @@ static int chk_ag(struct chk *ck, struct chk_ag *a, uint32_t ag)
 	if (error)
 		return error;
 	chk_ag_free_sets(ck, a);
-	error = chk_ag_sweep(ck, a);
+	error = orch_check_sweep(ck, a);
 	if (!error && ck->data)
-		error = chk_ag_data(ck, a);
+		error = orch_check_data(ck, a);
 	return error;
 }
 
@@ -1626,34 +1082,33 @@ static int chk_ag(struct chk *ck, struct chk_ag *a, uint32_t ag)
 
 static int chk_outside(struct chk *ck)
 {
-	static const char *const tables[] = {
-		"agstat", "rmap", "fsb", "fsc", "refc", "csum", "bad",
+	static const struct {
+		const char *name;
+		enum orch_rec_stmt id;
+	} tables[] = {
+		{ "agstat", ORCH_REC_AGSTAT_OUTSIDE }, { "rmap", ORCH_REC_RMAP_OUTSIDE },
+		{ "fsb", ORCH_REC_FSB_OUTSIDE }, { "fsc", ORCH_REC_FSC_OUTSIDE },
+		{ "refc", ORCH_REC_REFC_OUTSIDE }, { "csum", ORCH_REC_CSUM_OUTSIDE },
+		{ "bad", ORCH_REC_BAD_OUTSIDE },
 	};
-	char sql[192];
 	int error = 0;
 
 	for (size_t t = 0; t < ORCH_ARRAY_SIZE(tables) && !error; t++) {
 		sqlite3_stmt *s;
 		int rc;
 
-		/* Two index ranges; "ag < 0 OR ag >= ?" would scan the table. */
-		snprintf(sql, sizeof(sql),
-			 "SELECT ag, count(*) FROM %s WHERE ag < 0 GROUP BY ag"
-			 " UNION ALL SELECT ag, count(*) FROM %s WHERE ag >= ?1"
-			 " GROUP BY ag", tables[t], tables[t]);
-		rc = sqlite3_prepare_v2(ck->db, sql, -1, &s, NULL);
-		if (rc != SQLITE_OK)
-			return store_sql_err(ck->db, rc, "check outside prepare");
+		error = chk_stmt(ck, tables[t].id, &s);
+		if (error)
+			break;
 		sqlite3_bind_int64(s, 1, ck->st->st_ag_count);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-			chk_report(ck, 4, tables[t], sqlite3_column_int64(s, 0),
+		while ((rc = orch_rec_step(ck->q, tables[t].id)) == 1)
+			orch_check_report(ck, 4, tables[t].name, sqlite3_column_int64(s, 0),
 				   -1, 0, "%" PRId64 " records in AG %" PRId64
 				   " of %" PRIu32, (int64_t)sqlite3_column_int64(s, 1),
 				   (int64_t)sqlite3_column_int64(s, 0),
 				   ck->st->st_ag_count);
-		if (rc != SQLITE_DONE)
-			error = store_sql_err(ck->db, rc, "check outside");
-		sqlite3_finalize(s);
+		if (rc < 0)
+			error = rc;
 	}
 	return error;
 }
@@ -1666,7 +1121,7 @@ long orch_store_check(struct orch_store *st, bool data,
 	struct chk ck = { .st = st, .fn = fn, .arg = arg, .data = data };
 	struct chk_ag a;
 	struct store_conn *c;
-	int error, rc;
+	int error;
 
 	memset(&a, 0, sizeof(a));
 	if (data) {
@@ -1674,19 +1129,13 @@ long orch_store_check(struct orch_store *st, bool data,
 		if (!ck.buf)
 			return -ENOMEM;
 	}
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error) {
 		free(ck.buf);
 		return error;
 	}
-	ck.db = c->c_db;
-	for (int i = 0; i < Q_NR && !error; i++) {
-		rc = sqlite3_prepare_v2(ck.db, chk_sql_text[i], -1, &ck.q[i], NULL);
-		if (rc != SQLITE_OK)
-			error = store_sql_err(ck.db, rc, "check prepare");
-	}
-	if (!error)
-		error = chk_smeta(&ck);
+	ck.q = &c->c_sq;
+	error = chk_smeta(&ck);
 	if (!error)
 		error = chk_work_load(&ck);
 	if (!error)
@@ -1695,9 +1144,7 @@ long orch_store_check(struct orch_store *st, bool data,
 		error = chk_ag(&ck, &a, ag);
 	if (!error)
 		error = chk_outside(&ck);
-	for (int i = 0; i < Q_NR; i++)
-		sqlite3_finalize(ck.q[i]);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	chk_ag_fini(&a);
 	chk_vec_free(&ck.work);
 	free(ck.buf);

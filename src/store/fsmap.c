@@ -11,10 +11,10 @@
  * Pages resume after the key of the last record returned, so a listing
  * never repeats or skips a record that stayed put, however long it is.
  *
- * Values read from store.db are not trusted: lengths below 1 are skipped
- * and ends are clipped to the AG and the range, so a damaged record can
- * make the map wrong (the scrub says where) but never make it loop or
- * overflow.
+ * Values read from store.db are not trusted: a record that fails
+ * verification (rec.c) is skipped and ends are clipped to the AG and the
+ * range, so a damaged record can make the map wrong (the scrub says where)
+ * but never make it loop or overflow.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -58,8 +58,7 @@ static bool fsmap_after_cursor(const struct orch_fsmap_cursor *cur,
 
 struct fsmap_walk {
 	struct orch_store *st;
-	sqlite3 *db;
-	sqlite3_stmt *rmap, *fsb, *fsb_le;
+	struct orch_rec_sq *q;
 	uint64_t start, end;            /* the range, global blocks */
 	struct orch_fsmap_cursor *cur;
 	size_t left;                    /* records still wanted in this page */
@@ -67,41 +66,34 @@ struct fsmap_walk {
 	void *arg;
 };
 
-static const char fsmap_sql_rmap[] =
-	"SELECT r.agbno, r.owner, r.off, r.len, r.flags, o.handle"
-	" FROM rmap r LEFT JOIN obj o ON r.owner > 0 AND o.nid = r.owner"
-	" WHERE r.ag = ?1 AND r.agbno >= ?2 AND r.agbno < ?3"
-	" AND (r.agbno, r.owner, r.off) > (?4, ?5, ?6)"
-	" ORDER BY r.ag, r.agbno, r.owner, r.off";
-static const char fsmap_sql_fsb[] =
-	"SELECT agbno, len FROM fsb WHERE ag = ?1 AND agbno >= ?2 AND agbno < ?3"
-	" ORDER BY ag, agbno";
-static const char fsmap_sql_fsb_le[] =
-	"SELECT agbno FROM fsb WHERE ag = ?1 AND agbno <= ?2"
-	" ORDER BY ag DESC, agbno DESC LIMIT 1";
-
 /* A row of either stream as a record (unclipped); false if unusable. */
 static bool fsmap_row(struct fsmap_walk *w, uint32_t ag, sqlite3_stmt *s,
 		      bool is_rmap, struct orch_fsmap_rec *r)
 {
-	int64_t agbno = sqlite3_column_int64(s, 0);
-	int64_t len = sqlite3_column_int64(s, is_rmap ? 3 : 1);
 	uint32_t aglen = store_ag_len(w->st, ag);
+	struct orch_rmap_irec rm;
+	struct orch_fsb_irec f;
+	uint32_t agbno, len;
 
-	if (agbno < 0 || agbno >= aglen || len < 1)
+	if (is_rmap ? orch_rec_rmap_from_disk(NULL, s, 0, &rm) :
+		      orch_rec_fsb_from_disk(NULL, s, 0, &f))
+		return false;
+	agbno = is_rmap ? rm.agbno : f.agbno;
+	len = is_rmap ? rm.len : f.len;
+	if (agbno >= aglen)
 		return false;
 	memset(r, 0, sizeof(*r));
-	r->start = store_gblock(w->st, ag, (uint32_t)agbno);
-	r->len = (uint64_t)ORCH_MIN(len, (int64_t)aglen - agbno);
+	r->start = store_gblock(w->st, ag, agbno);
+	r->len = ORCH_MIN(len, aglen - agbno);
 	if (!is_rmap) {
 		r->owner = ORCH_STORE_OWN_FREE;
 		return true;
 	}
-	r->owner = sqlite3_column_int64(s, 1);
-	r->fileoff = (uint64_t)sqlite3_column_int64(s, 2);
-	r->flags = (uint32_t)sqlite3_column_int64(s, 4);
-	if (r->owner > 0 && sqlite3_column_type(s, 5) != SQLITE_NULL)
-		r->handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+	r->owner = rm.owner;
+	r->fileoff = rm.off;
+	r->flags = rm.flags;
+	if (r->owner > 0 && sqlite3_column_type(s, 7) != SQLITE_NULL)
+		r->handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 7));
 	return true;
 }
 
@@ -131,16 +123,17 @@ static int fsmap_emit(struct fsmap_walk *w, const struct orch_fsmap_rec *r)
 }
 
 /* Steps @s to its next usable row; false at the end (*@err on failure). */
-static bool fsmap_next(struct fsmap_walk *w, uint32_t ag, sqlite3_stmt *s,
-		       bool is_rmap, struct orch_fsmap_rec *r, int *err)
+static bool fsmap_next(struct fsmap_walk *w, uint32_t ag, bool is_rmap,
+		       struct orch_fsmap_rec *r, int *err)
 {
+	enum orch_rec_stmt id = is_rmap ? ORCH_REC_RMAP_OWNERS : ORCH_REC_FSB_RANGE;
 	int rc;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		if (fsmap_row(w, ag, s, is_rmap, r))
+	while ((rc = orch_rec_step(w->q, id)) == 1)
+		if (fsmap_row(w, ag, w->q->q_stmt[id], is_rmap, r))
 			return true;
-	if (rc != SQLITE_DONE)
-		*err = store_sql_err(w->db, rc, "fsmap step");
+	if (rc < 0)
+		*err = rc;
 	return false;
 }
 
@@ -148,6 +141,8 @@ static bool fsmap_next(struct fsmap_walk *w, uint32_t ag, sqlite3_stmt *s,
 static int fsmap_ag_from(struct fsmap_walk *w, uint32_t ag, int64_t lo,
 			 int64_t *rfrom, int64_t *ffrom)
 {
+	struct orch_fsb_irec f;
+	sqlite3_stmt *s;
 	int64_t c = -1;
 	int rc;
 
@@ -155,14 +150,20 @@ static int fsmap_ag_from(struct fsmap_walk *w, uint32_t ag, int64_t lo,
 		c = (int64_t)(w->cur->start & (w->st->st_ag_blocks - 1));
 	*rfrom = ORCH_MAX(ORCH_MAX(lo - (int64_t)w->st->st_maxext + 1, 0), c);
 	*ffrom = lo;
-	sqlite3_bind_int64(w->fsb_le, 1, ag);
-	sqlite3_bind_int64(w->fsb_le, 2, lo);
-	rc = sqlite3_step(w->fsb_le);
-	if (rc == SQLITE_ROW)
-		*ffrom = sqlite3_column_int64(w->fsb_le, 0);
-	sqlite3_reset(w->fsb_le);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(w->db, rc, "fsmap free lookup");
+	rc = orch_rec_stmt(w->q, ORCH_REC_FSB_LE, &s);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, lo);
+	rc = orch_rec_step(w->q, ORCH_REC_FSB_LE);
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		/* A damaged record: the walk starts at @lo (it is skipped anyway). */
+		if (!orch_rec_fsb_from_disk(NULL, s, 0, &f))
+			*ffrom = f.agbno;
+		orch_rec_reset(w->q, ORCH_REC_FSB_LE);
+	}
 	*ffrom = ORCH_MAX(*ffrom, c);
 	return 0;
 }
@@ -175,35 +176,40 @@ static int fsmap_ag(struct fsmap_walk *w, uint32_t ag)
 	int64_t lo = w->start > ag0 ? (int64_t)(w->start - ag0) : 0;
 	int64_t hi = (int64_t)ORCH_MIN(w->end - ag0, (uint64_t)store_ag_len(st, ag));
 	struct orch_fsmap_rec rr, fr;
+	sqlite3_stmt *rmap, *fsb;
 	int64_t rfrom, ffrom;
 	bool have_r, have_f;
 	int error = 0, done = 0;
 
 	error = fsmap_ag_from(w, ag, lo, &rfrom, &ffrom);
+	if (!error)
+		error = orch_rec_stmt(w->q, ORCH_REC_RMAP_OWNERS, &rmap);
+	if (!error)
+		error = orch_rec_stmt(w->q, ORCH_REC_FSB_RANGE, &fsb);
 	if (error)
 		return error;
-	sqlite3_bind_int64(w->rmap, 1, ag);
-	sqlite3_bind_int64(w->rmap, 2, rfrom);
-	sqlite3_bind_int64(w->rmap, 3, hi);
+	sqlite3_bind_int64(rmap, 1, ag);
+	sqlite3_bind_int64(rmap, 2, rfrom);
+	sqlite3_bind_int64(rmap, 3, hi);
 	/*
 	 * A page resumes after the cursor's record in the index itself: a
 	 * block shared by many owners is not rescanned from its first owner
 	 * by every page.
 	 */
 	if (w->cur->valid && (w->cur->start >> st->st_ag_shift) == ag) {
-		sqlite3_bind_int64(w->rmap, 4, (int64_t)(w->cur->start & (st->st_ag_blocks - 1)));
-		sqlite3_bind_int64(w->rmap, 5, w->cur->owner);
-		sqlite3_bind_int64(w->rmap, 6, (int64_t)w->cur->off);
+		sqlite3_bind_int64(rmap, 4, (int64_t)(w->cur->start & (st->st_ag_blocks - 1)));
+		sqlite3_bind_int64(rmap, 5, w->cur->owner);
+		sqlite3_bind_int64(rmap, 6, (int64_t)w->cur->off);
 	} else {
-		sqlite3_bind_int64(w->rmap, 4, -1);
-		sqlite3_bind_int64(w->rmap, 5, INT64_MIN);
-		sqlite3_bind_int64(w->rmap, 6, INT64_MIN);
+		sqlite3_bind_int64(rmap, 4, -1);
+		sqlite3_bind_int64(rmap, 5, INT64_MIN);
+		sqlite3_bind_int64(rmap, 6, INT64_MIN);
 	}
-	sqlite3_bind_int64(w->fsb, 1, ag);
-	sqlite3_bind_int64(w->fsb, 2, ffrom);
-	sqlite3_bind_int64(w->fsb, 3, hi);
-	have_r = fsmap_next(w, ag, w->rmap, true, &rr, &error);
-	have_f = !error && fsmap_next(w, ag, w->fsb, false, &fr, &error);
+	sqlite3_bind_int64(fsb, 1, ag);
+	sqlite3_bind_int64(fsb, 2, ffrom);
+	sqlite3_bind_int64(fsb, 3, hi);
+	have_r = fsmap_next(w, ag, true, &rr, &error);
+	have_f = !error && fsmap_next(w, ag, false, &fr, &error);
 	while (!error && !done && (have_r || have_f)) {
 		bool take_r = have_r && (!have_f ||
 			fsmap_key_cmp(rr.start, rr.owner, rr.fileoff, fr.start,
@@ -211,16 +217,16 @@ static int fsmap_ag(struct fsmap_walk *w, uint32_t ag)
 
 		if (take_r) {
 			done = fsmap_emit(w, &rr);
-			have_r = done == 0 && fsmap_next(w, ag, w->rmap, true, &rr, &error);
+			have_r = done == 0 && fsmap_next(w, ag, true, &rr, &error);
 		} else {
 			done = fsmap_emit(w, &fr);
-			have_f = done == 0 && fsmap_next(w, ag, w->fsb, false, &fr, &error);
+			have_f = done == 0 && fsmap_next(w, ag, false, &fr, &error);
 		}
 		if (done < 0)
 			error = done;
 	}
-	sqlite3_reset(w->rmap);
-	sqlite3_reset(w->fsb);
+	sqlite3_reset(rmap);
+	sqlite3_reset(fsb);
 	return error ? error : done;
 }
 
@@ -239,16 +245,10 @@ int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 		w.end = st->st_blocks;
 	if (w.start >= w.end || max == 0)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
-	w.db = c->c_db;
-	if (sqlite3_prepare_v2(w.db, fsmap_sql_rmap, -1, &w.rmap, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(w.db, fsmap_sql_fsb, -1, &w.fsb, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(w.db, fsmap_sql_fsb_le, -1, &w.fsb_le, NULL) != SQLITE_OK) {
-		error = store_sql_err(w.db, sqlite3_errcode(w.db), "fsmap prepare");
-		goto out;
-	}
+	w.q = &c->c_sq;
 	ag = (uint32_t)(w.start >> st->st_ag_shift);
 	if (cur->valid && cur->start >= w.start)
 		ag = (uint32_t)(cur->start >> st->st_ag_shift);
@@ -261,11 +261,7 @@ int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 		error = done;
 	else if (done == 1)
 		*eof = false;
-out:
-	sqlite3_finalize(w.rmap);
-	sqlite3_finalize(w.fsb);
-	sqlite3_finalize(w.fsb_le);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
@@ -333,60 +329,54 @@ int orch_fsmap_decode(const void *p, size_t len, struct orch_fsmap_geom *g,
 int orch_store_handles(struct orch_store *st, uint64_t *after, size_t max,
 		       orch_store_handle_fn fn, void *arg, bool *eof)
 {
+	struct orch_obj_irec o;
 	struct store_conn *c;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	size_t n = 0;
-	int error, rc;
+	int error, rc = 0;
 
 	*eof = true;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
-	rc = sqlite3_prepare_v2(c->c_db,
-		"SELECT handle FROM obj WHERE handle > ?1 AND (flags & ?2) = 0"
-		" ORDER BY handle LIMIT ?3", -1, &s, NULL);
-	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "handles prepare");
+	error = orch_rec_stmt(&c->c_sq, ORCH_REC_OBJ_LIVE_AFTER, &s);
+	if (error)
 		goto out;
-	}
-	sqlite3_bind_int64(s, 1, store_key_u64(*after));
-	sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
-	sqlite3_bind_int64(s, 3, (int64_t)max);
-	while (!error && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		uint64_t h = store_unkey_u64(sqlite3_column_int64(s, 0));
-
-		*after = h;
+	sqlite3_bind_int64(s, 1, orch_rec_key_u64(*after));
+	sqlite3_bind_int64(s, 2, (int64_t)max);
+	while (!error && (rc = orch_rec_step(&c->c_sq, ORCH_REC_OBJ_LIVE_AFTER)) == 1) {
+		/* The handle orders the walk: a record failing verification
+		 * still names its handle (the scrub reports the record). */
+		(void)orch_rec_obj_from_disk(s, 0, &o);
+		*after = o.handle;
 		n++;
-		error = fn(arg, h);
+		error = fn(arg, o.handle);
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "handles step");
+	if (rc == 1)
+		orch_rec_reset(&c->c_sq, ORCH_REC_OBJ_LIVE_AFTER);
+	if (!error && rc < 0)
+		error = rc;
 	if (!error && n == max)
 		*eof = false;
 out:
-	sqlite3_finalize(s);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return error;
 }
 
 bool orch_store_has_object(struct orch_store *st, uint64_t h)
 {
 	struct store_conn *c;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	bool found = true;  /* on doubt, say it exists: callers report absence */
 
-	if (store_snap_get(st, &c))
+	if (orch_snap_get(st, &c))
 		return true;
-	if (sqlite3_prepare_v2(c->c_db, "SELECT 1 FROM obj WHERE handle = ?1"
-			       " AND (flags & ?2) = 0", -1, &s, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(s, 1, store_key_u64(h));
-		sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
-		int rc = sqlite3_step(s);
-
-		found = rc != SQLITE_DONE;
+	if (!orch_rec_stmt(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE, &s)) {
+		sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
+		found = orch_rec_step(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE) != 0;
+		orch_rec_reset(&c->c_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE);
 	}
-	sqlite3_finalize(s);
-	store_snap_put(st, c);
+	orch_snap_put(st, c);
 	return found;
 }
 
@@ -394,8 +384,7 @@ bool orch_store_has_object(struct orch_store *st, uint64_t h)
 
 struct scan {
 	struct orch_store *st;
-	sqlite3 *db;
-	sqlite3_stmt *rmap, *csum;
+	struct orch_rec_sq *q;        /* the batch's snapshot's; NULL between */
 	uint8_t *buf;
 	orch_store_bad_block_fn bad;
 	void *arg;
@@ -404,34 +393,34 @@ struct scan {
 	int64_t agbno, owner, off;
 	uint64_t verified;        /* blocks below this (in the AG) were read */
 	uint64_t blocks;          /* read so far */
-	/* The csum row last read. */
+	/* The csum row last read (valid 0 if none or damaged). */
 	int64_t c_grp;
-	bool c_have;
-	uint64_t c_valid;
-	uint8_t c_sums[STORE_CSUM_GROUP * 4];
+	struct orch_csum_irec c_rec;
 };
 
 /* Loads the csum row of group @grp of the scan's AG. */
 static int scan_csum(struct scan *sc, int64_t grp)
 {
+	sqlite3_stmt *s;
 	int rc;
 
 	if (sc->c_grp == grp)
 		return 0;
 	sc->c_grp = grp;
-	sc->c_have = false;
-	sqlite3_bind_int64(sc->csum, 1, sc->ag);
-	sqlite3_bind_int64(sc->csum, 2, grp);
-	rc = sqlite3_step(sc->csum);
-	if (rc == SQLITE_ROW && sqlite3_column_bytes(sc->csum, 1) == sizeof(sc->c_sums)) {
-		sc->c_valid = (uint64_t)sqlite3_column_int64(sc->csum, 0);
-		memcpy(sc->c_sums, sqlite3_column_blob(sc->csum, 1), sizeof(sc->c_sums));
-		sc->c_have = true;
+	sc->c_rec.valid = 0;
+	rc = orch_rec_stmt(sc->q, ORCH_REC_CSUM_GET, &s);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, sc->ag);
+	sqlite3_bind_int64(s, 2, grp);
+	rc = orch_rec_step(sc->q, ORCH_REC_CSUM_GET);
+	if (rc == 1) {
+		/* A damaged row vouches for nothing (the checker reports it). */
+		if (orch_rec_csum_from_disk(NULL, s, 0, &sc->c_rec))
+			sc->c_rec.valid = 0;
+		orch_rec_reset(sc->q, ORCH_REC_CSUM_GET);
 	}
-	sqlite3_reset(sc->csum);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(sc->db, rc, "scan csum");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 /* Reads AG blocks [@b, @e) and checks each against its checksum. */
@@ -444,10 +433,10 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 		uint32_t n = ORCH_MIN(e - b, SCAN_RUN);
 		uint64_t g = store_gblock(sc->st, sc->ag, b);
 
-		error = store_pread_blocks(sc->st, g, n, sc->buf);
+		error = orch_bdev_read(sc->st, g, n, sc->buf);
 		sc->blocks += n;
 		for (uint32_t j = 0; j < n; j++) {
-			uint32_t blk = b + j, bit = blk % STORE_CSUM_GROUP;
+			uint32_t blk = b + j, bit = blk % ORCH_REC_CSUM_GROUP;
 			uint32_t want, got;
 
 			if (error) {
@@ -455,12 +444,12 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 				sc->bad(sc->arg, g + j, why);
 				continue;
 			}
-			error = scan_csum(sc, blk / STORE_CSUM_GROUP);
+			error = scan_csum(sc, blk / ORCH_REC_CSUM_GROUP);
 			if (error)
 				return error;
-			if (!sc->c_have || !(sc->c_valid & (1ull << bit)))
+			if (!(sc->c_rec.valid & (1ull << bit)))
 				continue;  /* no checksum: the checker's I16 */
-			want = orch_get_u32(sc->c_sums + 4 * bit);
+			want = sc->c_rec.sums[bit];
 			got = orch_crc32c(0, sc->buf + (size_t)j * ORCH_STORE_BLOCK,
 					  ORCH_STORE_BLOCK);
 			if (got != want) {
@@ -482,43 +471,42 @@ static int scan_range(struct scan *sc, uint32_t b, uint32_t e)
 static int scan_batch(struct scan *sc)
 {
 	uint32_t aglen = store_ag_len(sc->st, sc->ag);
+	struct orch_rmap_irec r;
 	uint64_t bytes = 0;
-	int rc = SQLITE_DONE, error = 0, nrec = 0;
+	sqlite3_stmt *q;
+	int rc = 0, error, nrec = 0;
 
-	sqlite3_bind_int64(sc->rmap, 1, sc->ag);
-	sqlite3_bind_int64(sc->rmap, 2, sc->agbno);
-	sqlite3_bind_int64(sc->rmap, 3, sc->owner);
-	sqlite3_bind_int64(sc->rmap, 4, sc->off);
+	error = orch_rec_stmt(sc->q, ORCH_REC_RMAP_AFTER, &q);
+	if (error)
+		return error;
+	sqlite3_bind_int64(q, 1, sc->ag);
+	sqlite3_bind_int64(q, 2, sc->agbno);
+	sqlite3_bind_int64(q, 3, sc->owner);
+	sqlite3_bind_int64(q, 4, sc->off);
 	sc->c_grp = -1;
 	while (!error && nrec < SCAN_BATCH_RECS && bytes < SCAN_BATCH_BYTES &&
-	       (rc = sqlite3_step(sc->rmap)) == SQLITE_ROW) {
-		int64_t agbno = sqlite3_column_int64(sc->rmap, 0);
-		int64_t len = sqlite3_column_int64(sc->rmap, 3);
-		int64_t flags = sqlite3_column_int64(sc->rmap, 4);
+	       (rc = orch_rec_step(sc->q, ORCH_REC_RMAP_AFTER)) == 1) {
+		orch_failaddr_t fa = orch_rec_rmap_from_disk(NULL, q, 0, &r);
 		uint64_t s, e;
 
-		sc->agbno = agbno;
-		sc->owner = sqlite3_column_int64(sc->rmap, 1);
-		sc->off = sqlite3_column_int64(sc->rmap, 2);
+		/* The resume key is the row's own, damaged or not. */
+		sc->agbno = sqlite3_column_int64(q, 1);
+		sc->owner = sqlite3_column_int64(q, 2);
+		sc->off = sqlite3_column_int64(q, 3);
 		nrec++;
-		if (sc->owner <= 0 || (flags & STORE_EXT_UNWRITTEN) || len < 1 ||
-		    agbno < 0 || agbno >= aglen)
+		if (fa || r.owner <= 0 || (r.flags & ORCH_REC_EXT_UNWRITTEN) || r.agbno >= aglen)
 			continue;
-		s = ORCH_MAX((uint64_t)agbno, sc->verified);
-		e = ORCH_MIN((uint64_t)agbno + (uint64_t)len, (uint64_t)aglen);
+		s = ORCH_MAX((uint64_t)r.agbno, sc->verified);
+		e = ORCH_MIN((uint64_t)r.agbno + r.len, (uint64_t)aglen);
 		if (s >= e)
 			continue;
 		error = scan_range(sc, (uint32_t)s, (uint32_t)e);
 		sc->verified = e;
 		bytes += (e - s) * ORCH_STORE_BLOCK;
 	}
-	if (!error && nrec < SCAN_BATCH_RECS && bytes < SCAN_BATCH_BYTES) {
-		if (rc != SQLITE_DONE)
-			error = store_sql_err(sc->db, rc, "scan rmap");
-		else
-			error = 1;
-	}
-	sqlite3_reset(sc->rmap);
+	if (!error && nrec < SCAN_BATCH_RECS && bytes < SCAN_BATCH_BYTES)
+		error = rc < 0 ? rc : 1;
+	sqlite3_reset(q);
 	return error;
 }
 
@@ -543,34 +531,17 @@ static void scan_throttle(const struct timespec *t0, uint64_t bytes, uint64_t ra
 
 static int scan_open(struct scan *sc, struct store_conn **c)
 {
-	int error = store_snap_get(sc->st, c);
+	int error = orch_snap_get(sc->st, c);
 
-	if (error)
-		return error;
-	sc->db = (*c)->c_db;
-	if (sqlite3_prepare_v2(sc->db,
-		"SELECT agbno, owner, off, len, flags FROM rmap WHERE ag = ?1"
-		" AND (agbno, owner, off) > (?2, ?3, ?4)"
-		" ORDER BY ag, agbno, owner, off", -1, &sc->rmap, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(sc->db,
-		"SELECT valid, sums FROM csum WHERE ag = ?1 AND grp = ?2",
-		-1, &sc->csum, NULL) != SQLITE_OK) {
-		error = store_sql_err(sc->db, sqlite3_errcode(sc->db), "scan prepare");
-		sqlite3_finalize(sc->rmap);
-		sqlite3_finalize(sc->csum);
-		sc->rmap = sc->csum = NULL;
-		store_snap_put(sc->st, *c);
-		return error;
-	}
-	return 0;
+	if (!error)
+		sc->q = &(*c)->c_sq;
+	return error;
 }
 
 static void scan_close(struct scan *sc, struct store_conn *c)
 {
-	sqlite3_finalize(sc->rmap);
-	sqlite3_finalize(sc->csum);
-	sc->rmap = sc->csum = NULL;
-	store_snap_put(sc->st, c);
+	sc->q = NULL;
+	orch_snap_put(sc->st, c);
 }
 
 long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,
@@ -598,7 +569,7 @@ long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,
 			error = scan_open(&sc, &c);
 			if (!error)
 				error = scan_batch(&sc);
-			if (sc.rmap)
+			if (sc.q)
 				scan_close(&sc, c);
 			/* Outside the snapshot: a sleeping scan holds no blocks. */
 			scan_throttle(&t0, sc.blocks * ORCH_STORE_BLOCK, rate_bytes);

@@ -5,7 +5,7 @@
  * codec that carries a page over the wire; a throttled data scan; and an
  * iterator of the objects' handles.
  *
- * Everything here reads on read snapshots (store_snap_get) while the store
+ * Everything here reads on read snapshots (orch_snap_get) while the store
  * keeps working; nothing is changed.  Any thread, once the store is open.
  * Errors: 0 or -errno (-ENOMEM, -EIO from SQLite, -EPROTO from the decoder).
  */

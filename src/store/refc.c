@@ -59,12 +59,18 @@ static int refc_window(struct store_writer *w, uint32_t ag, uint32_t start, uint
 		       struct refc_vec *old)
 {
 	int64_t lo = (int64_t)start - w->w_st->st_maxext;
-	sqlite3_stmt *s = w_bind(w, S_REFC_WIN, W_ARGS(ag, lo, end));
+	sqlite3_stmt *s = orch_writer_bind(w, ORCH_REC_REFC_WIN, W_ARGS(ag, lo, end));
+	struct orch_refc_irec r;
 	int rc, error = 0;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		int64_t b = sqlite3_column_int64(s, 0), l = sqlite3_column_int64(s, 1);
-		int64_t c = sqlite3_column_int64(s, 2);
+	while ((rc = orch_rec_step(&w->w_sq, ORCH_REC_REFC_WIN)) == 1) {
+		int64_t b, l, c;
+
+		/* Checked here as the writer needs it, not by the verifier's failure. */
+		(void)orch_rec_refc_from_disk(NULL, s, 0, &r);
+		b = r.agbno;
+		l = r.len;
+		c = (int64_t)r.refcount;
 
 		if (b + l < start)
 			continue;
@@ -77,8 +83,8 @@ static int refc_window(struct store_writer *w, uint32_t ag, uint32_t start, uint
 		if (error)
 			break;
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(w->w_db, rc, "refc");
+	if (!error && rc < 0)
+		error = rc;
 	sqlite3_reset(s);
 	return error;
 }
@@ -126,13 +132,13 @@ static int refc_recount(const struct refc_vec *old, uint32_t start, uint32_t end
 static int refc_rewrite(struct store_writer *w, uint32_t ag, const struct refc_vec *old,
 			const struct refc_vec *runs)
 {
-	struct w_agdelta *d = w_agd(w, ag);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
 	int error = 0;
 
 	if (!d)
 		return -ENOMEM;
 	for (size_t i = 0; !error && i < old->n; i++) {
-		error = w_exec(w, S_REFC_DEL, W_ARGS(ag, old->v[i].start));
+		error = orch_writer_exec(w, ORCH_REC_REFC_DEL, W_ARGS(ag, old->v[i].start));
 		d->nrefc--;
 	}
 	for (size_t i = 0; !error && i < runs->n; i++) {
@@ -142,11 +148,10 @@ static int refc_rewrite(struct store_writer *w, uint32_t ag, const struct refc_v
 			continue;
 		for (uint32_t b = r->start; !error && b < r->end;) {
 			uint32_t m = w->w_st->st_maxext, l = ORCH_MIN(r->end - b, m - b % m);
-			int64_t f[4] = { ag, b, l, r->count };
+			struct orch_refc_irec rec = { ag, b, l, (uint64_t)r->count };
 
-			error = w_exec(w, S_REFC_INS,
-				       W_ARGS(f[0], f[1], f[2], f[3],
-					      store_rec_crc(STORE_TBL_REFC, f, 4, NULL, 0)));
+			orch_rec_refc_bind(orch_writer_stmt(w, ORCH_REC_REFC_INS), &rec);
+			error = orch_rec_exec(&w->w_sq, ORCH_REC_REFC_INS);
 			d->nrefc++;
 			b += l;
 		}
@@ -170,21 +175,22 @@ static int refc_adjust(struct store_writer *w, uint32_t ag, uint32_t agbno, uint
 		error = refc_rewrite(w, ag, &old, &runs);
 	for (size_t i = 0; !error && i < runs.n; i++)
 		if (runs.v[i].count == 0)
-			error = w_free(w, ag, runs.v[i].start, runs.v[i].end - runs.v[i].start);
+			error = orch_alloc_free(w, ag, runs.v[i].start,
+						runs.v[i].end - runs.v[i].start);
 	free(old.v);
 	free(runs.v);
 	return error;
 }
 
-int w_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_refc_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	/* Nothing was ever shared: the blocks have one owner, the caller. */
 	if (!w->w_nrefc)
-		return w_free(w, ag, agbno, len);
+		return orch_alloc_free(w, ag, agbno, len);
 	return refc_adjust(w, ag, agbno, len, -1);
 }
 
-int w_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
+int orch_refc_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
 {
 	/* Set before any record exists; only reopening lowers it (see writer_i.h). */
 	w->w_nrefc++;

@@ -37,25 +37,38 @@
 
 /* --- Tables as rows of integers ------------------------------------------ */
 
+/*
+ * A table, its statements (store_ondisk.h) and, for the log, its columns.
+ * @ins and @clear are 0 (BEGIN) for tables never rebuilt.
+ */
 struct rp_tab {
 	const char *name;
-	enum store_tbl tbl;
+	enum orch_rec_tbl tbl;
 	int ncol;               /* columns before crc */
 	const char *cols;       /* in table (and key) order */
+	enum orch_rec_stmt all, ins, clear;
 };
 
-static const struct rp_tab rp_bmap = { "bmap", STORE_TBL_BMAP, 6,
-	"nid, off, ag, agbno, len, flags" };
-static const struct rp_tab rp_rmap = { "rmap", STORE_TBL_RMAP, 6,
-	"ag, agbno, owner, off, len, flags" };
-static const struct rp_tab rp_fsb = { "fsb", STORE_TBL_FSB, 3,
-	"ag, agbno, len" };
-static const struct rp_tab rp_fsc = { "fsc", STORE_TBL_FSC, 3,
-	"ag, len, agbno" };
-static const struct rp_tab rp_refc = { "refc", STORE_TBL_REFC, 4,
-	"ag, agbno, len, refcount" };
-static const struct rp_tab rp_agstat = { "agstat", STORE_TBL_AGSTAT, 7,
-	"ag, blocks, freeblks, longest, nfree, nrmap, nrefc" };
+static const struct rp_tab rp_bmap = { "bmap", ORCH_REC_BMAP, 6,
+	"nid, off, ag, agbno, len, flags", ORCH_REC_BMAP_ALL, ORCH_REC_BMAP_INS,
+	ORCH_REC_BMAP_CLEAR };
+static const struct rp_tab rp_rmap = { "rmap", ORCH_REC_RMAP, 6,
+	"ag, agbno, owner, off, len, flags", ORCH_REC_RMAP_ALL, ORCH_REC_RMAP_INS,
+	ORCH_REC_RMAP_CLEAR };
+static const struct rp_tab rp_fsb = { "fsb", ORCH_REC_FSB, 3,
+	"ag, agbno, len", ORCH_REC_FSB_ALL, ORCH_REC_FSB_INS, ORCH_REC_FSB_CLEAR };
+static const struct rp_tab rp_fsc = { "fsc", ORCH_REC_FSC, 3,
+	"ag, len, agbno", ORCH_REC_FSC_ALL, ORCH_REC_FSC_INS, ORCH_REC_FSC_CLEAR };
+static const struct rp_tab rp_refc = { "refc", ORCH_REC_REFC, 4,
+	"ag, agbno, len, refcount", ORCH_REC_REFC_ALL, ORCH_REC_REFC_INS,
+	ORCH_REC_REFC_CLEAR };
+static const struct rp_tab rp_agstat = { "agstat", ORCH_REC_AGSTAT, 7,
+	"ag, blocks, freeblks, longest, nfree, nrmap, nrefc", ORCH_REC_AG_ALL,
+	ORCH_REC_AG_INS, ORCH_REC_AG_CLEAR };
+static const struct rp_tab rp_bad = { "bad", ORCH_REC_BAD, 5,
+	"ag, agbno, len, first_seen, source", ORCH_REC_BAD_ALL, 0, 0 };
+static const struct rp_tab rp_obj = { "obj", ORCH_REC_OBJ, 6,
+	"nid, handle, size, flags, nextents, nblocks", ORCH_REC_OBJ_ALL, 0, 0 };
 
 /* One row: f[0..ncol-1] the columns, f[ncol] the crc. */
 struct rp_row {
@@ -70,6 +83,7 @@ struct rp_vec {
 struct rp {
 	struct orch_store *st;  /* geometry, dir and blocks fd only */
 	sqlite3 *db;
+	struct orch_rec_sq q;   /* its statements */
 	const struct orch_store_repair_opts *o;
 	struct orch_store_repair_result *res;
 	unsigned nlog[3];       /* lines logged: dropped, added, other */
@@ -130,14 +144,15 @@ static int rp_add(struct rp_vec *vec, const struct rp_tab *tab,
 	if (!r)
 		return -ENOMEM;
 	memcpy(r->f, f, (size_t)tab->ncol * sizeof(int64_t));
-	r->f[tab->ncol] = store_rec_crc(tab->tbl, f, tab->ncol, NULL, 0);
+	orch_rec_seal(tab->tbl, r->f);
 	return 0;
 }
 
 static bool rp_crc_ok(const struct rp_tab *tab, const struct rp_row *r)
 {
-	return r->f[tab->ncol] ==
-	       (int64_t)store_rec_crc(tab->tbl, r->f, tab->ncol, NULL, 0);
+	uint32_t crc;
+
+	return orch_rec_crc_ok(tab->tbl, r->f, NULL, 0, &crc);
 }
 
 /* Lexicographic over all columns and the crc (qsort needs one width). */
@@ -151,33 +166,26 @@ static int rp_cmp_all(const void *x, const void *y)
 	return 0;
 }
 
-/* Every row of @tab (@where: an SQL condition or NULL), in key order. */
-static int rp_load(struct rp *rp, const struct rp_tab *tab, const char *where,
+/* Every row of @tab that statement @id selects (@tab's all: every one), in key order. */
+static int rp_load(struct rp *rp, const struct rp_tab *tab, enum orch_rec_stmt id,
 		   struct rp_vec *out)
 {
 	sqlite3_stmt *s;
-	char sql[256];
-	int rc;
+	int rc = orch_rec_stmt(&rp->q, id, &s);
 
-	snprintf(sql, sizeof(sql), "SELECT %s, crc FROM %s%s%s ORDER BY %s",
-		 tab->cols, tab->name, where ? " WHERE " : "", where ? where : "",
-		 tab->cols);
-	rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair load");
 	out->n = 0;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	if (rc)
+		return rc;
+	while ((rc = orch_rec_step(&rp->q, id)) == 1) {
 		struct rp_row *r = rp_push(out);
 
 		if (!r) {
-			sqlite3_finalize(s);
+			orch_rec_reset(&rp->q, id);
 			return -ENOMEM;
 		}
-		for (int i = 0; i <= tab->ncol; i++)
-			r->f[i] = sqlite3_column_int64(s, i);
+		orch_rec_read(tab->tbl, s, 0, r->f);
 	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(rp->db, rc, "repair load");
+	return rc;
 }
 
 static void rp_row_str(const struct rp_tab *tab, const struct rp_row *r,
@@ -234,18 +242,16 @@ static int rp_replace(struct rp *rp, const struct rp_tab *tab,
 		      const struct rp_vec *rows)
 {
 	sqlite3_stmt *s;
-	char sql[160];
-	int rc;
+	int rc = orch_rec_stmt(&rp->q, tab->clear, &s);
 
-	snprintf(sql, sizeof(sql), "DELETE FROM %s", tab->name);
-	rc = sqlite3_exec(rp->db, sql, NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair delete");
-	snprintf(sql, sizeof(sql), "INSERT INTO %s (%s, crc) VALUES (?%.*s)",
-		 tab->name, tab->cols, 2 * tab->ncol, ",?,?,?,?,?,?,?,?");
-	rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair insert");
+	if (!rc)
+		rc = orch_rec_exec(&rp->q, tab->clear);
+	if (!rc)
+		rc = orch_rec_stmt(&rp->q, tab->ins, &s);
+	if (rc)
+		return rc;
+	/* Stepped here: a key collision is the rebuild's finding, not an error. */
+	rc = SQLITE_OK;
 	for (size_t k = 0; k < rows->n && rc == SQLITE_OK; k++) {
 		for (int i = 0; i <= tab->ncol; i++)
 			sqlite3_bind_int64(s, i + 1, rows->v[k].f[i]);
@@ -253,13 +259,12 @@ static int rp_replace(struct rp *rp, const struct rp_tab *tab,
 		sqlite3_reset(s);
 		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
 	}
-	sqlite3_finalize(s);
 	if ((rc & 0xff) == SQLITE_CONSTRAINT) {
 		rp_log(rp, LOG_OTHER, "%s: the rebuilt records collide "
 		       "(overlapping sources?)", tab->name);
 		return -ORCH_ECORRUPT;
 	}
-	return rc == SQLITE_OK ? 0 : store_sql_err(rp->db, rc, "repair insert");
+	return rc == SQLITE_OK ? 0 : orch_rec_sql_err(rp->db, rc, "repair insert");
 }
 
 /* Sorts @new, diffs it against the table and writes it. */
@@ -271,7 +276,7 @@ static int rp_install(struct rp *rp, const struct rp_tab *tab,
 
 	if (new->n)
 		qsort(new->v, new->n, sizeof(new->v[0]), rp_cmp_all);
-	error = rp_load(rp, tab, NULL, &old);
+	error = rp_load(rp, tab, tab->all, &old);
 	if (error)
 		return error;
 	if (old.n)
@@ -300,19 +305,23 @@ static bool rp_in_ag(const struct rp *rp, int64_t ag, int64_t agbno,
 	       (!cap || len <= cap);
 }
 
-/* One integer from @sql with ?1 = @ag. */
-static int rp_int(struct rp *rp, const char *sql, int64_t ag, int64_t *out)
+/* One integer from statement @id with ?1 = @ag. */
+static int rp_int(struct rp *rp, enum orch_rec_stmt id, int64_t ag, int64_t *out)
 {
 	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(rp->db, sql, -1, &s, NULL);
+	int rc = orch_rec_stmt(&rp->q, id, &s);
 
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair count");
-	sqlite3_bind_int64(s, 1, ag);
-	rc = sqlite3_step(s);
-	*out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : store_sql_err(rp->db, rc, "repair count");
+	*out = 0;
+	if (rc)
+		return rc;
+	if (sqlite3_bind_parameter_count(s) >= 1)
+		sqlite3_bind_int64(s, 1, ag);
+	rc = orch_rec_step(&rp->q, id);
+	if (rc == 1) {
+		*out = sqlite3_column_int64(s, 0);
+		orch_rec_reset(&rp->q, id);
+	}
+	return rc < 0 ? rc : rc ? 0 : -EIO;
 }
 
 /*
@@ -323,10 +332,7 @@ static int rp_int(struct rp *rp, const char *sql, int64_t ag, int64_t *out)
 static int rp_rmap_covers_bmap(struct rp *rp)
 {
 	int64_t missing = 0;
-	int error = rp_int(rp, "SELECT count(*) FROM bmap AS b WHERE ?1 >= 0 AND NOT EXISTS "
-			   "(SELECT 1 FROM rmap AS r WHERE r.ag = b.ag AND r.agbno = b.agbno "
-			   "AND r.owner = b.nid AND r.off = b.off AND r.len = b.len "
-			   "AND r.flags = b.flags)", 0, &missing);
+	int error = rp_int(rp, ORCH_REC_BMAP_NO_RMAP_COUNT, 0, &missing);
 
 	if (!error && missing) {
 		rp_log(rp, LOG_OTHER, "refused: %" PRId64 " extent map records have no reverse-map "
@@ -347,7 +353,7 @@ static int rp_rmap_source(struct rp *rp, struct rp_vec *rm)
 	int error = rp_rmap_covers_bmap(rp);
 
 	if (!error)
-		error = rp_load(rp, &rp_rmap, NULL, rm);
+		error = rp_load(rp, &rp_rmap, rp_rmap.all, rm);
 
 	if (error)
 		return error;
@@ -375,12 +381,9 @@ static int rp_rmap_source(struct rp *rp, struct rp_vec *rm)
 /* Recomputes every AG's counters from the tables as they are now. */
 static int rp_agstat_rebuild(struct rp *rp)
 {
-	static const char *const q[] = {
-		"SELECT coalesce(sum(len), 0) FROM fsb WHERE ag = ?1",
-		"SELECT coalesce(max(len), 0) FROM fsb WHERE ag = ?1",
-		"SELECT count(*) FROM fsb WHERE ag = ?1",
-		"SELECT count(*) FROM rmap WHERE ag = ?1",
-		"SELECT count(*) FROM refc WHERE ag = ?1",
+	static const enum orch_rec_stmt q[] = {
+		ORCH_REC_FSB_SUM_OF_AG, ORCH_REC_FSB_MAX_OF_AG, ORCH_REC_FSB_COUNT_OF_AG,
+		ORCH_REC_RMAP_COUNT_OF_AG, ORCH_REC_REFC_COUNT_OF_AG,
 	};
 	struct rp_vec new = { 0 };
 	int error = 0;
@@ -442,11 +445,10 @@ static size_t rp_lower(const struct rp_vec *d, int64_t ag, int64_t agbno)
 static int rp_defective(struct rp *rp, const struct rp_vec *data,
 			struct rp_vec *out)
 {
-	static const struct rp_tab bad = { "bad", STORE_TBL_BAD, 5,
-		"ag, agbno, len, first_seen, source" };
+	const struct rp_tab *bad = &rp_bad;
 	struct rp_vec b = { 0 };
 	int64_t maxext = rp->st->st_maxext;
-	int error = rp_load(rp, &bad, NULL, &b);
+	int error = rp_load(rp, bad, bad->all, &b);
 	char row[160];
 
 	for (size_t k = 0; k < b.n && !error; k++) {
@@ -455,11 +457,11 @@ static int rp_defective(struct rp *rp, const struct rp_vec *data,
 		bool overlap = k > 0 && b.v[k - 1].f[0] == f[0] &&
 			       b.v[k - 1].f[1] + b.v[k - 1].f[2] > f[1];
 
-		if (!rp_crc_ok(&bad, &b.v[k]) || !rp_in_ag(rp, f[0], f[1], f[2], 0) ||
+		if (!rp_crc_ok(bad, &b.v[k]) || !rp_in_ag(rp, f[0], f[1], f[2], 0) ||
 		    overlap) {
-			rp_row_str(&bad, &b.v[k], row, sizeof(row));
+			rp_row_str(bad, &b.v[k], row, sizeof(row));
 			rp_log(rp, LOG_OTHER, "refused: bad record (%s) fails its "
-			       "crc, is out of range or overlaps: %s", bad.cols, row);
+			       "crc, is out of range or overlaps: %s", bad->cols, row);
 			error = -ORCH_ECORRUPT;
 			break;
 		}
@@ -487,7 +489,7 @@ static int rp_rebuild_rmap(struct rp *rp)
 {
 	struct rp_vec bm = { 0 }, new = { 0 }, def = { 0 };
 	char row[160];
-	int error = rp_load(rp, &rp_bmap, NULL, &bm);
+	int error = rp_load(rp, &rp_bmap, rp_bmap.all, &bm);
 
 	rp->res->table = "rmap";
 	for (size_t k = 0; k < bm.n && !error; k++) {
@@ -672,41 +674,45 @@ static int rp_rebuild_refc(struct rp *rp)
 
 /* The csum row being consulted while rebuilt extents are verified. */
 struct rp_sums {
-	sqlite3_stmt *q;
+	struct orch_rec_sq *q;  /* the repair's statements */
 	int64_t ag, grp;        /* cached row; grp -1: none */
 	uint64_t valid;
 	bool ok;                /* row exists, its crc and size are good */
-	uint8_t sums[STORE_CSUM_GROUP * 4];
+	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
 };
 
 static int rp_sums_load(struct rp *rp, struct rp_sums *cs, int64_t ag,
 			int64_t grp)
 {
+	sqlite3_stmt *s;
+	int64_t f[8];
+	uint32_t crc;
 	int rc;
 
+	(void)rp;
 	if (cs->grp == grp && cs->ag == ag)
 		return 0;
 	cs->ag = ag, cs->grp = grp, cs->ok = false, cs->valid = 0;
-	sqlite3_bind_int64(cs->q, 1, ag);
-	sqlite3_bind_int64(cs->q, 2, grp);
-	rc = sqlite3_step(cs->q);
-	if (rc == SQLITE_ROW) {
-		int64_t f[3] = { ag, grp, sqlite3_column_int64(cs->q, 0) };
-		const void *blob = sqlite3_column_blob(cs->q, 1);
-		int bytes = sqlite3_column_bytes(cs->q, 1);
+	rc = orch_rec_stmt(cs->q, ORCH_REC_CSUM_GET, &s);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, grp);
+	rc = orch_rec_step(cs->q, ORCH_REC_CSUM_GET);
+	if (rc == 1) {
+		const void *blob = sqlite3_column_blob(s, 3);
+		int bytes = sqlite3_column_bytes(s, 3);
 
+		orch_rec_read(ORCH_REC_CSUM, s, 0, f);
 		if (blob && bytes == (int)sizeof(cs->sums) &&
-		    sqlite3_column_int64(cs->q, 2) ==
-		    (int64_t)store_rec_crc(STORE_TBL_CSUM, f, 3, blob, sizeof(cs->sums))) {
+		    orch_rec_crc_ok(ORCH_REC_CSUM, f, blob, sizeof(cs->sums), &crc)) {
 			memcpy(cs->sums, blob, sizeof(cs->sums));
 			cs->valid = (uint64_t)f[2];
 			cs->ok = true;
 		}
+		orch_rec_reset(cs->q, ORCH_REC_CSUM_GET);
 	}
-	sqlite3_reset(cs->q);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(rp->db, rc, "repair csum");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 /*
@@ -720,17 +726,17 @@ static int rp_verify(struct rp *rp, struct rp_sums *cs, const int64_t *f,
 	for (int64_t b = 0; b < f[4]; b += RP_READ_RUN) {
 		uint32_t n = (uint32_t)ORCH_MIN(f[4] - b, (int64_t)RP_READ_RUN);
 		uint64_t g = store_gblock(rp->st, (uint32_t)f[2], (uint32_t)(f[3] + b));
-		int error = store_pread_blocks(rp->st, g, n, buf);
+		int error = orch_bdev_read(rp->st, g, n, buf);
 
 		if (error)
 			return error;
 		for (uint32_t j = 0; j < n; j++) {
 			int64_t blk = f[3] + b + j;
-			uint32_t bit = (uint32_t)(blk % STORE_CSUM_GROUP);
+			uint32_t bit = (uint32_t)(blk % ORCH_REC_CSUM_GROUP);
 			uint32_t want, got;
 			const uint8_t *p;
 
-			error = rp_sums_load(rp, cs, f[2], blk / STORE_CSUM_GROUP);
+			error = rp_sums_load(rp, cs, f[2], blk / ORCH_REC_CSUM_GROUP);
 			if (error)
 				return error;
 			if (!cs->ok || !(cs->valid & (1ull << bit)))
@@ -759,7 +765,7 @@ static int rp_bmap_source(struct rp *rp, struct rp_vec *out)
 {
 	struct rp_vec rm = { 0 };
 	char row[160];
-	int error = rp_load(rp, &rp_rmap, "owner > 0", &rm);
+	int error = rp_load(rp, &rp_rmap, ORCH_REC_RMAP_DATA_ALL, &rm);
 
 	for (size_t k = 0; k < rm.n && !error; k++) {
 		const int64_t *r = rm.v[k].f;   /* ag, agbno, owner, off, len, flags */
@@ -783,10 +789,10 @@ static int rp_bmap_source(struct rp *rp, struct rp_vec *out)
 }
 
 /* Sets obj @o's nextents and nblocks (its crc is known good). */
-static int rp_obj_set(struct rp *rp, sqlite3_stmt *u, const int64_t *o,
-		      int64_t n, int64_t sum)
+static int rp_obj_set(struct rp *rp, const int64_t *o, int64_t n, int64_t sum)
 {
-	int64_t f[6] = { o[0], o[1], o[2], o[3], n, sum };
+	int64_t f[8] = { o[0], o[1], o[2], o[3], n, sum };
+	sqlite3_stmt *u;
 	int rc;
 
 	if (o[4] == n && o[5] == sum)
@@ -794,14 +800,15 @@ static int rp_obj_set(struct rp *rp, sqlite3_stmt *u, const int64_t *o,
 	rp_log(rp, LOG_OTHER, "obj nid %" PRId64 ": nextents %" PRId64 " -> %"
 	       PRId64 ", nblocks %" PRId64 " -> %" PRId64, o[0], o[4], n,
 	       o[5], sum);
-	sqlite3_bind_int64(u, 1, n);
-	sqlite3_bind_int64(u, 2, sum);
-	sqlite3_bind_int64(u, 3, store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0));
-	sqlite3_bind_int64(u, 4, o[0]);
-	rc = sqlite3_step(u);
-	sqlite3_reset(u);
-	if (rc != SQLITE_DONE)
-		return store_sql_err(rp->db, rc, "repair obj");
+	orch_rec_seal(ORCH_REC_OBJ, f);
+	rc = orch_rec_stmt(&rp->q, ORCH_REC_OBJ_UPD, &u);
+	if (rc)
+		return rc;
+	for (int i = 0; i < 7; i++)
+		sqlite3_bind_int64(u, i + 1, f[i]);
+	rc = orch_rec_exec(&rp->q, ORCH_REC_OBJ_UPD);
+	if (rc)
+		return rc;
 	rp->res->objects++;
 	return 0;
 }
@@ -814,24 +821,17 @@ static int rp_obj_set(struct rp *rp, sqlite3_stmt *u, const int64_t *o,
 static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 			   struct rp_vec *out)
 {
-	static const struct rp_tab obj = { "obj", STORE_TBL_OBJ, 6,
-		"nid, handle, size, flags, nextents, nblocks" };
-	struct rp_sums cs = { .grp = -1 };
+	const struct rp_tab *obj = &rp_obj;
+	struct rp_sums cs = { .grp = -1, .q = &rp->q };
 	struct rp_vec objs = { 0 };
-	sqlite3_stmt *u = NULL;
 	uint8_t *buf = malloc((size_t)RP_READ_RUN * ORCH_STORE_BLOCK);
 	size_t k = 0;
-	int error = buf ? rp_load(rp, &obj, NULL, &objs) : -ENOMEM;
+	int error = buf ? rp_load(rp, obj, obj->all, &objs) : -ENOMEM;
 
-	if (!error && (sqlite3_prepare_v2(rp->db, "SELECT valid, sums, crc FROM csum"
-				" WHERE ag = ?1 AND grp = ?2", -1, &cs.q, NULL) ||
-		       sqlite3_prepare_v2(rp->db, "UPDATE obj SET nextents = ?1,"
-				" nblocks = ?2, crc = ?3 WHERE nid = ?4", -1, &u, NULL)))
-		error = store_sql_err(rp->db, SQLITE_ERROR, "repair prepare");
 	for (size_t i = 0; i <= objs.n && !error; i++) {
 		int64_t nid = i < objs.n ? objs.v[i].f[0] : INT64_MAX;
 		int64_t n = 0, sum = 0, end = 0;
-		uint64_t h = i < objs.n ? store_unkey_u64(objs.v[i].f[1]) : 0;
+		uint64_t h = i < objs.n ? orch_rec_unkey_u64(objs.v[i].f[1]) : 0;
 
 		for (; k < src->n && src->v[k].f[0] < nid; k++) {
 			rp_log(rp, LOG_OTHER, "skipped: rmap extent of nid %" PRId64
@@ -851,7 +851,7 @@ static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 			}
 			end = f[1] + f[4];
 			n++, sum += f[4];
-			if (!(f[5] & STORE_EXT_UNWRITTEN))
+			if (!(f[5] & ORCH_REC_EXT_UNWRITTEN))
 				error = rp_verify(rp, &cs, f, h, buf);
 			if (!error && !rp_push(out))
 				error = -ENOMEM;
@@ -860,14 +860,12 @@ static int rp_bmap_objects(struct rp *rp, const struct rp_vec *src,
 		}
 		if (error || i == objs.n)
 			break;
-		if (!rp_crc_ok(&obj, &objs.v[i]))
+		if (!rp_crc_ok(obj, &objs.v[i]))
 			rp_log(rp, LOG_OTHER, "obj nid %" PRId64 " fails its crc: "
 			       "its counters are left alone", nid);
 		else
-			error = rp_obj_set(rp, u, objs.v[i].f, n, sum);
+			error = rp_obj_set(rp, objs.v[i].f, n, sum);
 	}
-	sqlite3_finalize(cs.q);
-	sqlite3_finalize(u);
 	rp_vec_free(&objs);
 	free(buf);
 	return error;
@@ -893,29 +891,28 @@ static int rp_rebuild_bmap(struct rp *rp)
 /* smeta value @k, its crc checked. */
 static int rp_smeta(struct rp *rp, const char *k, int64_t *v)
 {
+	struct orch_smeta_irec m;
+	orch_failaddr_t fa = NULL;
 	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(rp->db, "SELECT v, crc FROM smeta WHERE k = ?1",
-				    -1, &s, NULL);
+	int rc = orch_rec_stmt(&rp->q, ORCH_REC_SMETA_GET, &s);
 
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair smeta");
+	if (rc)
+		return rc;
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*v = sqlite3_column_int64(s, 0);
-		if (sqlite3_column_int64(s, 1) !=
-		    (int64_t)store_rec_crc(STORE_TBL_SMETA, v, 1, k, strlen(k)))
-			rc = SQLITE_CORRUPT;
+	rc = orch_rec_step(&rp->q, ORCH_REC_SMETA_GET);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		fa = orch_rec_smeta_from_disk(s, 0, &m);
+		orch_rec_reset(&rp->q, ORCH_REC_SMETA_GET);
 	}
-	sqlite3_finalize(s);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE || rc == SQLITE_CORRUPT) {
+	if (rc == 0 || fa) {
 		rp_log(rp, LOG_OTHER, "refused: smeta '%s' is missing or fails "
 		       "its crc", k);
 		return -ORCH_ECORRUPT;
 	}
-	return store_sql_err(rp->db, rc, "repair smeta");
+	*v = m.v;
+	return 0;
 }
 
 /* The geometry: smeta, agreeing with the superblock. */
@@ -936,9 +933,9 @@ static int rp_geometry(struct rp *rp)
 	if (!error)
 		error = rp_smeta(rp, "blocks", &blocks);
 	if (!error)
-		error = store_pread_blocks(st, 0, 1, blk);
+		error = orch_bdev_read(st, 0, 1, blk);
 	if (!error)
-		error = store_sb_decode(blk, &sb);
+		error = orch_store_sb_decode(blk, &sb);
 	free(blk);
 	if (error == -ENOENT || error == -EPROTONOSUPPORT)
 		error = -ORCH_ECORRUPT;
@@ -963,6 +960,7 @@ static void rp_close(struct rp *rp)
 {
 	if (!rp->st)
 		return;
+	orch_rec_sq_fini(&rp->q);
 	sqlite3_close(rp->db);
 	if (rp->st->st_blocks_fd >= 0)
 		close(rp->st->st_blocks_fd);
@@ -990,7 +988,7 @@ static int rp_open(struct rp *rp, const char *dir)
 		error = -ENOMEM;
 		goto out_close;
 	}
-	error = store_lock(dir, &rp->st->st_lock_fd);
+	error = orch_store_lock(dir, &rp->st->st_lock_fd);
 	if (error)
 		goto out_close;
 	snprintf(path, sizeof(path), "%s/%s", dir, STORE_BLOCKS_NAME);
@@ -999,7 +997,8 @@ static int rp_open(struct rp *rp, const char *dir)
 		error = -errno;
 		goto out_close;
 	}
-	error = store_db_open(rp->st, false, &rp->db);
+	error = orch_store_db_open(rp->st, false, &rp->db);
+	orch_rec_sq_init(&rp->q, rp->db);
 	/* A repair must outlive a power cut once it returns: commit with a
 	 * WAL sync instead of the store's NORMAL. */
 	if (!error && sqlite3_exec(rp->db, "PRAGMA synchronous=FULL", NULL, NULL,
@@ -1044,10 +1043,14 @@ const char *orch_store_rebuild_name(enum orch_store_rebuild what)
 /* The rebuild in one transaction; committed (and checkpointed) or rolled back. */
 static int rp_run(struct rp *rp, enum orch_store_rebuild what)
 {
-	int error, rc = sqlite3_exec(rp->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	sqlite3_stmt *s;
+	int error, rc;
 
-	if (rc != SQLITE_OK)
-		return store_sql_err(rp->db, rc, "repair begin");
+	error = orch_rec_stmt(&rp->q, ORCH_REC_BEGIN_IMMEDIATE, &s);
+	if (!error)
+		error = orch_rec_exec(&rp->q, ORCH_REC_BEGIN_IMMEDIATE);
+	if (error)
+		return error;
 	switch (what) {
 	case ORCH_STORE_REBUILD_BMAP:
 		error = rp_rebuild_bmap(rp);
@@ -1062,19 +1065,20 @@ static int rp_run(struct rp *rp, enum orch_store_rebuild what)
 		error = rp_rebuild_refc(rp);
 		break;
 	}
-	if (error || rp->o->dry_run) {
-		sqlite3_exec(rp->db, "ROLLBACK", NULL, NULL, NULL);
-		return error;
+	if (!error && !rp->o->dry_run) {
+		error = orch_rec_stmt(&rp->q, ORCH_REC_COMMIT, &s);
+		if (!error)
+			error = orch_rec_exec(&rp->q, ORCH_REC_COMMIT);
+		if (!error)
+			goto committed;
 	}
-	rc = sqlite3_exec(rp->db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		error = store_sql_err(rp->db, rc, "repair commit");
-		sqlite3_exec(rp->db, "ROLLBACK", NULL, NULL, NULL);
-		return error;
-	}
+	if (!sqlite3_get_autocommit(rp->db) && !orch_rec_stmt(&rp->q, ORCH_REC_ROLLBACK, &s))
+		orch_rec_exec(&rp->q, ORCH_REC_ROLLBACK);
+	return error;
+committed:
 	/* Into store.db (synced, FULL) so no WAL replay is needed later. */
 	rc = sqlite3_exec(rp->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : store_sql_err(rp->db, rc, "repair checkpoint");
+	return rc == SQLITE_OK ? 0 : orch_rec_sql_err(rp->db, rc, "repair checkpoint");
 }
 
 int orch_store_repair(const char *data_dir, enum orch_store_rebuild what,

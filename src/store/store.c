@@ -1,9 +1,10 @@
 /*
- * The extent store: lifecycle (mkfs, open, close), the superblock, read
- * snapshots and the read path, durability and statistics.  The writer
- * thread and everything that changes the indexes is in writer.c and
- * alloc.c; the checker and the owners query in check.c.  On-disk format:
- * docs/SPEC-store.md.
+ * The extent store's facade: lifecycle (mkfs, open, close), the
+ * superblock, durability, statistics and the synchronous calls.  Read
+ * snapshots and the read path are in snap.c, block I/O in bdev.c, the
+ * records in rec.c (store_ondisk.h); the writer thread and everything that
+ * changes the indexes in writer.c, alloc.c and refc.c; the checker and the
+ * owners query in check.c.  On-disk format: docs/SPEC-store.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,133 +32,6 @@
 
 #define STORE_SB_LEN 52
 
-/* --- Small shared helpers ------------------------------------------------------ */
-
-uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
-		       const void *blob, size_t bloblen)
-{
-	uint8_t b[8];
-	uint32_t crc;
-
-	b[0] = (uint8_t)t;
-	crc = orch_crc32c(0, b, 1);
-	for (int i = 0; i < n; i++) {
-		uint64_t v = (uint64_t)f[i];
-
-		for (int k = 0; k < 8; k++)
-			b[k] = (uint8_t)(v >> (8 * k));
-		crc = orch_crc32c(crc, b, 8);
-	}
-	if (blob && bloblen)
-		crc = orch_crc32c(crc, blob, bloblen);
-	return crc;
-}
-
-int store_sql_err(sqlite3 *db, int rc, const char *what)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db damaged (%s): %s", what,
-				   sqlite3_errmsg(db));
-		return -ORCH_ECORRUPT;
-	default:
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store.db: %s: %s", what, sqlite3_errmsg(db));
-		return -EIO;
-	}
-}
-
-static int killpoint_count = -1;   /* hits left before the kill; -1 = off */
-static char killpoint_name[16];
-
-static void store_killpoint_init(void)
-{
-	const char *e = getenv("ORCH_STORE_KILL");
-	const char *colon;
-	size_t n;
-
-	killpoint_count = -1;
-	if (!e || !*e)
-		return;
-	colon = strchr(e, ':');
-	n = colon ? (size_t)(colon - e) : strlen(e);
-	if (n >= sizeof(killpoint_name))
-		return;
-	memcpy(killpoint_name, e, n);
-	killpoint_name[n] = '\0';
-	killpoint_count = colon ? atoi(colon + 1) : 1;
-	if (killpoint_count < 1)
-		killpoint_count = 1;
-}
-
-void store_killpoint(const char *point)
-{
-	if (__builtin_expect(killpoint_count < 0, 1))
-		return;
-	if (strcmp(point, killpoint_name) == 0 &&
-	    __atomic_sub_fetch(&killpoint_count, 1, __ATOMIC_SEQ_CST) == 0) {
-		ORCH_WARN("store: kill point '%s' reached, killing the process", point);
-		raise(SIGKILL);
-	}
-}
-
-int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-		       void *buf)
-{
-	size_t len = (size_t)n * ORCH_STORE_BLOCK, done = 0;
-	off_t off = (off_t)(gblock * ORCH_STORE_BLOCK);
-
-	while (done < len) {
-		ssize_t r = pread(st->st_blocks_fd, (char *)buf + done, len - done,
-				  off + (off_t)done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0) {   /* a sparse file shorter than the store: zeros */
-			memset((char *)buf + done, 0, len - done);
-			break;
-		}
-		done += (size_t)r;
-	}
-	return 0;
-}
-
-int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-			const void *buf)
-{
-	size_t len = (size_t)n * ORCH_STORE_BLOCK, done = 0;
-	off_t off = (off_t)(gblock * ORCH_STORE_BLOCK);
-
-	orch_pcut_write_fd(st->st_blocks_fd, (uint64_t)off, len);
-	while (done < len) {
-		ssize_t r = pwrite(st->st_blocks_fd, (const char *)buf + done,
-				   len - done, off + (off_t)done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		done += (size_t)r;
-	}
-	/* Counted once written: a flush that saw the count before it began
-	 * its fdatasync has these bytes covered (store_flush). */
-	atomic_fetch_add(&st->st_data_writes, 1);
-	return 0;
-}
-
 /* --- Paths, lock, superblock ------------------------------------------------------ */
 
 static char *store_path(const char *dir, const char *name)
@@ -170,7 +43,7 @@ static char *store_path(const char *dir, const char *name)
 	return p;
 }
 
-int store_lock(const char *dir, int *fdp)
+int orch_store_lock(const char *dir, int *fdp)
 {
 	char *p = store_path(dir, STORE_LOCK_NAME);
 	int fd;
@@ -193,7 +66,7 @@ int store_lock(const char *dir, int *fdp)
 
 int orch_store_check_unused(const char *data_dir)
 {
-	int fd, error = store_lock(data_dir, &fd);
+	int fd, error = orch_store_lock(data_dir, &fd);
 
 	if (error == -ENOENT)
 		return 0;
@@ -203,53 +76,30 @@ int orch_store_check_unused(const char *data_dir)
 	return 0;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static void sb_encode(const struct store_sb *sb, uint8_t *blk)
 {
 	memset(blk, 0, ORCH_STORE_BLOCK);
 	memcpy(blk, STORE_SB_MAGIC, 8);
-	put32(blk + 8, sb->format);
-	put32(blk + 12, sb->block_size);
-	put32(blk + 16, sb->ag_blocks);
-	put32(blk + 20, sb->maxext);
-	put64(blk + 24, sb->blocks);
+	orch_put_le32(blk + 8, sb->format);
+	orch_put_le32(blk + 12, sb->block_size);
+	orch_put_le32(blk + 16, sb->ag_blocks);
+	orch_put_le32(blk + 20, sb->maxext);
+	orch_put_le64(blk + 24, sb->blocks);
 	memcpy(blk + 32, sb->uuid, 16);
-	put32(blk + 48, orch_crc32c(0, blk, 48));
+	orch_put_le32(blk + 48, orch_crc32c(0, blk, 48));
 }
 
-int store_sb_decode(const uint8_t *blk, struct store_sb *sb)
+int orch_store_sb_decode(const uint8_t *blk, struct store_sb *sb)
 {
 	if (memcmp(blk, STORE_SB_MAGIC, 8) != 0)
 		return -ENOENT;
-	if (get32(blk + 48) != orch_crc32c(0, blk, 48))
+	if (orch_get_le32(blk + 48) != orch_crc32c(0, blk, 48))
 		return -ORCH_ECORRUPT;
-	sb->format = get32(blk + 8);
-	sb->block_size = get32(blk + 12);
-	sb->ag_blocks = get32(blk + 16);
-	sb->maxext = get32(blk + 20);
-	sb->blocks = get64(blk + 24);
+	sb->format = orch_get_le32(blk + 8);
+	sb->block_size = orch_get_le32(blk + 12);
+	sb->ag_blocks = orch_get_le32(blk + 16);
+	sb->maxext = orch_get_le32(blk + 20);
+	sb->blocks = orch_get_le64(blk + 24);
 	memcpy(sb->uuid, blk + 32, 16);
 	if (sb->format != STORE_FORMAT)
 		return -EPROTONOSUPPORT;
@@ -295,7 +145,7 @@ static int db_open_path(const char *path, bool readonly, bool create, sqlite3 **
 	return 0;
 }
 
-int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
+int orch_store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
 {
 	char *p = store_path(st->st_dir, STORE_DB_NAME);
 	int error;
@@ -309,27 +159,30 @@ int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out)
 
 static int smeta_get(sqlite3 *db, const char *k, int64_t *v)
 {
+	struct orch_smeta_irec m;
+	struct orch_rec_sq q;
+	orch_failaddr_t fa = NULL;
 	sqlite3_stmt *s;
 	int rc;
 
-	rc = sqlite3_prepare_v2(db, "SELECT v, crc FROM smeta WHERE k=?", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return store_sql_err(db, rc, "smeta");
-	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*v = sqlite3_column_int64(s, 0);
-		if (sqlite3_column_int64(s, 1) != store_rec_crc(STORE_TBL_SMETA, v, 1, k, strlen(k)))
-			rc = SQLITE_CORRUPT;
+	orch_rec_sq_init(&q, db);
+	rc = orch_rec_stmt(&q, ORCH_REC_SMETA_GET, &s);
+	if (!rc) {
+		sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+		rc = orch_rec_step(&q, ORCH_REC_SMETA_GET);
 	}
-	sqlite3_finalize(s);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_CORRUPT) {
-		ORCH_ERR("store.db: smeta '%s' fails its CRC", k);
+	if (rc == 1)
+		fa = orch_rec_smeta_from_disk(s, 0, &m);
+	orch_rec_sq_fini(&q);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || fa) {
+		ORCH_ERR("store.db: smeta '%s' %s: check=%s", k, rc ? "fails verification" :
+			 "is missing", fa ? fa : "-");
 		return -ORCH_ECORRUPT;
 	}
-	return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(db, rc, "smeta");
+	*v = m.v;
+	return 0;
 }
 
 /* --- mkfs ------------------------------------------------------------------------ */
@@ -369,80 +222,64 @@ static int geom_resolve(const struct orch_store_geom *g, int fd, bool is_dev,
 
 static int mkfs_tables(sqlite3 *db, const struct store_sb *sb, uint32_t ag_count)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	static const char *const keys[] = { "format", "block_size", "ag_blocks", "ag_count",
+					    "maxext", "blocks", "next_nid", "next_work",
+					    "uuid_hi", "uuid_lo" };
+	struct orch_rec_sq q;
+	sqlite3_stmt *s;
 	uint64_t uh, ul;
+	int error;
 
-	rc = sqlite3_exec(db, "BEGIN;" STORE_SCHEMA, NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		goto fail;
+	orch_rec_sq_init(&q, db);
+	error = orch_rec_stmt(&q, ORCH_REC_BEGIN, &s);
+	if (!error)
+		error = orch_rec_exec(&q, ORCH_REC_BEGIN);
+	if (!error && sqlite3_exec(db, ORCH_REC_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+		error = -EIO;
 	memcpy(&uh, sb->uuid, 8);
 	memcpy(&ul, sb->uuid + 8, 8);
 	{
-		const char *keys[] = { "format", "block_size", "ag_blocks", "ag_count",
-				       "maxext", "blocks", "next_nid", "next_work",
-				       "uuid_hi", "uuid_lo" };
 		int64_t vals[] = { sb->format, sb->block_size, sb->ag_blocks, ag_count,
 				   sb->maxext, (int64_t)sb->blocks, 1, 1,
 				   (int64_t)(uh & INT64_MAX), (int64_t)(ul & INT64_MAX) };
 
-		rc = sqlite3_prepare_v2(db, "INSERT INTO smeta VALUES(?,?,?)", -1, &s, NULL);
-		if (rc != SQLITE_OK)
-			goto fail;
-		for (size_t i = 0; i < ORCH_ARRAY_SIZE(keys); i++) {
-			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
-			sqlite3_bind_int64(s, 2, vals[i]);
-			sqlite3_bind_int64(s, 3, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1,
-							       keys[i], strlen(keys[i])));
-			if (sqlite3_step(s) != SQLITE_DONE)
-				goto fail;
-			sqlite3_reset(s);
+		for (size_t i = 0; !error && i < ORCH_ARRAY_SIZE(keys); i++) {
+			struct orch_smeta_irec m = { .v = vals[i] };
+
+			strcpy(m.k, keys[i]);
+			error = ORCH_REC_PUT(&q, ORCH_REC_SMETA_INS, orch_rec_smeta_bind, &m);
 		}
-		sqlite3_finalize(s);
-		s = NULL;
 	}
-	for (uint32_t ag = 0; ag < ag_count; ag++) {
+	for (uint32_t ag = 0; !error && ag < ag_count; ag++) {
 		uint64_t start = (uint64_t)ag * sb->ag_blocks;
 		uint32_t len = (uint32_t)ORCH_MIN((uint64_t)sb->ag_blocks, sb->blocks - start);
 		uint32_t first = ag == 0 ? 1 : 0;   /* AG 0 block 0: superblock */
-		uint32_t flen = len - first;
-		int64_t f[7];
-		char sql[256];
+		struct orch_fsb_irec f = { ag, first, len - first };
+		struct orch_rmap_irec r = { 0, 0, ORCH_STORE_OWN_FS, 0, 1, 0 };
+		struct orch_agstat_irec a = {
+			.ag = ag, .blocks = len, .freeblks = f.len, .longest = f.len,
+			.nfree = 1, .nrmap = ag == 0 ? 1 : 0,
+		};
 
-		f[0] = ag; f[1] = first; f[2] = flen;
-		snprintf(sql, sizeof(sql), "INSERT INTO fsb VALUES(%u,%u,%u,%u)", ag, first,
-			 flen, store_rec_crc(STORE_TBL_FSB, f, 3, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
-		f[0] = ag; f[1] = flen; f[2] = first;
-		snprintf(sql, sizeof(sql), "INSERT INTO fsc VALUES(%u,%u,%u,%u)", ag, flen,
-			 first, store_rec_crc(STORE_TBL_FSC, f, 3, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
-		if (ag == 0) {
-			f[0] = 0; f[1] = 0; f[2] = ORCH_STORE_OWN_FS; f[3] = 0; f[4] = 1; f[5] = 0;
-			snprintf(sql, sizeof(sql), "INSERT INTO rmap VALUES(0,0,%d,0,1,0,%u)",
-				 ORCH_STORE_OWN_FS, store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0));
-			if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-				goto fail;
-		}
-		f[0] = ag; f[1] = len; f[2] = flen; f[3] = flen; f[4] = 1;
-		f[5] = ag == 0 ? 1 : 0; f[6] = 0;
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO agstat VALUES(%u,%u,%u,%u,1,%d,0,%u)", ag, len, flen,
-			 flen, ag == 0 ? 1 : 0, store_rec_crc(STORE_TBL_AGSTAT, f, 7, NULL, 0));
-		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			goto fail;
+		error = ORCH_REC_PUT(&q, ORCH_REC_FSB_INS, orch_rec_fsb_bind, &f);
+		if (!error)
+			error = ORCH_REC_PUT(&q, ORCH_REC_FSC_INS, orch_rec_fsc_bind, &f);
+		if (!error && ag == 0)
+			error = ORCH_REC_PUT(&q, ORCH_REC_RMAP_INS, orch_rec_rmap_bind, &r);
+		if (!error)
+			error = ORCH_REC_PUT(&q, ORCH_REC_AG_PUT, orch_rec_agstat_bind, &a);
 	}
-	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		goto fail;
-	return 0;
-fail:
-	ORCH_ERR("cannot create store tables: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(s);
-	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	return -EIO;
+	if (!error)
+		error = orch_rec_stmt(&q, ORCH_REC_COMMIT, &s);
+	if (!error)
+		error = orch_rec_exec(&q, ORCH_REC_COMMIT);
+	if (error) {
+		ORCH_ERR("cannot create store tables: %s", sqlite3_errmsg(db));
+		if (!sqlite3_get_autocommit(db) && !orch_rec_stmt(&q, ORCH_REC_ROLLBACK, &s))
+			orch_rec_exec(&q, ORCH_REC_ROLLBACK);
+	}
+	orch_rec_sq_fini(&q);
+	return error ? -EIO : 0;
 }
 
 static int remove_store_files(const char *dir)
@@ -493,7 +330,7 @@ int orch_store_mkfs(const char *data_dir, const struct orch_store_geom *g,
 
 	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	error = store_lock(data_dir, &lockfd);
+	error = orch_store_lock(data_dir, &lockfd);
 	if (error)
 		return error;
 	dbp = store_path(data_dir, STORE_DB_NAME);
@@ -576,483 +413,6 @@ out:
 	return error;
 }
 
-/* --- Read connections and snapshots ------------------------------------------------------ */
-
-static const char *const conn_sql[] = {
-	"SELECT nid, size, flags FROM obj WHERE handle=?",
-	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<=?"
-	" ORDER BY off DESC LIMIT 1",
-	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off>? AND off<?"
-	" ORDER BY off",
-	"SELECT grp, valid, sums FROM csum WHERE ag=? AND grp>=? AND grp<=? ORDER BY grp",
-};
-
-static void conn_free(struct store_conn *c)
-{
-	if (!c)
-		return;
-	sqlite3_finalize(c->c_obj);
-	sqlite3_finalize(c->c_bmap_le);
-	sqlite3_finalize(c->c_bmap_gt);
-	sqlite3_finalize(c->c_csum);
-	sqlite3_close(c->c_db);
-	free(c->c_ext);
-	free(c->c_buf);
-	free(c->c_sums);
-	free(c->c_valid);
-	free(c);
-}
-
-static int conn_new(struct orch_store *st, struct store_conn **out)
-{
-	struct store_conn *c = calloc(1, sizeof(*c));
-	sqlite3_stmt **stmts[] = { NULL, NULL, NULL, NULL };
-	int error;
-
-	if (!c)
-		return -ENOMEM;
-	error = store_db_open(st, false, &c->c_db);
-	if (error) {
-		free(c);
-		return error;
-	}
-	stmts[0] = &c->c_obj;
-	stmts[1] = &c->c_bmap_le;
-	stmts[2] = &c->c_bmap_gt;
-	stmts[3] = &c->c_csum;
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(conn_sql); i++) {
-		int rc = sqlite3_prepare_v3(c->c_db, conn_sql[i], -1,
-					    SQLITE_PREPARE_PERSISTENT, stmts[i], NULL);
-
-		if (rc != SQLITE_OK) {
-			error = store_sql_err(c->c_db, rc, "prepare");
-			conn_free(c);
-			return error;
-		}
-	}
-	*out = c;
-	return 0;
-}
-
-int store_snap_get(struct orch_store *st, struct store_conn **out)
-{
-	struct store_conn *c;
-	int rc, error;
-
-	pthread_mutex_lock(&st->st_pool_lock);
-	c = st->st_pool;
-	if (c)
-		st->st_pool = c->c_next;
-	pthread_mutex_unlock(&st->st_pool_lock);
-	if (!c) {
-		error = conn_new(st, &c);
-		if (error)
-			return error;
-	}
-	/* Register before the snapshot begins: it then sees at least c_epoch. */
-	pthread_mutex_lock(&st->st_seq_lock);
-	c->c_epoch = st->st_committed;
-	pthread_mutex_unlock(&st->st_seq_lock);
-	pthread_mutex_lock(&st->st_pool_lock);
-	c->c_active = true;
-	c->c_reg_next = st->st_active;
-	st->st_active = c;
-	pthread_mutex_unlock(&st->st_pool_lock);
-	/* A deferred BEGIN takes its snapshot at the first read: read now. */
-	rc = sqlite3_exec(c->c_db, "BEGIN; SELECT 1 FROM smeta LIMIT 1", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		error = store_sql_err(c->c_db, rc, "begin read");
-		store_snap_put(st, c);
-		return error;
-	}
-	*out = c;
-	return 0;
-}
-
-/* Ends the SQLite read transaction but keeps the blocks registered. */
-static void snap_end_txn(struct store_conn *c)
-{
-	if (!sqlite3_get_autocommit(c->c_db))
-		sqlite3_exec(c->c_db, "COMMIT", NULL, NULL, NULL);
-}
-
-void store_snap_put(struct orch_store *st, struct store_conn *c)
-{
-	snap_end_txn(c);
-	pthread_mutex_lock(&st->st_pool_lock);
-	for (struct store_conn **pp = &st->st_active; *pp; pp = &(*pp)->c_reg_next) {
-		if (*pp == c) {
-			*pp = c->c_reg_next;
-			break;
-		}
-	}
-	c->c_active = false;
-	c->c_next = st->st_pool;
-	st->st_pool = c;
-	pthread_cond_broadcast(&st->st_snap_cv);
-	pthread_mutex_unlock(&st->st_pool_lock);
-}
-
-bool store_wait_snap_end(struct orch_store *st, unsigned int ms)
-{
-	struct timespec ts;
-	bool any;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)ms * 1000000;
-	ts.tv_sec += ts.tv_nsec / 1000000000;
-	ts.tv_nsec %= 1000000000;
-	pthread_mutex_lock(&st->st_pool_lock);
-	any = st->st_active != NULL;
-	if (any)
-		pthread_cond_timedwait(&st->st_snap_cv, &st->st_pool_lock, &ts);
-	pthread_mutex_unlock(&st->st_pool_lock);
-	return any;
-}
-
-uint64_t store_oldest_snap(struct orch_store *st)
-{
-	uint64_t oldest = UINT64_MAX;
-
-	pthread_mutex_lock(&st->st_pool_lock);
-	for (struct store_conn *c = st->st_active; c; c = c->c_reg_next)
-		if (c->c_epoch < oldest)
-			oldest = c->c_epoch;
-	pthread_mutex_unlock(&st->st_pool_lock);
-	return oldest;
-}
-
-/* --- Reads ------------------------------------------------------------------------------- */
-
-struct read_ext {
-	uint64_t off;        /* object block */
-	uint32_t ag, agbno, len;
-};
-
-/* Looks up the object: 0 and *nid (0 if absent or being deleted). */
-static int read_obj(struct store_conn *c, uint64_t h, int64_t *nid, uint64_t *size)
-{
-	sqlite3_stmt *s = c->c_obj;
-	int rc, error = 0;
-
-	*nid = 0;
-	sqlite3_bind_int64(s, 1, store_key_u64(h));
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (sqlite3_column_int64(s, 2) & STORE_OBJ_DYING)
-			continue;
-		*nid = sqlite3_column_int64(s, 0);
-		*size = (uint64_t)sqlite3_column_int64(s, 1);
-	}
-	if (rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "read obj");
-	sqlite3_reset(s);
-	return error;
-}
-
-/* Extents of @nid overlapping object blocks [b0, b1), in order, into c->c_ext. */
-static int read_extents(struct store_conn *c, int64_t nid, uint64_t b0, uint64_t b1,
-			size_t *n)
-{
-	size_t cnt = 0;
-	sqlite3_stmt *s;
-	int rc, error = 0;
-
-	for (int pass = 0; pass < 2 && !error; pass++) {
-		s = pass == 0 ? c->c_bmap_le : c->c_bmap_gt;
-		sqlite3_bind_int64(s, 1, nid);
-		sqlite3_bind_int64(s, 2, (int64_t)b0);
-		if (pass == 1)
-			sqlite3_bind_int64(s, 3, (int64_t)b1);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			struct read_ext e = {
-				.off = (uint64_t)sqlite3_column_int64(s, 0),
-				.ag = (uint32_t)sqlite3_column_int64(s, 1),
-				.agbno = (uint32_t)sqlite3_column_int64(s, 2),
-				.len = (uint32_t)sqlite3_column_int64(s, 3),
-			};
-
-			/* Damaged or out-of-order records are skipped: their blocks
-			 * then read as unverifiable, never as someone else's data. */
-			if (e.off + e.len <= b0 || e.len == 0 ||
-			    (cnt && e.off < c->c_ext[cnt - 1].off + c->c_ext[cnt - 1].len))
-				continue;
-			if (cnt == c->c_extcap) {
-				size_t nc = c->c_extcap ? c->c_extcap * 2 : 16;
-				struct read_ext *nv = realloc(c->c_ext, nc * sizeof(*nv));
-
-				if (!nv) {
-					error = -ENOMEM;
-					break;
-				}
-				c->c_ext = nv;
-				c->c_extcap = nc;
-			}
-			c->c_ext[cnt++] = e;
-		}
-		if (!error && rc != SQLITE_DONE)
-			error = store_sql_err(c->c_db, rc, "read bmap");
-		sqlite3_reset(s);
-	}
-	*n = cnt;
-	return error;
-}
-
-/* Room for @nb blocks of checksums (and of data if @data) in the conn. */
-static int read_reserve(struct store_conn *c, size_t nb, bool data)
-{
-	if (nb > c->c_sumcap) {
-		uint32_t *s = realloc(c->c_sums, nb * sizeof(*s));
-		bool *v;
-
-		if (!s)
-			return -ENOMEM;
-		c->c_sums = s;
-		v = realloc(c->c_valid, nb * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		c->c_valid = v;
-		c->c_sumcap = nb;
-	}
-	if (data && nb * ORCH_STORE_BLOCK > c->c_bufcap) {
-		free(c->c_buf);
-		c->c_buf = aligned_alloc(ORCH_STORE_BLOCK, nb * ORCH_STORE_BLOCK);
-		c->c_bufcap = c->c_buf ? nb * ORCH_STORE_BLOCK : 0;
-		if (!c->c_buf)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/*
- * Fills @sums[i] with the checksum of AG @ag's block agbno + i, i < len;
- * @valid[i] says whether it has one.
- */
-static int read_csums(struct store_conn *c, uint32_t ag, uint32_t agbno, uint32_t len,
-		      uint32_t *sums, bool *valid)
-{
-	sqlite3_stmt *s = c->c_csum;
-	int rc, error = 0;
-
-	memset(valid, 0, len * sizeof(*valid));
-	sqlite3_bind_int64(s, 1, ag);
-	sqlite3_bind_int64(s, 2, agbno / STORE_CSUM_GROUP);
-	sqlite3_bind_int64(s, 3, (agbno + len - 1) / STORE_CSUM_GROUP);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		uint64_t grp = (uint64_t)sqlite3_column_int64(s, 0);
-		uint64_t bits = (uint64_t)sqlite3_column_int64(s, 1);
-		const uint8_t *blob = sqlite3_column_blob(s, 2);
-		int blen = sqlite3_column_bytes(s, 2);
-
-		if (!blob || blen != STORE_CSUM_GROUP * 4)
-			continue;   /* damaged row: the blocks read as unverifiable */
-		for (uint32_t i = 0; i < STORE_CSUM_GROUP; i++) {
-			uint64_t b = grp * STORE_CSUM_GROUP + i;
-
-			if (b < agbno || b >= (uint64_t)agbno + len || !(bits >> i & 1))
-				continue;
-			sums[b - agbno] = get32(blob + 4 * i);
-			valid[b - agbno] = true;
-		}
-	}
-	if (rc != SQLITE_DONE)
-		error = store_sql_err(c->c_db, rc, "read csum");
-	sqlite3_reset(s);
-	return error;
-}
-
-static void quarantine_done(struct orch_store_op *op)
-{
-	if (op->status && op->status != -EINVAL)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store: quarantine of block %" PRIu64 " failed: %s",
-				   op->off, strerror(-op->status));
-	free(op);
-}
-
-void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
-		      uint64_t gblock)
-{
-	struct orch_store_op *op = NULL;
-	bool seen = false;
-
-	pthread_mutex_lock(&st->st_seq_lock);
-	st->st_stats.csum_errors++;
-	/* A client rereading one bad block queues one quarantine, not one per read. */
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(st->st_bad_recent); i++)
-		seen |= st->st_bad_recent[i] == gblock + 1;
-	if (!seen)
-		st->st_bad_recent[st->st_bad_next++ % ORCH_ARRAY_SIZE(st->st_bad_recent)] = gblock + 1;
-	pthread_mutex_unlock(&st->st_seq_lock);
-	if (!seen)
-		op = calloc(1, sizeof(*op));
-	if (op) {
-		op->type = ORCH_STORE_OP_QUARANTINE;
-		op->off = gblock;
-		op->len = 1;
-		op->done = quarantine_done;
-		orch_store_submit(st, op);
-	}
-	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-			   "checksum mismatch: object %016" PRIx64 " offset %" PRIu64
-			   " (physical block %" PRIu64 ")",
-			   h, objblock * ORCH_STORE_BLOCK, gblock);
-	if (st->st_bad_fn)
-		st->st_bad_fn(st->st_bad_arg, h, objblock * ORCH_STORE_BLOCK, gblock);
-}
-
-/*
- * The read path: mapping and checksums from the snapshot @c, then the data,
- * while the blocks stay registered.  Ends the SQLite transaction when
- * @end_txn (a one-shot read) before the data I/O, so the WAL can be
- * checkpointed meanwhile.
- */
-static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
-		     uint64_t h, uint64_t off, void *buf, size_t len, size_t *got)
-{
-	struct read_ext *ext;
-	uint8_t *blocks;
-	size_t n = 0, want, nb;
-	uint64_t size = 0, b0, b1, pos;
-	int64_t nid;
-	bool direct;
-	int error;
-
-	*got = 0;
-	if (len > ORCH_STORE_MAX_IO)
-		return -EINVAL;
-	error = read_obj(c, h, &nid, &size);
-	if (error || !nid || off >= size || len == 0) {
-		if (end_txn)
-			snap_end_txn(c);
-		return error;
-	}
-	want = (size_t)ORCH_MIN((uint64_t)len, size - off);
-	b0 = off / ORCH_STORE_BLOCK;
-	b1 = (off + want + ORCH_STORE_BLOCK - 1) / ORCH_STORE_BLOCK;
-	nb = (size_t)(b1 - b0);
-	/* Whole blocks go straight into the caller's buffer. */
-	direct = off % ORCH_STORE_BLOCK == 0 && want % ORCH_STORE_BLOCK == 0;
-	error = read_extents(c, nid, b0, b1, &n);
-	if (!error)
-		error = read_reserve(c, nb, !direct);
-	if (error)
-		goto out;
-	ext = c->c_ext;
-	blocks = direct ? buf : c->c_buf;
-	/* Checksums first, from the same snapshot as the mapping. */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t lo = ORCH_MAX(ext[i].off, b0), hi = ORCH_MIN(ext[i].off + ext[i].len, b1);
-
-		error = read_csums(c, ext[i].ag, ext[i].agbno + (uint32_t)(lo - ext[i].off),
-				   (uint32_t)(hi - lo), c->c_sums + (lo - b0),
-				   c->c_valid + (lo - b0));
-		if (error)
-			goto out;
-	}
-	if (end_txn)
-		snap_end_txn(c);
-	pos = b0;
-	for (size_t i = 0; i <= n; i++) {
-		uint64_t lo = i < n ? ORCH_MAX(ext[i].off, b0) : b1;
-		uint64_t hi = i < n ? ORCH_MIN(ext[i].off + ext[i].len, b1) : b1;
-		uint64_t g;
-		uint8_t *dst;
-
-		if (lo > pos)   /* a hole */
-			memset(blocks + (pos - b0) * ORCH_STORE_BLOCK, 0,
-			       (size_t)(lo - pos) * ORCH_STORE_BLOCK);
-		if (i == n)
-			break;
-		g = store_gblock(st, ext[i].ag, ext[i].agbno) + (lo - ext[i].off);
-		dst = blocks + (lo - b0) * ORCH_STORE_BLOCK;
-		error = store_pread_blocks(st, g, (uint32_t)(hi - lo), dst);
-		if (error) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-					   "read error: object %016" PRIx64 " offset %" PRIu64
-					   " (physical block %" PRIu64 "): %s",
-					   h, lo * ORCH_STORE_BLOCK, g, strerror(-error));
-			goto out;
-		}
-		for (uint64_t b = lo; b < hi; b++) {
-			uint8_t *p = blocks + (b - b0) * ORCH_STORE_BLOCK;
-
-			if (!c->c_valid[b - b0] ||
-			    orch_crc32c(0, p, ORCH_STORE_BLOCK) != c->c_sums[b - b0]) {
-				store_report_bad(st, h, b, g + (b - lo));
-				error = -EIO;
-				goto out;
-			}
-		}
-		pos = hi;
-	}
-	if (!direct)
-		memcpy(buf, blocks + (off - b0 * ORCH_STORE_BLOCK), want);
-	*got = want;
-	atomic_fetch_add_explicit(&st->st_bytes_read, want, memory_order_relaxed);
-out:
-	if (end_txn)
-		snap_end_txn(c);
-	/* Do not keep a huge buffer for a rare huge unaligned read. */
-	if (c->c_bufcap > (1u << 20) + 2 * ORCH_STORE_BLOCK) {
-		free(c->c_buf);
-		c->c_buf = NULL;
-		c->c_bufcap = 0;
-	}
-	return error;
-}
-
-int orch_store_read(struct orch_store *st, uint64_t h, uint64_t off, void *buf,
-		    size_t len, size_t *got)
-{
-	struct store_conn *c;
-	int error;
-
-	*got = 0;
-	if (len > ORCH_STORE_MAX_IO)
-		return -EINVAL;
-	error = store_snap_get(st, &c);
-	if (error)
-		return error;
-	error = snap_read(st, c, true, h, off, buf, len, got);
-	store_snap_put(st, c);
-	return error;
-}
-
-struct orch_store_snap {
-	struct orch_store *sn_st;
-	struct store_conn *sn_conn;
-};
-
-int orch_store_snap_begin(struct orch_store *st, struct orch_store_snap **out)
-{
-	struct orch_store_snap *sn = calloc(1, sizeof(*sn));
-	int error;
-
-	if (!sn)
-		return -ENOMEM;
-	error = store_snap_get(st, &sn->sn_conn);
-	if (error) {
-		free(sn);
-		return error;
-	}
-	sn->sn_st = st;
-	*out = sn;
-	return 0;
-}
-
-int orch_store_snap_read(struct orch_store_snap *sn, uint64_t h, uint64_t off,
-			 void *buf, size_t len, size_t *got)
-{
-	return snap_read(sn->sn_st, sn->sn_conn, false, h, off, buf, len, got);
-}
-
-void orch_store_snap_end(struct orch_store_snap *sn)
-{
-	if (!sn)
-		return;
-	store_snap_put(sn->sn_st, sn->sn_conn);
-	free(sn);
-}
-
 /* --- Durability --------------------------------------------------------------------------- */
 
 /* fdatasync of the WAL file, through SQLite's own handle (and the pcut shim). */
@@ -1130,8 +490,9 @@ static int store_flush(struct orch_store *st)
 
 	/* Most of the data, while the writer still commits... */
 	mark = orch_pcut_mark();
-	if (fdatasync(st->st_blocks_fd) < 0)
-		return -errno;
+	error = orch_bdev_sync(st);
+	if (error)
+		return error;
 	/* ...then what the commits made since need, if anything, and the WAL,
 	 * with commits held off. */
 	pthread_mutex_lock(&st->st_commit_lock);
@@ -1141,13 +502,12 @@ static int store_flush(struct orch_store *st)
 	pthread_mutex_unlock(&st->st_seq_lock);
 	if (st->st_commit_writes > writes) {
 		mark = orch_pcut_mark();
-		if (fdatasync(st->st_blocks_fd) < 0)
-			error = -errno;
+		error = orch_bdev_sync(st);
 	}
 	if (!error)
 		orch_pcut_synced_upto(st->st_blocks_path, mark);
 	if (!error) {
-		store_killpoint("flush");
+		orch_bdev_killpoint("flush");
 		error = sync_wal(st);
 	}
 	if (!error)
@@ -1226,12 +586,7 @@ int orch_store_sync(struct orch_store *st)
 
 static void store_free(struct orch_store *st)
 {
-	struct store_conn *c, *n;
-
-	for (c = st->st_pool; c; c = n) {
-		n = c->c_next;
-		conn_free(c);
-	}
+	orch_snap_pool_free(st);
 	/*
 	 * The last connection to close checkpoints the WAL, which syncs it:
 	 * unless a flush covered every commit, leave the WAL to the next open
@@ -1281,10 +636,10 @@ static int store_load_geometry(struct orch_store *st)
 		ORCH_ERR("store in '%s': store.db has no valid geometry", st->st_dir);
 		goto out;
 	}
-	error = store_pread_blocks(st, 0, 1, blk);
+	error = orch_bdev_read(st, 0, 1, blk);
 	if (error)
 		goto out;
-	error = store_sb_decode(blk, &sb);
+	error = orch_store_sb_decode(blk, &sb);
 	if (error == -EPROTONOSUPPORT) {
 		ORCH_ERR("store in '%s': blocks file has format version %u; this orchardd "
 			 "supports version %d", st->st_dir, sb.format, STORE_FORMAT);
@@ -1343,7 +698,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		pthread_cond_init(&st->st_snap_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	store_killpoint_init();
+	orch_bdev_killpoint_init();
 	error = orch_pcut_vfs_register();
 	if (error)
 		goto fail;
@@ -1359,7 +714,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 			ORCH_ERR("no store in '%s': not initialised, run orchard mkfs", data_dir);
 		goto fail;
 	}
-	error = store_lock(data_dir, &st->st_lock_fd);
+	error = orch_store_lock(data_dir, &st->st_lock_fd);
 	if (error)
 		goto fail;
 	error = db_open_path(dbp, false, false, &st->st_sync_db);
@@ -1387,13 +742,13 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 	error = store_load_geometry(st);
 	if (error)
 		goto fail;
-	error = store_writer_start(st);   /* also resumes work items */
+	error = orch_writer_start(st);   /* also resumes work items */
 	if (error)
 		goto fail;
 	/* Blocks freed before a crash may still be on the way to disk. */
 	error = orch_store_sync(st);
 	if (error) {
-		store_writer_stop(st);
+		orch_writer_stop(st);
 		goto fail;
 	}
 	free(dbp);
@@ -1409,7 +764,7 @@ void orch_store_close(struct orch_store *st)
 {
 	if (!st)
 		return;
-	store_writer_stop(st);
+	orch_writer_stop(st);
 	/* What the writer committed last, so that the close can checkpoint (a
 	 * no-op after the server's last flush). */
 	(void)orch_store_sync(st);
@@ -1517,7 +872,7 @@ static bool store_surely_absent(struct orch_store *st, uint64_t h)
  * destroy the semaphore as soon as sem_wait returns.  The callers of one
  * batch wake each other in turn (struct store_waiter).
  */
-void store_waiter_wake(struct store_waiter *sw)
+void orch_store_waiter_wake(struct store_waiter *sw)
 {
 	sem_post(&sw->sw_sem);
 }
@@ -1525,7 +880,7 @@ void store_waiter_wake(struct store_waiter *sw)
 /* @done of an operation completed alone (not in a batch's chain). */
 static void sync_done(struct orch_store_op *op)
 {
-	store_waiter_wake(op->o_waiter);
+	orch_store_waiter_wake(op->o_waiter);
 }
 
 static void sync_wait_init(struct store_waiter *sw, struct orch_store_op *op)
@@ -1543,7 +898,7 @@ static int sync_wait_end(struct store_waiter *sw, struct orch_store_op *op)
 		;
 	/* Set before the chain's first wake-up; its waiter is still asleep. */
 	if (sw->sw_next)
-		store_waiter_wake(sw->sw_next);
+		orch_store_waiter_wake(sw->sw_next);
 	sem_destroy(&sw->sw_sem);
 	return op->status;
 }
@@ -1555,7 +910,7 @@ static int submit_wait(struct orch_store *st, struct orch_store_op *op)
 	op->o_sums = NULL;
 	op->o_sums_wait = NULL;
 	sync_wait_init(&sw, op);
-	store_submit(st, op);
+	orch_store_submit_(st, op);
 	return sync_wait_end(&sw, op);
 }
 
@@ -1572,7 +927,7 @@ struct store_sums {
 	bool ready;
 };
 
-const uint32_t *store_op_sums(struct orch_store_op *op)
+const uint32_t *orch_store_op_sums(struct orch_store_op *op)
 {
 	struct store_sums *s = op->o_sums_wait;
 
@@ -1589,7 +944,7 @@ const uint32_t *store_op_sums(struct orch_store_op *op)
  * A write that waits for its operation anyway checksums the data itself,
  * after submitting it: the writer thread allocates blocks and copies the
  * data into the page cache meanwhile, and takes the sums when it needs
- * them, for the csum rows (store_op_sums).  The caller owns @buf until
+ * them, for the csum rows (orch_store_op_sums).  The caller owns @buf until
  * the operation is done, so both threads may read it.
  */
 int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
@@ -1614,7 +969,7 @@ int orch_store_write(struct orch_store *st, uint64_t h, uint64_t off,
 	op.o_sums = sums;
 	op.o_sums_wait = &ss;
 	sync_wait_init(&sw, &op);
-	store_submit(st, &op);
+	orch_store_submit_(st, &op);
 	for (size_t i = 0; i < nb; i++)
 		sums[i] = orch_crc32c(0, (const uint8_t *)buf + i * ORCH_STORE_BLOCK,
 				      ORCH_STORE_BLOCK);
@@ -1637,23 +992,6 @@ int orch_store_truncate(struct orch_store *st, uint64_t h, uint64_t size)
 	if (size == 0 && store_surely_absent(st, h))
 		return 0;
 	return submit_wait(st, &op);
-}
-
-int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
-{
-	struct store_conn *c;
-	int64_t nid = 0;
-	int error;
-
-	*size = 0;
-	error = store_snap_get(st, &c);
-	if (error)
-		return error;
-	error = read_obj(c, h, &nid, size);
-	store_snap_put(st, c);
-	if (!error && !nid)
-		error = -ENOENT;
-	return error;
 }
 
 bool orch_store_nothing_past(struct orch_store *st, uint64_t h, uint64_t size)

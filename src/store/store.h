@@ -140,7 +140,7 @@ struct orch_store_op {
 	struct orch_store_op *o_next;
 	uint64_t o_done, o_piece;  /* bytes of a clone applied, in this transaction */
 	/* A write's block checksums, computed by orch_store_write meanwhile
-	 * (NULL: the writer computes them); see store_op_sums(). */
+	 * (NULL: the writer computes them); see orch_store_op_sums(). */
 	const uint32_t *o_sums;
 	struct store_sums *o_sums_wait;
 	/* A synchronous caller sleeps on it (then @done is not called). */
@@ -351,6 +351,7 @@ struct orch_store_stats {
 	uint64_t work_chunks;     /* transactions of chunked operations */
 	uint64_t checkpoints;     /* WAL checkpoints by flushes */
 	uint64_t checkpoint_us;   /* their time, commits held off throughout */
+	uint64_t bad_records;     /* reads failed by a record failing verification */
 };
 
 void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out);

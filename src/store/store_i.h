@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/store_ondisk.h"
 
 #define STORE_FORMAT 1
 #define STORE_DB_NAME "store.db"
@@ -27,9 +28,6 @@
 #define STORE_DEFAULT_MAXEXT 4096u
 #define STORE_MIN_AG_BLOCKS 64u
 #define STORE_MAX_AG_BLOCKS (1u << 30)
-
-/* Blocks per csum record: one row holds 64 crc32c values and a valid bitmap. */
-#define STORE_CSUM_GROUP 64u
 
 /* WAL pages (4 KiB) after which a flush also checkpoints (store_flush). */
 #define STORE_CKPT_PAGES 4096
@@ -48,12 +46,6 @@
 /* Waits of 10 ms for reads to end before a write gets ENOSPC. */
 #define STORE_ALLOC_WAITS 100
 
-/* Object flags. */
-#define STORE_OBJ_REFLINK 0x1u    /* may share blocks (set by clones) */
-#define STORE_OBJ_DYING 0x2u      /* being deleted by a work item: absent */
-/* bmap / rmap flags. */
-#define STORE_EXT_UNWRITTEN 0x1u  /* allocated, reads as zeros (unused so far) */
-
 /* bad.source: how the blocks were found bad. */
 #define STORE_BAD_REPORTED 1      /* a checksum mismatch or I/O error, or an operator */
 
@@ -64,101 +56,16 @@ enum store_work_type {
 	STORE_WORK_DELETE = 3,    /* nid */
 };
 
-/*
- * The tables.  Every integer is an SQLite INTEGER (signed 64 bits); u64
- * handles, which may reach 2^63, are stored through store_key_u64() so that
- * they sort as unsigned; the csum valid bitmap, never sorted, is stored as
- * an (int64_t) cast of its bits.  Every record ends
- * in crc = crc32c of its fields (store_rec_crc), so a scrub notices bit rot
- * or a stray write in any single record.  The tuple (ag, agbno) sorts as the
- * global block number ag * ag_blocks + agbno.
- */
-#define STORE_SCHEMA \
-	"CREATE TABLE smeta(k TEXT PRIMARY KEY, v INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE TABLE agstat(ag INTEGER PRIMARY KEY, blocks INTEGER NOT NULL," \
-	"  freeblks INTEGER NOT NULL, longest INTEGER NOT NULL," \
-	"  nfree INTEGER NOT NULL, nrmap INTEGER NOT NULL, nrefc INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE TABLE obj(nid INTEGER PRIMARY KEY, handle INTEGER NOT NULL," \
-	"  size INTEGER NOT NULL, flags INTEGER NOT NULL," \
-	"  nextents INTEGER NOT NULL, nblocks INTEGER NOT NULL," \
-	"  crc INTEGER NOT NULL) WITHOUT ROWID;" \
-	"CREATE INDEX obj_handle ON obj(handle);" \
-	"CREATE TABLE bmap(nid INTEGER NOT NULL, off INTEGER NOT NULL," \
-	"  ag INTEGER NOT NULL, agbno INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(nid, off)) WITHOUT ROWID;" \
-	"CREATE TABLE rmap(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  owner INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  flags INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno, owner, off)) WITHOUT ROWID;" \
-	"CREATE TABLE fsb(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE fsc(ag INTEGER NOT NULL, len INTEGER NOT NULL," \
-	"  agbno INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, len, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE refc(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, refcount INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE csum(ag INTEGER NOT NULL, grp INTEGER NOT NULL," \
-	"  valid INTEGER NOT NULL, sums BLOB NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, grp)) WITHOUT ROWID;" \
-	"CREATE TABLE bad(ag INTEGER NOT NULL, agbno INTEGER NOT NULL," \
-	"  len INTEGER NOT NULL, first_seen INTEGER NOT NULL," \
-	"  source INTEGER NOT NULL, crc INTEGER NOT NULL," \
-	"  PRIMARY KEY(ag, agbno)) WITHOUT ROWID;" \
-	"CREATE TABLE work(seq INTEGER PRIMARY KEY, type INTEGER NOT NULL," \
-	"  nid INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL," \
-	"  progress INTEGER NOT NULL, crc INTEGER NOT NULL) WITHOUT ROWID;"
-
-/* Record CRC domains: the table a record belongs to is part of its CRC. */
-enum store_tbl {
-	STORE_TBL_AGSTAT = 1,
-	STORE_TBL_OBJ,
-	STORE_TBL_BMAP,
-	STORE_TBL_RMAP,
-	STORE_TBL_FSB,
-	STORE_TBL_FSC,
-	STORE_TBL_REFC,
-	STORE_TBL_CSUM,
-	STORE_TBL_BAD,
-	STORE_TBL_WORK,
-	STORE_TBL_SMETA,          /* fields: v; blob: the key's text */
-};
-
-/*
- * crc32c over the table tag and @n fields, each as 8 little-endian bytes,
- * then @blob (may be NULL).  In the column order of the table, crc excluded.
- */
-uint32_t store_rec_crc(enum store_tbl t, const int64_t *f, int n,
-		       const void *blob, size_t bloblen);
-
-/* u64 <-> SQLite INTEGER, order-preserving (flip the sign bit). */
-static inline int64_t store_key_u64(uint64_t v)
-{
-	return (int64_t)(v ^ 0x8000000000000000ull);
-}
-
-static inline uint64_t store_unkey_u64(int64_t v)
-{
-	return (uint64_t)v ^ 0x8000000000000000ull;
-}
-
 /* A connection for reads: pooled, one thread at a time. */
 struct store_conn {
 	sqlite3 *c_db;
-	sqlite3_stmt *c_obj;      /* nid, size by handle */
-	sqlite3_stmt *c_bmap_le;  /* last extent starting at or before a block */
-	sqlite3_stmt *c_bmap_gt;  /* extents starting in (a, b) */
-	sqlite3_stmt *c_csum;     /* csum rows of an AG's groups [a, b] */
+	struct orch_rec_sq c_sq;  /* its statements */
 	uint64_t c_epoch;         /* commit count when its snapshot began */
 	bool c_active;            /* a snapshot is registered */
 	struct store_conn *c_next;
 	struct store_conn *c_reg_next;  /* registry of active snapshots */
 	/* Buffers of the read path, kept between reads (see snap_read). */
-	struct read_ext *c_ext;
+	struct orch_bmap_irec *c_ext;
 	size_t c_extcap;
 	uint8_t *c_buf;           /* blocks of an unaligned read */
 	size_t c_bufcap;
@@ -185,7 +92,7 @@ struct store_waiter {
 };
 
 /* Wakes @sw, which passes the wake-up along its chain. */
-void store_waiter_wake(struct store_waiter *sw);
+void orch_store_waiter_wake(struct store_waiter *sw);
 
 struct orch_store {
 	char *st_dir;
@@ -279,54 +186,61 @@ struct store_sb {
  * geometry) or -EPROTONOSUPPORT (another format version; sb->format says
  * which).
  */
-int store_sb_decode(const uint8_t *blk, struct store_sb *sb);
+int orch_store_sb_decode(const uint8_t *blk, struct store_sb *sb);
 
 /*
  * Takes the store lock of @dir (one opener at a time: a server, or an
  * offline tool): *@fdp, to close to let go; -EBUSY if someone holds it.
  */
-int store_lock(const char *dir, int *fdp);
+int orch_store_lock(const char *dir, int *fdp);
 
 /* Opens a connection to store.db with the store's pragmas. */
-int store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
+int orch_store_db_open(const struct orch_store *st, bool readonly, sqlite3 **out);
 
 /*
  * Takes a read connection and begins a snapshot on it, registered so that
- * no block it can see is reused until store_snap_put().  For reads, the
+ * no block it can see is reused until orch_snap_put().  For reads, the
  * owners query and the checker.
  */
-int store_snap_get(struct orch_store *st, struct store_conn **out);
-void store_snap_put(struct orch_store *st, struct store_conn *c);
+int orch_snap_get(struct orch_store *st, struct store_conn **out);
+void orch_snap_put(struct orch_store *st, struct store_conn *c);
+/* Closes the idle read connections (at close, none active). */
+void orch_snap_pool_free(struct orch_store *st);
 
 /* Oldest snapshot still active, as a commit count (UINT64_MAX if none). */
-uint64_t store_oldest_snap(struct orch_store *st);
+uint64_t orch_snap_oldest(struct orch_store *st);
 /* Waits up to @ms for a snapshot to end; false if none is active. */
-bool store_wait_snap_end(struct orch_store *st, unsigned int ms);
+bool orch_snap_wait_end(struct orch_store *st, unsigned int ms);
 
 /*
  * Counts and logs (rate-limited) a block of object @h that failed its
  * checksum: object block @objblock, global block @gblock.
  */
-void store_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
+void orch_snap_report_bad(struct orch_store *st, uint64_t h, uint64_t objblock,
 		      uint64_t gblock);
 
-/* Maps an SQLite result code to -errno (logging unexpected ones). */
-int store_sql_err(sqlite3 *db, int rc, const char *what);
+/* --- bdev.c: block I/O and kill points ------------------------------------------ */
 
-/* pread/pwrite of whole blocks of the blocks file, with retries. */
-int store_pread_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-		       void *buf);
-int store_pwrite_blocks(struct orch_store *st, uint64_t gblock, uint32_t n,
-			const void *buf);
+/* pread/pwrite of whole blocks of the blocks file, with retries: 0 or -errno.
+ * A read past the end of a short sparse file gives zeros.  Any thread. */
+int orch_bdev_read(struct orch_store *st, uint64_t gblock, uint32_t n, void *buf);
+int orch_bdev_write(struct orch_store *st, uint64_t gblock, uint32_t n, const void *buf);
+/* Gives the host the space of @n blocks from @gblock (a hole, not synced):
+ * 0 or -errno (-EOPNOTSUPP: the file system cannot). */
+int orch_bdev_punch(struct orch_store *st, uint64_t gblock, uint32_t n);
+/* fdatasync of the blocks file: 0 or -errno. */
+int orch_bdev_sync(struct orch_store *st);
 
 /*
  * Crash-test hook: ORCH_STORE_KILL=<point>[:<n>] makes the process SIGKILL
  * itself the n-th time (default 1st) it passes @point: "data" (data
  * written, not committed), "commit" (committed, not acknowledged), "flush"
  * (blocks flushed, WAL not synced), "chunk" (one chunk of a work item
- * committed).  Read once at open; one branch when unset.
+ * committed).  Read by orch_bdev_killpoint_init (at open); one branch when
+ * unset.
  */
-void store_killpoint(const char *point);
+void orch_bdev_killpoint_init(void);
+void orch_bdev_killpoint(const char *point);
 
 /*
  * The checksums of every block of write @op, if its submitter computes
@@ -334,13 +248,13 @@ void store_killpoint(const char *point);
  * writer allocates and writes the data): waits until they are ready.
  * NULL if the writer must compute them.  Writer thread.
  */
-const uint32_t *store_op_sums(struct orch_store_op *op);
+const uint32_t *orch_store_op_sums(struct orch_store_op *op);
 
 /* orch_store_submit, keeping @op's o_sums and o_sums_wait. */
-void store_submit(struct orch_store *st, struct orch_store_op *op);
+void orch_store_submit_(struct orch_store *st, struct orch_store_op *op);
 
 /* Writer thread (writer.c). */
-int store_writer_start(struct orch_store *st);
-void store_writer_stop(struct orch_store *st);
+int orch_writer_start(struct orch_store *st);
+void orch_writer_stop(struct orch_store *st);
 
 #endif

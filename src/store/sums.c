@@ -4,9 +4,10 @@
  * One page walks the object's extent map from the extent covering @from
  * (one descending lookup, as the read path does) and reads the checksum
  * group of each block from the csum table, one row per 64 blocks.  Values
- * read from store.db are not trusted: an extent outside its AG or out of
- * order is skipped, so a damaged record can hide blocks from a scan (the
- * scrub reports it) but never make the listing loop or read past a buffer.
+ * read from store.db are verified (rec.c): a record that fails, or an
+ * extent out of order, is skipped, so a damaged record can hide blocks from
+ * a scan (the scrub reports it) but never make the listing loop, read past
+ * a buffer or list another object's blocks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,66 +18,57 @@
 #include "store/store_i.h"
 #include "store/sums.h"
 
-static const char sums_sql_obj[] =
-	"SELECT nid FROM obj WHERE handle = ?1 AND (flags & ?2) = 0";
-/* The extent covering @from, if any, then every later one. */
-static const char sums_sql_bmap[] =
-	"SELECT off, ag, agbno, len, flags FROM bmap WHERE nid = ?1 AND off >= "
-	"(SELECT COALESCE(MAX(off), 0) FROM bmap WHERE nid = ?1 AND off <= ?2) ORDER BY off";
-static const char sums_sql_csum[] = "SELECT valid, sums FROM csum WHERE ag = ?1 AND grp = ?2";
-
 struct sums_walk {
-	struct orch_store *st;
-	sqlite3 *db;
-	sqlite3_stmt *csum;
-	/* The csum row last read. */
-	uint32_t ag;
+	struct orch_rec_sq *q;
+	/* The csum row last read (ag, grp; valid 0 if none or damaged). */
+	struct orch_csum_irec cs;
 	int64_t grp;
-	bool have;
-	uint64_t valid;
-	uint8_t sums[STORE_CSUM_GROUP * 4];
 };
 
 /* Loads the csum row of group @grp of AG @ag, unless it is loaded. */
 static int sums_group(struct sums_walk *w, uint32_t ag, int64_t grp)
 {
+	sqlite3_stmt *s;
 	int rc;
 
-	if (w->grp == grp && w->ag == ag)
+	if (w->grp == grp && w->cs.ag == ag)
 		return 0;
-	w->ag = ag;
 	w->grp = grp;
-	w->have = false;
-	sqlite3_bind_int64(w->csum, 1, ag);
-	sqlite3_bind_int64(w->csum, 2, grp);
-	rc = sqlite3_step(w->csum);
-	if (rc == SQLITE_ROW && sqlite3_column_bytes(w->csum, 1) == (int)sizeof(w->sums)) {
-		w->valid = (uint64_t)sqlite3_column_int64(w->csum, 0);
-		memcpy(w->sums, sqlite3_column_blob(w->csum, 1), sizeof(w->sums));
-		w->have = true;
+	memset(&w->cs, 0, sizeof(w->cs));
+	w->cs.ag = ag;
+	rc = orch_rec_stmt(w->q, ORCH_REC_CSUM_GET, &s);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, grp);
+	rc = orch_rec_step(w->q, ORCH_REC_CSUM_GET);
+	if (rc == 1) {
+		if (orch_rec_csum_from_disk(NULL, s, 0, &w->cs))
+			w->cs.valid = 0;   /* damaged: its blocks have no sums */
+		orch_rec_reset(w->q, ORCH_REC_CSUM_GET);
+		w->cs.ag = ag;
 	}
-	sqlite3_reset(w->csum);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return store_sql_err(w->db, rc, "block sums csum");
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
-static int64_t sums_nid(struct sums_walk *w, uint64_t h, int *error)
+static int64_t sums_nid(struct orch_rec_sq *q, uint64_t h, int *error)
 {
-	sqlite3_stmt *s = NULL;
+	struct orch_obj_irec o;
+	sqlite3_stmt *s;
 	int64_t nid = 0;
-	int rc = sqlite3_prepare_v2(w->db, sums_sql_obj, -1, &s, NULL);
+	int rc = orch_rec_stmt(q, ORCH_REC_OBJ_LIVE_BY_HANDLE, &s);
 
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(s, 1, store_key_u64(h));
-		sqlite3_bind_int64(s, 2, STORE_OBJ_DYING);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
-			nid = sqlite3_column_int64(s, 0);
+	if (!rc) {
+		sqlite3_bind_int64(s, 1, orch_rec_key_u64(h));
+		rc = orch_rec_step(q, ORCH_REC_OBJ_LIVE_BY_HANDLE);
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		*error = store_sql_err(w->db, rc, "block sums obj");
-	sqlite3_finalize(s);
+	if (rc == 1) {
+		if (!orch_rec_obj_from_disk(s, 0, &o))
+			nid = o.nid;
+		orch_rec_reset(q, ORCH_REC_OBJ_LIVE_BY_HANDLE);
+	}
+	if (rc < 0)
+		*error = rc;
 	return nid;
 }
 
@@ -84,74 +76,70 @@ int orch_store_block_sums(struct orch_store *st, uint64_t h, uint64_t from,
 			  struct orch_blocksum *out, size_t max, size_t *n,
 			  uint64_t *next, bool *eof)
 {
-	struct sums_walk w = { .st = st, .grp = -1 };
+	struct sums_walk w = { .grp = -1 };
+	struct orch_bmap_irec e;
 	struct store_conn *c;
-	sqlite3_stmt *bmap = NULL;
+	sqlite3_stmt *bmap;
 	uint64_t prev_end = 0;
 	int64_t nid;
-	int error = 0, rc = SQLITE_DONE;
+	int error = 0, rc = 0;
 
 	*n = 0;
 	*next = from;
 	*eof = true;
 	if (max == 0)
 		return 0;
-	error = store_snap_get(st, &c);
+	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
-	w.db = c->c_db;
-	nid = sums_nid(&w, h, &error);
+	w.q = &c->c_sq;
+	nid = sums_nid(w.q, h, &error);
 	if (error || !nid)
 		goto out;
-	if (sqlite3_prepare_v2(w.db, sums_sql_bmap, -1, &bmap, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(w.db, sums_sql_csum, -1, &w.csum, NULL) != SQLITE_OK) {
-		error = store_sql_err(w.db, sqlite3_errcode(w.db), "block sums prepare");
+	error = orch_rec_stmt(w.q, ORCH_REC_BMAP_WALK, &bmap);
+	if (error)
 		goto out;
-	}
 	sqlite3_bind_int64(bmap, 1, nid);
 	sqlite3_bind_int64(bmap, 2, (int64_t)ORCH_MIN(from, (uint64_t)INT64_MAX));
-	while (!error && (rc = sqlite3_step(bmap)) == SQLITE_ROW) {
-		uint64_t off = (uint64_t)sqlite3_column_int64(bmap, 0);
-		uint64_t ag = (uint64_t)sqlite3_column_int64(bmap, 1);
-		uint64_t agbno = (uint64_t)sqlite3_column_int64(bmap, 2);
-		uint64_t len = (uint64_t)sqlite3_column_int64(bmap, 3);
-		uint64_t flags = (uint64_t)sqlite3_column_int64(bmap, 4);
+	while (!error && (rc = orch_rec_step(w.q, ORCH_REC_BMAP_WALK)) == 1) {
+		uint64_t off, ag, agbno, len;
 
-		if (len == 0 || len > st->st_maxext || ag >= st->st_ag_count ||
-		    agbno >= store_ag_len(st, (uint32_t)ag) ||
-		    len > store_ag_len(st, (uint32_t)ag) - agbno || off > UINT64_MAX - len ||
-		    off < prev_end)
+		if (orch_rec_bmap_from_disk(st, bmap, 0, &e) || e.off < prev_end)
 			continue;   /* damaged or out of order: the scrub reports it */
+		off = e.off;
+		ag = e.ag;
+		agbno = e.agbno;
+		len = e.len;
 		prev_end = off + len;
-		if (flags & STORE_EXT_UNWRITTEN)
+		if (e.flags & ORCH_REC_EXT_UNWRITTEN)
 			continue;
 		for (uint64_t b = ORCH_MAX(off, from); b < off + len; b++) {
 			uint64_t a = agbno + (b - off);
-			uint32_t bit = (uint32_t)(a % STORE_CSUM_GROUP);
+			uint32_t bit = (uint32_t)(a % ORCH_REC_CSUM_GROUP);
 
 			if (*n == max) {
 				*next = b;
 				*eof = false;
 				goto out;
 			}
-			error = sums_group(&w, (uint32_t)ag, (int64_t)(a / STORE_CSUM_GROUP));
+			error = sums_group(&w, (uint32_t)ag, (int64_t)(a / ORCH_REC_CSUM_GROUP));
 			if (error)
 				break;
-			if (!w.have || !(w.valid >> bit & 1))
+			if (!(w.cs.valid >> bit & 1))
 				continue;
 			out[*n].block = b;
 			out[*n].gblock = store_gblock(st, (uint32_t)ag, (uint32_t)a);
-			out[*n].crc = orch_get_u32(w.sums + 4 * bit);
+			out[*n].crc = w.cs.sums[bit];
 			(*n)++;
 		}
 	}
-	if (!error && rc != SQLITE_ROW && rc != SQLITE_DONE)
-		error = store_sql_err(w.db, rc, "block sums bmap");
+	if (!error && rc < 0)
+		error = rc;
 	*next = prev_end > from ? prev_end : from;
 out:
-	sqlite3_finalize(bmap);
-	sqlite3_finalize(w.csum);
-	store_snap_put(st, c);
+	if (rc == 1)   /* left early with a row */
+		orch_rec_reset(w.q, ORCH_REC_BMAP_WALK);
+	orch_snap_put(st, c);
 	return error;
 }
 

@@ -39,69 +39,12 @@
 /* A piece of an operation was applied: commit, then apply it again. */
 #define W_AGAIN 3
 
-static const char *const w_sql[S_NSTMT] = {
-	[S_OBJ_BY_HANDLE] = "SELECT nid, size, flags, nextents, nblocks FROM obj"
-			    " WHERE handle=? AND (flags & 2)=0",
-	[S_OBJ_BY_NID] = "SELECT handle, size, flags, nextents, nblocks FROM obj WHERE nid=?",
-	[S_OBJ_PUT] = "INSERT OR REPLACE INTO obj VALUES(?,?,?,?,?,?,?)",
-	/* The handle of a nid never changes; leaving it out spares the index. */
-	[S_OBJ_UPD] = "UPDATE obj SET size=?2, flags=?3, nextents=?4, nblocks=?5, crc=?6"
-		      " WHERE nid=?1",
-	[S_OBJ_DEL] = "DELETE FROM obj WHERE nid=?",
-	[S_BMAP_LE] = "SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<=?"
-		      " ORDER BY off DESC LIMIT 1",
-	[S_BMAP_RANGE] = "SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off>?"
-			 " AND off<? ORDER BY off",
-	[S_BMAP_LAST] = "SELECT off, ag, agbno, len, flags FROM bmap WHERE nid=? AND off<?"
-			" ORDER BY off DESC LIMIT 1",
-	[S_BMAP_INS] = "INSERT INTO bmap VALUES(?,?,?,?,?,?,?)",
-	[S_BMAP_DEL] = "DELETE FROM bmap WHERE nid=? AND off=?",
-	[S_BMAP_COUNT] = "SELECT count(*) FROM (SELECT 1 FROM bmap WHERE nid=? AND off>=?"
-			 " AND off<? LIMIT ?)",
-	[S_RMAP_INS] = "INSERT INTO rmap VALUES(?,?,?,?,?,?,?)",
-	[S_RMAP_DEL] = "DELETE FROM rmap WHERE ag=? AND agbno=? AND owner=? AND off=?",
-	[S_FSB_LE] = "SELECT agbno, len FROM fsb WHERE ag=? AND agbno<=?"
-		     " ORDER BY agbno DESC LIMIT 1",
-	[S_FSB_GT] = "SELECT agbno, len FROM fsb WHERE ag=? AND agbno>? ORDER BY agbno",
-	[S_FSB_AT] = "SELECT len FROM fsb WHERE ag=? AND agbno=?",
-	[S_FSB_INS] = "INSERT INTO fsb VALUES(?,?,?,?)",
-	[S_FSB_DEL] = "DELETE FROM fsb WHERE ag=? AND agbno=?",
-	[S_FSC_INS] = "INSERT INTO fsc VALUES(?,?,?,?)",
-	[S_FSC_DEL] = "DELETE FROM fsc WHERE ag=? AND len=? AND agbno=?",
-	[S_FSC_MAX] = "SELECT len FROM fsc WHERE ag=? ORDER BY len DESC LIMIT 1",
-	[S_AG_GET] = "SELECT blocks, freeblks, longest, nfree, nrmap, nrefc FROM agstat"
-		     " WHERE ag=?",
-	[S_AG_PUT] = "INSERT OR REPLACE INTO agstat VALUES(?,?,?,?,?,?,?,?)",
-	[S_CSUM_GET] = "SELECT valid, sums FROM csum WHERE ag=? AND grp=?",
-	[S_CSUM_PUT] = "INSERT OR REPLACE INTO csum VALUES(?,?,?,?,?)",
-	[S_CSUM_DEL] = "DELETE FROM csum WHERE ag=? AND grp=?",
-	[S_REFC_WIN] = "SELECT agbno, len, refcount FROM refc WHERE ag=? AND agbno>=?"
-		       " AND agbno<=? ORDER BY agbno",
-	[S_REFC_INS] = "INSERT INTO refc VALUES(?,?,?,?,?)",
-	[S_REFC_DEL] = "DELETE FROM refc WHERE ag=? AND agbno=?",
-	[S_BAD_WIN] = "SELECT agbno, len FROM bad WHERE ag=? AND agbno>=? AND agbno<?"
-		      " ORDER BY agbno",
-	[S_BAD_LE] = "SELECT agbno, len FROM bad WHERE ag=? AND agbno<=? ORDER BY agbno DESC"
-		     " LIMIT 1",
-	[S_BAD_AT] = "SELECT len FROM bad WHERE ag=? AND agbno=?",
-	[S_BAD_INS] = "INSERT INTO bad VALUES(?,?,?,?,?,?)",
-	[S_BAD_DEL] = "DELETE FROM bad WHERE ag=? AND agbno=?",
-	[S_RMAP_FS_ANY] = "SELECT 1 FROM rmap WHERE ag=? AND agbno>? AND agbno<?"
-			  " AND agbno+len>? AND owner=-1 LIMIT 1",
-	[S_WORK_PUT] = "INSERT OR REPLACE INTO work VALUES(?,?,?,?,?,?,?)",
-	[S_WORK_DEL] = "DELETE FROM work WHERE seq=?",
-	[S_WORK_ALL] = "SELECT seq, type, nid, a, b, progress, crc FROM work ORDER BY seq",
-	[S_SMETA_PUT] = "UPDATE smeta SET v=?, crc=? WHERE k=?",
-	[S_SAVEPOINT] = "SAVEPOINT op",
-	[S_RELEASE] = "RELEASE op",
-	[S_ROLLBACK_TO] = "ROLLBACK TO op",
-};
-
 /* --- Statement helpers ------------------------------------------------------------- */
 
-sqlite3_stmt *w_bind(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
+sqlite3_stmt *orch_writer_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v,
+			       int n)
 {
-	sqlite3_stmt *s = w->w_stmt[id];
+	sqlite3_stmt *s = w->w_sq.q_stmt[id];
 
 	sqlite3_reset(s);
 	for (int i = 0; i < n; i++)
@@ -109,31 +52,24 @@ sqlite3_stmt *w_bind(struct store_writer *w, enum w_stmt id, const int64_t *v, i
 	return s;
 }
 
-int w_row(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
+int orch_writer_row(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
 {
-	sqlite3_stmt *s = w_bind(w, id, v, n);
-	int rc = sqlite3_step(s);
-
-	if (rc == SQLITE_ROW)
-		return 1;
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, w_sql[id]);
+	orch_writer_bind(w, id, v, n);
+	return orch_rec_step(&w->w_sq, id);
 }
 
-int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n)
+int orch_writer_exec(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n)
 {
-	sqlite3_stmt *s = w_bind(w, id, v, n);
-	int rc = sqlite3_step(s);
-
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, w_sql[id]);
+	orch_writer_bind(w, id, v, n);
+	return orch_rec_exec(&w->w_sq, id);
 }
 
-static int w_sql_exec(struct store_writer *w, const char *sql)
+sqlite3_stmt *orch_writer_stmt(struct store_writer *w, enum orch_rec_stmt id)
 {
-	int rc = sqlite3_exec(w->w_db, sql, NULL, NULL, NULL);
+	sqlite3_stmt *s = w->w_sq.q_stmt[id];
 
-	return rc == SQLITE_OK ? 0 : store_sql_err(w->w_db, rc, sql);
+	sqlite3_reset(s);
+	return s;
 }
 
 /* --- Objects ------------------------------------------------------------------------ */
@@ -152,41 +88,49 @@ struct w_ext {
 	uint32_t ag, agbno, len, flags;
 };
 
+/*
+ * @o from the row of @s.  The writer trusts its records as it always has:
+ * it decodes them through the record layer but does not act on a failed
+ * verification (the checker reports it; reads refuse the record).
+ */
+static void obj_from_row(sqlite3_stmt *s, struct w_obj *o)
+{
+	struct orch_obj_irec r;
+
+	(void)orch_rec_obj_from_disk(s, 0, &r);
+	o->nid = r.nid;
+	o->stored = true;
+	o->handle = r.handle;
+	o->size = r.size;
+	o->flags = r.flags;
+	o->nextents = (int64_t)r.nextents;
+	o->nblocks = (int64_t)r.nblocks;
+}
+
 static int obj_load(struct store_writer *w, uint64_t h, struct w_obj *o)
 {
-	sqlite3_stmt *s = w->w_stmt[S_OBJ_BY_HANDLE];
-	int rc = w_row(w, S_OBJ_BY_HANDLE, W_ARGS(store_key_u64(h)));
+	int rc = orch_writer_row(w, ORCH_REC_OBJ_LIVE_BY_HANDLE, W_ARGS(orch_rec_key_u64(h)));
 
 	memset(o, 0, sizeof(*o));
 	o->handle = h;
 	if (rc <= 0)
 		return rc;
-	o->nid = sqlite3_column_int64(s, 0);
-	o->stored = true;
-	o->size = (uint64_t)sqlite3_column_int64(s, 1);
-	o->flags = (uint32_t)sqlite3_column_int64(s, 2);
-	o->nextents = sqlite3_column_int64(s, 3);
-	o->nblocks = sqlite3_column_int64(s, 4);
-	sqlite3_reset(s);
+	obj_from_row(w->w_sq.q_stmt[ORCH_REC_OBJ_LIVE_BY_HANDLE], o);
+	orch_rec_reset(&w->w_sq, ORCH_REC_OBJ_LIVE_BY_HANDLE);
+	o->handle = h;
 	return 0;
 }
 
 static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
 {
-	sqlite3_stmt *s = w->w_stmt[S_OBJ_BY_NID];
-	int rc = w_row(w, S_OBJ_BY_NID, W_ARGS(nid));
+	int rc = orch_writer_row(w, ORCH_REC_OBJ_BY_NID, W_ARGS(nid));
 
 	memset(o, 0, sizeof(*o));
 	if (rc <= 0)
 		return rc;
+	obj_from_row(w->w_sq.q_stmt[ORCH_REC_OBJ_BY_NID], o);
+	orch_rec_reset(&w->w_sq, ORCH_REC_OBJ_BY_NID);
 	o->nid = nid;
-	o->stored = true;
-	o->handle = store_unkey_u64(sqlite3_column_int64(s, 0));
-	o->size = (uint64_t)sqlite3_column_int64(s, 1);
-	o->flags = (uint32_t)sqlite3_column_int64(s, 2);
-	o->nextents = sqlite3_column_int64(s, 3);
-	o->nblocks = sqlite3_column_int64(s, 4);
-	sqlite3_reset(s);
 	return 0;
 }
 
@@ -197,17 +141,20 @@ static int obj_load_nid(struct store_writer *w, int64_t nid, struct w_obj *o)
  */
 static int obj_save(struct store_writer *w, struct w_obj *o)
 {
-	int64_t f[6] = { o->nid, store_key_u64(o->handle), (int64_t)o->size, o->flags,
-			 o->nextents, o->nblocks };
-	int64_t crc = store_rec_crc(STORE_TBL_OBJ, f, 6, NULL, 0);
+	struct orch_obj_irec r = {
+		.nid = o->nid, .handle = o->handle, .size = o->size, .flags = o->flags,
+		.nextents = (uint64_t)o->nextents, .nblocks = (uint64_t)o->nblocks,
+	};
 	int error;
 
 	if (o->stored) {
-		error = w_exec(w, S_OBJ_UPD, W_ARGS(f[0], f[2], f[3], f[4], f[5], crc));
+		orch_rec_obj_bind(orch_writer_stmt(w, ORCH_REC_OBJ_UPD), &r);
+		error = orch_rec_exec(&w->w_sq, ORCH_REC_OBJ_UPD);
 		if (error || sqlite3_changes(w->w_db) == 1)
 			return error;
 	}
-	error = w_exec(w, S_OBJ_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5], crc));
+	orch_rec_obj_bind(orch_writer_stmt(w, ORCH_REC_OBJ_PUT), &r);
+	error = orch_rec_exec(&w->w_sq, ORCH_REC_OBJ_PUT);
 	if (!error)
 		o->stored = true;
 	return error;
@@ -225,22 +172,19 @@ static void obj_new(struct store_writer *w, struct w_obj *o)
 
 static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct w_ext *e)
 {
-	int64_t f[6] = { o->nid, (int64_t)e->off, e->ag, e->agbno, e->len, e->flags };
-	struct w_agdelta *d = w_agd(w, e->ag);
+	struct orch_bmap_irec b = { o->nid, e->off, e->ag, e->agbno, e->len, e->flags };
+	struct orch_rmap_irec r = { e->ag, e->agbno, o->nid, e->off, e->len, e->flags };
+	struct w_agdelta *d = orch_alloc_agd(w, e->ag);
 	int error;
 
 	if (!d)
 		return -ENOMEM;
-	error = w_exec(w, S_BMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					     store_rec_crc(STORE_TBL_BMAP, f, 6, NULL, 0)));
+	orch_rec_bmap_bind(orch_writer_stmt(w, ORCH_REC_BMAP_INS), &b);
+	error = orch_rec_exec(&w->w_sq, ORCH_REC_BMAP_INS);
 	if (error)
 		return error;
-	f[0] = e->ag;
-	f[1] = e->agbno;
-	f[2] = o->nid;
-	f[3] = (int64_t)e->off;
-	error = w_exec(w, S_RMAP_INS, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					     store_rec_crc(STORE_TBL_RMAP, f, 6, NULL, 0)));
+	orch_rec_rmap_bind(orch_writer_stmt(w, ORCH_REC_RMAP_INS), &r);
+	error = orch_rec_exec(&w->w_sq, ORCH_REC_RMAP_INS);
 	if (error)
 		return error;
 	d->nrmap++;
@@ -251,14 +195,15 @@ static int ext_insert_raw(struct store_writer *w, struct w_obj *o, const struct 
 
 static int ext_delete_raw(struct store_writer *w, struct w_obj *o, const struct w_ext *e)
 {
-	struct w_agdelta *d = w_agd(w, e->ag);
+	struct w_agdelta *d = orch_alloc_agd(w, e->ag);
 	int error;
 
 	if (!d)
 		return -ENOMEM;
-	error = w_exec(w, S_BMAP_DEL, W_ARGS(o->nid, (int64_t)e->off));
+	error = orch_writer_exec(w, ORCH_REC_BMAP_DEL, W_ARGS(o->nid, (int64_t)e->off));
 	if (!error)
-		error = w_exec(w, S_RMAP_DEL, W_ARGS(e->ag, e->agbno, o->nid, (int64_t)e->off));
+		error = orch_writer_exec(w, ORCH_REC_RMAP_DEL,
+					 W_ARGS(e->ag, e->agbno, o->nid, (int64_t)e->off));
 	if (error)
 		return error;
 	d->nrmap--;
@@ -267,24 +212,28 @@ static int ext_delete_raw(struct store_writer *w, struct w_obj *o, const struct 
 	return 0;
 }
 
+/* An extent from a bmap row (trusted: see obj_from_row). */
 static void ext_from_row(sqlite3_stmt *s, struct w_ext *e)
 {
-	e->off = (uint64_t)sqlite3_column_int64(s, 0);
-	e->ag = (uint32_t)sqlite3_column_int64(s, 1);
-	e->agbno = (uint32_t)sqlite3_column_int64(s, 2);
-	e->len = (uint32_t)sqlite3_column_int64(s, 3);
-	e->flags = (uint32_t)sqlite3_column_int64(s, 4);
+	struct orch_bmap_irec r;
+
+	(void)orch_rec_bmap_from_disk(NULL, s, 0, &r);
+	e->off = r.off;
+	e->ag = r.ag;
+	e->agbno = r.agbno;
+	e->len = r.len;
+	e->flags = r.flags;
 }
 
 /* The extent of @o holding object block @b: 1 and *@e, or 0. */
 static int ext_at(struct store_writer *w, struct w_obj *o, uint64_t b, struct w_ext *e)
 {
-	int rc = w_row(w, S_BMAP_LE, W_ARGS(o->nid, (int64_t)b));
+	int rc = orch_writer_row(w, ORCH_REC_BMAP_LE, W_ARGS(o->nid, (int64_t)b));
 
 	if (rc <= 0)
 		return rc;
-	ext_from_row(w->w_stmt[S_BMAP_LE], e);
-	sqlite3_reset(w->w_stmt[S_BMAP_LE]);
+	ext_from_row(w->w_sq.q_stmt[ORCH_REC_BMAP_LE], e);
+	orch_rec_reset(&w->w_sq, ORCH_REC_BMAP_LE);
 	return e->off + e->len > b ? 1 : 0;
 }
 
@@ -331,7 +280,7 @@ static int ext_cut(struct store_writer *w, struct w_obj *o, const struct w_ext *
 		error = ext_insert_raw(w, o, &right);
 	}
 	if (!error)
-		error = w_release(w, e->ag, e->agbno + (uint32_t)(lo - e->off),
+		error = orch_refc_release(w, e->ag, e->agbno + (uint32_t)(lo - e->off),
 				   (uint32_t)(hi - lo));
 	return error;
 }
@@ -356,7 +305,7 @@ static int ext_collect_max(struct store_writer *w, struct w_obj *o, uint64_t b0,
 	if (rc < 0)
 		return rc;
 	have = rc == 1;
-	s = w_bind(w, S_BMAP_RANGE, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1));
+	s = orch_writer_bind(w, ORCH_REC_BMAP_RANGE, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1));
 	for (;;) {
 		if (have) {
 			if (cnt == cap) {
@@ -372,10 +321,9 @@ static int ext_collect_max(struct store_writer *w, struct w_obj *o, uint64_t b0,
 			}
 			v[cnt++] = e;
 		}
-		rc = sqlite3_step(s);
-		if (rc != SQLITE_ROW) {
-			if (rc != SQLITE_DONE)
-				error = store_sql_err(w->w_db, rc, "bmap");
+		rc = orch_rec_step(&w->w_sq, ORCH_REC_BMAP_RANGE);
+		if (rc != 1) {
+			error = rc;
 			break;
 		}
 		if (cnt == max) {
@@ -421,12 +369,13 @@ static int ext_unmap(struct store_writer *w, struct w_obj *o, uint64_t b0, uint6
 static int ext_count(struct store_writer *w, struct w_obj *o, uint64_t b0, uint64_t b1,
 		     int64_t max, int64_t *n)
 {
-	int rc = w_row(w, S_BMAP_COUNT, W_ARGS(o->nid, (int64_t)b0, (int64_t)b1, max + 1));
+	int rc = orch_writer_row(w, ORCH_REC_BMAP_COUNT,
+				 W_ARGS(o->nid, (int64_t)b0, (int64_t)b1, max + 1));
 
 	if (rc < 0)
 		return rc;
-	*n = rc ? sqlite3_column_int64(w->w_stmt[S_BMAP_COUNT], 0) : 0;
-	sqlite3_reset(w->w_stmt[S_BMAP_COUNT]);
+	*n = rc ? sqlite3_column_int64(w->w_sq.q_stmt[ORCH_REC_BMAP_COUNT], 0) : 0;
+	orch_rec_reset(&w->w_sq, ORCH_REC_BMAP_COUNT);
 	/* Only extents starting in the range count; one straddling b0 adds one. */
 	return 0;
 }
@@ -458,13 +407,13 @@ static int read_block(struct store_writer *w, struct w_obj *o, uint64_t b, uint8
 		return rc;
 	}
 	g = store_gblock(st, e.ag, e.agbno) + (b - e.off);
-	rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b - e.off), &sum, &valid);
+	rc = orch_alloc_csum_get(w, e.ag, e.agbno + (uint32_t)(b - e.off), &sum, &valid);
 	if (!rc)
-		rc = store_pread_blocks(st, g, 1, dst);
+		rc = orch_bdev_read(st, g, 1, dst);
 	if (rc)
 		return rc;
 	if (!valid || orch_crc32c(0, dst, ORCH_STORE_BLOCK) != sum) {
-		store_report_bad(st, o->handle, b, g);
+		orch_snap_report_bad(st, o->handle, b, g);
 		return -EIO;
 	}
 	return 0;
@@ -515,15 +464,15 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 		struct w_ext e = { .off = pos };
 		const uint8_t *p = data + (pos - b0) * ORCH_STORE_BLOCK;
 
-		error = w_alloc(w, (uint32_t)ORCH_MIN(b1 - pos, (uint64_t)st->st_maxext),
+		error = orch_alloc_extent(w, (uint32_t)ORCH_MIN(b1 - pos, (uint64_t)st->st_maxext),
 				&e.ag, &e.agbno, &e.len);
 		if (error)
 			break;
-		error = store_pwrite_blocks(st, store_gblock(st, e.ag, e.agbno), e.len, p);
+		error = orch_bdev_write(st, store_gblock(st, e.ag, e.agbno), e.len, p);
 		if (!error && given) {
 			/* Ready by now, as a rule: the data took longer to write. */
-			given = store_op_sums(op);
-			error = w_csum_set(w, e.ag, e.agbno, e.len, given + (pos - b0));
+			given = orch_store_op_sums(op);
+			error = orch_alloc_csum_set(w, e.ag, e.agbno, e.len, given + (pos - b0));
 		}
 		for (uint32_t i = 0; !error && !given && i < e.len; i += 256) {
 			uint32_t k, m = ORCH_MIN(256u, e.len - i);
@@ -531,7 +480,7 @@ static int write_range(struct store_writer *w, struct w_obj *o, uint64_t off,
 			for (k = 0; k < m; k++)
 				sums[k] = orch_crc32c(0, p + (size_t)(i + k) * ORCH_STORE_BLOCK,
 						      ORCH_STORE_BLOCK);
-			error = w_csum_set(w, e.ag, e.agbno + i, m, sums);
+			error = orch_alloc_csum_set(w, e.ag, e.agbno + i, m, sums);
 		}
 		if (!error)
 			error = ext_map(w, o, e);
@@ -674,7 +623,7 @@ static int apply_delete(struct store_writer *w, struct orch_store_op *op)
 		return W_LONG;
 	error = ext_unmap(w, &o, 0, INT64_MAX);
 	if (!error)
-		error = w_exec(w, S_OBJ_DEL, W_ARGS(o.nid));
+		error = orch_writer_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
 	if (!error) {
 		w->w_dobjects--;
 		w->w_txn_deleted++;
@@ -743,7 +692,7 @@ static int clone_blocks(struct store_writer *w, struct w_obj *src, uint64_t sb0,
 		e.off = db0 + (lo - sb0);
 		e.agbno = sv[i].agbno + (uint32_t)(lo - sv[i].off);
 		e.len = (uint32_t)(hi - lo);
-		error = w_share(w, e.ag, e.agbno, e.len);
+		error = orch_refc_share(w, e.ag, e.agbno, e.len);
 		if (!error)
 			error = ext_map(w, dst, e);
 	}
@@ -757,10 +706,10 @@ static int clone_save(struct store_writer *w, struct w_obj *src, struct w_obj *d
 {
 	int error;
 
-	dst->flags |= STORE_OBJ_REFLINK;
+	dst->flags |= ORCH_REC_OBJ_REFLINK;
 	if (src == dst || !src->nid)
 		return obj_save(w, dst);
-	src->flags |= STORE_OBJ_REFLINK;
+	src->flags |= ORCH_REC_OBJ_REFLINK;
 	error = obj_save(w, src);
 	return error ? error : obj_save(w, dst);
 }
@@ -826,7 +775,8 @@ static int dedupe_sums_may_match(struct store_writer *w, struct w_obj *x, uint64
 
 		if (rc <= 0)
 			return rc;
-		rc = w_csum_get(w, e.ag, e.agbno + (uint32_t)(b[i] - e.off), &sum[i], &valid[i]);
+		rc = orch_alloc_csum_get(w, e.ag, e.agbno + (uint32_t)(b[i] - e.off), &sum[i],
+					 &valid[i]);
 		if (rc)
 			return rc;
 	}
@@ -927,7 +877,7 @@ static int apply_quarantine(struct store_writer *w, struct orch_store_op *op)
 		uint32_t agbno = (uint32_t)(g & (st->st_ag_blocks - 1));
 		uint32_t n = (uint32_t)ORCH_MIN(end - g, (uint64_t)store_ag_len(st, ag) - agbno);
 
-		error = w_quarantine(w, ag, agbno, n);
+		error = orch_alloc_quarantine(w, ag, agbno, n);
 		g += n;
 	}
 	return error;
@@ -972,28 +922,31 @@ static int agstat_flush(struct store_writer *w)
 {
 	for (size_t i = 0; i < w->w_ntagd; i++) {
 		struct w_agdelta *d = &w->w_tagd[i];
-		sqlite3_stmt *s = w->w_stmt[S_AG_GET];
-		int64_t f[7];
+		struct orch_agstat_irec a;
+		struct orch_fsb_irec l = { 0 };
 		int rc;
 
 		/* No skipping when the deltas cancel: the longest extent may have moved. */
-		rc = w_row(w, S_AG_GET, W_ARGS(d->ag));
+		rc = orch_writer_row(w, ORCH_REC_AG_GET, W_ARGS(d->ag));
 		if (rc <= 0)
 			return rc ? rc : -ORCH_ECORRUPT;
-		f[0] = d->ag;
-		f[1] = sqlite3_column_int64(s, 0);
-		f[2] = sqlite3_column_int64(s, 1) + d->freeblks;
-		f[4] = sqlite3_column_int64(s, 3) + d->nfree;
-		f[5] = sqlite3_column_int64(s, 4) + d->nrmap;
-		f[6] = sqlite3_column_int64(s, 5) + d->nrefc;
-		sqlite3_reset(s);
-		rc = w_row(w, S_FSC_MAX, W_ARGS(d->ag));
+		(void)orch_rec_agstat_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_AG_GET], 0, &a);
+		orch_rec_reset(&w->w_sq, ORCH_REC_AG_GET);
+		a.ag = d->ag;
+		a.freeblks += (uint64_t)d->freeblks;
+		a.nfree += (uint64_t)d->nfree;
+		a.nrmap += (uint64_t)d->nrmap;
+		a.nrefc += (uint64_t)d->nrefc;
+		rc = orch_writer_row(w, ORCH_REC_FSC_MAX, W_ARGS(d->ag));
 		if (rc < 0)
 			return rc;
-		f[3] = rc ? sqlite3_column_int64(w->w_stmt[S_FSC_MAX], 0) : 0;
-		sqlite3_reset(w->w_stmt[S_FSC_MAX]);
-		rc = w_exec(w, S_AG_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5], f[6],
-						store_rec_crc(STORE_TBL_AGSTAT, f, 7, NULL, 0)));
+		if (rc) {
+			(void)orch_rec_fsc_from_disk(NULL, w->w_sq.q_stmt[ORCH_REC_FSC_MAX], 0, &l);
+			orch_rec_reset(&w->w_sq, ORCH_REC_FSC_MAX);
+		}
+		a.longest = l.len;
+		orch_rec_agstat_bind(orch_writer_stmt(w, ORCH_REC_AG_PUT), &a);
+		rc = orch_rec_exec(&w->w_sq, ORCH_REC_AG_PUT);
 		if (rc)
 			return rc;
 		w->w_dfree += d->freeblks;
@@ -1022,9 +975,9 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 
 	if (safe) {
 		/* The savepoint must cover the csum rows the batch changed so far. */
-		rc = w_csum_flush(w);
+		rc = orch_alloc_csum_flush(w);
 		if (!rc)
-			rc = w_exec(w, S_SAVEPOINT, NULL, 0);
+			rc = orch_writer_exec(w, ORCH_REC_SAVEPOINT, NULL, 0);
 		if (rc)
 			return rc;
 	}
@@ -1058,7 +1011,7 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 		int error = agd_merge(w);
 
 		if (!error && safe)
-			error = w_exec(w, S_RELEASE, NULL, 0);
+			error = orch_writer_exec(w, ORCH_REC_RELEASE, NULL, 0);
 		if (!error)
 			return rc;
 		rc = error;
@@ -1066,12 +1019,12 @@ static int apply_one(struct store_writer *w, struct orch_store_op *op, bool safe
 	if (rc < 0 && !safe)
 		return W_REDO;
 	if (safe) {
-		w_exec(w, S_ROLLBACK_TO, NULL, 0);
-		w_exec(w, S_RELEASE, NULL, 0);
-		w_csum_clear(w);
+		orch_writer_exec(w, ORCH_REC_ROLLBACK_TO, NULL, 0);
+		orch_writer_exec(w, ORCH_REC_RELEASE, NULL, 0);
+		orch_alloc_csum_clear(w);
 	}
 	w->w_nagd = 0;
-	w_busy_undo(w, pend);
+	orch_alloc_busy_undo(w, pend);
 	w->w_dobjects = dobj;
 	w->w_dfree = dfree;
 	w->w_txn_created = created;
@@ -1127,19 +1080,19 @@ static void wal_prefetch(struct store_writer *w)
 static int txn_begin(struct store_writer *w)
 {
 	wal_prefetch(w);
-	w_busy_release(w);
+	orch_alloc_busy_release(w);
 	w->w_dobjects = w->w_dfree = 0;
 	w->w_txn_ops = w->w_txn_bytes = w->w_txn_created = w->w_txn_deleted = 0;
 	w->w_nagd = w->w_ntagd = 0;
-	return w_sql_exec(w, "BEGIN IMMEDIATE");
+	return orch_writer_exec(w, ORCH_REC_BEGIN_IMMEDIATE, NULL, 0);
 }
 
 /* Undoes the open transaction, in store.db and in memory. */
 static void txn_rollback(struct store_writer *w)
 {
-	sqlite3_exec(w->w_db, "ROLLBACK", NULL, NULL, NULL);
-	w_csum_clear(w);
-	w_busy_undo(w, 0);
+	orch_writer_exec(w, ORCH_REC_ROLLBACK, NULL, 0);
+	orch_alloc_csum_clear(w);
+	orch_alloc_busy_undo(w, 0);
 	w->w_nagd = w->w_ntagd = 0;
 }
 
@@ -1151,36 +1104,29 @@ static int txn_commit(struct store_writer *w)
 
 	error = agstat_flush(w);
 	if (!error && w->w_meta_dirty) {
-		const char *keys[2] = { "next_nid", "next_work" };
-		int64_t vals[2] = { w->w_next_nid, w->w_next_work };
-		sqlite3_stmt *s = w->w_stmt[S_SMETA_PUT];
+		struct orch_smeta_irec m[2] = {
+			{ .k = "next_nid", .v = w->w_next_nid },
+			{ .k = "next_work", .v = w->w_next_work },
+		};
 
 		for (int i = 0; i < 2 && !error; i++) {
-			int rc;
-
-			sqlite3_reset(s);
-			sqlite3_bind_int64(s, 1, vals[i]);
-			sqlite3_bind_int64(s, 2, store_rec_crc(STORE_TBL_SMETA, &vals[i], 1, keys[i],
-							       strlen(keys[i])));
-			sqlite3_bind_text(s, 3, keys[i], -1, SQLITE_STATIC);
-			rc = sqlite3_step(s);
-			sqlite3_reset(s);
-			error = rc == SQLITE_DONE ? 0 : store_sql_err(w->w_db, rc, "smeta");
+			orch_rec_smeta_bind(orch_writer_stmt(w, ORCH_REC_SMETA_PUT), &m[i]);
+			error = orch_rec_exec(&w->w_sq, ORCH_REC_SMETA_PUT);
 		}
 	}
 	if (!error)
-		error = w_csum_flush(w);
+		error = orch_alloc_csum_flush(w);
 	/* Room to track this transaction's frees, before it can no longer fail. */
 	if (!error)
-		error = w_busy_reserve(w);
-	store_killpoint("data");
+		error = orch_alloc_busy_reserve(w);
+	orch_bdev_killpoint("data");
 	if (error) {
 		txn_rollback(w);
 		return error;
 	}
 	/* Not while a flush is between its blocks and its WAL (store_flush). */
 	pthread_mutex_lock(&st->st_commit_lock);
-	error = w_sql_exec(w, "COMMIT");
+	error = orch_writer_exec(w, ORCH_REC_COMMIT, NULL, 0);
 	if (error) {
 		pthread_mutex_unlock(&st->st_commit_lock);
 		txn_rollback(w);
@@ -1191,7 +1137,7 @@ static int txn_commit(struct store_writer *w)
 	st->st_commit_writes = atomic_load(&st->st_data_writes);
 	pthread_mutex_lock(&st->st_seq_lock);
 	st->st_committed++;
-	w_busy_commit(w, st->st_committed);
+	orch_alloc_busy_commit(w, st->st_committed);
 	st->st_stats.commits++;
 	st->st_stats.ops += w->w_txn_ops;
 	st->st_stats.bytes_written += w->w_txn_bytes;
@@ -1207,7 +1153,7 @@ static int txn_commit(struct store_writer *w)
 	 * checkpoints).  With nobody flushing, the WAL grows until
 	 * orch_store_close; the server flushes every commit_interval_ms.
 	 */
-	store_killpoint("commit");
+	orch_bdev_killpoint("commit");
 	return 0;
 }
 
@@ -1227,10 +1173,13 @@ struct w_work {
 
 static int work_save(struct store_writer *w, const struct w_work *k)
 {
-	int64_t f[6] = { k->seq, k->type, k->nid, k->a, k->b, k->progress };
+	struct orch_work_irec r = {
+		.seq = k->seq, .type = (uint32_t)k->type, .nid = k->nid, .a = k->a, .b = k->b,
+		.progress = k->progress,
+	};
 
-	return w_exec(w, S_WORK_PUT, W_ARGS(f[0], f[1], f[2], f[3], f[4], f[5],
-					    store_rec_crc(STORE_TBL_WORK, f, 6, NULL, 0)));
+	orch_rec_work_bind(orch_writer_stmt(w, ORCH_REC_WORK_PUT), &r);
+	return orch_rec_exec(&w->w_sq, ORCH_REC_WORK_PUT);
 }
 
 /* One chunk: frees up to STORE_WORK_CHUNK extents of [a, progress), from the end. */
@@ -1245,13 +1194,13 @@ static int work_chunk(struct store_writer *w, struct w_work *k, bool *finished)
 		return error;
 	while (o.nid && n < STORE_WORK_CHUNK) {
 		struct w_ext e;
-		int rc = w_row(w, S_BMAP_LAST, W_ARGS(o.nid, k->progress));
+		int rc = orch_writer_row(w, ORCH_REC_BMAP_LAST, W_ARGS(o.nid, k->progress));
 
 		if (rc < 0)
 			return rc;
 		if (rc)
-			ext_from_row(w->w_stmt[S_BMAP_LAST], &e);
-		sqlite3_reset(w->w_stmt[S_BMAP_LAST]);
+			ext_from_row(w->w_sq.q_stmt[ORCH_REC_BMAP_LAST], &e);
+		orch_rec_reset(&w->w_sq, ORCH_REC_BMAP_LAST);
 		if (!rc || (int64_t)(e.off + e.len) <= k->a) {
 			k->progress = k->a;
 			break;
@@ -1265,13 +1214,13 @@ static int work_chunk(struct store_writer *w, struct w_work *k, bool *finished)
 	}
 	if (!o.nid || k->progress <= k->a) {
 		*finished = true;
-		error = w_exec(w, S_WORK_DEL, W_ARGS(k->seq));
+		error = orch_writer_exec(w, ORCH_REC_WORK_DEL, W_ARGS(k->seq));
 		if (error || !o.nid)
 			return error;
 		if (k->type != STORE_WORK_DELETE)
 			return obj_save(w, &o);
 		w->w_txn_deleted++;
-		return w_exec(w, S_OBJ_DEL, W_ARGS(o.nid));
+		return orch_writer_exec(w, ORCH_REC_OBJ_DEL, W_ARGS(o.nid));
 	}
 	error = obj_save(w, &o);
 	return error ? error : work_save(w, k);
@@ -1301,7 +1250,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 			pthread_mutex_lock(&st->st_seq_lock);
 			st->st_stats.work_chunks++;
 			pthread_mutex_unlock(&st->st_seq_lock);
-			store_killpoint("chunk");
+			orch_bdev_killpoint("chunk");
 		}
 	}
 	if (error)
@@ -1346,7 +1295,7 @@ static int run_long(struct store_writer *w, struct orch_store_op *op)
 			k.type = STORE_WORK_DELETE;
 			k.a = 0;
 			k.b = k.progress = INT64_MAX;
-			o.flags |= STORE_OBJ_DYING;
+			o.flags |= ORCH_REC_OBJ_DYING;
 			error = obj_save(w, &o);
 			w->w_dobjects--;
 			break;
@@ -1370,10 +1319,11 @@ static int work_resume(struct store_writer *w)
 {
 	struct w_work *v = NULL;
 	size_t n = 0, cap = 0;
-	sqlite3_stmt *s = w_bind(w, S_WORK_ALL, NULL, 0);
+	sqlite3_stmt *s = orch_writer_bind(w, ORCH_REC_WORK_ALL, NULL, 0);
+	struct orch_work_irec r;
 	int rc, error = 0;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = orch_rec_step(&w->w_sq, ORCH_REC_WORK_ALL)) == 1) {
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 8;
 			struct w_work *nv = realloc(v, nc * sizeof(*nv));
@@ -1385,21 +1335,19 @@ static int work_resume(struct store_writer *w)
 			v = nv;
 			cap = nc;
 		}
-		v[n].seq = sqlite3_column_int64(s, 0);
-		v[n].type = sqlite3_column_int64(s, 1);
-		v[n].nid = sqlite3_column_int64(s, 2);
-		v[n].a = sqlite3_column_int64(s, 3);
-		v[n].b = sqlite3_column_int64(s, 4);
-		v[n].progress = sqlite3_column_int64(s, 5);
-		v[n].crc_ok = sqlite3_column_int64(s, 6) ==
-			      store_rec_crc(STORE_TBL_WORK, (const int64_t[]){ v[n].seq,
-					    v[n].type, v[n].nid, v[n].a, v[n].b, v[n].progress },
-					    6, NULL, 0);
+		/* A bad CRC or an unknown type: damaged (below). */
+		v[n].crc_ok = !orch_rec_work_from_disk(s, 0, &r);
+		v[n].seq = r.seq;
+		v[n].type = r.type;
+		v[n].nid = r.nid;
+		v[n].a = r.a;
+		v[n].b = r.b;
+		v[n].progress = r.progress;
 		n++;
 	}
-	if (!error && rc != SQLITE_DONE)
-		error = store_sql_err(w->w_db, rc, "work");
-	sqlite3_reset(s);
+	if (!error && rc < 0)
+		error = rc;
+	orch_rec_reset(&w->w_sq, ORCH_REC_WORK_ALL);
 	for (size_t i = 0; !error && i < n; i++) {
 		/* Acting on a damaged item could free live blocks: the checker reports it. */
 		if (!v[i].crc_ok || v[i].type < STORE_WORK_TRUNCATE ||
@@ -1442,7 +1390,7 @@ static void complete_all(struct store_writer *w, struct orch_store_op *done, int
 		tail = &d->o_waiter->sw_next;
 	}
 	if (chain)
-		store_waiter_wake(chain);
+		orch_store_waiter_wake(chain);
 }
 
 /*
@@ -1580,7 +1528,7 @@ static void *writer_main(void *arg)
 			if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) == ETIMEDOUT &&
 			    !w->w_head && !w->w_stop) {
 				pthread_mutex_unlock(&w->w_lock);
-				w_busy_release(w);
+				orch_alloc_busy_release(w);
 				pthread_mutex_lock(&w->w_lock);
 			}
 		}
@@ -1603,10 +1551,10 @@ void orch_store_submit(struct orch_store *st, struct orch_store_op *op)
 	op->o_sums = NULL;
 	op->o_sums_wait = NULL;
 	op->o_waiter = NULL;
-	store_submit(st, op);
+	orch_store_submit_(st, op);
 }
 
-void store_submit(struct orch_store *st, struct orch_store_op *op)
+void orch_store_submit_(struct orch_store *st, struct orch_store_op *op)
 {
 	struct store_writer *w = st->st_writer;
 	bool wake;
@@ -1634,10 +1582,9 @@ void store_submit(struct orch_store *st, struct orch_store_op *op)
 
 static void writer_free(struct store_writer *w)
 {
-	for (int i = 0; i < S_NSTMT; i++)
-		sqlite3_finalize(w->w_stmt[i]);
+	orch_rec_sq_fini(&w->w_sq);
 	sqlite3_close(w->w_db);
-	w_busy_free(w);
+	orch_alloc_busy_free(w);
 	free(w->w_agd);
 	free(w->w_tagd);
 	free(w->w_cs);
@@ -1649,35 +1596,32 @@ static void writer_free(struct store_writer *w)
 
 static int load_counters(struct store_writer *w)
 {
-	struct orch_store *st = w->w_st;
-	const char *sql[] = {
-		"SELECT v, crc, k FROM smeta WHERE k='next_nid'",
-		"SELECT v, crc, k FROM smeta WHERE k='next_work'",
-		"SELECT coalesce(sum(freeblks), 0) FROM agstat",
-		"SELECT count(*) FROM obj WHERE (flags & 2)=0",
-		"SELECT count(*) FROM refc",
-		"SELECT count(*) FROM bad",
+	static const char *const keys[2] = { "next_nid", "next_work" };
+	static const enum orch_rec_stmt counts[4] = {
+		ORCH_REC_AG_FREE_SUM, ORCH_REC_OBJ_LIVE_COUNT, ORCH_REC_REFC_COUNT,
+		ORCH_REC_BAD_COUNT,
 	};
+	struct orch_store *st = w->w_st;
+	struct orch_smeta_irec m;
 	int64_t v[6] = { 0 };
+	sqlite3_stmt *s;
+	int rc;
 
-	for (size_t i = 0; i < ORCH_ARRAY_SIZE(sql); i++) {
-		sqlite3_stmt *s;
-		int rc = sqlite3_prepare_v2(w->w_db, sql[i], -1, &s, NULL);
-
-		if (rc != SQLITE_OK)
-			return store_sql_err(w->w_db, rc, sql[i]);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
-			v[i] = sqlite3_column_int64(s, 0);
-			if (i < 2 && sqlite3_column_int64(s, 1) !=
-				     store_rec_crc(STORE_TBL_SMETA, &v[i], 1,
-						   sqlite3_column_text(s, 2),
-						   (size_t)sqlite3_column_bytes(s, 2)))
-				v[i] = -1;   /* refused below */
+	for (int i = 0; i < 6; i++) {
+		if (i < 2) {
+			s = orch_writer_stmt(w, ORCH_REC_SMETA_GET);
+			sqlite3_bind_text(s, 1, keys[i], -1, SQLITE_STATIC);
+		} else {
+			s = orch_writer_stmt(w, counts[i - 2]);
 		}
-		sqlite3_finalize(s);
-		if (rc != SQLITE_ROW)
-			return rc == SQLITE_DONE ? -ORCH_ECORRUPT : store_sql_err(w->w_db, rc, sql[i]);
+		rc = orch_rec_step(&w->w_sq, i < 2 ? ORCH_REC_SMETA_GET : counts[i - 2]);
+		if (rc <= 0)
+			return rc ? rc : -ORCH_ECORRUPT;
+		if (i >= 2)
+			v[i] = sqlite3_column_int64(s, 0);
+		else   /* a damaged counter is refused below */
+			v[i] = orch_rec_smeta_from_disk(s, 0, &m) ? -1 : m.v;
+		sqlite3_reset(s);
 	}
 	if (v[0] < 1 || v[1] < 1 || v[2] < 0 || (uint64_t)v[2] > st->st_blocks) {
 		ORCH_ERR("store in '%s': damaged counters in store.db", st->st_dir);
@@ -1702,7 +1646,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	return SQLITE_OK;
 }
 
-int store_writer_start(struct orch_store *st)
+int orch_writer_start(struct orch_store *st)
 {
 	struct store_writer *w = calloc(1, sizeof(*w));
 	int error;
@@ -1721,7 +1665,7 @@ int store_writer_start(struct orch_store *st)
 		pthread_cond_init(&w->w_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	error = store_db_open(st, false, &w->w_db);
+	error = orch_store_db_open(st, false, &w->w_db);
 	if (!error) {
 		sqlite3_wal_hook(w->w_db, wal_hook, st);
 		/*
@@ -1732,17 +1676,17 @@ int store_writer_start(struct orch_store *st)
 		 */
 		if (sqlite3_exec(w->w_db, "PRAGMA journal_size_limit=" ORCH_STR(STORE_WAL_LIMIT),
 				 NULL, NULL, NULL) != SQLITE_OK)
-			error = store_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
+			error = orch_rec_sql_err(w->w_db, SQLITE_ERROR, "journal_size_limit");
 	}
-	for (int i = 0; !error && i < S_NSTMT; i++) {
-		int rc = sqlite3_prepare_v3(w->w_db, w_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-					    &w->w_stmt[i], NULL);
+	/* Every statement now: the writer's helpers take them prepared. */
+	orch_rec_sq_init(&w->w_sq, w->w_db);
+	for (int i = 0; !error && i < ORCH_REC_NSTMT; i++) {
+		sqlite3_stmt *s;
 
-		if (rc != SQLITE_OK)
-			error = store_sql_err(w->w_db, rc, w_sql[i]);
+		error = orch_rec_stmt(&w->w_sq, (enum orch_rec_stmt)i, &s);
 	}
 	if (!error)
-		error = w_busy_init(w);
+		error = orch_alloc_busy_init(w);
 	if (!error)
 		error = load_counters(w);
 	st->st_writer = w;
@@ -1761,7 +1705,7 @@ int store_writer_start(struct orch_store *st)
 	return error;
 }
 
-void store_writer_stop(struct orch_store *st)
+void orch_writer_stop(struct orch_store *st)
 {
 	struct store_writer *w = st->st_writer;
 

@@ -1,27 +1,14 @@
 /*
  * The writer thread's state, shared by writer.c (operations, transactions,
- * work items) and alloc.c (free space and busy extents).  Only the writer
- * thread touches it, except the queue (w_lock).
+ * work items), alloc.c (free space, checksums and busy extents) and refc.c
+ * (reference counts).  Only the writer thread touches it, except the queue
+ * (w_lock).  Names: writer.c exports orch_writer_*, alloc.c orch_alloc_*,
+ * refc.c orch_refc_*; all of them writer thread only.
  */
 #ifndef ORCH_STORE_WRITER_I_H
 #define ORCH_STORE_WRITER_I_H
 
 #include "store/store_i.h"
-
-enum w_stmt {
-	S_OBJ_BY_HANDLE, S_OBJ_BY_NID, S_OBJ_PUT, S_OBJ_UPD, S_OBJ_DEL,
-	S_BMAP_LE, S_BMAP_RANGE, S_BMAP_LAST, S_BMAP_INS, S_BMAP_DEL, S_BMAP_COUNT,
-	S_RMAP_INS, S_RMAP_DEL,
-	S_FSB_LE, S_FSB_GT, S_FSB_AT, S_FSB_INS, S_FSB_DEL, S_FSC_INS, S_FSC_DEL, S_FSC_MAX,
-	S_AG_GET, S_AG_PUT,
-	S_CSUM_GET, S_CSUM_PUT, S_CSUM_DEL,
-	S_REFC_WIN, S_REFC_INS, S_REFC_DEL,
-	S_BAD_WIN, S_BAD_LE, S_BAD_AT, S_BAD_INS, S_BAD_DEL, S_RMAP_FS_ANY,
-	S_WORK_PUT, S_WORK_DEL, S_WORK_ALL,
-	S_SMETA_PUT,
-	S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
-	S_NSTMT
-};
 
 /* Blocks freed by commit @seq (0 while its transaction is open). */
 struct w_busy {
@@ -35,9 +22,7 @@ struct w_busy {
  * and written once, at commit, however many operations change them.
  */
 struct w_cslot {
-	uint32_t ag, grp;
-	uint64_t valid;
-	uint8_t sums[STORE_CSUM_GROUP * 4];
+	struct orch_csum_irec c_rec;  /* valid == 0: the row goes */
 	bool used;
 	bool existed;                 /* the row is in store.db */
 	bool dirty;                   /* changed since it was read or written */
@@ -54,7 +39,7 @@ struct w_agdelta {
 struct store_writer {
 	struct orch_store *w_st;
 	sqlite3 *w_db;
-	sqlite3_stmt *w_stmt[S_NSTMT];
+	struct orch_rec_sq w_sq;      /* every statement, prepared at start */
 	pthread_t w_thread;
 	bool w_started;
 
@@ -104,46 +89,49 @@ struct store_writer {
 	bool w_no_punch;              /* the host file system cannot punch holes */
 };
 
+/* Statement @id, reset, for a record's bind (orch_rec_*_bind). */
+sqlite3_stmt *orch_writer_stmt(struct store_writer *w, enum orch_rec_stmt id);
 /* Binds @n integers to statement @id (after a reset). */
-sqlite3_stmt *w_bind(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+sqlite3_stmt *orch_writer_bind(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v,
+			       int n);
 /* Binds, steps once: 1 = a row (read it, then sqlite3_reset), 0 = done, <0. */
-int w_row(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+int orch_writer_row(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n);
 /* Binds and runs to completion: 0 or -errno. */
-int w_exec(struct store_writer *w, enum w_stmt id, const int64_t *v, int n);
+int orch_writer_exec(struct store_writer *w, enum orch_rec_stmt id, const int64_t *v, int n);
 
 #define W_ARGS(...) (const int64_t[]){ __VA_ARGS__ }, \
 	(int)(sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t))
 
 /* alloc.c */
-struct w_agdelta *w_agd(struct store_writer *w, uint32_t ag);
-int w_alloc(struct store_writer *w, uint32_t want, uint32_t *ag, uint32_t *agbno,
+struct w_agdelta *orch_alloc_agd(struct store_writer *w, uint32_t ag);
+int orch_alloc_extent(struct store_writer *w, uint32_t want, uint32_t *ag, uint32_t *agbno,
 	    uint32_t *got);
 /* Frees blocks nobody owns any more (bad ones are retired instead). */
-int w_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+int orch_alloc_free(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
 /* Records AG blocks [agbno, agbno + len) as bad, retiring the free ones. */
-int w_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+int orch_alloc_quarantine(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
 
 /* refc.c: an owner lets go of blocks (freed when it was the last one)... */
-int w_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+int orch_refc_release(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
 /* ...or takes one more reference to blocks already owned. */
-int w_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
-int w_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
+int orch_refc_share(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len);
+int orch_alloc_csum_set(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t n,
 	       const uint32_t *sums);
-int w_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
+int orch_alloc_csum_get(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t *sum,
 	       bool *valid);
 /* Writes the changed cached csum rows into the transaction. */
-int w_csum_flush(struct store_writer *w);
+int orch_alloc_csum_flush(struct store_writer *w);
 /* Forgets the cache (after a rollback: it may hold undone changes). */
-void w_csum_clear(struct store_writer *w);
-int w_busy_init(struct store_writer *w);
+void orch_alloc_csum_clear(struct store_writer *w);
+int orch_alloc_busy_init(struct store_writer *w);
 /* Undoes the frees of the open transaction made after @mark (= w_npend then). */
-void w_busy_undo(struct store_writer *w, size_t mark);
+void orch_alloc_busy_undo(struct store_writer *w, size_t mark);
 /* Makes room to move the open transaction's frees to the busy list. */
-int w_busy_reserve(struct store_writer *w);
-/* Moves them there as commit @seq (after w_busy_reserve). */
-void w_busy_commit(struct store_writer *w, uint64_t seq);
+int orch_alloc_busy_reserve(struct store_writer *w);
+/* Moves them there as commit @seq (after orch_alloc_busy_reserve). */
+void orch_alloc_busy_commit(struct store_writer *w, uint64_t seq);
 /* Returns busy blocks that no snapshot can see and that are durable. */
-void w_busy_release(struct store_writer *w);
-void w_busy_free(struct store_writer *w);
+void orch_alloc_busy_release(struct store_writer *w);
+void orch_alloc_busy_free(struct store_writer *w);
 
 #endif

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < 4; i++)
 			blk[48 + i] = (uint8_t)(crc >> (8 * i));
 	}
-	if (store_sb_decode(blk, &sb) == 0) {
+	if (orch_store_sb_decode(blk, &sb) == 0) {
 		if (sb.block_size != ORCH_STORE_BLOCK || !sb.ag_blocks ||
 		    (sb.ag_blocks & (sb.ag_blocks - 1)) || sb.maxext < 1 ||
 		    sb.maxext > sb.ag_blocks || sb.blocks < 64)

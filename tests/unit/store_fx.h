@@ -141,7 +141,7 @@ static inline void fx_rmdir(char *dir, bool may_keep)
 #define CRC_WORK "rec_crc(10, seq, type, nid, a, b, progress)"
 #define CRC_SMETA "rec_crc(11, v, k)"
 
-/* rec_crc(table, field..., [blob or text]): store_rec_crc in SQL. */
+/* rec_crc(table, field..., [blob or text]): orch_rec_crc in SQL. */
 static inline void fx_sql_rec_crc(sqlite3_context *ctx, int argc,
 				  sqlite3_value **argv)
 {
@@ -161,8 +161,8 @@ static inline void fx_sql_rec_crc(sqlite3_context *ctx, int argc,
 			f[n++] = sqlite3_value_int64(argv[i]);
 		}
 	}
-	sqlite3_result_int64(ctx, store_rec_crc(
-		(enum store_tbl)sqlite3_value_int(argv[0]), f, n, blob, bloblen));
+	sqlite3_result_int64(ctx, orch_rec_crc(
+		(enum orch_rec_tbl)sqlite3_value_int(argv[0]), f, n, blob, bloblen));
 }
 
 /*
@@ -219,7 +219,7 @@ static inline int db_exec(sqlite3 *db, const char *sql, bool dup_ok)
 	return rc == SQLITE_OK ? 0 : dup ? -EEXIST : -EIO;
 }
 
-#define TBL(t) (1u << STORE_TBL_##t)
+#define TBL(t) (1u << ORCH_REC_##t)
 #define TBL_ALL (TBL(AGSTAT) | TBL(OBJ) | TBL(BMAP) | TBL(RMAP) | TBL(FSB) | \
 		 TBL(FSC) | TBL(REFC) | TBL(CSUM) | TBL(BAD) | TBL(WORK) |   \
 		 TBL(SMETA))
@@ -231,20 +231,20 @@ static inline int db_exec(sqlite3 *db, const char *sql, bool dup_ok)
 static inline int db_recrc(sqlite3 *db, unsigned tables)
 {
 	static const struct {
-		enum store_tbl tbl;
+		enum orch_rec_tbl tbl;
 		const char *name, *crc;
 	} t[] = {
-		{ STORE_TBL_AGSTAT, "agstat", CRC_AGSTAT },
-		{ STORE_TBL_OBJ, "obj", CRC_OBJ },
-		{ STORE_TBL_BMAP, "bmap", CRC_BMAP },
-		{ STORE_TBL_RMAP, "rmap", CRC_RMAP },
-		{ STORE_TBL_FSB, "fsb", CRC_FSB },
-		{ STORE_TBL_FSC, "fsc", CRC_FSC },
-		{ STORE_TBL_REFC, "refc", CRC_REFC },
-		{ STORE_TBL_CSUM, "csum", CRC_CSUM },
-		{ STORE_TBL_BAD, "bad", CRC_BAD },
-		{ STORE_TBL_WORK, "work", CRC_WORK },
-		{ STORE_TBL_SMETA, "smeta", CRC_SMETA },
+		{ ORCH_REC_AGSTAT, "agstat", CRC_AGSTAT },
+		{ ORCH_REC_OBJ, "obj", CRC_OBJ },
+		{ ORCH_REC_BMAP, "bmap", CRC_BMAP },
+		{ ORCH_REC_RMAP, "rmap", CRC_RMAP },
+		{ ORCH_REC_FSB, "fsb", CRC_FSB },
+		{ ORCH_REC_FSC, "fsc", CRC_FSC },
+		{ ORCH_REC_REFC, "refc", CRC_REFC },
+		{ ORCH_REC_CSUM, "csum", CRC_CSUM },
+		{ ORCH_REC_BAD, "bad", CRC_BAD },
+		{ ORCH_REC_WORK, "work", CRC_WORK },
+		{ ORCH_REC_SMETA, "smeta", CRC_SMETA },
 	};
 	char sql[1024];
 	size_t len = 0;

@@ -37,7 +37,7 @@
 #include "common/util.h"
 #include "store/fsmap.h"
 #include "store/store.h"
-#include "store/store_i.h" /* store_key_u64 (I30) */
+#include "store/store_i.h" /* orch_rec_key_u64 (I30) */
 #include "unit/store_fx.h"
 #include "unit/test.h"
 
@@ -1053,7 +1053,7 @@ static int smeta_set(const char *dir, const char *k, int64_t v)
 	snprintf(path, sizeof(path), "%s/store.db", dir);
 	snprintf(sql, sizeof(sql), "UPDATE smeta SET v = %lld, crc = %lld WHERE k = '%s'",
 		 (long long)v,
-		 (long long)store_rec_crc(STORE_TBL_SMETA, &v, 1, k, strlen(k)), k);
+		 (long long)orch_rec_crc(ORCH_REC_SMETA, &v, 1, k, strlen(k)), k);
 	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
@@ -1588,16 +1588,16 @@ ORCH_TEST(i30_key_u64_preserves_order)
 		v[n++] = x;
 	}
 	for (size_t i = 0; i < n; i++) {
-		ORCH_CHECK(store_unkey_u64(store_key_u64(v[i])) == v[i]);
+		ORCH_CHECK(orch_rec_unkey_u64(orch_rec_key_u64(v[i])) == v[i]);
 		for (size_t j = 0; j < 64; j++) {
 			uint64_t a = v[i], b = v[(i * 31 + j * 17) % n];
 
-			ORCH_CHECK((a < b) == (store_key_u64(a) < store_key_u64(b)));
-			ORCH_CHECK((a == b) == (store_key_u64(a) == store_key_u64(b)));
+			ORCH_CHECK((a < b) == (orch_rec_key_u64(a) < orch_rec_key_u64(b)));
+			ORCH_CHECK((a == b) == (orch_rec_key_u64(a) == orch_rec_key_u64(b)));
 		}
 	}
-	ORCH_CHECK(store_key_u64(0) == INT64_MIN);
-	ORCH_CHECK(store_key_u64(UINT64_MAX) == INT64_MAX);
+	ORCH_CHECK(orch_rec_key_u64(0) == INT64_MIN);
+	ORCH_CHECK(orch_rec_key_u64(UINT64_MAX) == INT64_MAX);
 }
 
 struct rtuple {
@@ -1656,7 +1656,7 @@ ORCH_TEST(i30_sqlite_orders_composite_keys_as_tuples)
 		case 1: r.owner = ORCH_STORE_OWN_DEFECTIVE; break;
 		case 2: r.owner = -(int64_t)rng_below(1000) - 3; break;
 		case 3: r.owner = (int64_t)rng_below(5); break;
-		case 4: r.owner = store_key_u64(rng()); break;
+		case 4: r.owner = orch_rec_key_u64(rng()); break;
 		default: r.owner = (int64_t)(rng() >> 1); break;
 		}
 		r.off = rng_below(3) ? (int64_t)rng_below(4) : (int64_t)(rng() >> 1);
@@ -1700,13 +1700,13 @@ ORCH_TEST(i30_sqlite_orders_composite_keys_as_tuples)
 	}
 	sqlite3_finalize(sel);
 
-	/* u64 handles through store_key_u64 come back in unsigned order */
+	/* u64 handles through orch_rec_key_u64 come back in unsigned order */
 	ORCH_CHECK(sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO obj VALUES(?, 0)",
 				      -1, &ins, NULL) == SQLITE_OK);
 	for (k = 0; k < N; k++) {
 		hs[k] = k < 4 ? (uint64_t[]){ 0, UINT64_MAX, 1ull << 63,
 					      (1ull << 63) - 1 }[k] : rng();
-		sqlite3_bind_int64(ins, 1, store_key_u64(hs[k]));
+		sqlite3_bind_int64(ins, 1, orch_rec_key_u64(hs[k]));
 		ORCH_CHECK(sqlite3_step(ins) == SQLITE_DONE);
 		sqlite3_reset(ins);
 	}
@@ -1719,7 +1719,7 @@ ORCH_TEST(i30_sqlite_orders_composite_keys_as_tuples)
 	ORCH_CHECK(sqlite3_prepare_v2(db, "SELECT h FROM obj", -1, &sel, NULL) == SQLITE_OK);
 	for (k = 0; sqlite3_step(sel) == SQLITE_ROW; k++) {
 		ORCH_CHECK(k < n);
-		ORCH_CHECK(store_unkey_u64(sqlite3_column_int64(sel, 0)) == hs[k]);
+		ORCH_CHECK(orch_rec_unkey_u64(sqlite3_column_int64(sel, 0)) == hs[k]);
 	}
 	ORCH_CHECK(k == n);
 	sqlite3_finalize(sel);
@@ -1766,11 +1766,11 @@ static int csum_bit(sqlite3 *db, uint32_t ag, uint32_t agbno)
 			       -1, &s, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(s, 1, ag);
-	sqlite3_bind_int64(s, 2, agbno / STORE_CSUM_GROUP);
+	sqlite3_bind_int64(s, 2, agbno / ORCH_REC_CSUM_GROUP);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		uint64_t valid = (uint64_t)sqlite3_column_int64(s, 0);
 
-		bit = (int)((valid >> (agbno % STORE_CSUM_GROUP)) & 1);
+		bit = (int)((valid >> (agbno % ORCH_REC_CSUM_GROUP)) & 1);
 	}
 	sqlite3_finalize(s);
 	return bit;

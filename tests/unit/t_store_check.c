@@ -476,7 +476,7 @@ ORCH_TEST(check_data_flip)
 
 		snprintf(sql, sizeof(sql), "SELECT handle FROM obj WHERE nid = %"
 			 PRId64, nid);
-		handle = store_unkey_u64(db_int(db, sql, 0));
+		handle = orch_rec_unkey_u64(db_int(db, sql, 0));
 	}
 	sqlite3_close(db);
 	ORCH_CHECK(nid > 0 && ag >= 0 && agbno >= 0);
@@ -622,7 +622,7 @@ static int load_rmap(struct rows *all)
 		};
 
 		if (x.owner > 0)
-			x.handle = store_unkey_u64(sqlite3_column_int64(s, 5));
+			x.handle = orch_rec_unkey_u64(sqlite3_column_int64(s, 5));
 		if (rows_push(all, &x))
 			break;
 	}

@@ -191,7 +191,7 @@ static int populate(void)
 
 struct field {
 	const char *table;
-	enum store_tbl tbl;
+	enum orch_rec_tbl tbl;
 	const char *col;
 	const char *pick;       /* WHERE clause choosing the one record */
 	const char *crc;        /* the crc expression over the new values */
@@ -213,61 +213,61 @@ struct field {
 #define FLD(t, T, c, p, crc, fix) { t, T, c, p, crc, fix }
 
 static const struct field fields[] = {
-	FLD("smeta", STORE_TBL_SMETA, "v", "k = 'next_nid'", CRC_SMETA, 0),
-	FLD("smeta", STORE_TBL_SMETA, "v", "k = 'next_work'", CRC_SMETA, 0),
-	FLD("smeta", STORE_TBL_SMETA, "v", "k = 'ag_blocks'", CRC_SMETA, 0),
-	FLD("smeta", STORE_TBL_SMETA, "v", "k = 'maxext'", CRC_SMETA, 0),
-	FLD("smeta", STORE_TBL_SMETA, "v", "k = 'uuid_lo'", CRC_SMETA, 0),
-	FLD("agstat", STORE_TBL_AGSTAT, "ag", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "blocks", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "freeblks", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "longest", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "nfree", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "nrmap", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("agstat", STORE_TBL_AGSTAT, "nrefc", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("obj", STORE_TBL_OBJ, "nid", "nid = 2", CRC_OBJ, 0),
-	FLD("obj", STORE_TBL_OBJ, "handle", "nid = 2", CRC_OBJ, 0),
-	FLD("obj", STORE_TBL_OBJ, "size", "nid = 2", CRC_OBJ, 0),
-	FLD("obj", STORE_TBL_OBJ, "flags", "nid = 2", CRC_OBJ, 0),
-	FLD("obj", STORE_TBL_OBJ, "nextents", "nid = 2", CRC_OBJ, ORCH_STORE_REBUILD_BMAP),
-	FLD("obj", STORE_TBL_OBJ, "nblocks", "nid = 2", CRC_OBJ, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "nid", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "off", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "ag", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "agbno", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "len", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("bmap", STORE_TBL_BMAP, "flags", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
-	FLD("rmap", STORE_TBL_RMAP, "ag", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("rmap", STORE_TBL_RMAP, "agbno", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("rmap", STORE_TBL_RMAP, "owner", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("rmap", STORE_TBL_RMAP, "off", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("rmap", STORE_TBL_RMAP, "len", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("rmap", STORE_TBL_RMAP, "flags", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
-	FLD("fsb", STORE_TBL_FSB, "ag", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("fsb", STORE_TBL_FSB, "agbno", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("fsb", STORE_TBL_FSB, "len", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("fsc", STORE_TBL_FSC, "ag", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("fsc", STORE_TBL_FSC, "len", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("fsc", STORE_TBL_FSC, "agbno", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
-	FLD("refc", STORE_TBL_REFC, "ag", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
-	FLD("refc", STORE_TBL_REFC, "agbno", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
-	FLD("refc", STORE_TBL_REFC, "len", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
-	FLD("refc", STORE_TBL_REFC, "refcount", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
-	FLD("csum", STORE_TBL_CSUM, "ag", P_CSUM, CRC_CSUM, 0),
-	FLD("csum", STORE_TBL_CSUM, "grp", P_CSUM, CRC_CSUM, 0),
-	FLD("csum", STORE_TBL_CSUM, "valid", P_CSUM, CRC_CSUM, 0),
-	FLD("csum", STORE_TBL_CSUM, "sums", P_CSUM, CRC_CSUM, 0),
-	FLD("bad", STORE_TBL_BAD, "ag", P_BAD, CRC_BAD, 0),
-	FLD("bad", STORE_TBL_BAD, "agbno", P_BAD, CRC_BAD, 0),
-	FLD("bad", STORE_TBL_BAD, "len", P_BAD, CRC_BAD, 0),
-	FLD("bad", STORE_TBL_BAD, "first_seen", P_BAD, CRC_BAD, 0),
-	FLD("bad", STORE_TBL_BAD, "source", P_BAD, CRC_BAD, 0),
-	FLD("work", STORE_TBL_WORK, "seq", "1", CRC_WORK, 0),
-	FLD("work", STORE_TBL_WORK, "type", "1", CRC_WORK, 0),
-	FLD("work", STORE_TBL_WORK, "nid", "1", CRC_WORK, 0),
-	FLD("work", STORE_TBL_WORK, "a", "1", CRC_WORK, 0),
-	FLD("work", STORE_TBL_WORK, "b", "1", CRC_WORK, 0),
-	FLD("work", STORE_TBL_WORK, "progress", "1", CRC_WORK, 0),
+	FLD("smeta", ORCH_REC_SMETA, "v", "k = 'next_nid'", CRC_SMETA, 0),
+	FLD("smeta", ORCH_REC_SMETA, "v", "k = 'next_work'", CRC_SMETA, 0),
+	FLD("smeta", ORCH_REC_SMETA, "v", "k = 'ag_blocks'", CRC_SMETA, 0),
+	FLD("smeta", ORCH_REC_SMETA, "v", "k = 'maxext'", CRC_SMETA, 0),
+	FLD("smeta", ORCH_REC_SMETA, "v", "k = 'uuid_lo'", CRC_SMETA, 0),
+	FLD("agstat", ORCH_REC_AGSTAT, "ag", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "blocks", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "freeblks", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "longest", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "nfree", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "nrmap", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("agstat", ORCH_REC_AGSTAT, "nrefc", "ag = 3", CRC_AGSTAT, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("obj", ORCH_REC_OBJ, "nid", "nid = 2", CRC_OBJ, 0),
+	FLD("obj", ORCH_REC_OBJ, "handle", "nid = 2", CRC_OBJ, 0),
+	FLD("obj", ORCH_REC_OBJ, "size", "nid = 2", CRC_OBJ, 0),
+	FLD("obj", ORCH_REC_OBJ, "flags", "nid = 2", CRC_OBJ, 0),
+	FLD("obj", ORCH_REC_OBJ, "nextents", "nid = 2", CRC_OBJ, ORCH_STORE_REBUILD_BMAP),
+	FLD("obj", ORCH_REC_OBJ, "nblocks", "nid = 2", CRC_OBJ, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "nid", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "off", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "ag", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "agbno", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "len", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("bmap", ORCH_REC_BMAP, "flags", P_BMAP, CRC_BMAP, ORCH_STORE_REBUILD_BMAP),
+	FLD("rmap", ORCH_REC_RMAP, "ag", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("rmap", ORCH_REC_RMAP, "agbno", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("rmap", ORCH_REC_RMAP, "owner", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("rmap", ORCH_REC_RMAP, "off", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("rmap", ORCH_REC_RMAP, "len", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("rmap", ORCH_REC_RMAP, "flags", P_RMAP, CRC_RMAP, ORCH_STORE_REBUILD_RMAP),
+	FLD("fsb", ORCH_REC_FSB, "ag", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("fsb", ORCH_REC_FSB, "agbno", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("fsb", ORCH_REC_FSB, "len", P_FSB, CRC_FSB, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("fsc", ORCH_REC_FSC, "ag", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("fsc", ORCH_REC_FSC, "len", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("fsc", ORCH_REC_FSC, "agbno", P_FSC, CRC_FSC, ORCH_STORE_REBUILD_FREESPACE),
+	FLD("refc", ORCH_REC_REFC, "ag", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
+	FLD("refc", ORCH_REC_REFC, "agbno", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
+	FLD("refc", ORCH_REC_REFC, "len", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
+	FLD("refc", ORCH_REC_REFC, "refcount", P_REFC, CRC_REFC, ORCH_STORE_REBUILD_REFCOUNT),
+	FLD("csum", ORCH_REC_CSUM, "ag", P_CSUM, CRC_CSUM, 0),
+	FLD("csum", ORCH_REC_CSUM, "grp", P_CSUM, CRC_CSUM, 0),
+	FLD("csum", ORCH_REC_CSUM, "valid", P_CSUM, CRC_CSUM, 0),
+	FLD("csum", ORCH_REC_CSUM, "sums", P_CSUM, CRC_CSUM, 0),
+	FLD("bad", ORCH_REC_BAD, "ag", P_BAD, CRC_BAD, 0),
+	FLD("bad", ORCH_REC_BAD, "agbno", P_BAD, CRC_BAD, 0),
+	FLD("bad", ORCH_REC_BAD, "len", P_BAD, CRC_BAD, 0),
+	FLD("bad", ORCH_REC_BAD, "first_seen", P_BAD, CRC_BAD, 0),
+	FLD("bad", ORCH_REC_BAD, "source", P_BAD, CRC_BAD, 0),
+	FLD("work", ORCH_REC_WORK, "seq", "1", CRC_WORK, 0),
+	FLD("work", ORCH_REC_WORK, "type", "1", CRC_WORK, 0),
+	FLD("work", ORCH_REC_WORK, "nid", "1", CRC_WORK, 0),
+	FLD("work", ORCH_REC_WORK, "a", "1", CRC_WORK, 0),
+	FLD("work", ORCH_REC_WORK, "b", "1", CRC_WORK, 0),
+	FLD("work", ORCH_REC_WORK, "progress", "1", CRC_WORK, 0),
 };
 
 enum mut { M_ZERO, M_ONES, M_MSB, M_LSB, M_MID, M_PLUS, M_MINUS, M_RANDOM, M_NR };
@@ -327,7 +327,7 @@ static bool cond_met(enum cond c)
 		return g_new > g_old || (g_new > 0 && (g_new + 4095) / 4096 ==
 					 (g_old + 4095) / 4096);
 	case C_REFLINK:
-		return g_new == STORE_OBJ_REFLINK;
+		return g_new == ORCH_REC_OBJ_REFLINK;
 	}
 	return false;
 }
@@ -377,7 +377,7 @@ static long count_findings(struct orch_store *st)
  */
 static int mutate_sums(sqlite3 *db, const struct field *f, enum mut m, bool recrc)
 {
-	unsigned char sums[4 * STORE_CSUM_GROUP], old, v[M_NR];
+	unsigned char sums[4 * ORCH_REC_CSUM_GROUP], old, v[M_NR];
 	sqlite3_stmt *s;
 	char sql[256];
 	uint64_t valid;

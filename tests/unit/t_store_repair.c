@@ -292,7 +292,7 @@ static int share_blocks(bool *by_clone)
 	/*
 	 * The object with the most blocks, other than the two clones made of
 	 * it (onto itself a clone overlaps and is refused): all of it, then
-	 * a piece again.  obj.handle holds store_key_u64() of the handle.
+	 * a piece again.  obj.handle holds orch_rec_key_u64() of the handle.
 	 */
 	char where[160], sql[256];
 	uint64_t src, len;
@@ -301,9 +301,9 @@ static int share_blocks(bool *by_clone)
 	snprintf(where, sizeof(where),
 		 " FROM obj WHERE handle NOT IN (%" PRId64 ", %" PRId64 ")"
 		 " ORDER BY nblocks DESC, nid LIMIT 1",
-		 store_key_u64(R_NOBJ), store_key_u64(R_NOBJ - 1));
+		 orch_rec_key_u64(R_NOBJ), orch_rec_key_u64(R_NOBJ - 1));
 	snprintf(sql, sizeof(sql), "SELECT handle%s", where);
-	src = store_unkey_u64(sql_int(sql));
+	src = orch_rec_unkey_u64(sql_int(sql));
 	snprintf(sql, sizeof(sql), "SELECT size%s", where);
 	len = (uint64_t)sql_int(sql) & ~4095ull;
 	*by_clone = !getenv("ORCH_TEST_NO_CLONE");
