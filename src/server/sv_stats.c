@@ -87,6 +87,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "syncs", st.syncs, true);
 	sv_json_u64(b, "sync_calls", st.sync_calls, true);
 	sv_json_u64(b, "csum_errors", st.csum_errors, true);
+	sv_json_u64(b, "bad_records", st.bad_records, true);
 	sv_json_u64(b, "work_chunks", st.work_chunks, true);
 	sv_json_u64(b, "checkpoints", st.checkpoints, true);
 	sv_json_u64(b, "checkpoint_us", st.checkpoint_us, true);

@@ -230,6 +230,7 @@ def test_moved_bmap_record_reads_eio(tmp_path):
                 r = op.read("/b", 0, BLOCK)
                 assert r["data"] == b"B" * BLOCK
             assert bad_line.search(c.log_text("s0")), (mode, c.log_tail("s0"))
+            assert c.server_stats()["s0"]["store"]["bad_records"] >= 1, c.server_stats()["s0"]
             assert c.alive("s0")
     finally:
         c.stop_all(check_logs=False)
