@@ -24,7 +24,7 @@
 #include "client/rpc.h"
 #include "common/util.h"
 #include "proto/layout.h"
-#include "store/sums.h"
+#include "proto/pages.h"
 
 /* Bytes one dedupe request of the scan covers at most. */
 #define SCAN_RUN_MAX (16ull << 20)
@@ -156,7 +156,7 @@ static int scan_walk(struct scan *sc, const char *path, uint64_t dir)
 				continue;   /* gone meanwhile: not ours to dedupe */
 			if (S_ISDIR(a.mode))
 				error = scan_walk(sc, child, a.handle);
-			else if (S_ISREG(a.mode) && a.size >= ORCH_STORE_BLOCK &&
+			else if (S_ISREG(a.mode) && a.size >= ORCH_DATA_BLOCK &&
 				 orch_layout_is_valid(&a.layout))
 				error = scan_add(sc, child, &a);
 		}
@@ -201,10 +201,10 @@ static int scan_file_sums(struct scan *sc, uint32_t fi, unsigned int server)
 		orch_reply_release(&rep);
 		for (size_t i = 0; i < n && !error; i++) {
 			uint64_t off = orch_layout_file_off(&f->attr.layout, server,
-							    sc->page[i].block * ORCH_STORE_BLOCK);
+							    sc->page[i].block * ORCH_DATA_BLOCK);
 			struct scan_blk *b;
 
-			if (off > f->attr.size || f->attr.size - off < ORCH_STORE_BLOCK)
+			if (off > f->attr.size || f->attr.size - off < ORCH_DATA_BLOCK)
 				continue;
 			b = scan_grow((void **)&sc->blks, &sc->nblks, &sc->blks_cap, sizeof(*b));
 			if (!b) {
@@ -268,7 +268,7 @@ static int scan_group(struct scan *sc, size_t i, size_t j)
 			return -ENOMEM;
 		*p = (struct scan_pair){ .src = sc->blks[keep].file, .src_off = sc->blks[keep].off,
 					 .dst = sc->blks[k].file, .dst_off = sc->blks[k].off,
-					 .len = ORCH_STORE_BLOCK };
+					 .len = ORCH_DATA_BLOCK };
 	}
 	return 0;
 }
@@ -299,13 +299,13 @@ static void scan_dedupe(struct scan *sc, const struct scan_pair *p)
 
 	error = orch_fs_dedupe(sc->fs->cl, &sc->fs->cred, &s->attr, p->src_off, &d->attr,
 			       p->dst_off, p->len, &done);
-	if (error == -EBADE && p->len > ORCH_STORE_BLOCK) {
-		for (uint64_t at = 0; at < p->len; at += ORCH_STORE_BLOCK) {
+	if (error == -EBADE && p->len > ORCH_DATA_BLOCK) {
+		for (uint64_t at = 0; at < p->len; at += ORCH_DATA_BLOCK) {
 			struct scan_pair one = *p;
 
 			one.src_off += at;
 			one.dst_off += at;
-			one.len = ORCH_STORE_BLOCK;
+			one.len = ORCH_DATA_BLOCK;
 			scan_dedupe(sc, &one);
 		}
 		return;

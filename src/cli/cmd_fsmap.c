@@ -20,7 +20,7 @@
 #include "client/path.h"
 #include "common/util.h"
 #include "proto/layout.h"
-#include "store/fsmap.h"
+#include "proto/pages.h"
 
 struct fsmap_out {
 	struct orch_client *cl;
@@ -36,9 +36,9 @@ struct fsmap_out {
 static const char *fsmap_special(int64_t owner)
 {
 	switch (owner) {
-	case ORCH_STORE_OWN_FREE: return "free space";
-	case ORCH_STORE_OWN_FS: return "static metadata";
-	case ORCH_STORE_OWN_DEFECTIVE: return "bad blocks";
+	case ORCH_FSMAP_OWN_FREE: return "free space";
+	case ORCH_FSMAP_OWN_FS: return "static metadata";
+	case ORCH_FSMAP_OWN_DEFECTIVE: return "bad blocks";
 	default: return NULL;
 	}
 }
@@ -48,7 +48,7 @@ static void fsmap_line(struct fsmap_out *o, uint64_t p, uint64_t len, const char
 		       const struct orch_path_info *pi, bool has_off, uint64_t off,
 		       uint32_t flags)
 {
-	uint64_t mask = o->g.ag_blocks - 1, bytes = len * ORCH_STORE_BLOCK;
+	uint64_t mask = o->g.ag_blocks - 1, bytes = len * ORCH_DATA_BLOCK;
 
 	if (o->json) {
 		printf("%s\n  {\"start\": %" PRIu64 ", \"len\": %" PRIu64 ", \"ag\": %" PRIu64
@@ -93,8 +93,8 @@ static void fsmap_data(struct fsmap_out *o, const struct orch_fsmap_rec *r)
 {
 	const struct orch_path_info *pi = NULL;
 	char owner[ORCH_PATH_MAX + 64];
-	uint64_t local = r->fileoff * ORCH_STORE_BLOCK;
-	uint64_t end = local + r->len * ORCH_STORE_BLOCK;
+	uint64_t local = r->fileoff * ORCH_DATA_BLOCK;
+	uint64_t end = local + r->len * ORCH_DATA_BLOCK;
 	bool striped;
 
 	if (!r->handle || orch_path_lookup(o->pc, r->handle, &pi)) {
@@ -114,8 +114,8 @@ static void fsmap_data(struct fsmap_out *o, const struct orch_fsmap_rec *r)
 				run = ORCH_MIN(run, l->strip_size - local % l->strip_size);
 			off = orch_path_file_offset(l, o->server, local);
 		}
-		fsmap_line(o, r->start + (local - r->fileoff * ORCH_STORE_BLOCK) / ORCH_STORE_BLOCK,
-			   run / ORCH_STORE_BLOCK, owner, pi, true, off, r->flags);
+		fsmap_line(o, r->start + (local - r->fileoff * ORCH_DATA_BLOCK) / ORCH_DATA_BLOCK,
+			   run / ORCH_DATA_BLOCK, owner, pi, true, off, r->flags);
 		local += run;
 	}
 }
@@ -125,11 +125,11 @@ static void fsmap_rec(struct fsmap_out *o, const struct orch_fsmap_rec *r)
 	const char *special = fsmap_special(r->owner);
 
 	o->total += r->len;
-	if (r->owner == ORCH_STORE_OWN_FREE)
+	if (r->owner == ORCH_FSMAP_OWN_FREE)
 		o->free_blocks += r->len;
-	else if (r->owner == ORCH_STORE_OWN_FS)
+	else if (r->owner == ORCH_FSMAP_OWN_FS)
 		o->meta_blocks += r->len;
-	else if (r->owner == ORCH_STORE_OWN_DEFECTIVE)
+	else if (r->owner == ORCH_FSMAP_OWN_DEFECTIVE)
 		o->bad_blocks += r->len;
 	else
 		o->data_blocks += r->len;
@@ -230,7 +230,7 @@ static int fsmap_run(struct orch_cli *cli, const char *server, uint64_t start, u
 		printf("\n], \"block_size\": %u, \"blocks\": %" PRIu64 ", \"ag_blocks\": %" PRIu32
 		       ", \"ag_count\": %" PRIu32 ", \"total\": %" PRIu64 ", \"free\": %" PRIu64
 		       ", \"static\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"data\": %" PRIu64
-		       ", \"complete\": %s}\n", ORCH_STORE_BLOCK, o.g.blocks, o.g.ag_blocks,
+		       ", \"complete\": %s}\n", ORCH_DATA_BLOCK, o.g.blocks, o.g.ag_blocks,
 		       o.g.ag_count, o.total, o.free_blocks, o.meta_blocks, o.bad_blocks,
 		       o.data_blocks, error ? "false" : "true");
 	else if (verbose && !error)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/fsmap.h"
+#include "proto/pages.h"
 
 /* A scrub of a big store takes long: the call waits up to a day. */
 #define SCRUB_TIMEOUT_MS (24u * 3600 * 1000)

@@ -77,6 +77,11 @@ struct orch_layout {
 /* SV2SV_DATA_CUT flags: cut nothing, answer BUSY if something may lie past the size. */
 #define ORCH_DATA_CUT_PROBE (1u << 0)
 
+/* AD2SV_SCRUB request flags. */
+#define ORCH_SCRUB_F_DATA 0x1u    /* also read every written block (I17) */
+#define ORCH_SCRUB_F_JSON 0x2u    /* the report as JSON, else text lines */
+#define ORCH_SCRUB_F_RECLAIM 0x4u /* cut what N7 finds (bytes past a file's size) */
+
 /* --- Attributes -------------------------------------------------------------- */
 
 /* Setattr "valid" bits (like FUSE_SET_ATTR_*). */

@@ -1,13 +1,13 @@
 /*
  * The physical map of an extent store, for fsmap, whoowns and the online
  * scrub: every range of the blocks file with its owner (an object, a
- * special owner, or free space), in physical order, page by page; the
- * codec that carries a page over the wire; a throttled data scan; and an
- * iterator of the objects' handles.
+ * special owner, or free space), in physical order, page by page (the
+ * records and their wire codec are proto/pages.h); a throttled data scan;
+ * and an iterator of the objects' handles.
  *
  * Everything here reads on read snapshots (orch_snap_get) while the store
  * keeps working; nothing is changed.  Any thread, once the store is open.
- * Errors: 0 or -errno (-ENOMEM, -EIO from SQLite, -EPROTO from the decoder).
+ * Errors: 0 or -errno (-ENOMEM, -EIO from SQLite).
  */
 #ifndef ORCH_STORE_FSMAP_H
 #define ORCH_STORE_FSMAP_H
@@ -16,32 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/buf.h"
+#include "proto/pages.h"
 #include "store/store.h"
 
 /* Owner of a free extent, after ORCH_STORE_OWN_FS and OWN_DEFECTIVE. */
-#define ORCH_STORE_OWN_FREE (-3)
-
-/* AD2SV_SCRUB request flags (the scrub's data pass lives here too). */
-#define ORCH_SCRUB_F_DATA 0x1u  /* also read every written block (I17) */
-#define ORCH_SCRUB_F_JSON 0x2u  /* the report as JSON, else text lines */
-#define ORCH_SCRUB_F_RECLAIM 0x4u /* cut what N7 finds (bytes past a file's size) */
-
-/* Records in one page of the map (the wire reply stays far below 1 MiB). */
-#define ORCH_FSMAP_PAGE_MAX 4096u
-/* Bytes of one encoded record, and of the page header. */
-#define ORCH_FSMAP_REC_BYTES 44u
-#define ORCH_FSMAP_HDR_BYTES 20u
-
-/* One physical range and one of its owners. */
-struct orch_fsmap_rec {
-	uint64_t start;         /* global block */
-	uint64_t len;           /* blocks */
-	int64_t owner;          /* nid (> 0) or ORCH_STORE_OWN_* */
-	uint64_t handle;        /* object handle, 0 for special owners */
-	uint64_t fileoff;       /* object block of @start (objects only) */
-	uint32_t flags;         /* rmap flags */
-};
+#define ORCH_STORE_OWN_FREE ORCH_FSMAP_OWN_FREE
 
 /*
  * Where a listing stopped: the key (physical start, owner, object block)
@@ -52,12 +31,6 @@ struct orch_fsmap_cursor {
 	uint64_t start;
 	int64_t owner;
 	uint64_t off;
-};
-
-/* Geometry sent with every page, so a client can name AGs. */
-struct orch_fsmap_geom {
-	uint32_t ag_blocks, ag_count, maxext;
-	uint64_t blocks;
 };
 
 /*
@@ -73,17 +46,6 @@ typedef int (*orch_fsmap_fn)(void *arg, const struct orch_fsmap_rec *r);
 int orch_store_fsmap(struct orch_store *st, uint64_t start, uint64_t end,
 		     struct orch_fsmap_cursor *cur, size_t max,
 		     orch_fsmap_fn fn, void *arg, bool *eof);
-
-/* The page header and records on the wire (little-endian, SPEC-wire.md). */
-void orch_fsmap_encode_geom(struct orch_buf *b, const struct orch_fsmap_geom *g);
-void orch_fsmap_encode_rec(struct orch_buf *b, const struct orch_fsmap_rec *r);
-/*
- * Decodes a page from @len bytes at @p: the geometry into *@g and up to
- * @max records into @out (*@n gets the count).  -EPROTO for a truncated or
- * malformed page, or more than @max records.  Never trusts a length.
- */
-int orch_fsmap_decode(const void *p, size_t len, struct orch_fsmap_geom *g,
-		      struct orch_fsmap_rec *out, size_t max, size_t *n);
 
 /*
  * Calls @fn for the handle of every object that exists on one snapshot (not

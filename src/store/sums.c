@@ -143,39 +143,3 @@ out:
 	return error;
 }
 
-/* --- The wire form of a page ---------------------------------------------------- */
-
-void orch_blocksums_encode(struct orch_buf *b, const struct orch_blocksum *r)
-{
-	orch_wr_u64(b, r->block);
-	orch_wr_u64(b, r->gblock);
-	orch_wr_u32(b, r->crc);
-}
-
-int orch_blocksums_decode(const void *p, size_t len, struct orch_blocksum *out,
-			  size_t max, size_t *n)
-{
-	struct orch_rd rd;
-	size_t count;
-
-	*n = 0;
-	if (len % ORCH_BLOCKSUMS_REC_BYTES)
-		return -EPROTO;
-	count = len / ORCH_BLOCKSUMS_REC_BYTES;
-	if (count > max)
-		return -EPROTO;
-	orch_rd_init(&rd, p, len);
-	for (size_t i = 0; i < count; i++) {
-		out[i].block = orch_rd_u64(&rd);
-		out[i].gblock = orch_rd_u64(&rd);
-		out[i].crc = orch_rd_u32(&rd);
-		if (i > 0 && out[i].block <= out[i - 1].block)
-			return -EPROTO;
-		if (out[i].block >= ORCH_STORE_MAX_SIZE / ORCH_STORE_BLOCK)
-			return -EPROTO;
-	}
-	if (rd.err || orch_rd_left(&rd))
-		return -EPROTO;
-	*n = count;
-	return 0;
-}

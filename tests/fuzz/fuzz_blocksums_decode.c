@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/sums.h"
+#include "proto/pages.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	orch_buf_init(&b, FUZZ_MAX * ORCH_BLOCKSUMS_REC_BYTES);
 	for (size_t i = 0; i < n; i++) {
 		if ((i > 0 && recs[i].block <= recs[i - 1].block) ||
-		    recs[i].block >= ORCH_STORE_MAX_SIZE / ORCH_STORE_BLOCK)
+		    recs[i].block >= ORCH_DATA_OBJECT_MAX / ORCH_DATA_BLOCK)
 			abort();
 		orch_blocksums_encode(&b, &recs[i]);
 	}
