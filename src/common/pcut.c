@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 
 bool orch_pcut_on;
@@ -43,8 +44,8 @@ static uint64_t pcut_point_left;   /* ... when reached this many more times (pro
 
 void orch_pcut_init(void)
 {
-	const char *on = getenv("ORCH_PCUT"), *at = getenv("ORCH_PCUT_AT");
-	const char *point = getenv("ORCH_PCUT_POINT");
+	const char *on = orch_fault_env(ORCH_FAULT_PCUT), *at = orch_fault_env(ORCH_FAULT_PCUT_AT);
+	const char *point = orch_fault_env(ORCH_FAULT_PCUT_POINT);
 
 	orch_pcut_on = on && strcmp(on, "1") == 0;
 	if (orch_pcut_on && at)
@@ -311,7 +312,7 @@ static void pcut_undo(const struct pcut_rec *r)
  */
 static _Noreturn void pcut_cut_locked(void)
 {
-	const char *done = getenv("ORCH_PCUT_DONE");
+	const char *done = orch_fault_env(ORCH_FAULT_PCUT_DONE);
 	unsigned int n = 0;
 	int pfd[2];
 	char c;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
@@ -118,7 +119,7 @@ int sv_work_start(struct sv_server *sv)
 		return -ENOMEM;
 	pthread_mutex_init(&wk->w_lock, NULL);
 	pthread_cond_init(&wk->w_cv, NULL);
-	wk->w_gate_path = getenv("ORCH_TEST_WORK_GATE");
+	wk->w_gate_path = orch_fault_env(ORCH_FAULT_WORK_GATE);
 	wk->w_gate_fd = -1;
 	error = -pthread_create(&wk->w_thread, NULL, work_main, wk);
 	if (error) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/pcut.h"
 #include "store/store_i.h"
@@ -19,35 +20,39 @@
 /* --- Kill points ----------------------------------------------------------------- */
 
 static int killpoint_count = -1;   /* hits left before the kill; -1 = off */
-static char killpoint_name[16];
+static enum orch_killpoint killpoint_at;
 
 void orch_bdev_killpoint_init(void)
 {
-	const char *e = getenv("ORCH_STORE_KILL");
-	const char *colon;
+	const char *e = orch_fault_env(ORCH_FAULT_STORE_KILL);
 	size_t n;
 
 	killpoint_count = -1;
-	if (!e || !*e)
+	if (!e)
 		return;
-	colon = strchr(e, ':');
-	n = colon ? (size_t)(colon - e) : strlen(e);
-	if (n >= sizeof(killpoint_name))
-		return;
-	memcpy(killpoint_name, e, n);
-	killpoint_name[n] = '\0';
-	killpoint_count = colon ? atoi(colon + 1) : 1;
-	if (killpoint_count < 1)
-		killpoint_count = 1;
+	n = strcspn(e, ":");
+	for (int k = 0; k < ORCH_KILLPOINT_COUNT; k++) {
+		const char *name = orch_killpoint_name((enum orch_killpoint)k);
+
+		if (strlen(name) == n && strncmp(e, name, n) == 0) {
+			killpoint_at = (enum orch_killpoint)k;
+			killpoint_count = e[n] == ':' ? atoi(e + n + 1) : 1;
+			if (killpoint_count < 1)
+				killpoint_count = 1;
+			return;
+		}
+	}
+	ORCH_WARN("store: ORCH_STORE_KILL names no kill point: '%s'", e);
 }
 
-void orch_bdev_killpoint(const char *point)
+void orch_bdev_killpoint(enum orch_killpoint point)
 {
 	if (__builtin_expect(killpoint_count < 0, 1))
 		return;
-	if (strcmp(point, killpoint_name) == 0 &&
+	if (point == killpoint_at &&
 	    __atomic_sub_fetch(&killpoint_count, 1, __ATOMIC_SEQ_CST) == 0) {
-		ORCH_WARN("store: kill point '%s' reached, killing the process", point);
+		ORCH_WARN("store: kill point '%s' reached, killing the process",
+			  orch_killpoint_name(point));
 		raise(SIGKILL);
 	}
 }

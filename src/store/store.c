@@ -507,7 +507,7 @@ static int store_flush(struct orch_store *st)
 	if (!error)
 		orch_pcut_synced_upto(st->st_blocks_path, mark);
 	if (!error) {
-		orch_bdev_killpoint("flush");
+		orch_bdev_killpoint(ORCH_KILLPOINT_FLUSH);
 		error = sync_wal(st);
 	}
 	if (!error)

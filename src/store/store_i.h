@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/fault.h"
 #include "store/store.h"
 #include "store/store_ondisk.h"
 
@@ -232,15 +233,13 @@ int orch_bdev_punch(struct orch_store *st, uint64_t gblock, uint32_t n);
 int orch_bdev_sync(struct orch_store *st);
 
 /*
- * Crash-test hook: ORCH_STORE_KILL=<point>[:<n>] makes the process SIGKILL
- * itself the n-th time (default 1st) it passes @point: "data" (data
- * written, not committed), "commit" (committed, not acknowledged), "flush"
- * (blocks flushed, WAL not synced), "chunk" (one chunk of a work item
- * committed).  Read by orch_bdev_killpoint_init (at open); one branch when
- * unset.
+ * Crash-test hook (common/fault.def): ORCH_STORE_KILL=<point>[:<n>] makes
+ * the process SIGKILL itself the n-th time (default 1st) it passes kill
+ * point @point.  Read by orch_bdev_killpoint_init (at open); one branch
+ * when unset.
  */
 void orch_bdev_killpoint_init(void);
-void orch_bdev_killpoint(const char *point);
+void orch_bdev_killpoint(enum orch_killpoint point);
 
 /*
  * The checksums of every block of write @op, if its submitter computes

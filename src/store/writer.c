@@ -1119,7 +1119,7 @@ static int txn_commit(struct store_writer *w)
 	/* Room to track this transaction's frees, before it can no longer fail. */
 	if (!error)
 		error = orch_alloc_busy_reserve(w);
-	orch_bdev_killpoint("data");
+	orch_bdev_killpoint(ORCH_KILLPOINT_DATA);
 	if (error) {
 		txn_rollback(w);
 		return error;
@@ -1153,7 +1153,7 @@ static int txn_commit(struct store_writer *w)
 	 * checkpoints).  With nobody flushing, the WAL grows until
 	 * orch_store_close; the server flushes every commit_interval_ms.
 	 */
-	orch_bdev_killpoint("commit");
+	orch_bdev_killpoint(ORCH_KILLPOINT_COMMIT);
 	return 0;
 }
 
@@ -1250,7 +1250,7 @@ static int work_run(struct store_writer *w, struct w_work *k)
 			pthread_mutex_lock(&st->st_seq_lock);
 			st->st_stats.work_chunks++;
 			pthread_mutex_unlock(&st->st_seq_lock);
-			orch_bdev_killpoint("chunk");
+			orch_bdev_killpoint(ORCH_KILLPOINT_CHUNK);
 		}
 	}
 	if (error)
