@@ -39,9 +39,9 @@ static int dirent_attr_fill(struct orch_meta *m, uint64_t parent, struct orch_di
 	int error;
 
 	out->has_attr = false;
-	if (!orch_mdb_is_local(m, out->handle))
+	if (!orch_sqldb_is_local(m, out->handle))
 		return 0;
-	error = orch_mdb_inode_lookup(m, out->handle, &ir);
+	error = orch_sqldb_inode_lookup(m, out->handle, &ir);
 	if (error == -ENOENT) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 				   "dangling entry: table=dirent parent=%#" PRIx64
@@ -94,7 +94,7 @@ static int dirent_sticky_check(struct orch_meta *m, const struct orch_cred *cred
 
 	if (!orch_meta_sticky_needs_child(cred, dir))
 		return 0;
-	if (!orch_mdb_is_local(m, child)) {
+	if (!orch_sqldb_is_local(m, child)) {
 		for (unsigned int i = 0; i < m->m_nremote_owner; i++) {
 			if (m->m_remote_owner[i].handle == child) {
 				struct orch_attr owner = { .uid = m->m_remote_owner[i].uid };
@@ -104,7 +104,7 @@ static int dirent_sticky_check(struct orch_meta *m, const struct orch_cred *cred
 		}
 		return -EREMOTE;
 	}
-	error = orch_mdb_inode_lookup(m, child, &ir);
+	error = orch_sqldb_inode_lookup(m, child, &ir);
 	if (error)
 		return error;
 	return orch_meta_sticky_ok(cred, dir, &ir.i_attr) ? 0 : -EPERM;
@@ -126,7 +126,7 @@ static int dirent_lookup_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	if (de.d_state == ORCH_DIRENT_PENDING)
@@ -141,12 +141,12 @@ int orch_meta_lookup(struct orch_meta *m, const struct orch_cred *cred,
 	bool began;
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	began = orch_mdb_read_begin(m);
+	began = orch_sqldb_read_begin(m);
 	error = dirent_lookup_(m, cred, parent, name, namelen, out);
-	orch_mdb_read_end(m, began);
+	orch_sqldb_read_end(m, began);
 	return error;
 }
 
@@ -160,7 +160,7 @@ static int dirent_create_check(uint32_t *mode, const char *target,
 
 	if (type == 0)
 		type = S_IFREG; /* mknod(2): a zero type is a regular file */
-	if (!orch_mdb_type_is_valid(type) || (*mode & ~(S_IFMT | 07777)))
+	if (!orch_sqldb_type_is_valid(type) || (*mode & ~(S_IFMT | 07777)))
 		return -EINVAL;
 	*mode = type | (*mode & 07777);
 	if (type == S_IFLNK) {
@@ -248,7 +248,7 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error == 0) {
 		if (de.d_state == ORCH_DIRENT_PENDING || excl || !S_ISREG(mode) ||
 		    de.d_type != S_IFREG)
@@ -257,7 +257,7 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 		memset(out, 0, sizeof(*out));
 		out->handle = de.d_child;
 		*existed = true;
-		if (!orch_mdb_is_local(m, de.d_child))
+		if (!orch_sqldb_is_local(m, de.d_child))
 			return 0;
 		return orch_meta_inode_get(m, de.d_child, out);
 	}
@@ -273,11 +273,11 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 	}
 
 	dirent_new_inode(m, cred, &dir.i_attr, mode, rdev, target, layout, now, &ir);
-	error = orch_mdb_counter_next(m, MDB_COUNTER_HANDLE, &counter);
+	error = orch_sqldb_counter_next(m, SQLDB_COUNTER_HANDLE, &counter);
 	if (error)
 		return error;
 	ir.i_attr.handle = orch_handle_make(m->m_ident.server_index, counter);
-	error = orch_mdb_inode_insert(m, &ir, S_ISLNK(mode) ? target : NULL);
+	error = orch_sqldb_inode_insert(m, &ir, S_ISLNK(mode) ? target : NULL);
 	if (error)
 		return error;
 	de = (struct orch_dirent_irec){
@@ -286,11 +286,11 @@ static int dirent_create_(struct orch_meta *m, const struct orch_cred *cred,
 		.d_seq = dirent_seq_take(&dir),
 		.d_state = ORCH_DIRENT_LIVE,
 	};
-	error = orch_mdb_dirent_insert(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_insert(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	dirent_touch(&dir, now);
-	error = orch_mdb_inode_update(m, &dir);
+	error = orch_sqldb_inode_update(m, &dir);
 	if (error)
 		return error;
 	*out = ir.i_attr;
@@ -306,17 +306,17 @@ int orch_meta_create(struct orch_meta *m, const struct orch_cred *cred,
 	int error;
 
 	*existed = false;
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (!error)
 		error = dirent_create_check(&mode, target, layout);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_create_(m, cred, parent, name, namelen, mode, rdev, target, layout,
 			       excl, out, existed);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Pending and busy entries --------------------------------------------------- */
@@ -334,7 +334,7 @@ static int dirent_reserve_(struct orch_meta *m, const struct orch_cred *cred,
 	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error != -ENOENT)
 		return error ? error : -EEXIST;
 	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_WRITE | ORCH_MAY_EXEC);
@@ -346,10 +346,10 @@ static int dirent_reserve_(struct orch_meta *m, const struct orch_cred *cred,
 		.d_seq = dirent_seq_take(&dir),
 		.d_state = ORCH_DIRENT_PENDING,
 	};
-	error = orch_mdb_dirent_insert(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_insert(m, parent, name, namelen, &de);
 	if (error)
 		return error;
-	return orch_mdb_inode_update(m, &dir);
+	return orch_sqldb_inode_update(m, &dir);
 }
 
 int orch_meta_dirent_reserve(struct orch_meta *m, const struct orch_cred *cred,
@@ -358,16 +358,16 @@ int orch_meta_dirent_reserve(struct orch_meta *m, const struct orch_cred *cred,
 {
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	if (!orch_mdb_type_is_valid(type))
+	if (!orch_sqldb_type_is_valid(type))
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_reserve_(m, cred, parent, name, namelen, type);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /*
@@ -386,7 +386,7 @@ static int dirent_commit_(struct orch_meta *m, uint64_t parent, const char *name
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error == -ENOENT)
 		return child ? -ENOENT : 0;
 	if (error)
@@ -397,7 +397,7 @@ static int dirent_commit_(struct orch_meta *m, uint64_t parent, const char *name
 		return child ? -EEXIST : 0;
 	}
 	if (!child)
-		return orch_mdb_dirent_delete(m, parent, name, namelen);
+		return orch_sqldb_dirent_delete(m, parent, name, namelen);
 	if (S_ISDIR(de.d_type)) {
 		error = dirent_nlink_add(&dir, +1);
 		if (error)
@@ -406,11 +406,11 @@ static int dirent_commit_(struct orch_meta *m, uint64_t parent, const char *name
 	de.d_child = child;
 	de.d_state = ORCH_DIRENT_LIVE;
 	de.d_seq = dirent_seq_take(&dir);
-	error = orch_mdb_dirent_update(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_update(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	dirent_touch(&dir, now);
-	return orch_mdb_inode_update(m, &dir);
+	return orch_sqldb_inode_update(m, &dir);
 }
 
 int orch_meta_dirent_commit(struct orch_meta *m, uint64_t parent, const char *name,
@@ -418,14 +418,14 @@ int orch_meta_dirent_commit(struct orch_meta *m, uint64_t parent, const char *na
 {
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_commit_(m, parent, name, namelen, child);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 static int dirent_set_busy_(struct orch_meta *m, uint64_t parent, const char *name,
@@ -434,7 +434,7 @@ static int dirent_set_busy_(struct orch_meta *m, uint64_t parent, const char *na
 	struct orch_dirent_irec de;
 	int error;
 
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	if (de.d_state == ORCH_DIRENT_PENDING)
@@ -444,7 +444,7 @@ static int dirent_set_busy_(struct orch_meta *m, uint64_t parent, const char *na
 	if (!busy && de.d_state == ORCH_DIRENT_LIVE)
 		return 0;
 	de.d_state = busy ? ORCH_DIRENT_BUSY : ORCH_DIRENT_LIVE;
-	return orch_mdb_dirent_update(m, parent, name, namelen, &de);
+	return orch_sqldb_dirent_update(m, parent, name, namelen, &de);
 }
 
 int orch_meta_dirent_set_busy(struct orch_meta *m, uint64_t parent, const char *name,
@@ -452,14 +452,14 @@ int orch_meta_dirent_set_busy(struct orch_meta *m, uint64_t parent, const char *
 {
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_set_busy_(m, parent, name, namelen, busy);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Unlink --------------------------------------------------------------------- */
@@ -475,12 +475,12 @@ int orch_meta_unlink_check(struct orch_meta *m, const struct orch_cred *cred,
 	bool began;
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	began = orch_mdb_read_begin(m);
+	began = orch_sqldb_read_begin(m);
 	error = dirent_unlink_check_(m, cred, parent, name, namelen, want_dir, out);
-	orch_mdb_read_end(m, began);
+	orch_sqldb_read_end(m, began);
 	return error;
 }
 
@@ -499,7 +499,7 @@ static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cre
 	error = orch_perm(cred, &dir.i_attr, ORCH_MAY_EXEC);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	if (de.d_state != ORCH_DIRENT_LIVE)
@@ -511,8 +511,8 @@ static int dirent_unlink_check_(struct orch_meta *m, const struct orch_cred *cre
 		return -ENOTDIR;
 	if (!want_dir && S_ISDIR(de.d_type))
 		return -EISDIR;
-	if (S_ISDIR(de.d_type) && orch_mdb_is_local(m, de.d_child)) {
-		error = orch_mdb_dir_check_empty(m, de.d_child);
+	if (S_ISDIR(de.d_type) && orch_sqldb_is_local(m, de.d_child)) {
+		error = orch_sqldb_dir_check_empty(m, de.d_child);
 		if (error)
 			return error;
 	}
@@ -535,10 +535,10 @@ static int dirent_child_drop(struct orch_meta *m, const struct orch_dirent_irec 
 	*freed = false;
 	if (!S_ISDIR(de->d_type))
 		return orch_meta_inode_nlink_adjust_(m, de->d_child, -1, now, NULL, freed);
-	error = orch_mdb_dir_check_empty(m, de->d_child);
+	error = orch_sqldb_dir_check_empty(m, de->d_child);
 	if (error)
 		return error;
-	error = orch_mdb_inode_delete(m, de->d_child);
+	error = orch_sqldb_inode_delete(m, de->d_child);
 	return error;
 }
 
@@ -557,21 +557,21 @@ static int dirent_unlink_(struct orch_meta *m, uint64_t parent, const char *name
 	error = orch_meta_dir_get_(m, parent, &dir);
 	if (error)
 		return error;
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	if (de.d_state == ORCH_DIRENT_PENDING)
 		return -EBUSY;
 	if (keep_child) {
 		/* Moved elsewhere, not removed: the inode keeps its links. */
-	} else if (orch_mdb_is_local(m, de.d_child)) {
+	} else if (orch_sqldb_is_local(m, de.d_child)) {
 		error = dirent_child_drop(m, &de, now, freed);
 		if (error)
 			return error;
 	} else {
 		*remote = true;
 	}
-	error = orch_mdb_dirent_delete(m, parent, name, namelen);
+	error = orch_sqldb_dirent_delete(m, parent, name, namelen);
 	if (error)
 		return error;
 	if (S_ISDIR(de.d_type)) {
@@ -580,7 +580,7 @@ static int dirent_unlink_(struct orch_meta *m, uint64_t parent, const char *name
 			return error;
 	}
 	dirent_touch(&dir, now);
-	return orch_mdb_inode_update(m, &dir);
+	return orch_sqldb_inode_update(m, &dir);
 }
 
 int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
@@ -590,10 +590,10 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
 
 	*remote = false;
 	*freed = false;
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_unlink_(m, parent, name, namelen, false, remote, freed);
@@ -601,7 +601,7 @@ int orch_meta_unlink(struct orch_meta *m, uint64_t parent, const char *name,
 		*remote = false;
 		*freed = false;
 	}
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /*
@@ -614,14 +614,14 @@ int orch_meta_dirent_remove(struct orch_meta *m, uint64_t parent, const char *na
 {
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_unlink_(m, parent, name, namelen, true, NULL, NULL);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Link (an entry for an existing inode) -------------------------------------- */
@@ -642,7 +642,7 @@ static int dirent_insert_(struct orch_meta *m, const struct orch_cred *cred,
 		if (error)
 			return error;
 	}
-	error = orch_mdb_dirent_lookup(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_lookup(m, parent, name, namelen, &de);
 	if (error != -ENOENT)
 		return error ? error : -EEXIST;
 	if (cred) {
@@ -661,11 +661,11 @@ static int dirent_insert_(struct orch_meta *m, const struct orch_cred *cred,
 		.d_seq = dirent_seq_take(&dir),
 		.d_state = ORCH_DIRENT_LIVE,
 	};
-	error = orch_mdb_dirent_insert(m, parent, name, namelen, &de);
+	error = orch_sqldb_dirent_insert(m, parent, name, namelen, &de);
 	if (error)
 		return error;
 	dirent_touch(&dir, orch_time_real_ns());
-	return orch_mdb_inode_update(m, &dir);
+	return orch_sqldb_inode_update(m, &dir);
 }
 
 int orch_meta_dirent_insert(struct orch_meta *m, const struct orch_cred *cred,
@@ -674,16 +674,16 @@ int orch_meta_dirent_insert(struct orch_meta *m, const struct orch_cred *cred,
 {
 	int error;
 
-	error = orch_mdb_name_check(name, namelen);
+	error = orch_sqldb_name_check(name, namelen);
 	if (error)
 		return error;
-	if (!orch_mdb_type_is_valid(type) || child == 0)
+	if (!orch_sqldb_type_is_valid(type) || child == 0)
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_insert_(m, cred, parent, name, namelen, child, type);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Rename --------------------------------------------------------------------- */
@@ -707,18 +707,18 @@ static int dirent_moved(struct orch_meta *m, uint64_t child, uint32_t type,
 	int error;
 
 	reparent = reparent && S_ISDIR(type);
-	if (!orch_mdb_is_local(m, child)) {
+	if (!orch_sqldb_is_local(m, child)) {
 		if (reparent)
 			*remote_dir = child;
 		return 0;
 	}
-	error = orch_mdb_inode_lookup(m, child, &ir);
+	error = orch_sqldb_inode_lookup(m, child, &ir);
 	if (error)
 		return error;
 	if (reparent)
 		ir.i_attr.parent = newparent;
 	ir.i_attr.ctime_ns = now;
-	return orch_mdb_inode_update(m, &ir);
+	return orch_sqldb_inode_update(m, &ir);
 }
 
 /* Write permission on a directory that changes parent (its ".." changes). */
@@ -728,9 +728,9 @@ static int dirent_reparent_check(struct orch_meta *m, const struct orch_cred *cr
 	struct orch_inode_irec ir;
 	int error;
 
-	if (!cred || !S_ISDIR(type) || !orch_mdb_is_local(m, child))
+	if (!cred || !S_ISDIR(type) || !orch_sqldb_is_local(m, child))
 		return 0;
-	error = orch_mdb_inode_lookup(m, child, &ir);
+	error = orch_sqldb_inode_lookup(m, child, &ir);
 	if (error)
 		return error;
 	return orch_perm(cred, &ir.i_attr, ORCH_MAY_WRITE);
@@ -749,7 +749,7 @@ static int dirent_victim_drop(struct orch_meta *m, const struct orch_dirent_irec
 		if (error)
 			return error;
 	}
-	if (!orch_mdb_is_local(m, victim->d_child)) {
+	if (!orch_sqldb_is_local(m, victim->d_child)) {
 		res->remote_victim = victim->d_child;
 		res->remote_victim_type = victim->d_type;
 		return 0;
@@ -775,9 +775,9 @@ static int dirent_exchange(struct orch_meta *m, uint64_t oldparent, const char *
 	a.d_type = dst->d_type;
 	b.d_child = src->d_child;
 	b.d_type = src->d_type;
-	error = orch_mdb_dirent_update(m, oldparent, oldname, oldlen, &a);
+	error = orch_sqldb_dirent_update(m, oldparent, oldname, oldlen, &a);
 	if (!error)
-		error = orch_mdb_dirent_update(m, newparent, newname, newlen, &b);
+		error = orch_sqldb_dirent_update(m, newparent, newname, newlen, &b);
 	if (error)
 		return error;
 	if (cross && S_ISDIR(src->d_type) != S_ISDIR(dst->d_type)) {
@@ -825,12 +825,12 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 		if (error)
 			return error;
 	}
-	error = orch_mdb_dirent_lookup(m, oldparent, oldname, oldlen, &src);
+	error = orch_sqldb_dirent_lookup(m, oldparent, oldname, oldlen, &src);
 	if (error)
 		return error;
 	if (src.d_state != ORCH_DIRENT_LIVE)
 		return -EBUSY;
-	error = orch_mdb_dirent_lookup(m, newparent, newname, newlen, &dst);
+	error = orch_sqldb_dirent_lookup(m, newparent, newname, newlen, &dst);
 	if (error && error != -ENOENT)
 		return error;
 	have_dst = !error;
@@ -864,8 +864,8 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 			return -ENOTDIR;
 		if (!S_ISDIR(src.d_type) && S_ISDIR(dst.d_type))
 			return -EISDIR;
-		if (S_ISDIR(dst.d_type) && orch_mdb_is_local(m, dst.d_child)) {
-			error = orch_mdb_dir_check_empty(m, dst.d_child);
+		if (S_ISDIR(dst.d_type) && orch_sqldb_is_local(m, dst.d_child)) {
+			error = orch_sqldb_dir_check_empty(m, dst.d_child);
 			if (error)
 				return error;
 		}
@@ -894,15 +894,15 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 		/* The name keeps its place in readdir order; only its target changes. */
 		moved.d_child = src.d_child;
 		moved.d_type = src.d_type;
-		error = orch_mdb_dirent_update(m, newparent, newname, newlen, &moved);
+		error = orch_sqldb_dirent_update(m, newparent, newname, newlen, &moved);
 	} else {
 		struct orch_dirent_irec moved = src;
 
 		moved.d_seq = dirent_seq_take(newdir);
-		error = orch_mdb_dirent_insert(m, newparent, newname, newlen, &moved);
+		error = orch_sqldb_dirent_insert(m, newparent, newname, newlen, &moved);
 	}
 	if (!error)
-		error = orch_mdb_dirent_delete(m, oldparent, oldname, oldlen);
+		error = orch_sqldb_dirent_delete(m, oldparent, oldname, oldlen);
 	if (!error && S_ISDIR(src.d_type) && oldparent != newparent) {
 		error = dirent_nlink_add(olddir, -1);
 		if (!error)
@@ -916,10 +916,10 @@ static int dirent_rename_(struct orch_meta *m, const struct orch_cred *cred,
 
 out_parents:
 	dirent_touch(olddir, now);
-	error = orch_mdb_inode_update(m, olddir);
+	error = orch_sqldb_inode_update(m, olddir);
 	if (!error && newdir != olddir) {
 		dirent_touch(newdir, now);
-		error = orch_mdb_inode_update(m, newdir);
+		error = orch_sqldb_inode_update(m, newdir);
 	}
 	return error;
 }
@@ -940,17 +940,17 @@ int orch_meta_rename(struct orch_meta *m, const struct orch_cred *cred,
 	if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
 	    flags == (RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
-	error = orch_mdb_name_check(oldname, oldlen);
+	error = orch_sqldb_name_check(oldname, oldlen);
 	if (!error)
-		error = orch_mdb_name_check(newname, newlen);
+		error = orch_sqldb_name_check(newname, newlen);
 	if (error)
 		return error;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = dirent_rename_(m, cred, oldparent, oldname, oldlen, newparent, newname,
 			       newlen, flags, &res);
-	error = orch_mdb_op_end(m, error);
+	error = orch_sqldb_op_end(m, error);
 	if (error)
 		return error;
 	*freed_handle = res.freed_handle;
@@ -973,7 +973,7 @@ static orch_failaddr_t dirent_list_from_disk(sqlite3_stmt *st, uint64_t cookie,
 
 	if (sqlite3_column_type(st, 0) != SQLITE_BLOB || len <= 0 || len > ORCH_NAME_MAX)
 		return ORCH_THIS_ADDRESS;
-	if (orch_mdb_name_check(name, (size_t)len))
+	if (orch_sqldb_name_check(name, (size_t)len))
 		return ORCH_THIS_ADDRESS;
 	if (sqlite3_column_type(st, 1) != SQLITE_INTEGER ||
 	    sqlite3_column_type(st, 2) != SQLITE_INTEGER ||
@@ -981,7 +981,7 @@ static orch_failaddr_t dirent_list_from_disk(sqlite3_stmt *st, uint64_t cookie,
 		return ORCH_THIS_ADDRESS;
 	seq = sqlite3_column_int64(st, 3);
 	type = (uint32_t)sqlite3_column_int64(st, 2);
-	if (seq <= 0 || (uint64_t)seq <= cookie || !orch_mdb_type_is_valid(type) ||
+	if (seq <= 0 || (uint64_t)seq <= cookie || !orch_sqldb_type_is_valid(type) ||
 	    sqlite3_column_int64(st, 1) == 0)
 		return ORCH_THIS_ADDRESS;
 	memset(out, 0, sizeof(*out));
@@ -1027,11 +1027,11 @@ int orch_meta_readdir(struct orch_meta *m, const struct orch_cred *cred,
 	}
 
 	/* One row more than asked tells whether the listing is complete. */
-	st = orch_mdb_stmt(m, MDB_DIRENT_LIST);
-	orch_mdb_bind_u64(st, 1, dir);
-	orch_mdb_bind_u64(st, 2, cookie);
+	st = orch_sqldb_stmt(m, SQLDB_DIRENT_LIST);
+	orch_sqldb_bind_u64(st, 1, dir);
+	orch_sqldb_bind_u64(st, 2, cookie);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)max + 1);
-	while ((rc = orch_mdb_step(m, MDB_DIRENT_LIST)) == 1) {
+	while ((rc = orch_sqldb_step(m, SQLDB_DIRENT_LIST)) == 1) {
 		if (count == max)
 			break;
 		fa = dirent_list_from_disk(st, cookie, &out[count]);
@@ -1039,7 +1039,7 @@ int orch_meta_readdir(struct orch_meta *m, const struct orch_cred *cred,
 			break;
 		count++;
 	}
-	orch_mdb_reset(m, MDB_DIRENT_LIST);
+	orch_sqldb_reset(m, SQLDB_DIRENT_LIST);
 	if (rc < 0)
 		return rc;
 	if (fa) {

@@ -49,8 +49,8 @@ int orch_meta_names(struct orch_meta *m, uint64_t child, struct orch_dirent *out
 		" FROM dirent WHERE child = ?1 AND state <> 1"
 		" ORDER BY parent, name LIMIT ?2", -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return orch_mdb_error(m, rc, MDB_DIRENT_GET);
-	orch_mdb_bind_u64(s, 1, child);
+		return orch_sqldb_error(m, rc, SQLDB_DIRENT_GET);
+	orch_sqldb_bind_u64(s, 1, child);
 	sqlite3_bind_int64(s, 2, max);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < max) {
 		struct orch_dirent *d = &out[*n];
@@ -65,15 +65,15 @@ int orch_meta_names(struct orch_meta *m, uint64_t child, struct orch_dirent *out
 		memcpy(d->name, sqlite3_column_blob(s, 1), (size_t)len);
 		d->type = (uint32_t)sqlite3_column_int64(s, 2);
 		*total = (uint64_t)sqlite3_column_int64(s, 3);
-		if (orch_mdb_is_local(m, d->handle) &&
-		    orch_mdb_inode_lookup(m, d->handle, &dir) == 0) {
+		if (orch_sqldb_is_local(m, d->handle) &&
+		    orch_sqldb_inode_lookup(m, d->handle, &dir) == 0) {
 			d->has_attr = true;
 			d->attr = dir.i_attr;
 		}
 		(*n)++;
 	}
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		error = orch_mdb_error(m, rc, MDB_DIRENT_GET);
+		error = orch_sqldb_error(m, rc, SQLDB_DIRENT_GET);
 	sqlite3_finalize(s);
 	return error;
 }

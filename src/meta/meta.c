@@ -163,7 +163,7 @@ void orch_meta_close(struct orch_meta *m)
 		return;
 	if (m->m_in_txn)
 		orch_meta_abort(m);
-	orch_mdb_finalize_all(m);
+	orch_sqldb_finalize_all(m);
 	if (sqlite3_close(m->m_db) != SQLITE_OK)
 		ORCH_ERR("cannot close the namespace database: %s: db='%s'",
 			 sqlite3_errmsg(m->m_db), m->m_path);
@@ -223,7 +223,7 @@ static int meta_root_create(struct orch_meta *m)
 	root.i_attr.atime_ns = now;
 	root.i_attr.mtime_ns = now;
 	root.i_attr.ctime_ns = now;
-	return orch_mdb_inode_insert(m, &root, NULL);
+	return orch_sqldb_inode_insert(m, &root, NULL);
 }
 
 /* Everything of mkfs that goes into the database, in one transaction. */
@@ -238,7 +238,7 @@ static int meta_mkfs_fill(struct orch_meta *m, const struct orch_meta_ident *id)
 	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d", ORCH_META_APPLICATION_ID);
 	error = meta_exec(m->m_db, sql);
 	if (!error)
-		error = orch_mdb_schema_create(m->m_db);
+		error = orch_sqldb_schema_create(m->m_db);
 	if (!error)
 		error = meta_super_put(m, "format_version", NULL, ORCH_META_FORMAT_VERSION);
 	if (!error)
@@ -257,7 +257,7 @@ static int meta_mkfs_fill(struct orch_meta *m, const struct orch_meta_ident *id)
 		error = meta_super_put(m, "created_ns", NULL,
 				       (uint64_t)orch_time_real_ns());
 	if (!error)
-		error = orch_mdb_prepare_all(m);
+		error = orch_sqldb_prepare_all(m);
 	if (!error && id->server_index == 0)
 		error = meta_root_create(m);
 	if (error)
@@ -474,7 +474,7 @@ int orch_meta_open(const char *data_dir, const struct orch_meta_ident *expect,
 	error = meta_identify(m, data_dir, expect, err, errlen);
 	if (error)
 		goto out_close;
-	error = orch_mdb_prepare_all(m);
+	error = orch_sqldb_prepare_all(m);
 	if (error) {
 		meta_err(err, errlen, "'%s': cannot prepare statements on meta.db", data_dir);
 		goto out_close;
@@ -512,8 +512,8 @@ int orch_meta_begin(struct orch_meta *m)
 	ORCH_ASSERT(!m->m_in_txn);
 	if (m->m_in_txn)
 		return -EINVAL;
-	orch_mdb_stmt(m, MDB_BEGIN);
-	error = orch_mdb_exec(m, MDB_BEGIN);
+	orch_sqldb_stmt(m, SQLDB_BEGIN);
+	error = orch_sqldb_exec(m, SQLDB_BEGIN);
 	if (error)
 		return error;
 	m->m_in_txn = true;
@@ -532,22 +532,22 @@ int orch_meta_commit(struct orch_meta *m)
 		orch_meta_abort(m);
 		return -EIO;
 	}
-	orch_mdb_stmt(m, MDB_COMMIT);
-	error = orch_mdb_exec(m, MDB_COMMIT);
+	orch_sqldb_stmt(m, SQLDB_COMMIT);
+	error = orch_sqldb_exec(m, SQLDB_COMMIT);
 	if (error) {
 		orch_meta_abort(m);
 		return error;
 	}
 	m->m_in_txn = false;
-	orch_mdb_committed(m);
+	orch_sqldb_committed(m);
 	return 0;
 }
 
 void orch_meta_abort(struct orch_meta *m)
 {
 	if (!sqlite3_get_autocommit(m->m_db)) {
-		orch_mdb_stmt(m, MDB_ROLLBACK);
-		orch_mdb_exec(m, MDB_ROLLBACK);
+		orch_sqldb_stmt(m, SQLDB_ROLLBACK);
+		orch_sqldb_exec(m, SQLDB_ROLLBACK);
 	}
 	m->m_in_txn = false;
 	m->m_txn_lost = false;
@@ -570,7 +570,7 @@ int orch_meta_inode_get(struct orch_meta *m, uint64_t h, struct orch_attr *out)
 	struct orch_inode_irec ir;
 	int error;
 
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (!error)
 		*out = ir.i_attr;
 	return error;
@@ -578,7 +578,7 @@ int orch_meta_inode_get(struct orch_meta *m, uint64_t h, struct orch_attr *out)
 
 int orch_meta_dir_get_(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out)
 {
-	int error = orch_mdb_inode_lookup(m, h, out);
+	int error = orch_sqldb_inode_lookup(m, h, out);
 
 	if (error)
 		return error;
@@ -594,7 +594,7 @@ static int inode_create_(struct orch_meta *m, const struct orch_attr *in,
 	uint64_t counter;
 	int error;
 
-	error = orch_mdb_counter_next(m, MDB_COUNTER_HANDLE, &counter);
+	error = orch_sqldb_counter_next(m, SQLDB_COUNTER_HANDLE, &counter);
 	if (error)
 		return error;
 	a->handle = orch_handle_make(m->m_ident.server_index, counter);
@@ -611,7 +611,7 @@ static int inode_create_(struct orch_meta *m, const struct orch_attr *in,
 		a->size = 0;
 		memset(&a->layout, 0, sizeof(a->layout));
 	}
-	error = orch_mdb_inode_insert(m, &ir, NULL);
+	error = orch_sqldb_inode_insert(m, &ir, NULL);
 	if (!error) {
 		*out = *a;
 		out->flags = ORCH_ATTR_NOXATTR;   /* computed, not stored: none yet */
@@ -629,7 +629,7 @@ int orch_meta_inode_create(struct orch_meta *m, const struct orch_attr *in,
 	uint32_t type = in->mode & S_IFMT;
 	int error;
 
-	if (!orch_mdb_type_is_valid(type) || type == S_IFLNK ||
+	if (!orch_sqldb_type_is_valid(type) || type == S_IFLNK ||
 	    (in->mode & ~(S_IFMT | 07777)) || in->parent == 0)
 		return -EINVAL;
 	if (S_ISDIR(in->mode) && in->nlink == 1)
@@ -638,10 +638,10 @@ int orch_meta_inode_create(struct orch_meta *m, const struct orch_attr *in,
 	    (in->layout.strip_size == 0 || in->layout.strip_size % 4096 ||
 	     in->layout.stripe_count == 0))
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, inode_create_(m, in, out));
+	return orch_sqldb_op_end(m, inode_create_(m, in, out));
 }
 
 /* --- setattr --------------------------------------------------------------------- */
@@ -699,7 +699,7 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	bool root = cred->uid == 0;
 	int error;
 
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	*old_size = a->size;
@@ -747,7 +747,7 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 		a->layout = *l;
 	}
 	a->ctime_ns = (valid & ORCH_SET_CTIME) ? in->ctime_ns : now;
-	error = orch_mdb_inode_update(m, &ir);
+	error = orch_sqldb_inode_update(m, &ir);
 	if (!error)
 		*out = *a;
 	return error;
@@ -763,11 +763,11 @@ int orch_meta_inode_setattr(struct orch_meta *m, const struct orch_cred *cred,
 		return -EINVAL;
 	if ((valid & ORCH_SET_SIZE) && in->size > INT64_MAX)
 		return -EFBIG;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = inode_setattr_(m, cred, h, valid, in, out, old_size);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Sizes and link counts ------------------------------------------------------ */
@@ -780,7 +780,7 @@ static int inode_extend_(struct orch_meta *m, uint64_t h, uint64_t size,
 	bool dirty = false;
 	int error;
 
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	if (!S_ISREG(a->mode))
@@ -795,7 +795,7 @@ static int inode_extend_(struct orch_meta *m, uint64_t h, uint64_t size,
 		dirty = true;
 	}
 	if (dirty)
-		error = orch_mdb_inode_update(m, &ir);
+		error = orch_sqldb_inode_update(m, &ir);
 	if (!error)
 		*out = *a;
 	return error;
@@ -808,10 +808,10 @@ int orch_meta_inode_extend(struct orch_meta *m, uint64_t h, uint64_t size,
 
 	if (size > INT64_MAX)
 		return -EFBIG;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, inode_extend_(m, h, size, mtime_ns, out));
+	return orch_sqldb_op_end(m, inode_extend_(m, h, size, mtime_ns, out));
 }
 
 int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
@@ -824,7 +824,7 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 	*freed = false;
 	if (delta != 1 && delta != -1)
 		return -EINVAL;
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	if (S_ISDIR(a->mode))
@@ -834,10 +834,10 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 	a->nlink = (uint32_t)((int64_t)a->nlink + delta);
 	a->ctime_ns = now;
 	if (a->nlink == 0) {
-		error = orch_mdb_inode_delete(m, h);
+		error = orch_sqldb_inode_delete(m, h);
 		*freed = !error;
 	} else {
-		error = orch_mdb_inode_update(m, &ir);
+		error = orch_sqldb_inode_update(m, &ir);
 	}
 	if (!error && out)
 		*out = *a;
@@ -849,13 +849,13 @@ int orch_meta_inode_nlink_adjust(struct orch_meta *m, uint64_t h, int delta,
 {
 	int error;
 
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = orch_meta_inode_nlink_adjust_(m, h, delta, orch_time_real_ns(), out, freed);
 	if (error)
 		*freed = false;
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /* --- Directories held for another server's entry ---------------------------------- */
@@ -868,20 +868,20 @@ static int inode_dir_remove_(struct orch_meta *m, uint64_t h)
 	error = orch_meta_dir_get_(m, h, &ir);
 	if (error)
 		return error == -ENOENT ? 0 : error;
-	error = orch_mdb_dir_check_empty(m, h);
+	error = orch_sqldb_dir_check_empty(m, h);
 	if (error)
 		return error;
-	return orch_mdb_inode_delete(m, h);
+	return orch_sqldb_inode_delete(m, h);
 }
 
 int orch_meta_dir_remove(struct orch_meta *m, uint64_t h)
 {
 	int error;
 
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, inode_dir_remove_(m, h));
+	return orch_sqldb_op_end(m, inode_dir_remove_(m, h));
 }
 
 static int inode_set_parent_(struct orch_meta *m, uint64_t h, uint64_t parent)
@@ -889,12 +889,12 @@ static int inode_set_parent_(struct orch_meta *m, uint64_t h, uint64_t parent)
 	struct orch_inode_irec ir;
 	int error;
 
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	ir.i_attr.parent = parent;
 	ir.i_attr.ctime_ns = orch_time_real_ns();
-	return orch_mdb_inode_update(m, &ir);
+	return orch_sqldb_inode_update(m, &ir);
 }
 
 int orch_meta_inode_set_parent(struct orch_meta *m, uint64_t h, uint64_t parent)
@@ -903,10 +903,10 @@ int orch_meta_inode_set_parent(struct orch_meta *m, uint64_t h, uint64_t parent)
 
 	if (parent == 0)
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, inode_set_parent_(m, h, parent));
+	return orch_sqldb_op_end(m, inode_set_parent_(m, h, parent));
 }
 
 /* --- readlink, access, counts ------------------------------------------------------- */
@@ -918,21 +918,21 @@ int orch_meta_readlink(struct orch_meta *m, uint64_t h, char *buf, size_t buflen
 	const void *p;
 	int error, len;
 
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	if (!S_ISLNK(ir.i_attr.mode))
 		return -EINVAL;
-	st = orch_mdb_stmt(m, MDB_INODE_TARGET);
-	orch_mdb_bind_u64(st, 1, h);
-	error = orch_mdb_step(m, MDB_INODE_TARGET);
+	st = orch_sqldb_stmt(m, SQLDB_INODE_TARGET);
+	orch_sqldb_bind_u64(st, 1, h);
+	error = orch_sqldb_step(m, SQLDB_INODE_TARGET);
 	if (error <= 0)
 		return error ? error : -ENOENT;
 	p = sqlite3_column_blob(st, 0);
 	len = sqlite3_column_bytes(st, 0);
 	if (sqlite3_column_type(st, 0) != SQLITE_BLOB || len <= 0 ||
 	    len >= ORCH_PATH_MAX || memchr(p, '\0', (size_t)len)) {
-		orch_mdb_reset(m, MDB_INODE_TARGET);
+		orch_sqldb_reset(m, SQLDB_INODE_TARGET);
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 				   "corrupt record: table=inode handle=%#" PRIx64 " field=target",
 				   h);
@@ -945,7 +945,7 @@ int orch_meta_readlink(struct orch_meta *m, uint64_t h, char *buf, size_t buflen
 		memcpy(buf, p, (size_t)len);
 		buf[len] = '\0';
 	}
-	orch_mdb_reset(m, MDB_INODE_TARGET);
+	orch_sqldb_reset(m, SQLDB_INODE_TARGET);
 	return error;
 }
 
@@ -957,7 +957,7 @@ int orch_meta_access(struct orch_meta *m, const struct orch_cred *cred, uint64_t
 
 	if (mask & ~(uint32_t)(R_OK | W_OK | X_OK))
 		return -EINVAL;
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
 	/* R_OK, W_OK, X_OK have the values of the permission bits. */
@@ -966,15 +966,15 @@ int orch_meta_access(struct orch_meta *m, const struct orch_cred *cred, uint64_t
 
 int orch_meta_counts(struct orch_meta *m, uint64_t *inodes, uint64_t *next_counter)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_COUNT);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INODE_COUNT);
 	int error;
 
-	error = orch_mdb_step(m, MDB_INODE_COUNT);
+	error = orch_sqldb_step(m, SQLDB_INODE_COUNT);
 	if (error <= 0)
 		return error ? error : -EIO;
 	*inodes = (uint64_t)sqlite3_column_int64(st, 0);
-	orch_mdb_reset(m, MDB_INODE_COUNT);
-	return orch_mdb_counter_peek(m, MDB_COUNTER_HANDLE, next_counter);
+	orch_sqldb_reset(m, SQLDB_INODE_COUNT);
+	return orch_sqldb_counter_peek(m, SQLDB_COUNTER_HANDLE, next_counter);
 }
 
 /* --- Owners of remote inodes ------------------------------------------------ */

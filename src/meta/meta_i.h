@@ -1,9 +1,9 @@
 /*
  * Private to src/meta: the handle struct, the statement cache, the record
- * codecs (mdb.c) and the permission rules shared by meta.c, dirent.c and
+ * codecs (sqldb.c) and the permission rules shared by meta.c, dirent.c and
  * xattr.c.  The on-disk format is described in docs/SPEC-ondisk.md.
  *
- * Naming: mdb.c exports orch_mdb_*; an internal twin of a public function
+ * Naming: sqldb.c exports orch_sqldb_*; an internal twin of a public function
  * (no savepoint of its own, for use inside another operation) carries a
  * trailing underscore.
  */
@@ -92,22 +92,22 @@
 		       "VALUES (?1, ?2, ?3)")                                  \
 	X(APPLIED_TRIM, "DELETE FROM applied WHERE origin = ?1 AND id < ?2")
 
-enum orch_mdb_stmt {
-#define ORCH_MDB_ENUM_(name, sql) MDB_##name,
+enum orch_sqldb_stmt {
+#define ORCH_MDB_ENUM_(name, sql) SQLDB_##name,
 	ORCH_MDB_STMTS(ORCH_MDB_ENUM_)
 #undef ORCH_MDB_ENUM_
-	MDB_NSTMT
+	SQLDB_NSTMT
 };
 
 /* --- The handle ------------------------------------------------------------ */
 
 #define ORCH_META_REMOTE_OWNERS 2
 
-/* Counters of the super table, reserved in batches (orch_mdb_counter_next). */
-enum mdb_counter {
-	MDB_COUNTER_HANDLE, /* "next_handle" */
-	MDB_COUNTER_INTENT, /* "next_intent" */
-	MDB_NCOUNTERS
+/* Counters of the super table, reserved in batches (orch_sqldb_counter_next). */
+enum sqldb_counter {
+	SQLDB_COUNTER_HANDLE, /* "next_handle" */
+	SQLDB_COUNTER_INTENT, /* "next_intent" */
+	SQLDB_NCOUNTERS
 };
 
 /*
@@ -115,11 +115,11 @@ enum mdb_counter {
  * sync (orch_meta_commit), per this many.  Large, so that the sync is rare;
  * a crash skips the rest of a reservation (2^48 values: 2^32 crashes).
  */
-#define MDB_COUNTER_BATCH 65536
+#define SQLDB_COUNTER_BATCH 65536
 
 struct orch_meta {
 	sqlite3 *m_db;                        /* the one write connection */
-	sqlite3_stmt *m_stmt[MDB_NSTMT];      /* prepared at open, reset after use */
+	sqlite3_stmt *m_stmt[SQLDB_NSTMT];      /* prepared at open, reset after use */
 	struct orch_meta_ident m_ident;       /* as read from the super table */
 	char m_path[PATH_MAX];                /* data_dir/meta.db */
 	bool m_in_txn;                        /* orch_meta_begin() is open */
@@ -128,11 +128,11 @@ struct orch_meta {
 	unsigned int m_op_nest;               /* ops nested in it (savepoints) */
 	uint64_t m_commits;                   /* commits since open */
 	uint64_t m_busy_us;                   /* slept in meta_busy() */
-	/* Counter values reserved in memory (orch_mdb_counter_next). */
+	/* Counter values reserved in memory (orch_sqldb_counter_next). */
 	struct {
 		uint64_t c_next;              /* next value to hand out */
 		uint64_t c_limit;             /* what super holds; 0: none */
-	} m_counter[MDB_NCOUNTERS];
+	} m_counter[SQLDB_NCOUNTERS];
 	bool m_reserved;                      /* the open txn made a reservation */
 	/* Owners of inodes held elsewhere, told by the caller (sticky rule). */
 	struct {
@@ -144,7 +144,7 @@ struct orch_meta {
 	void *m_change_arg;
 };
 
-static inline void orch_mdb_changed(struct orch_meta *m, uint64_t h, const char *name,
+static inline void orch_sqldb_changed(struct orch_meta *m, uint64_t h, const char *name,
 				    size_t namelen)
 {
 	if (m->m_change)
@@ -175,23 +175,23 @@ struct orch_dirent_irec {
 	uint32_t d_state;
 };
 
-/* --- mdb.c: SQLite wrapper ------------------------------------------------- */
+/* --- sqldb.c: SQLite wrapper ------------------------------------------------- */
 
 /* Maps a SQLite result code to -errno, logging anything unexpected. */
-int orch_mdb_error(struct orch_meta *m, int rc, enum orch_mdb_stmt id);
+int orch_sqldb_error(struct orch_meta *m, int rc, enum orch_sqldb_stmt id);
 
 /* The cached statement @id, reset and with no bindings. */
-sqlite3_stmt *orch_mdb_stmt(struct orch_meta *m, enum orch_mdb_stmt id);
+sqlite3_stmt *orch_sqldb_stmt(struct orch_meta *m, enum orch_sqldb_stmt id);
 
 /* Steps @id once: 1 row, 0 done, or -errno.  The caller resets on a row. */
-int orch_mdb_step(struct orch_meta *m, enum orch_mdb_stmt id);
+int orch_sqldb_step(struct orch_meta *m, enum orch_sqldb_stmt id);
 
 /* Steps @id to completion and resets it.  0 or -errno. */
-int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id);
+int orch_sqldb_exec(struct orch_meta *m, enum orch_sqldb_stmt id);
 
-void orch_mdb_reset(struct orch_meta *m, enum orch_mdb_stmt id);
+void orch_sqldb_reset(struct orch_meta *m, enum orch_sqldb_stmt id);
 
-static inline void orch_mdb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
+static inline void orch_sqldb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
 {
 	sqlite3_bind_int64(st, col, (sqlite3_int64)v);
 }
@@ -202,8 +202,8 @@ static inline void orch_mdb_bind_u64(sqlite3_stmt *st, int col, uint64_t v)
  * releases (commits) on @error 0 and rolls back otherwise; it returns
  * @error, or the commit error.
  */
-int orch_mdb_op_begin(struct orch_meta *m);
-int orch_mdb_op_end(struct orch_meta *m, int error);
+int orch_sqldb_op_begin(struct orch_meta *m);
+int orch_sqldb_op_end(struct orch_meta *m, int error);
 
 /*
  * Brackets the reads of one query made of several statements in one read
@@ -212,59 +212,59 @@ int orch_mdb_op_end(struct orch_meta *m, int error);
  * the WAL index header again.  read_begin returns whether it began one;
  * pass that to read_end, which ends it.  Nothing is written in between.
  */
-bool orch_mdb_read_begin(struct orch_meta *m);
-void orch_mdb_read_end(struct orch_meta *m, bool began);
+bool orch_sqldb_read_begin(struct orch_meta *m);
+void orch_sqldb_read_end(struct orch_meta *m, bool began);
 
 /* Creates every table in a new database. */
-int orch_mdb_schema_create(sqlite3 *db);
+int orch_sqldb_schema_create(sqlite3 *db);
 
-int orch_mdb_prepare_all(struct orch_meta *m);
-void orch_mdb_finalize_all(struct orch_meta *m);
+int orch_sqldb_prepare_all(struct orch_meta *m);
+void orch_sqldb_finalize_all(struct orch_meta *m);
 
 /*
  * Takes the next value of counter @c, in the caller's transaction.  Values
- * are reserved MDB_COUNTER_BATCH at a time: super holds the end of the
+ * are reserved SQLDB_COUNTER_BATCH at a time: super holds the end of the
  * reservation, so most calls read it and write nothing.  0, -EUCLEAN,
  * -ENOSPC (counter exhausted), -EIO.
  */
-int orch_mdb_counter_next(struct orch_meta *m, enum mdb_counter c, uint64_t *out);
+int orch_sqldb_counter_next(struct orch_meta *m, enum sqldb_counter c, uint64_t *out);
 /*
  * After every commit of the write connection: counts it, and syncs the WAL
- * if the transaction made a counter reservation (orch_mdb_counter_next).
+ * if the transaction made a counter reservation (orch_sqldb_counter_next).
  */
-void orch_mdb_committed(struct orch_meta *m);
+void orch_sqldb_committed(struct orch_meta *m);
 
 /* The value counter @c hands out next (for statistics and tests). */
-int orch_mdb_counter_peek(struct orch_meta *m, enum mdb_counter c, uint64_t *out);
+int orch_sqldb_counter_peek(struct orch_meta *m, enum sqldb_counter c, uint64_t *out);
 
 /* Reads super integer @key into *@out (-ENOENT if absent). */
-int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out);
+int orch_sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out);
 
 /* Inode rows.  lookup verifies the record (-EUCLEAN). */
-int orch_mdb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
-int orch_mdb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
+int orch_sqldb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
+int orch_sqldb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
 			  const char *target);
-int orch_mdb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in);
+int orch_sqldb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in);
 /* Deletes the inode row and its xattrs. */
-int orch_mdb_inode_delete(struct orch_meta *m, uint64_t h);
+int orch_sqldb_inode_delete(struct orch_meta *m, uint64_t h);
 
 /* Entry rows.  lookup verifies the record (-EUCLEAN). */
-int orch_mdb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, struct orch_dirent_irec *out);
-int orch_mdb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, const struct orch_dirent_irec *in);
-int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, const struct orch_dirent_irec *in);
-int orch_mdb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen);
 /* 0 if @dir has no entries (pending ones count), -ENOTEMPTY otherwise. */
-int orch_mdb_dir_check_empty(struct orch_meta *m, uint64_t dir);
+int orch_sqldb_dir_check_empty(struct orch_meta *m, uint64_t dir);
 
 /* Checks a name from a caller: -EINVAL, -ENAMETOOLONG or 0. */
-int orch_mdb_name_check(const char *name, size_t namelen);
+int orch_sqldb_name_check(const char *name, size_t namelen);
 
 /* True for the S_IFMT values Orchard stores. */
-static inline bool orch_mdb_type_is_valid(uint32_t type)
+static inline bool orch_sqldb_type_is_valid(uint32_t type)
 {
 	switch (type) {
 	case S_IFREG:
@@ -281,7 +281,7 @@ static inline bool orch_mdb_type_is_valid(uint32_t type)
 }
 
 /* True if inode @h is numbered by this server. */
-static inline bool orch_mdb_is_local(const struct orch_meta *m, uint64_t h)
+static inline bool orch_sqldb_is_local(const struct orch_meta *m, uint64_t h)
 {
 	return orch_handle_server(h) == m->m_ident.server_index;
 }

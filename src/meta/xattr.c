@@ -82,7 +82,7 @@ static int xattr_prepare(struct orch_meta *m, const struct orch_cred *cred, uint
 	error = xattr_name_parse(name, namelen, &ns);
 	if (error)
 		return error;
-	error = orch_mdb_inode_lookup(m, h, ir);
+	error = orch_sqldb_inode_lookup(m, h, ir);
 	if (error)
 		return error;
 	return xattr_perm(cred, &ir->i_attr, ns, write);
@@ -100,15 +100,15 @@ int orch_meta_xattr_get(struct orch_meta *m, const struct orch_cred *cred, uint6
 	error = xattr_prepare(m, cred, h, name, false, &namelen, &ir);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_XATTR_GET);
-	orch_mdb_bind_u64(st, 1, h);
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_GET);
+	orch_sqldb_bind_u64(st, 1, h);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	error = orch_mdb_step(m, MDB_XATTR_GET);
+	error = orch_sqldb_step(m, SQLDB_XATTR_GET);
 	if (error <= 0)
 		return error ? error : -ENODATA;
 	vlen = sqlite3_column_bytes(st, 0);
 	if (sqlite3_column_type(st, 0) != SQLITE_BLOB || vlen > ORCH_XATTR_SIZE_MAX) {
-		orch_mdb_reset(m, MDB_XATTR_GET);
+		orch_sqldb_reset(m, SQLDB_XATTR_GET);
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 				   "corrupt record: table=xattr handle=%#" PRIx64 " name='%s'",
 				   h, name);
@@ -122,7 +122,7 @@ int orch_meta_xattr_get(struct orch_meta *m, const struct orch_cred *cred, uint6
 		else if (vlen)
 			memcpy(buf, sqlite3_column_blob(st, 0), (size_t)vlen);
 	}
-	orch_mdb_reset(m, MDB_XATTR_GET);
+	orch_sqldb_reset(m, SQLDB_XATTR_GET);
 	return error;
 }
 
@@ -137,11 +137,11 @@ static int xattr_set_(struct orch_meta *m, const struct orch_cred *cred, uint64_
 	error = xattr_prepare(m, cred, h, name, true, &namelen, &ir);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_XATTR_GET);
-	orch_mdb_bind_u64(st, 1, h);
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_GET);
+	orch_sqldb_bind_u64(st, 1, h);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	found = orch_mdb_step(m, MDB_XATTR_GET);
-	orch_mdb_reset(m, MDB_XATTR_GET);
+	found = orch_sqldb_step(m, SQLDB_XATTR_GET);
+	orch_sqldb_reset(m, SQLDB_XATTR_GET);
 	if (found < 0)
 		return found;
 	if ((flags & XATTR_CREATE) && found)
@@ -149,16 +149,16 @@ static int xattr_set_(struct orch_meta *m, const struct orch_cred *cred, uint64_
 	if ((flags & XATTR_REPLACE) && !found)
 		return -ENODATA;
 
-	st = orch_mdb_stmt(m, MDB_XATTR_PUT);
-	orch_mdb_bind_u64(st, 1, h);
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_PUT);
+	orch_sqldb_bind_u64(st, 1, h);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
 	/* A zero-length value is stored as an empty blob, never NULL. */
 	sqlite3_bind_blob(st, 3, len ? val : "", (int)len, SQLITE_STATIC);
-	error = orch_mdb_exec(m, MDB_XATTR_PUT);
+	error = orch_sqldb_exec(m, SQLDB_XATTR_PUT);
 	if (error)
 		return error;
 	ir.i_attr.ctime_ns = orch_time_real_ns();
-	return orch_mdb_inode_update(m, &ir);
+	return orch_sqldb_inode_update(m, &ir);
 }
 
 int orch_meta_xattr_set(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
@@ -173,11 +173,11 @@ int orch_meta_xattr_set(struct orch_meta *m, const struct orch_cred *cred, uint6
 		return -E2BIG;
 	if (len && !val)
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
 	error = xattr_set_(m, cred, h, name, val, len, flags);
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /*
@@ -193,12 +193,12 @@ int orch_meta_xattr_list(struct orch_meta *m, const struct orch_cred *cred, uint
 	int rc, error = 0;
 
 	*len = 0;
-	error = orch_mdb_inode_lookup(m, h, &ir);
+	error = orch_sqldb_inode_lookup(m, h, &ir);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_XATTR_LIST);
-	orch_mdb_bind_u64(st, 1, h);
-	while ((rc = orch_mdb_step(m, MDB_XATTR_LIST)) == 1) {
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_LIST);
+	orch_sqldb_bind_u64(st, 1, h);
+	while ((rc = orch_sqldb_step(m, SQLDB_XATTR_LIST)) == 1) {
 		const char *name = sqlite3_column_blob(st, 0);
 		int nlen = sqlite3_column_bytes(st, 0);
 		size_t plen;
@@ -228,7 +228,7 @@ int orch_meta_xattr_list(struct orch_meta *m, const struct orch_cred *cred, uint
 		}
 		total += plen;
 	}
-	orch_mdb_reset(m, MDB_XATTR_LIST);
+	orch_sqldb_reset(m, SQLDB_XATTR_LIST);
 	if (rc < 0)
 		return rc;
 	if (error)
@@ -248,16 +248,16 @@ static int xattr_remove_(struct orch_meta *m, const struct orch_cred *cred, uint
 	error = xattr_prepare(m, cred, h, name, true, &namelen, &ir);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_XATTR_DELETE);
-	orch_mdb_bind_u64(st, 1, h);
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_DELETE);
+	orch_sqldb_bind_u64(st, 1, h);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	error = orch_mdb_exec(m, MDB_XATTR_DELETE);
+	error = orch_sqldb_exec(m, SQLDB_XATTR_DELETE);
 	if (error)
 		return error;
 	if (sqlite3_changes(m->m_db) == 0)
 		return -ENODATA;
 	ir.i_attr.ctime_ns = orch_time_real_ns();
-	return orch_mdb_inode_update(m, &ir);
+	return orch_sqldb_inode_update(m, &ir);
 }
 
 int orch_meta_xattr_remove(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
@@ -265,10 +265,10 @@ int orch_meta_xattr_remove(struct orch_meta *m, const struct orch_cred *cred, ui
 {
 	int error;
 
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, xattr_remove_(m, cred, h, name));
+	return orch_sqldb_op_end(m, xattr_remove_(m, cred, h, name));
 }
 
 /* --- Intents ------------------------------------------------------------------ */
@@ -284,15 +284,15 @@ static int intent_insert_(struct orch_meta *m, uint32_t kind, const void *body,
 	sqlite3_stmt *st;
 	int error;
 
-	error = orch_mdb_counter_next(m, MDB_COUNTER_INTENT, id);
+	error = orch_sqldb_counter_next(m, SQLDB_COUNTER_INTENT, id);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_INTENT_INSERT);
-	orch_mdb_bind_u64(st, 1, *id);
+	st = orch_sqldb_stmt(m, SQLDB_INTENT_INSERT);
+	orch_sqldb_bind_u64(st, 1, *id);
 	sqlite3_bind_int64(st, 2, kind);
 	sqlite3_bind_blob(st, 3, len ? body : "", (int)len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, orch_time_real_ns());
-	return orch_mdb_exec(m, MDB_INTENT_INSERT);
+	return orch_sqldb_exec(m, SQLDB_INTENT_INSERT);
 }
 
 int orch_meta_intent_insert(struct orch_meta *m, uint32_t kind, const void *body,
@@ -304,10 +304,10 @@ int orch_meta_intent_insert(struct orch_meta *m, uint32_t kind, const void *body
 		return -E2BIG;
 	if (len && !body)
 		return -EINVAL;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	return orch_mdb_op_end(m, intent_insert_(m, kind, body, len, id));
+	return orch_sqldb_op_end(m, intent_insert_(m, kind, body, len, id));
 }
 
 int orch_meta_intent_delete(struct orch_meta *m, uint64_t id)
@@ -315,15 +315,15 @@ int orch_meta_intent_delete(struct orch_meta *m, uint64_t id)
 	sqlite3_stmt *st;
 	int error;
 
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_INTENT_DELETE);
-	orch_mdb_bind_u64(st, 1, id);
-	error = orch_mdb_exec(m, MDB_INTENT_DELETE);
+	st = orch_sqldb_stmt(m, SQLDB_INTENT_DELETE);
+	orch_sqldb_bind_u64(st, 1, id);
+	error = orch_sqldb_exec(m, SQLDB_INTENT_DELETE);
 	if (!error && sqlite3_changes(m->m_db) == 0)
 		error = -ENOENT;
-	return orch_mdb_op_end(m, error);
+	return orch_sqldb_op_end(m, error);
 }
 
 /*
@@ -344,12 +344,12 @@ int orch_meta_intent_foreach(struct orch_meta *m,
 	if (!body)
 		return -ENOMEM;
 	for (;;) {
-		sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INTENT_NEXT);
+		sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INTENT_NEXT);
 		sqlite3_int64 id, kind;
 		int len;
 
-		orch_mdb_bind_u64(st, 1, last);
-		error = orch_mdb_step(m, MDB_INTENT_NEXT);
+		orch_sqldb_bind_u64(st, 1, last);
+		error = orch_sqldb_step(m, SQLDB_INTENT_NEXT);
 		if (error <= 0)
 			break;
 		id = sqlite3_column_int64(st, 0);
@@ -359,7 +359,7 @@ int orch_meta_intent_foreach(struct orch_meta *m,
 		    sqlite3_column_type(st, 1) != SQLITE_INTEGER || kind < 0 ||
 		    kind > UINT32_MAX || sqlite3_column_type(st, 2) != SQLITE_BLOB ||
 		    len > ORCH_META_INTENT_MAX) {
-			orch_mdb_reset(m, MDB_INTENT_NEXT);
+			orch_sqldb_reset(m, SQLDB_INTENT_NEXT);
 			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 					   "corrupt record: table=intent after_id=%" PRIu64,
 					   last);
@@ -368,7 +368,7 @@ int orch_meta_intent_foreach(struct orch_meta *m,
 		}
 		if (len)
 			memcpy(body, sqlite3_column_blob(st, 2), (size_t)len);
-		orch_mdb_reset(m, MDB_INTENT_NEXT);
+		orch_sqldb_reset(m, SQLDB_INTENT_NEXT);
 		last = (uint64_t)id;
 		error = fn(arg, last, (uint32_t)kind, body, (size_t)len);
 		if (error)
@@ -383,23 +383,23 @@ int orch_meta_intent_foreach(struct orch_meta *m,
 int orch_meta_applied_get(struct orch_meta *m, uint32_t origin, uint64_t id,
 			  uint64_t *result)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_APPLIED_GET);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_APPLIED_GET);
 	int error;
 
 	sqlite3_bind_int64(st, 1, origin);
-	orch_mdb_bind_u64(st, 2, id);
-	error = orch_mdb_step(m, MDB_APPLIED_GET);
+	orch_sqldb_bind_u64(st, 2, id);
+	error = orch_sqldb_step(m, SQLDB_APPLIED_GET);
 	if (error <= 0)
 		return error ? error : -ENOENT;
 	if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
-		orch_mdb_reset(m, MDB_APPLIED_GET);
+		orch_sqldb_reset(m, SQLDB_APPLIED_GET);
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 				   "corrupt record: table=applied origin=%u id=%" PRIu64,
 				   origin, id);
 		return -ORCH_ECORRUPT;
 	}
 	*result = (uint64_t)sqlite3_column_int64(st, 0);
-	orch_mdb_reset(m, MDB_APPLIED_GET);
+	orch_sqldb_reset(m, SQLDB_APPLIED_GET);
 	return 0;
 }
 
@@ -409,14 +409,14 @@ int orch_meta_applied_put(struct orch_meta *m, uint32_t origin, uint64_t id,
 	sqlite3_stmt *st;
 	int error;
 
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_APPLIED_PUT);
+	st = orch_sqldb_stmt(m, SQLDB_APPLIED_PUT);
 	sqlite3_bind_int64(st, 1, origin);
-	orch_mdb_bind_u64(st, 2, id);
-	orch_mdb_bind_u64(st, 3, result);
-	return orch_mdb_op_end(m, orch_mdb_exec(m, MDB_APPLIED_PUT));
+	orch_sqldb_bind_u64(st, 2, id);
+	orch_sqldb_bind_u64(st, 3, result);
+	return orch_sqldb_op_end(m, orch_sqldb_exec(m, SQLDB_APPLIED_PUT));
 }
 
 /*
@@ -430,11 +430,11 @@ int orch_meta_applied_trim(struct orch_meta *m, uint32_t origin, uint64_t below)
 
 	if (below > INT64_MAX)
 		below = INT64_MAX;
-	error = orch_mdb_op_begin(m);
+	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
-	st = orch_mdb_stmt(m, MDB_APPLIED_TRIM);
+	st = orch_sqldb_stmt(m, SQLDB_APPLIED_TRIM);
 	sqlite3_bind_int64(st, 1, origin);
-	orch_mdb_bind_u64(st, 2, below);
-	return orch_mdb_op_end(m, orch_mdb_exec(m, MDB_APPLIED_TRIM));
+	orch_sqldb_bind_u64(st, 2, below);
+	return orch_sqldb_op_end(m, orch_sqldb_exec(m, SQLDB_APPLIED_TRIM));
 }

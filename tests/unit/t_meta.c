@@ -18,7 +18,7 @@
 
 #include "common/log.h"
 #include "meta/meta.h"
-#include "meta/meta_i.h" /* MDB_COUNTER_BATCH */
+#include "meta/meta_i.h" /* SQLDB_COUNTER_BATCH */
 #include "unit/test.h"
 
 #ifndef RENAME_NOREPLACE
@@ -204,9 +204,9 @@ ORCH_TEST(mkfs_open_reopen)
 	ORCH_CHECK(mk(&ROOT, 1, "f", S_IFREG | 0644) == 2);
 	ORCH_CHECK_OK(fx_reopen());
 	ORCH_CHECK(handle_of(1, "f") == 2);
-	/* Handles are reserved 64 at a time (mdb.c): a reopen skips the rest. */
+	/* Handles are reserved 64 at a time (sqldb.c): a reopen skips the rest. */
 	ORCH_CHECK_OK(orch_meta_counts(M, &inodes, &next));
-	ORCH_CHECK(inodes == 2 && next == 2 + MDB_COUNTER_BATCH);
+	ORCH_CHECK(inodes == 2 && next == 2 + SQLDB_COUNTER_BATCH);
 	fx_teardown();
 }
 
@@ -1392,23 +1392,23 @@ ORCH_TEST(handles_never_reused)
 	ORCH_CHECK(freed);
 	ORCH_CHECK_OK(fx_reopen());
 	h = mk(&ROOT, 1, "again", S_IFREG | 0644);
-	/* A reopen skips the rest of the reservation (MDB_COUNTER_BATCH handles, mdb.c). */
-	ORCH_CHECK(first == 6 && h == 2 + MDB_COUNTER_BATCH);
+	/* A reopen skips the rest of the reservation (SQLDB_COUNTER_BATCH handles, sqldb.c). */
+	ORCH_CHECK(first == 6 && h == 2 + SQLDB_COUNTER_BATCH);
 	/* An aborted create's number is skipped; nothing committed reuses one. */
 	ORCH_CHECK_OK(orch_meta_begin(M));
 	ORCH_CHECK(mk(&ROOT, 1, "ghost", S_IFREG | 0644) == h + 1);
 	orch_meta_abort(M);
 	ORCH_CHECK(mk(&ROOT, 1, "next", S_IFREG | 0644) == h + 2);
 	ORCH_CHECK_OK(fx_reopen());
-	ORCH_CHECK(mk(&ROOT, 1, "again2", S_IFREG | 0644) == h + MDB_COUNTER_BATCH);
+	ORCH_CHECK(mk(&ROOT, 1, "again2", S_IFREG | 0644) == h + SQLDB_COUNTER_BATCH);
 	/* A reservation rolled back with its transaction is made again. */
 	ORCH_CHECK_OK(fx_reopen());
 	ORCH_CHECK_OK(orch_meta_begin(M));
-	ORCH_CHECK(mk(&ROOT, 1, "ghost2", S_IFREG | 0644) == h + 2 * MDB_COUNTER_BATCH);
+	ORCH_CHECK(mk(&ROOT, 1, "ghost2", S_IFREG | 0644) == h + 2 * SQLDB_COUNTER_BATCH);
 	orch_meta_abort(M);
-	ORCH_CHECK(mk(&ROOT, 1, "again3", S_IFREG | 0644) == h + 2 * MDB_COUNTER_BATCH);
+	ORCH_CHECK(mk(&ROOT, 1, "again3", S_IFREG | 0644) == h + 2 * SQLDB_COUNTER_BATCH);
 	ORCH_CHECK_OK(fx_reopen());
-	ORCH_CHECK(mk(&ROOT, 1, "again4", S_IFREG | 0644) == h + 3 * MDB_COUNTER_BATCH);
+	ORCH_CHECK(mk(&ROOT, 1, "again4", S_IFREG | 0644) == h + 3 * SQLDB_COUNTER_BATCH);
 	ORCH_CHECK(orch_handle_server(h) == 0);
 	fx_teardown();
 }

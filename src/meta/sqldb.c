@@ -13,7 +13,7 @@
 /* --- Schema ---------------------------------------------------------------- */
 
 /* Format version 1.  Any change here changes docs/SPEC-ondisk.md. */
-static const char mdb_schema[] =
+static const char sqldb_schema[] =
 	"CREATE TABLE super ("
 	" key TEXT NOT NULL PRIMARY KEY,"
 	" value NOT NULL"
@@ -48,12 +48,12 @@ static const char mdb_schema[] =
 	" PRIMARY KEY (origin, id)"
 	") WITHOUT ROWID;";
 
-int orch_mdb_schema_create(sqlite3 *db)
+int orch_sqldb_schema_create(sqlite3 *db)
 {
 	char *msg = NULL;
 	int rc;
 
-	rc = sqlite3_exec(db, mdb_schema, NULL, NULL, &msg);
+	rc = sqlite3_exec(db, sqldb_schema, NULL, NULL, &msg);
 	if (rc != SQLITE_OK) {
 		ORCH_ERR("cannot create the namespace tables: %s", msg ? msg : "?");
 		sqlite3_free(msg);
@@ -64,14 +64,14 @@ int orch_mdb_schema_create(sqlite3 *db)
 
 /* --- Statement cache and errors -------------------------------------------- */
 
-static const char *const mdb_stmt_sql[MDB_NSTMT] = {
-#define ORCH_MDB_SQL_(name, sql) [MDB_##name] = sql,
+static const char *const sqldb_stmt_sql[SQLDB_NSTMT] = {
+#define ORCH_MDB_SQL_(name, sql) [SQLDB_##name] = sql,
 	ORCH_MDB_STMTS(ORCH_MDB_SQL_)
 #undef ORCH_MDB_SQL_
 };
 
-static const char *const mdb_stmt_name[MDB_NSTMT] = {
-#define ORCH_MDB_NAME_(name, sql) [MDB_##name] = #name,
+static const char *const sqldb_stmt_name[SQLDB_NSTMT] = {
+#define ORCH_MDB_NAME_(name, sql) [SQLDB_##name] = #name,
 	ORCH_MDB_STMTS(ORCH_MDB_NAME_)
 #undef ORCH_MDB_NAME_
 };
@@ -81,32 +81,32 @@ static const char *const mdb_stmt_name[MDB_NSTMT] = {
  * scan.  The index came after format 1 shipped: it is created at open when
  * missing, and older binaries keep it up to date as SQLite does any index.
  */
-static const char mdb_index_child[] =
+static const char sqldb_index_child[] =
 	"CREATE INDEX IF NOT EXISTS dirent_child ON dirent (child)";
 
-int orch_mdb_prepare_all(struct orch_meta *m)
+int orch_sqldb_prepare_all(struct orch_meta *m)
 {
-	if (sqlite3_exec(m->m_db, mdb_index_child, NULL, NULL, NULL) != SQLITE_OK) {
+	if (sqlite3_exec(m->m_db, sqldb_index_child, NULL, NULL, NULL) != SQLITE_OK) {
 		ORCH_ERR("cannot create index dirent_child: %s: db='%s'",
 			 sqlite3_errmsg(m->m_db), m->m_path);
 		return -EIO;
 	}
-	for (int i = 0; i < MDB_NSTMT; i++) {
-		int rc = sqlite3_prepare_v3(m->m_db, mdb_stmt_sql[i], -1,
+	for (int i = 0; i < SQLDB_NSTMT; i++) {
+		int rc = sqlite3_prepare_v3(m->m_db, sqldb_stmt_sql[i], -1,
 					    SQLITE_PREPARE_PERSISTENT, &m->m_stmt[i], NULL);
 
 		if (rc != SQLITE_OK) {
 			ORCH_ERR("cannot prepare statement: %s: stmt=%s db='%s'",
-				 sqlite3_errmsg(m->m_db), mdb_stmt_name[i], m->m_path);
+				 sqlite3_errmsg(m->m_db), sqldb_stmt_name[i], m->m_path);
 			return -EIO;
 		}
 	}
 	return 0;
 }
 
-void orch_mdb_finalize_all(struct orch_meta *m)
+void orch_sqldb_finalize_all(struct orch_meta *m)
 {
-	for (int i = 0; i < MDB_NSTMT; i++) {
+	for (int i = 0; i < SQLDB_NSTMT; i++) {
 		sqlite3_finalize(m->m_stmt[i]);
 		m->m_stmt[i] = NULL;
 	}
@@ -117,7 +117,7 @@ void orch_mdb_finalize_all(struct orch_meta *m)
  * violations of a key are "exists"; a full disk is ENOSPC; anything else is
  * an operator's problem and is logged with SQLite's own message.
  */
-int orch_mdb_error(struct orch_meta *m, int rc, enum orch_mdb_stmt id)
+int orch_sqldb_error(struct orch_meta *m, int rc, enum orch_sqldb_stmt id)
 {
 	switch (rc) {
 	case SQLITE_OK:
@@ -129,16 +129,16 @@ int orch_mdb_error(struct orch_meta *m, int rc, enum orch_mdb_stmt id)
 		return -EEXIST;
 	case SQLITE_FULL:
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace database full: stmt=%s db='%s'",
-				   mdb_stmt_name[id], m->m_path);
+				   sqldb_stmt_name[id], m->m_path);
 		return -ENOSPC;
 	default:
 		ORCH_ERR("namespace database error: %s: stmt=%s rc=%d db='%s'",
-			 sqlite3_errmsg(m->m_db), mdb_stmt_name[id], rc, m->m_path);
+			 sqlite3_errmsg(m->m_db), sqldb_stmt_name[id], rc, m->m_path);
 		return -EIO;
 	}
 }
 
-sqlite3_stmt *orch_mdb_stmt(struct orch_meta *m, enum orch_mdb_stmt id)
+sqlite3_stmt *orch_sqldb_stmt(struct orch_meta *m, enum orch_sqldb_stmt id)
 {
 	sqlite3_stmt *st = m->m_stmt[id];
 
@@ -147,12 +147,12 @@ sqlite3_stmt *orch_mdb_stmt(struct orch_meta *m, enum orch_mdb_stmt id)
 	return st;
 }
 
-void orch_mdb_reset(struct orch_meta *m, enum orch_mdb_stmt id)
+void orch_sqldb_reset(struct orch_meta *m, enum orch_sqldb_stmt id)
 {
 	sqlite3_reset(m->m_stmt[id]);
 }
 
-int orch_mdb_step(struct orch_meta *m, enum orch_mdb_stmt id)
+int orch_sqldb_step(struct orch_meta *m, enum orch_sqldb_stmt id)
 {
 	int rc = sqlite3_step(m->m_stmt[id]);
 
@@ -160,17 +160,17 @@ int orch_mdb_step(struct orch_meta *m, enum orch_mdb_stmt id)
 		return 1;
 	if (rc == SQLITE_DONE)
 		return 0;
-	rc = orch_mdb_error(m, rc, id); /* before reset, while errmsg is ours */
+	rc = orch_sqldb_error(m, rc, id); /* before reset, while errmsg is ours */
 	sqlite3_reset(m->m_stmt[id]);
 	return rc;
 }
 
-int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id)
+int orch_sqldb_exec(struct orch_meta *m, enum orch_sqldb_stmt id)
 {
 	int rc;
 
 	do
-		rc = orch_mdb_step(m, id);
+		rc = orch_sqldb_step(m, id);
 	while (rc == 1);
 	sqlite3_reset(m->m_stmt[id]);
 	return rc;
@@ -186,28 +186,28 @@ int orch_mdb_exec(struct orch_meta *m, enum orch_mdb_stmt id)
  * the flusher's checkpoint holding the lock (flush.c) would fail instead of
  * waiting for it.
  */
-int orch_mdb_op_begin(struct orch_meta *m)
+int orch_sqldb_op_begin(struct orch_meta *m)
 {
 	int error;
 
 	if (m->m_txn_lost)
 		return -EIO;
 	if (m->m_in_txn || !sqlite3_get_autocommit(m->m_db)) {
-		orch_mdb_stmt(m, MDB_SAVEPOINT);
-		error = orch_mdb_exec(m, MDB_SAVEPOINT);
+		orch_sqldb_stmt(m, SQLDB_SAVEPOINT);
+		error = orch_sqldb_exec(m, SQLDB_SAVEPOINT);
 		if (!error && m->m_op_txn)
 			m->m_op_nest++;
 		return error;
 	}
-	orch_mdb_stmt(m, MDB_BEGIN);
-	error = orch_mdb_exec(m, MDB_BEGIN);
+	orch_sqldb_stmt(m, SQLDB_BEGIN);
+	error = orch_sqldb_exec(m, SQLDB_BEGIN);
 	if (error)
 		return error;
 	m->m_op_txn = true;
 	return 0;
 }
 
-void orch_mdb_committed(struct orch_meta *m)
+void orch_sqldb_committed(struct orch_meta *m)
 {
 	m->m_commits++;
 	if (!m->m_reserved)
@@ -219,29 +219,29 @@ void orch_mdb_committed(struct orch_meta *m)
 		 * Committed, so not an error of this transaction, but not known
 		 * durable (logged): the next value reserves, and syncs, afresh.
 		 */
-		for (int c = 0; c < MDB_NCOUNTERS; c++)
+		for (int c = 0; c < SQLDB_NCOUNTERS; c++)
 			m->m_counter[c].c_limit = 0;
 	}
 }
 
 /* The end of an operation in its own transaction: commit or roll back. */
-static int mdb_op_txn_end(struct orch_meta *m, int error)
+static int sqldb_op_txn_end(struct orch_meta *m, int error)
 {
 	m->m_op_txn = false;
 	if (sqlite3_get_autocommit(m->m_db))
 		return error ? error : -EIO; /* SQLite rolled it back itself */
 	if (!error) {
-		orch_mdb_stmt(m, MDB_COMMIT);
-		error = orch_mdb_exec(m, MDB_COMMIT);
+		orch_sqldb_stmt(m, SQLDB_COMMIT);
+		error = orch_sqldb_exec(m, SQLDB_COMMIT);
 		if (!error) {
-			orch_mdb_committed(m);
+			orch_sqldb_committed(m);
 			return 0;
 		}
 		if (sqlite3_get_autocommit(m->m_db))
 			return error;
 	}
-	orch_mdb_stmt(m, MDB_ROLLBACK);
-	orch_mdb_exec(m, MDB_ROLLBACK);
+	orch_sqldb_stmt(m, SQLDB_ROLLBACK);
+	orch_sqldb_exec(m, SQLDB_ROLLBACK);
 	return error;
 }
 
@@ -250,12 +250,12 @@ static int mdb_op_txn_end(struct orch_meta *m, int error)
  * full disk, an I/O error).  Then the savepoint is gone: inside an explicit
  * transaction we remember it so that commit fails instead of pretending.
  */
-int orch_mdb_op_end(struct orch_meta *m, int error)
+int orch_sqldb_op_end(struct orch_meta *m, int error)
 {
 	int rc;
 
 	if (m->m_op_txn && m->m_op_nest == 0)
-		return mdb_op_txn_end(m, error);
+		return sqldb_op_txn_end(m, error);
 	if (m->m_op_txn)
 		m->m_op_nest--;
 	if (sqlite3_get_autocommit(m->m_db)) {
@@ -266,83 +266,83 @@ int orch_mdb_op_end(struct orch_meta *m, int error)
 		return error ? error : -EIO;
 	}
 	if (error) {
-		orch_mdb_stmt(m, MDB_ROLLBACK_TO);
-		orch_mdb_exec(m, MDB_ROLLBACK_TO);
-		orch_mdb_stmt(m, MDB_RELEASE);
-		orch_mdb_exec(m, MDB_RELEASE);
+		orch_sqldb_stmt(m, SQLDB_ROLLBACK_TO);
+		orch_sqldb_exec(m, SQLDB_ROLLBACK_TO);
+		orch_sqldb_stmt(m, SQLDB_RELEASE);
+		orch_sqldb_exec(m, SQLDB_RELEASE);
 		return error;
 	}
-	orch_mdb_stmt(m, MDB_RELEASE);
-	rc = orch_mdb_exec(m, MDB_RELEASE);
+	orch_sqldb_stmt(m, SQLDB_RELEASE);
+	rc = orch_sqldb_exec(m, SQLDB_RELEASE);
 	if (rc) {
 		/* A failed standalone commit: leave nothing half done. */
 		if (!m->m_in_txn && !m->m_op_txn && !sqlite3_get_autocommit(m->m_db)) {
-			orch_mdb_stmt(m, MDB_ROLLBACK);
-			orch_mdb_exec(m, MDB_ROLLBACK);
+			orch_sqldb_stmt(m, SQLDB_ROLLBACK);
+			orch_sqldb_exec(m, SQLDB_ROLLBACK);
 		}
 		return rc;
 	}
 	if (!m->m_in_txn && !m->m_op_txn)
-		orch_mdb_committed(m);
+		orch_sqldb_committed(m);
 	return 0;
 }
 
 /* --- Read transactions ------------------------------------------------------ */
 
-bool orch_mdb_read_begin(struct orch_meta *m)
+bool orch_sqldb_read_begin(struct orch_meta *m)
 {
 	if (m->m_in_txn || !sqlite3_get_autocommit(m->m_db))
 		return false;
-	orch_mdb_stmt(m, MDB_BEGIN_READ);
-	return orch_mdb_exec(m, MDB_BEGIN_READ) == 0;
+	orch_sqldb_stmt(m, SQLDB_BEGIN_READ);
+	return orch_sqldb_exec(m, SQLDB_BEGIN_READ) == 0;
 }
 
-void orch_mdb_read_end(struct orch_meta *m, bool began)
+void orch_sqldb_read_end(struct orch_meta *m, bool began)
 {
 	if (!began || sqlite3_get_autocommit(m->m_db))
 		return;
-	orch_mdb_stmt(m, MDB_COMMIT);
-	if (orch_mdb_exec(m, MDB_COMMIT) && !sqlite3_get_autocommit(m->m_db)) {
-		orch_mdb_stmt(m, MDB_ROLLBACK);
-		orch_mdb_exec(m, MDB_ROLLBACK);
+	orch_sqldb_stmt(m, SQLDB_COMMIT);
+	if (orch_sqldb_exec(m, SQLDB_COMMIT) && !sqlite3_get_autocommit(m->m_db)) {
+		orch_sqldb_stmt(m, SQLDB_ROLLBACK);
+		orch_sqldb_exec(m, SQLDB_ROLLBACK);
 	}
 }
 
 /* --- Super table ----------------------------------------------------------- */
 
-int orch_mdb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)
+int orch_sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_SUPER_GET);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_SUPER_GET);
 	int rc;
 
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	rc = orch_mdb_step(m, MDB_SUPER_GET);
+	rc = orch_sqldb_step(m, SQLDB_SUPER_GET);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	if (sqlite3_column_type(st, 0) != SQLITE_INTEGER ||
 	    sqlite3_column_int64(st, 0) < 0) {
-		orch_mdb_reset(m, MDB_SUPER_GET);
+		orch_sqldb_reset(m, SQLDB_SUPER_GET);
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=super key='%s'", key);
 		return -ORCH_ECORRUPT;
 	}
 	*out = (uint64_t)sqlite3_column_int64(st, 0);
-	orch_mdb_reset(m, MDB_SUPER_GET);
+	orch_sqldb_reset(m, SQLDB_SUPER_GET);
 	return 0;
 }
 
-static const char *const mdb_counter_key[MDB_NCOUNTERS] = {
-	[MDB_COUNTER_HANDLE] = "next_handle",
-	[MDB_COUNTER_INTENT] = "next_intent",
+static const char *const sqldb_counter_key[SQLDB_NCOUNTERS] = {
+	[SQLDB_COUNTER_HANDLE] = "next_handle",
+	[SQLDB_COUNTER_INTENT] = "next_intent",
 };
 
 /* Reads counter @c's super row: 1..2^48 (2^48: all taken), else -EUCLEAN. */
-static int mdb_counter_stored(struct orch_meta *m, enum mdb_counter c, uint64_t *out)
+static int sqldb_counter_stored(struct orch_meta *m, enum sqldb_counter c, uint64_t *out)
 {
-	int error = orch_mdb_super_get_u64(m, mdb_counter_key[c], out);
+	int error = orch_sqldb_super_get_u64(m, sqldb_counter_key[c], out);
 
 	if (error == -ENOENT || (!error && (*out < 1 || *out > ORCH_HANDLE_COUNTER_MASK + 1))) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=super key='%s'",
-				   mdb_counter_key[c]);
+				   sqldb_counter_key[c]);
 		return -ORCH_ECORRUPT;
 	}
 	return error;
@@ -352,7 +352,7 @@ static int mdb_counter_stored(struct orch_meta *m, enum mdb_counter c, uint64_t 
  * Counter values are never handed out twice: a handle names one inode for
  * ever, and other servers remember applied intent ids.  Writing the super
  * row for every value put one more WAL page in every create and unlink
- * commit, so the row holds the end of a reservation of MDB_COUNTER_BATCH
+ * commit, so the row holds the end of a reservation of SQLDB_COUNTER_BATCH
  * values instead, written in the transaction that takes the first of them;
  * the others come from memory.  A value is handed out only while the row,
  * read in the same transaction, still says what we reserved, so every
@@ -371,25 +371,25 @@ static int mdb_counter_stored(struct orch_meta *m, enum mdb_counter c, uint64_t 
  * WAL before it returns (orch_meta_commit; m_reserved), and no value of a
  * reservation leaves before the reservation is durable.
  */
-int orch_mdb_counter_next(struct orch_meta *m, enum mdb_counter c, uint64_t *out)
+int orch_sqldb_counter_next(struct orch_meta *m, enum sqldb_counter c, uint64_t *out)
 {
 	uint64_t *next = &m->m_counter[c].c_next, *limit = &m->m_counter[c].c_limit;
 	uint64_t stored, lim;
 	sqlite3_stmt *st;
 	int error;
 
-	error = mdb_counter_stored(m, c, &stored);
+	error = sqldb_counter_stored(m, c, &stored);
 	if (error)
 		return error;
 	if (stored != *limit || *next >= *limit) {
 		if (stored > ORCH_HANDLE_COUNTER_MASK)
 			return -ENOSPC;
-		lim = ORCH_MIN(stored + MDB_COUNTER_BATCH, ORCH_HANDLE_COUNTER_MASK + 1);
-		st = orch_mdb_stmt(m, MDB_COUNTER_SET);
-		sqlite3_bind_text(st, 1, mdb_counter_key[c], -1, SQLITE_STATIC);
-		orch_mdb_bind_u64(st, 2, lim);
+		lim = ORCH_MIN(stored + SQLDB_COUNTER_BATCH, ORCH_HANDLE_COUNTER_MASK + 1);
+		st = orch_sqldb_stmt(m, SQLDB_COUNTER_SET);
+		sqlite3_bind_text(st, 1, sqldb_counter_key[c], -1, SQLITE_STATIC);
+		orch_sqldb_bind_u64(st, 2, lim);
 		*limit = 0;
-		error = orch_mdb_exec(m, MDB_COUNTER_SET);
+		error = orch_sqldb_exec(m, SQLDB_COUNTER_SET);
 		if (error)
 			return error;
 		*next = stored;
@@ -400,10 +400,10 @@ int orch_mdb_counter_next(struct orch_meta *m, enum mdb_counter c, uint64_t *out
 	return 0;
 }
 
-int orch_mdb_counter_peek(struct orch_meta *m, enum mdb_counter c, uint64_t *out)
+int orch_sqldb_counter_peek(struct orch_meta *m, enum sqldb_counter c, uint64_t *out)
 {
 	uint64_t stored;
-	int error = mdb_counter_stored(m, c, &stored);
+	int error = sqldb_counter_stored(m, c, &stored);
 
 	if (error)
 		return error;
@@ -416,7 +416,7 @@ int orch_mdb_counter_peek(struct orch_meta *m, enum mdb_counter c, uint64_t *out
 
 /* --- Names ------------------------------------------------------------------ */
 
-int orch_mdb_name_check(const char *name, size_t namelen)
+int orch_sqldb_name_check(const char *name, size_t namelen)
 {
 	if (namelen == 0)
 		return -EINVAL;
@@ -431,7 +431,7 @@ int orch_mdb_name_check(const char *name, size_t namelen)
 
 /* --- Inode records ---------------------------------------------------------- */
 
-static bool mdb_col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64_t *out)
+static bool sqldb_col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64_t *out)
 {
 	int64_t v;
 
@@ -445,7 +445,7 @@ static bool mdb_col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64
 }
 
 /* Decodes and verifies the row of INODE_GET.  NULL or the failing check. */
-static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
+static orch_failaddr_t sqldb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 					   struct orch_inode_irec *out)
 {
 	struct orch_attr *a = &out->i_attr;
@@ -462,7 +462,7 @@ static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 	int64_t v[15];
 
 	for (int i = 0; i < 15; i++)
-		if (!mdb_col_int(st, i, lo[i], hi[i], &v[i]))
+		if (!sqldb_col_int(st, i, lo[i], hi[i], &v[i]))
 			return ORCH_THIS_ADDRESS;
 	memset(out, 0, sizeof(*out));
 	a->handle = h;
@@ -482,7 +482,7 @@ static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 	out->i_next_seq = (uint64_t)v[13];
 	a->flags = v[14] ? 0 : ORCH_ATTR_NOXATTR;   /* computed, not stored */
 
-	if (!orch_mdb_type_is_valid(a->mode & S_IFMT) || (a->mode & ~(S_IFMT | 07777)))
+	if (!orch_sqldb_type_is_valid(a->mode & S_IFMT) || (a->mode & ~(S_IFMT | 07777)))
 		return ORCH_THIS_ADDRESS;
 	if (a->nlink == 0 || a->parent == 0)
 		return ORCH_THIS_ADDRESS;
@@ -493,18 +493,18 @@ static orch_failaddr_t mdb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 	return NULL;
 }
 
-int orch_mdb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out)
+int orch_sqldb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_GET);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INODE_GET);
 	orch_failaddr_t fa;
 	int rc;
 
-	orch_mdb_bind_u64(st, 1, h);
-	rc = orch_mdb_step(m, MDB_INODE_GET);
+	orch_sqldb_bind_u64(st, 1, h);
+	rc = orch_sqldb_step(m, SQLDB_INODE_GET);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
-	fa = mdb_inode_from_disk(st, h, out);
-	orch_mdb_reset(m, MDB_INODE_GET);
+	fa = sqldb_inode_from_disk(st, h, out);
+	orch_sqldb_reset(m, SQLDB_INODE_GET);
 	if (fa) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
 				   "corrupt record: table=inode handle=%#" PRIx64 " check=%s",
@@ -514,93 +514,93 @@ int orch_mdb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_ire
 	return 0;
 }
 
-static void mdb_inode_bind(sqlite3_stmt *st, const struct orch_inode_irec *in)
+static void sqldb_inode_bind(sqlite3_stmt *st, const struct orch_inode_irec *in)
 {
 	const struct orch_attr *a = &in->i_attr;
 
-	orch_mdb_bind_u64(st, 1, a->handle);
+	orch_sqldb_bind_u64(st, 1, a->handle);
 	sqlite3_bind_int64(st, 2, a->mode);
 	sqlite3_bind_int64(st, 3, a->uid);
 	sqlite3_bind_int64(st, 4, a->gid);
 	sqlite3_bind_int64(st, 5, a->nlink);
-	orch_mdb_bind_u64(st, 6, a->size);
-	orch_mdb_bind_u64(st, 7, a->rdev);
+	orch_sqldb_bind_u64(st, 6, a->size);
+	orch_sqldb_bind_u64(st, 7, a->rdev);
 	sqlite3_bind_int64(st, 8, a->atime_ns);
 	sqlite3_bind_int64(st, 9, a->mtime_ns);
 	sqlite3_bind_int64(st, 10, a->ctime_ns);
-	orch_mdb_bind_u64(st, 11, a->parent);
+	orch_sqldb_bind_u64(st, 11, a->parent);
 	sqlite3_bind_int64(st, 12, a->layout.strip_size);
 	sqlite3_bind_int64(st, 13, a->layout.stripe_count);
 	sqlite3_bind_int64(st, 14, a->layout.first_server);
-	orch_mdb_bind_u64(st, 15, in->i_next_seq);
+	orch_sqldb_bind_u64(st, 15, in->i_next_seq);
 }
 
-int orch_mdb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
+int orch_sqldb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,
 			  const char *target)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_INSERT);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INODE_INSERT);
 
-	mdb_inode_bind(st, in);
+	sqldb_inode_bind(st, in);
 	if (target)
 		sqlite3_bind_blob(st, 16, target, (int)strlen(target), SQLITE_STATIC);
-	return orch_mdb_exec(m, MDB_INODE_INSERT);
+	return orch_sqldb_exec(m, SQLDB_INODE_INSERT);
 }
 
-int orch_mdb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in)
+int orch_sqldb_inode_update(struct orch_meta *m, const struct orch_inode_irec *in)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_UPDATE);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INODE_UPDATE);
 	int rc;
 
-	mdb_inode_bind(st, in);
-	rc = orch_mdb_exec(m, MDB_INODE_UPDATE);
+	sqldb_inode_bind(st, in);
+	rc = orch_sqldb_exec(m, SQLDB_INODE_UPDATE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
 	if (rc == 0)
-		orch_mdb_changed(m, in->i_attr.handle, NULL, 0);
+		orch_sqldb_changed(m, in->i_attr.handle, NULL, 0);
 	return rc;
 }
 
-int orch_mdb_inode_delete(struct orch_meta *m, uint64_t h)
+int orch_sqldb_inode_delete(struct orch_meta *m, uint64_t h)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_INODE_DELETE);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_INODE_DELETE);
 	int rc;
 
-	orch_mdb_bind_u64(st, 1, h);
-	rc = orch_mdb_exec(m, MDB_INODE_DELETE);
+	orch_sqldb_bind_u64(st, 1, h);
+	rc = orch_sqldb_exec(m, SQLDB_INODE_DELETE);
 	if (rc)
 		return rc;
-	orch_mdb_changed(m, h, NULL, 0);
-	st = orch_mdb_stmt(m, MDB_XATTR_DELETE_ALL);
-	orch_mdb_bind_u64(st, 1, h);
-	return orch_mdb_exec(m, MDB_XATTR_DELETE_ALL);
+	orch_sqldb_changed(m, h, NULL, 0);
+	st = orch_sqldb_stmt(m, SQLDB_XATTR_DELETE_ALL);
+	orch_sqldb_bind_u64(st, 1, h);
+	return orch_sqldb_exec(m, SQLDB_XATTR_DELETE_ALL);
 }
 
 /* --- Entry records ---------------------------------------------------------- */
 
-int orch_mdb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, struct orch_dirent_irec *out)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_GET);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_DIRENT_GET);
 	int64_t child, type, seq, state;
 	bool ok;
 	int rc;
 
-	orch_mdb_bind_u64(st, 1, parent);
+	orch_sqldb_bind_u64(st, 1, parent);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	rc = orch_mdb_step(m, MDB_DIRENT_GET);
+	rc = orch_sqldb_step(m, SQLDB_DIRENT_GET);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
-	ok = mdb_col_int(st, 0, INT64_MIN, INT64_MAX, &child) &&
-	     mdb_col_int(st, 1, 0, UINT32_MAX, &type) &&
-	     mdb_col_int(st, 2, 1, INT64_MAX, &seq) &&
-	     mdb_col_int(st, 3, ORCH_DIRENT_LIVE, ORCH_DIRENT_BUSY, &state);
-	orch_mdb_reset(m, MDB_DIRENT_GET);
+	ok = sqldb_col_int(st, 0, INT64_MIN, INT64_MAX, &child) &&
+	     sqldb_col_int(st, 1, 0, UINT32_MAX, &type) &&
+	     sqldb_col_int(st, 2, 1, INT64_MAX, &seq) &&
+	     sqldb_col_int(st, 3, ORCH_DIRENT_LIVE, ORCH_DIRENT_BUSY, &state);
+	orch_sqldb_reset(m, SQLDB_DIRENT_GET);
 	if (ok) {
 		out->d_child = (uint64_t)child;
 		out->d_type = (uint32_t)type;
 		out->d_seq = (uint64_t)seq;
 		out->d_state = (uint32_t)state;
-		ok = orch_mdb_type_is_valid(out->d_type) &&
+		ok = orch_sqldb_type_is_valid(out->d_type) &&
 		     (out->d_child != 0 || state == ORCH_DIRENT_PENDING);
 	}
 	if (!ok) {
@@ -612,67 +612,67 @@ int orch_mdb_dirent_lookup(struct orch_meta *m, uint64_t parent, const char *nam
 	return 0;
 }
 
-static void mdb_dirent_bind(sqlite3_stmt *st, uint64_t parent, const char *name,
+static void sqldb_dirent_bind(sqlite3_stmt *st, uint64_t parent, const char *name,
 			    size_t namelen, const struct orch_dirent_irec *in)
 {
-	orch_mdb_bind_u64(st, 1, parent);
+	orch_sqldb_bind_u64(st, 1, parent);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	orch_mdb_bind_u64(st, 3, in->d_child);
+	orch_sqldb_bind_u64(st, 3, in->d_child);
 	sqlite3_bind_int64(st, 4, in->d_type);
-	orch_mdb_bind_u64(st, 5, in->d_seq);
+	orch_sqldb_bind_u64(st, 5, in->d_seq);
 	sqlite3_bind_int64(st, 6, in->d_state);
 }
 
-int orch_mdb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_insert(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, const struct orch_dirent_irec *in)
 {
 	int rc;
 
-	mdb_dirent_bind(orch_mdb_stmt(m, MDB_DIRENT_INSERT), parent, name, namelen, in);
-	rc = orch_mdb_exec(m, MDB_DIRENT_INSERT);
+	sqldb_dirent_bind(orch_sqldb_stmt(m, SQLDB_DIRENT_INSERT), parent, name, namelen, in);
+	rc = orch_sqldb_exec(m, SQLDB_DIRENT_INSERT);
 	if (rc == 0)
-		orch_mdb_changed(m, parent, name, namelen);
+		orch_sqldb_changed(m, parent, name, namelen);
 	return rc;
 }
 
-int orch_mdb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_update(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen, const struct orch_dirent_irec *in)
 {
 	int rc;
 
-	mdb_dirent_bind(orch_mdb_stmt(m, MDB_DIRENT_UPDATE), parent, name, namelen, in);
-	rc = orch_mdb_exec(m, MDB_DIRENT_UPDATE);
+	sqldb_dirent_bind(orch_sqldb_stmt(m, SQLDB_DIRENT_UPDATE), parent, name, namelen, in);
+	rc = orch_sqldb_exec(m, SQLDB_DIRENT_UPDATE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
 	if (rc == 0)
-		orch_mdb_changed(m, parent, name, namelen);
+		orch_sqldb_changed(m, parent, name, namelen);
 	return rc;
 }
 
-int orch_mdb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
+int orch_sqldb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *name,
 			   size_t namelen)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_DELETE);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_DIRENT_DELETE);
 	int rc;
 
-	orch_mdb_bind_u64(st, 1, parent);
+	orch_sqldb_bind_u64(st, 1, parent);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	rc = orch_mdb_exec(m, MDB_DIRENT_DELETE);
+	rc = orch_sqldb_exec(m, SQLDB_DIRENT_DELETE);
 	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
 		return -ENOENT;
 	if (rc == 0)
-		orch_mdb_changed(m, parent, name, namelen);
+		orch_sqldb_changed(m, parent, name, namelen);
 	return rc;
 }
 
-int orch_mdb_dir_check_empty(struct orch_meta *m, uint64_t dir)
+int orch_sqldb_dir_check_empty(struct orch_meta *m, uint64_t dir)
 {
-	sqlite3_stmt *st = orch_mdb_stmt(m, MDB_DIRENT_ANY);
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_DIRENT_ANY);
 	int rc;
 
-	orch_mdb_bind_u64(st, 1, dir);
-	rc = orch_mdb_step(m, MDB_DIRENT_ANY);
-	orch_mdb_reset(m, MDB_DIRENT_ANY);
+	orch_sqldb_bind_u64(st, 1, dir);
+	rc = orch_sqldb_step(m, SQLDB_DIRENT_ANY);
+	orch_sqldb_reset(m, SQLDB_DIRENT_ANY);
 	if (rc < 0)
 		return rc;
 	return rc ? -ENOTEMPTY : 0;
