@@ -50,14 +50,19 @@ static void progress_time(uint64_t secs, char *out, size_t outlen)
 			 (unsigned int)(secs % 60));
 }
 
-/* "12M/29M" or "1/3 servers"; without a total "12M", "1 servers". */
+/*
+ * "  12M/29M" or "1/3 servers"; without a total "  12M", "1 servers".  The
+ * count done is padded to its widest (orch_cli_human's 5 columns, or the
+ * total's digits), so the line does not shift as it grows.
+ */
 static void progress_count(const struct orch_progress *p, char *out, size_t outlen)
 {
 	char a[16], b[16];
 
 	if (p->p_unit) {
 		if (p->p_total)
-			snprintf(out, outlen, "%" PRIu64 "/%" PRIu64 " %s", p->p_done, p->p_total,
+			snprintf(out, outlen, "%*" PRIu64 "/%" PRIu64 " %s",
+				 snprintf(NULL, 0, "%" PRIu64, p->p_total), p->p_done, p->p_total,
 				 p->p_unit);
 		else
 			snprintf(out, outlen, "%" PRIu64 " %s", p->p_done, p->p_unit);
@@ -66,9 +71,9 @@ static void progress_count(const struct orch_progress *p, char *out, size_t outl
 	orch_cli_human(p->p_done, a, sizeof(a));
 	if (p->p_total) {
 		orch_cli_human(p->p_total, b, sizeof(b));
-		snprintf(out, outlen, "%s/%s", a, b);
+		snprintf(out, outlen, "%5s/%s", a, b);
 	} else {
-		snprintf(out, outlen, "%s", a);
+		snprintf(out, outlen, "%5s", a);
 	}
 }
 
@@ -115,18 +120,27 @@ static void progress_draw(struct orch_progress *p, uint64_t now, bool final)
 		pct = 100;   /* nothing to do, done */
 	progress_count(p, count, sizeof(count));
 	if (p->p_unit) {
-		snprintf(rate, sizeof(rate), "%.1f/s", per_s);
+		snprintf(rate, sizeof(rate), "%5.1f/s", per_s);
 	} else {
-		orch_cli_human((uint64_t)per_s, rate, sizeof(rate) - 2);
-		strcat(rate, "/s");
+		char h[16];
+
+		orch_cli_human((uint64_t)per_s, h, sizeof(h));
+		snprintf(rate, sizeof(rate), "%5s/s", h);
 	}
 	progress_time(ms / 1000, when, sizeof(when));
-	if (!final && p->p_total && p->p_done && p->p_done < p->p_total) {
-		double left_s = (double)(p->p_total - p->p_done) / per_s + 0.5;
-		char eta[24];
+	/* With a total, the ETA has its place from the start: "--:--" until known. */
+	if (!final && p->p_total) {
+		char eta[24] = "--:--";
 
-		progress_time(left_s < 1e9 ? (uint64_t)left_s : 1000000000ull, eta, sizeof(eta));
-		snprintf(when + strlen(when), sizeof(when) - strlen(when), "  ETA %s", eta);
+		if (p->p_done >= p->p_total) {
+			strcpy(eta, "0:00");
+		} else if (p->p_done) {
+			double left_s = (double)(p->p_total - p->p_done) / per_s + 0.5;
+
+			progress_time(left_s < 1e9 ? (uint64_t)left_s : 1000000000ull, eta,
+				      sizeof(eta));
+		}
+		snprintf(when + strlen(when), sizeof(when) - strlen(when), "  ETA %5s", eta);
 	}
 	if (pct >= 0)
 		snprintf(left, sizeof(left), "%s %3d%% ", p->p_label, pct);
@@ -135,9 +149,18 @@ static void progress_draw(struct orch_progress *p, uint64_t now, bool final)
 	snprintf(right, sizeof(right), "%s  %s  %s", count, rate, when);
 
 	len = (size_t)snprintf(line, sizeof(line), "%s", left);
-	if (pct >= 0 && cols > len + strlen(right) + 3 + PROGRESS_BAR_MIN) {
-		size_t w = ORCH_MIN(cols - len - strlen(right) - 3, (size_t)PROGRESS_BAR_MAX);
-		size_t fill = (size_t)pct * w / 100;
+	/*
+	 * The numbers after the bar keep their columns (padded), and the bar
+	 * never widens again, so it does not jump when the ETA goes at the end.
+	 */
+	n = strlen(right);
+	if (pct >= 0 && cols > len + n + 3 + PROGRESS_BAR_MIN) {
+		size_t w = ORCH_MIN(cols - len - n - 3, (size_t)PROGRESS_BAR_MAX), fill;
+
+		if (p->p_bar_w && p->p_bar_w < w)
+			w = p->p_bar_w;
+		p->p_bar_w = w;
+		fill = (size_t)pct * w / 100;
 
 		line[len++] = '[';
 		for (size_t i = 0; i < w; i++)

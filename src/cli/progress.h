@@ -2,10 +2,11 @@
  * Progress bars of the CLI's long commands: put and get of large files,
  * clone, scrub, dedupe --scan and repair.
  *
- *   put  42% [=========>              ] 12M/29M  4.1M/s  0:03  ETA 0:04
- *   scrub  33% [=====>             ] 1/3 servers  0.1/s  0:10  ETA 0:20
- *   put 12M  4.1M/s  0:03                   (total unknown: put from stdin)
- *   put 100% [========================] 29M/29M  4.0M/s  0:07
+ *   put   0% [>                       ]     0/300M      0/s  0:00  ETA --:--
+ *   put  42% [=========>              ]  126M/300M   141M/s  0:00  ETA  0:01
+ *   put 100% [========================]  300M/300M   145M/s  0:02
+ *   scrub  50% [==========>           ] 1/2 servers    0.1/s  0:10  ETA  0:10
+ *   put   12M   4.1M/s  0:03                 (total unknown: put from stdin)
  *
  * Where it goes.  The bar is drawn on stderr, and only when stderr is a
  * terminal and the command was not given --quiet.  stdout, where results
@@ -22,7 +23,8 @@
  * $COLUMNS, else 80, minus one column so that it never wraps).  Bytes are
  * shown in human units (orch_cli_human), other units as counts; the rate is
  * the average since the start; the time so far is always there, the ETA
- * when there is a total and some of it is done.  The bar is
+ * when there is a total.  Numbers are padded so that they keep their
+ * columns, and the bar does not change width as they grow.  The bar is
  * drawn once at the start, so even a short command shows it, and ends with
  * a final line (total and average rate, the time taken) when the work is
  * done, or is erased when it failed.
@@ -77,6 +79,7 @@ struct orch_progress {
 	uint64_t p_drawn_ms;       /* last draw; protected by p_lock */
 	size_t p_shown;            /* columns on screen now, 0: none; p_lock */
 	uint64_t p_shown_hash;     /* a hash of that line; protected by p_lock */
+	size_t p_bar_w;            /* the bar's width so far, 0: none; p_lock */
 	unsigned int p_paused;     /* pause depth: no drawing; protected by p_lock */
 	uint64_t (*p_sample)(void *arg);
 	void *p_arg;

@@ -619,10 +619,12 @@ def test_ping_and_stats(cluster3):
 
 PTY_COLS = 100
 TIME = r"\d+:\d\d(?::\d\d)?"
-BAR = re.compile(r"^(?P<label>[\w -]+?) +(?P<pct>\d+)% \[(?P<bar>[=> ]+)\] (?P<count>\S+(?: \w+)?)"
-                 r"  (?P<rate>\S+/s)  " + TIME + "(?:  ETA " + TIME + ")? *$")
+# Numbers are padded to keep their columns, hence the " +".
+BAR = re.compile(r"^(?P<label>[\w -]+?) +(?P<pct>\d+)% \[(?P<bar>[=> ]+)\] +"
+                 r"(?P<count>\S+(?: \w+)?) +(?P<rate>\S+/s)  " + TIME +
+                 r"(?:  ETA +(?:" + TIME + "|--:--))? *$")
 # Without a total (put from a pipe, repair): no percentage, no bar, no ETA.
-BAR_NO_TOTAL = re.compile(r"^(?P<label>[\w -]+?) (?P<count>\S+)  (?P<rate>\S+/s)  " + TIME +
+BAR_NO_TOTAL = re.compile(r"^(?P<label>[\w -]+?) +(?P<count>\S+) +(?P<rate>\S+/s)  " + TIME +
                           " *$")
 
 
