@@ -287,15 +287,23 @@ bench: $(BINS) $(BENCH_BINS)
 
 # The mount against a local directory and libfuse's passthrough_ll, side by
 # side (issue 3's benchmark).  BENCHFLAGS=--quick-ish flags: see its --help.
+# Both benchmarks also draw their ratios in a PNG chart (bench/chart.py,
+# python3-matplotlib): $(BUILDDIR)/bench/bench-mount.png and bench-store.png,
+# or CHART=path.
 bench-mount: $(BINS)
-	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py $(BENCHFLAGS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py \
+		$(if $(CHART),--chart $(CHART)) $(BENCHFLAGS)
 
 # The extent store against pwrite/pread on a file in the same directory
 # (issue: store throughput).  Writes about 2 GiB; drops the files it reads
 # from the page cache before each read.  BENCHFLAGS="--quick", "-d DIR",
 # "--json", "--phases fsync": see store-bench --help.
+STORE_JSON := $(BUILDDIR)/bench/bench-store.json
 bench-store: $(BUILDDIR)/bench/store-bench
-	$(Q)$(BUILDDIR)/bench/store-bench $(BENCHFLAGS)
+	$(Q)rm -f $(STORE_JSON)
+	$(Q)$(BUILDDIR)/bench/store-bench --json-file $(STORE_JSON) $(BENCHFLAGS)
+	$(Q)if [ -f $(STORE_JSON) ]; then $(PYTHON) bench/chart.py store $(STORE_JSON) \
+		$(or $(CHART),$(BUILDDIR)/bench/bench-store.png); fi
 
 clean:
 	rm -rf $(BUILDDIR) build-asan build-tsan build-clang $(FUZZDIR)
@@ -313,7 +321,7 @@ help:
 	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"
 	@echo "make check-deb  build the Debian packages, install them, smoke-test, purge (root)"
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
-	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...)"
-	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...)"
+	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...), and a PNG chart"
+	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...), and a PNG chart"
 
 -include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)

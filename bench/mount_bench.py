@@ -28,7 +28,9 @@ Phases, each timed alone after an untimed sync:
 Prints seconds per phase and target, the ratio to the local directory and to
 passthrough_ll at the same timeout, the issue's targets at 50 ms, and for
 Orchard the FUSE and server requests per item of each phase
-(`user.orchard.stats` before and after).
+(`user.orchard.stats` before and after).  Draws the two tables of ratios as
+grouped bars in a PNG chart (--chart, default build/bench/bench-mount.png;
+bench/chart.py, python3-matplotlib; skipped with a note without it).
 """
 import argparse
 import json
@@ -401,27 +403,86 @@ def fmt_ratio(a, b):
     return "%.2fx" % (a / b)
 
 
+GROUPS = [("metadata sum", META), ("small sum", SMALL)]
+
+
+def total(t, ps):
+    """Seconds of target @t over phases @ps, None if one is missing."""
+    if any(p not in t.times for p in ps):
+        return None
+    return sum(t.times[p] for p in ps)
+
+
+def report_rows(phases):
+    """The rows of the tables: the phases, then the sums of whole groups."""
+    return list(phases) + [g for g, ps in GROUPS if all(p in phases for p in ps)]
+
+
+def val(t, r):
+    """Seconds of target @t in row @r (a phase or a group's sum), or None."""
+    if t is None:
+        return None
+    for g, ps in GROUPS:
+        if r == g:
+            return total(t, ps)
+    return t.times.get(r)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def write_chart(targets, args, phases):
+    """The ratios of the tables as a PNG chart at args.chart: time over the
+    local directory's for every FUSE target, and Orchard's over
+    passthrough_ll's at the same timeout.  Says where, or why not."""
+    sys.path.insert(0, HERE)
+    import chart
+
+    by = {t.name: t for t in targets}
+    rows = report_rows(phases)
+    orch = [t for t in targets if t.kind == "orchard"]
+    pts = [t for t in targets if t.kind == "passthrough_ll"]
+    panels = []
+    if "local" in by and (orch or pts):
+        series, colors = [], []
+        for kind, ts, base in (("Orchard", orch, "#4c72b0"), ("passthrough_ll", pts, "#dd8452")):
+            colors += chart.shades(base, len(ts))
+            series += [("%s %d ms / local" % (kind, t.timeout_ms),
+                        [ratio(val(t, r), val(by["local"], r)) for r in rows]) for t in ts]
+        panels.append({"groups": rows, "series": series, "colors": colors,
+                       "ylabel": "time / local time (lower is better)",
+                       "title": "each target next to the local directory"})
+    pairs = [(t, by["pt-%d" % t.timeout_ms]) for t in orch if "pt-%d" % t.timeout_ms in by]
+    if pairs:
+        panels.append({"groups": rows, "colors": chart.shades("#4c72b0", len(pairs)),
+                       "series": [("Orchard / passthrough_ll, %d ms" % t.timeout_ms,
+                                   [ratio(val(t, r), val(pt, r)) for r in rows])
+                                  for t, pt in pairs],
+                       "ylabel": "time / passthrough_ll time",
+                       "title": "Orchard next to passthrough_ll at the same timeout"})
+    if not panels:
+        print("# chart skipped: it needs local and a FUSE target, or both FUSE targets")
+        return
+    note = ("files=%d, small=%d x 4 KiB, big=%d MiB%s; %d CPUs, kernel %s; dashed line: 1.0"
+            % (args.files, args.small, args.big_mib, ", build skipped" if args.skip_build
+               else "", os.cpu_count(), os.uname().release))
+    try:
+        chart.ratio_chart(args.chart, "mount_bench: the mount next to a local directory and "
+                          "passthrough_ll", panels, note)
+    except chart.Skipped as e:
+        print("# chart skipped: %s" % e)
+        return
+    print("# chart: %s" % args.chart)
+
+
 def report(targets, args, phases):
     by = {t.name: t for t in targets}
     local = by.get("local")
     w = 11
     names = [t.name for t in targets]
-
-    def total(t, ps):
-        if any(p not in t.times for p in ps):
-            return None
-        return sum(t.times[p] for p in ps)
-
-    groups = [("metadata sum", META), ("small sum", SMALL)]
-    rows = [p for p in phases] + [g for g, ps in groups if all(p in phases for p in ps)]
-
-    def val(t, r):
-        if t is None:
-            return None
-        for g, ps in groups:
-            if r == g:
-                return total(t, ps)
-        return t.times.get(r)
+    groups = GROUPS
+    rows = report_rows(phases)
 
     print()
     print("# seconds per phase (files=%d, small=%d x 4 KiB in %d dirs, big=%d MiB%s)"
@@ -542,6 +603,9 @@ def main():
     ap.add_argument("--orch-opts", default="",
                     help="extra -o options for orchard-mount, e.g. negative_timeout_ms=50")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--chart", default=os.path.join(BUILD, "bench", "bench-mount.png"),
+                    help="write the ratios as a PNG chart there (python3-matplotlib; "
+                    "default %(default)s; '' for none)")
     args = ap.parse_args()
 
     for b in (ORCHARD, MOUNT):
@@ -597,6 +661,8 @@ def main():
             finally:
                 stop_target(t)
         report(targets, args, phases)
+        if args.chart:
+            write_chart(targets, args, phases)
         print("# total %.0f s; load average at end: %s" % (
             time.monotonic() - t0, " ".join(open("/proc/loadavg").read().split()[:3])))
     finally:

@@ -23,7 +23,8 @@
  * The default run takes 1.5 to 3 minutes, --quick about 30 s.
  *
  *   store-bench [-d DIR] [--size-mb N] [--quick] [--fsync-secs S]
- *               [--rounds N] [--json] [--drop files|global] [--phases LIST]
+ *               [--rounds N] [--json] [--json-file FILE] [--drop files|global]
+ *               [--phases LIST]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -897,58 +898,60 @@ static void print_table(const struct bench *b)
 		       quot(r[R_WS64].d.ops, r[R_WS64].d.syncs));
 }
 
-static void print_json(const struct bench *b)
+/* The results as JSON to @f: what --json prints and --json-file writes. */
+static void print_json(const struct bench *b, FILE *f)
 {
 	const struct result *r = b->r;
 	double scale = ratio(r[R_WS64].rate[STORE], r[R_WS1].rate[STORE]);
 
-	printf("{\n  \"dir\": \"%s\",\n  \"size_mib\": %" PRIu64
-	       ",\n  \"rounds\": %d,\n  \"quick\": %s,\n  \"drop_global\": %s,\n"
-	       "  \"resident_kib_plain\": %" PRIu64 ",\n  \"resident_kib_store\": %"
-	       PRIu64 ",\n  \"cpus\": %ld,\n  \"load_start\": %.2f,\n"
-	       "  \"other_cpus_used\": %.3f,\n"
-	       "  \"phases\": {\n", b->dir, b->size >> 20, b->rounds,
-	       b->quick ? "true" : "false",
-	       b->drop_global && !b->drop_note[0] ? "true" : "false",
-	       b->resident_kib[PLAIN], b->resident_kib[STORE],
-	       b->ncpu, b->load, b->others);
+	fprintf(f, "{\n  \"dir\": \"%s\",\n  \"size_mib\": %" PRIu64
+	        ",\n  \"rounds\": %d,\n  \"quick\": %s,\n  \"drop_global\": %s,\n"
+	        "  \"resident_kib_plain\": %" PRIu64 ",\n  \"resident_kib_store\": %"
+	        PRIu64 ",\n  \"cpus\": %ld,\n  \"load_start\": %.2f,\n"
+	        "  \"other_cpus_used\": %.3f,\n"
+	        "  \"phases\": {\n", b->dir, b->size >> 20, b->rounds,
+	        b->quick ? "true" : "false",
+	        b->drop_global && !b->drop_note[0] ? "true" : "false",
+	        b->resident_kib[PLAIN], b->resident_kib[STORE],
+	        b->ncpu, b->load, b->others);
 	for (int i = 0; i < R_NR; i++) {
 		const struct result *x = &r[i];
 		const struct orch_store_stats *d = &x->d;
 
-		printf("    \"%s\": {\"unit\": \"%s\", "
-		       "\"plain\": %.3f, \"store\": %.3f, \"ratio\": %.4f, "
-		       "\"plain_ops\": %ld, \"plain_secs\": %.4f, "
-		       "\"store_ops\": %ld, \"store_secs\": %.4f, "
-		       "\"plain_write_us\": %.2f, \"plain_sync_us\": %.2f, "
-		       "\"store_write_us\": %.2f, \"store_sync_us\": %.2f, "
-		       "\"store_commits\": %" PRIu64 ", \"store_mutations\": %"
-		       PRIu64 ", \"store_syncs\": %" PRIu64
-		       ", \"store_sync_calls\": %" PRIu64
-		       ", \"ops_per_commit\": %.3f, \"calls_per_flush\": %.3f}%s\n",
-		       x->key, x->unit, x->rate[PLAIN], x->rate[STORE],
-		       row_ratio(x), x->ops[PLAIN],
-		       x->secs[PLAIN], x->ops[STORE], x->secs[STORE],
-		       us(x->t_write[PLAIN], x->ops[PLAIN]),
-		       us(x->t_sync[PLAIN], x->ops[PLAIN]),
-		       us(x->t_write[STORE], x->ops[STORE]),
-		       us(x->t_sync[STORE], x->ops[STORE]),
-		       d->commits, d->ops, d->syncs, d->sync_calls,
-		       quot(d->ops, d->commits), quot(d->sync_calls, d->syncs),
-		       i + 1 < R_NR ? "," : "");
+		fprintf(f, "    \"%s\": {\"unit\": \"%s\", "
+		        "\"plain\": %.3f, \"store\": %.3f, \"ratio\": %.4f, "
+		        "\"plain_ops\": %ld, \"plain_secs\": %.4f, "
+		        "\"store_ops\": %ld, \"store_secs\": %.4f, "
+		        "\"plain_write_us\": %.2f, \"plain_sync_us\": %.2f, "
+		        "\"store_write_us\": %.2f, \"store_sync_us\": %.2f, "
+		        "\"store_commits\": %" PRIu64 ", \"store_mutations\": %"
+		        PRIu64 ", \"store_syncs\": %" PRIu64
+		        ", \"store_sync_calls\": %" PRIu64
+		        ", \"ops_per_commit\": %.3f, \"calls_per_flush\": %.3f, "
+		        "\"label\": \"%s\", \"ran\": %s}%s\n",
+		        x->key, x->unit, x->rate[PLAIN], x->rate[STORE],
+		        row_ratio(x), x->ops[PLAIN],
+		        x->secs[PLAIN], x->ops[STORE], x->secs[STORE],
+		        us(x->t_write[PLAIN], x->ops[PLAIN]),
+		        us(x->t_sync[PLAIN], x->ops[PLAIN]),
+		        us(x->t_write[STORE], x->ops[STORE]),
+		        us(x->t_sync[STORE], x->ops[STORE]),
+		        d->commits, d->ops, d->syncs, d->sync_calls,
+		        quot(d->ops, d->commits), quot(d->sync_calls, d->syncs),
+		        x->label, row_ran(b, i) ? "true" : "false", i + 1 < R_NR ? "," : "");
 	}
-	printf("  },\n  \"targets\": {\n"
-	       "    \"large_write_ratio\": {\"value\": %.4f, \"min\": 0.70, \"pass\": %s},\n"
-	       "    \"read_ratio\": {\"value\": %.4f, \"min\": 0.80, \"pass\": %s},\n"
-	       "    \"fsync_64_vs_1\": {\"value\": %.4f, \"min\": 10, \"pass\": %s}\n"
-	       "  }\n}\n",
-	       ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]),
-	       ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]) >= 0.70 ?
-	       "true" : "false",
-	       row_ratio(&r[R_READ]),
-	       row_ratio(&r[R_READ]) >= 0.80 ?
-	       "true" : "false",
-	       scale, scale >= 10.0 ? "true" : "false");
+	fprintf(f, "  },\n  \"targets\": {\n"
+	        "    \"large_write_ratio\": {\"value\": %.4f, \"min\": 0.70, \"pass\": %s},\n"
+	        "    \"read_ratio\": {\"value\": %.4f, \"min\": 0.80, \"pass\": %s},\n"
+	        "    \"fsync_64_vs_1\": {\"value\": %.4f, \"min\": 10, \"pass\": %s}\n"
+	        "  }\n}\n",
+	        ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]),
+	        ratio(r[R_WRITE].rate[STORE], r[R_WRITE].rate[PLAIN]) >= 0.70 ?
+	        "true" : "false",
+	        row_ratio(&r[R_READ]),
+	        row_ratio(&r[R_READ]) >= 0.80 ?
+	        "true" : "false",
+	        scale, scale >= 10.0 ? "true" : "false");
 }
 
 /* --- Main ------------------------------------------------------------------ */
@@ -987,7 +990,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: store-bench [-d DIR] [--size-mb N] [--quick] "
 		"[--fsync-secs S] [--rounds N] [--json]\n"
-		"                   [--drop files|global] [--phases LIST]\n"
+		"                   [--json-file FILE] [--drop files|global] [--phases LIST]\n"
 		"  -d, --dir DIR     where to put the plain file and the store\n"
 		"                    (default /var/tmp/orch-store-bench)\n"
 		"  --size-mb N       size of the large write and read (default 1024)\n"
@@ -996,6 +999,7 @@ static void usage(FILE *f)
 		"  --rounds N        rounds of the large write and read and of\n"
 		"                    write+fsync, median taken (default 3, quick 1)\n"
 		"  --json            print the results as JSON\n"
+		"  --json-file FILE  also write them as JSON to FILE (for bench/chart.py)\n"
 		"  --drop MODE       before each read, drop from the page cache the\n"
 		"                    files read (files, the default) or, as root,\n"
 		"                    everything as well (global: drop_caches)\n"
@@ -1032,6 +1036,7 @@ int main(int argc, char **argv)
 		{ "fsync-secs", required_argument, NULL, 'f' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "json-file", required_argument, NULL, 'J' },
 		{ "drop", required_argument, NULL, 'D' },
 		{ "phases", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1040,7 +1045,7 @@ int main(int argc, char **argv)
 	static struct bench bench = { .phases = PH_ALL };
 	struct bench *b = &bench;
 	struct orch_store_geom geom = { 0 };
-	const char *dir = "/var/tmp/orch-store-bench";
+	const char *dir = "/var/tmp/orch-store-bench", *json_file = NULL;
 	long size_mb = -1;
 	double fsync_secs = -1;
 	double busy0, busy1, self0, t0;
@@ -1085,6 +1090,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			b->json = true;
+			break;
+		case 'J':
+			json_file = optarg;
 			break;
 		case 'D':
 			if (strcmp(optarg, "global") && strcmp(optarg, "files")) {
@@ -1188,8 +1196,19 @@ int main(int argc, char **argv)
 	g_bench = NULL;
 	cleanup(b);
 
+	if (json_file) {
+		FILE *f = fopen(json_file, "we");
+
+		if (f)
+			print_json(b, f);
+		if (!f || fclose(f)) {
+			fprintf(stderr, "store-bench: cannot write %s: %s\n", json_file,
+				strerror(errno));
+			return 1;
+		}
+	}
 	if (b->json)
-		print_json(b);
+		print_json(b, stdout);
 	else
 		print_table(b);
 	if (fflush(stdout) || ferror(stdout)) {

@@ -1,5 +1,6 @@
 /* Helpers shared by the subcommands of `orchard`.  See cli.h. */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,15 +14,18 @@
 
 /* --- Messages ------------------------------------------------------------- */
 
+/* Both erase a progress bar first (progress.h): a message gets a line of its own. */
 void orch_cli_msg(const char *fmt, ...)
 {
 	va_list ap;
 
+	orch_progress_pause();
 	fputs("orchard: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	orch_progress_resume();
 }
 
 /*
@@ -53,11 +57,13 @@ void orch_cli_err(int error, const char *fmt, ...)
 {
 	va_list ap;
 
+	orch_progress_pause();
 	fputs("orchard: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, ": %s\n", orch_cli_strerror(error, NULL));
+	orch_progress_resume();
 }
 
 int orch_cli_usage(const struct orch_cli *cli, int code)
@@ -529,10 +535,25 @@ int orch_cli_resolve_parent(struct orch_cli_fs *fs, const char *path, struct orc
 
 bool orch_cli_args(struct orch_cli *cli, int argc, char **argv, int min, int max, int *rc)
 {
+	return orch_cli_args_quiet(cli, argc, argv, min, max, NULL, rc);
+}
+
+bool orch_cli_args_quiet(struct orch_cli *cli, int argc, char **argv, int min, int max,
+			 bool *quiet, int *rc)
+{
 	static const struct option opts[] = { ORCH_CLI_OPTS_END };
+	static const struct option qopts[] = {
+		{ "quiet", no_argument, NULL, 'q' },
+		ORCH_CLI_OPTS_END
+	};
 	int opt, n;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, quiet ? "c:q" : "c:",
+				      quiet ? qopts : opts)) != -1) {
+		if (opt == 'q') {
+			*quiet = true;
+			continue;
+		}
 		*rc = orch_cli_usage(cli, opt == ORCH_CLI_OPT_HELP ? ORCH_CLI_OK : ORCH_CLI_USAGE);
 		return false;
 	}

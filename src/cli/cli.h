@@ -13,12 +13,15 @@
  *
  * Files: cmd_genconfig, cmd_mkfs, cmd_local (up, down), cmd_ping, cmd_stats,
  * cmd_df, cmd_ls, cmd_stat, cmd_mkdir, cmd_put (put, get, cat), cmd_rm,
- * cmd_mv, cmd_ln, cmd_setattr (truncate, chmod, touch), cmd_xattr.
+ * cmd_mv, cmd_ln, cmd_setattr (truncate, chmod, touch), cmd_xattr; progress
+ * draws the progress bars of the long commands (progress.h).
  *
- * Single-threaded: the CLI itself never starts a thread (the client library
- * does, internally).  The only state is struct orch_cli, the parsed global
- * options, which main() owns and passes down, and the client of
- * orch_cli_connect(), which cli.c keeps to name a server in error messages.
+ * Single-threaded: the CLI itself starts no thread but a progress bar's
+ * ticker, which only draws (progress.h).  The only state is struct
+ * orch_cli, the parsed global options, which main() owns and passes down,
+ * the client of orch_cli_connect(), which cli.c keeps to name a server in
+ * error messages, and the current progress bar, which progress.c keeps for
+ * orch_cli_msg() and orch_cli_err() to erase.
  */
 #ifndef ORCH_CLI_CLI_H
 #define ORCH_CLI_CLI_H
@@ -78,7 +81,7 @@ struct orch_cli_fs {
 
 /* --- Messages ------------------------------------------------------------- */
 
-/* "orchard: <message>\n" on stderr. */
+/* "orchard: <message>\n" on stderr (a progress bar is erased first). */
 void orch_cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "orchard: <message>: <orch_cli_strerror(error, NULL)>\n" on stderr. */
@@ -127,6 +130,10 @@ int orch_cli_getopt(struct orch_cli *cli, int argc, char **argv, const char *sho
  * *@rc.
  */
 bool orch_cli_args(struct orch_cli *cli, int argc, char **argv, int min, int max, int *rc);
+
+/* The same for a command that draws a progress bar: -q/--quiet sets *@quiet. */
+bool orch_cli_args_quiet(struct orch_cli *cli, int argc, char **argv, int min, int max,
+			 bool *quiet, int *rc);
 
 /* --- Parsing -------------------------------------------------------------- */
 

@@ -40,7 +40,7 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv);
 
 #define ORCH_CMD_SCRUB_USAGE                                                          \
 	"usage: orchard [-c CONF] scrub (SERVER | --all) [--data] [--reclaim] [--json]\n" \
-	"                                [--rate MB]\n"                                \
+	"                                [--rate MB] [--quiet]\n"                      \
 	"\n"                                                                          \
 	"Checks live servers while clients keep working: every invariant of the\n"    \
 	"extent store's indexes and records, and the namespace (link counts,\n"      \
@@ -55,6 +55,7 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv);
 	"  -d, --data       verify the data too\n"                                    \
 	"  -R, --reclaim    cut the bytes past a file's size that were found (N7)\n"   \
 	"  -r, --rate MB    read data at most MB MiB/s per server (default 64, 0: no limit)\n" \
-	"  -j, --json       one JSON object\n"
+	"  -j, --json       one JSON object\n"                                       \
+	"  -q, --quiet      no progress bar (drawn on stderr when it is a terminal)\n"
 
 #endif

@@ -6,9 +6,12 @@
  * orch_fs_copy_range); the new file then replaces DST by rename.  Nobody
  * else can have the private file open, so its layout can change safely,
  * and DST is never seen half copied.  No data moves and no data block is
- * used; writing to either file later changes only that file.
+ * used; writing to either file later changes only that file.  A big file
+ * takes many requests, so the copy goes a chunk at a time under a progress
+ * bar of the bytes shared.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +19,39 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/util.h"
+
+/*
+ * Bytes shared per orch_fs_copy_range call: the library's own chunk
+ * (FS_COPY_CHUNK in client/fs.c), so the servers get the same requests as
+ * from one call for the whole file, and the bar moves after each.
+ */
+#define CLONE_CHUNK (64ull << 20)
+
+/* Shares all of @src with @dst, a chunk at a time; *@copied gets the bytes. */
+static int clone_copy(struct orch_cli_fs *fs, const struct orch_attr *src,
+		      const struct orch_attr *dst, bool quiet, uint64_t *copied)
+{
+	struct orch_progress_opts po = { .label = "clone", .total = src->size, .quiet = quiet };
+	struct orch_progress pg;
+	int error = 0;
+
+	*copied = 0;
+	orch_progress_init(&pg, &po);
+	/* Once at least: an empty file's call still checks both files. */
+	do {
+		uint64_t n = ORCH_MIN(src->size - *copied, CLONE_CHUNK), got = 0;
+
+		error = orch_fs_copy_range(fs->cl, &fs->cred, src, *copied, dst, *copied, n, &got);
+		if (error || !got)
+			break;   /* nothing is copied past src->size */
+		*copied += got;
+		orch_progress_add(&pg, got);
+	} while (*copied < src->size);
+	orch_progress_fini(&pg, !error);
+	return error;
+}
 
 /* Creates the private file @tmp in @parent with @src's mode and layout. */
 static int clone_tmp_create(struct orch_cli_fs *fs, uint64_t parent, const struct orch_attr *src,
@@ -47,9 +83,10 @@ int orch_cmd_clone(struct orch_cli *cli, int argc, char **argv)
 	struct orch_attr src, dst, parent;
 	struct orch_cli_fs fs;
 	uint64_t copied = 0;
+	bool quiet = false;
 	int rc, error;
 
-	if (!orch_cli_args(cli, argc, argv, 2, 2, &rc))
+	if (!orch_cli_args_quiet(cli, argc, argv, 2, 2, &quiet, &rc))
 		return rc;
 	sp = argv[optind];
 	dp = argv[optind + 1];
@@ -68,7 +105,7 @@ int orch_cmd_clone(struct orch_cli *cli, int argc, char **argv)
 		orch_cli_err(error, "cannot create the copy of '%s' next to '%s'", sp, dp);
 		goto out;
 	}
-	error = orch_fs_copy_range(fs.cl, &fs.cred, &src, 0, &dst, 0, src.size, &copied);
+	error = clone_copy(&fs, &src, &dst, quiet, &copied);
 	if (!error)
 		error = orch_fs_writer_release(fs.cl, &fs.cred, dst.handle, src.size, src.mtime_ns,
 					       NULL);

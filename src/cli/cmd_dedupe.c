@@ -12,8 +12,15 @@
  * the servers compare the bytes before they share anything, so a checksum
  * that matches by chance changes nothing.  Memory: about 32 bytes per
  * block of one server's share of the files.
+ *
+ * The scan's progress bar is in bytes: while walking, those of the files
+ * found; then each server's share of every file as its checksums are
+ * listed, and the bytes of each run as the servers compare and share them.
+ * The runs of a server are known only once its listing is done: they are
+ * added to the total then, so the percentage can step back.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -87,6 +94,8 @@ struct scan_pair {
 
 struct scan {
 	struct orch_cli_fs *fs;
+	struct orch_progress *pg;
+	uint64_t pg_total;      /* the bar's total, bytes */
 	struct scan_file *files;
 	size_t nfiles, files_cap;
 	struct scan_blk *blks;
@@ -124,7 +133,18 @@ static int scan_add(struct scan *sc, const char *path, const struct orch_attr *a
 		return -ENOMEM;
 	f->attr = *a;
 	f->path = strdup(path);
+	orch_progress_add(sc->pg, a->size);
 	return f->path ? 0 : -ENOMEM;
+}
+
+/* The bytes of file @fi that server @server holds: what its listing covers. */
+static uint64_t scan_share(const struct scan *sc, size_t fi, unsigned int server)
+{
+	const struct orch_attr *a = &sc->files[fi].attr;
+
+	if (server >= a->layout.stripe_count)
+		return 0;
+	return orch_layout_local_size(&a->layout, a->size, server);
 }
 
 /* Every regular file of at least one block under @path (directory @dir). */
@@ -326,12 +346,16 @@ static void scan_dedupe(struct scan *sc, const struct scan_pair *p)
 /* Finds and dedupes the identical blocks that server @server holds. */
 static int scan_server(struct scan *sc, unsigned int server)
 {
+	char label[32];
 	int error = 0;
 
+	snprintf(label, sizeof(label), "sums s%u", server);
+	orch_progress_set_label(sc->pg, label);
 	sc->nblks = sc->npairs = 0;
 	for (size_t fi = 0; fi < sc->nfiles && !error; fi++) {
 		if (server >= sc->files[fi].attr.layout.stripe_count)
 			continue;
+		orch_progress_add(sc->pg, scan_share(sc, fi, server));
 		error = scan_file_sums(sc, (uint32_t)fi, server);
 		if (error == -ENOENT || error == -ESTALE) {
 			error = 0;   /* deleted meanwhile */
@@ -355,19 +379,27 @@ static int scan_server(struct scan *sc, unsigned int server)
 		return error;
 	if (sc->npairs)
 		qsort(sc->pairs, sc->npairs, sizeof(*sc->pairs), scan_pair_cmp);
+	snprintf(label, sizeof(label), "dedupe s%u", server);
+	orch_progress_set_label(sc->pg, label);
+	for (size_t i = 0; i < sc->npairs; i++)
+		sc->pg_total += sc->pairs[i].len;
+	orch_progress_set_total(sc->pg, sc->pg_total);
 	for (size_t i = 0, j; i < sc->npairs; i = j) {
 		struct scan_pair run = sc->pairs[i];
 
 		for (j = i + 1; j < sc->npairs && scan_pair_extends(sc, &run, &sc->pairs[j]); j++)
 			run.len += sc->pairs[j].len;
 		scan_dedupe(sc, &run);
+		orch_progress_add(sc->pg, run.len);
 	}
 	return 0;
 }
 
-static int dedupe_scan(struct orch_cli_fs *fs, const char *path)
+static int dedupe_scan(struct orch_cli_fs *fs, const char *path, bool quiet)
 {
-	struct scan sc = { .fs = fs };
+	struct orch_progress_opts po = { .label = "walk", .quiet = quiet };
+	struct orch_progress pg;
+	struct scan sc = { .fs = fs, .pg = &pg };
 	struct orch_statfs before, after;
 	unsigned int nservers = orch_client_cfg(fs->cl)->nservers;
 	struct orch_attr root;
@@ -376,15 +408,24 @@ static int dedupe_scan(struct orch_cli_fs *fs, const char *path)
 
 	if (orch_cli_resolve(fs, path, true, &root))
 		return ORCH_CLI_FAIL;
+	orch_progress_init(&pg, &po);
 	sc.page = malloc(ORCH_BLOCKSUMS_PAGE_MAX * sizeof(*sc.page));
 	error = sc.page ? orch_fs_statfs(fs->cl, &fs->cred, &before) : -ENOMEM;
 	if (!error)
 		error = S_ISDIR(root.mode) ? scan_walk(&sc, path, root.handle)
 					   : scan_add(&sc, path, &root);
+	/* The walk's count was of the files found; now the listing's. */
+	for (size_t fi = 0; fi < sc.nfiles; fi++)
+		for (unsigned int s = 0; s < nservers; s++)
+			sc.pg_total += scan_share(&sc, fi, s);
+	orch_progress_set(&pg, 0);
+	orch_progress_set_total(&pg, sc.pg_total);
 	for (unsigned int s = 0; s < nservers && !error; s++)
 		error = scan_server(&sc, s);
 	if (!error)
 		error = orch_fs_statfs(fs->cl, &fs->cred, &after);
+	orch_progress_set_label(&pg, "dedupe");
+	orch_progress_fini(&pg, !error);
 	if (error) {
 		orch_cli_err(error, "cannot scan '%s'", path);
 	} else {
@@ -414,17 +455,21 @@ int orch_cmd_dedupe(struct orch_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "range", required_argument, NULL, 'r' },
 		{ "scan", no_argument, NULL, 's' },
+		{ "quiet", no_argument, NULL, 'q' },
 		ORCH_CLI_OPTS_END
 	};
 	const char *range = NULL;
 	struct orch_attr src, dst;
 	struct orch_cli_fs fs;
 	uint64_t off = 0, len = 0, deduped = 0;
-	bool scan = false;
+	bool scan = false, quiet = false;
 	int opt, rc;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:r:s", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:qr:s", opts)) != -1) {
 		switch (opt) {
+		case 'q':
+			quiet = true;
+			break;
 		case 'r':
 			range = optarg;
 			break;
@@ -446,7 +491,7 @@ int orch_cmd_dedupe(struct orch_cli *cli, int argc, char **argv)
 	if (rc)
 		return rc;
 	if (scan) {
-		rc = dedupe_scan(&fs, argv[optind]);
+		rc = dedupe_scan(&fs, argv[optind], quiet);
 		goto out;
 	}
 	rc = ORCH_CLI_FAIL;

@@ -3,9 +3,11 @@
  * a time; the client library splits each chunk into strips and sends them to
  * their servers in parallel.  put writes the data first and sets the size
  * once at the end (orch_fs_extend), as the inode's size is authoritative and
- * a writer only ever max-merges it.
+ * a writer only ever max-merges it.  put and get show a progress bar in
+ * bytes (progress.h); cat does not, as its data goes to the terminal.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,9 +32,12 @@ static int put_join(const char *dir, const char *path, char *out, size_t outlen)
 	return 0;
 }
 
-/* Copies file @a (named @path) to @fd (named @local, for messages). */
+/*
+ * Copies file @a (named @path) to @fd (named @local, for messages),
+ * counting the bytes on @pg (NULL: none).
+ */
 static int put_copy_out(struct orch_cli_fs *fs, const char *path, const struct orch_attr *a,
-			int fd, const char *local)
+			int fd, const char *local, struct orch_progress *pg)
 {
 	uint64_t off = 0;
 	size_t got;
@@ -64,6 +69,8 @@ static int put_copy_out(struct orch_cli_fs *fs, const char *path, const struct o
 			break;
 		}
 		off += got;
+		if (pg)
+			orch_progress_add(pg, got);
 	}
 	free(buf);
 	return error;
@@ -113,20 +120,27 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 	const char *local, *path;
 	struct orch_cli_fs fs;
 	struct orch_attr a;
+	struct orch_progress pg;
+	struct orch_progress_opts po = { .label = "put" };
+	struct stat st;
 	uint64_t off = 0;
 	size_t got = 0;
 	static const struct option opts[] = {
 		{ "fsync", no_argument, NULL, 's' },
+		{ "quiet", no_argument, NULL, 'q' },
 		ORCH_CLI_OPTS_END
 	};
 	bool sync = false;
 	char *buf = NULL;
 	int fd, opt, rc, error;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:s", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:sq", opts)) != -1) {
 		switch (opt) {
 		case 's':
 			sync = true;
+			break;
+		case 'q':
+			po.quiet = true;
 			break;
 		case ORCH_CLI_OPT_HELP:
 			return orch_cli_usage(cli, ORCH_CLI_OK);
@@ -173,6 +187,10 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 		orch_cli_err(-ENOMEM, "cannot write '%s'", path);
 		goto out_fs;
 	}
+	/* The size of a regular file; a pipe's is unknown: bytes and rate, no ETA. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		po.total = (uint64_t)st.st_size;
+	orch_progress_init(&pg, &po);
 	for (;;) {
 		error = orch_cli_read_full(fd, buf, ORCH_CLI_IO_CHUNK, &got);
 		if (error) {
@@ -187,6 +205,7 @@ int orch_cmd_put(struct orch_cli *cli, int argc, char **argv)
 			goto out_extend;
 		}
 		off += got;
+		orch_progress_add(&pg, got);
 		if (got < ORCH_CLI_IO_CHUNK)
 			break;
 	}
@@ -204,6 +223,7 @@ out_extend:
 			rc = ORCH_CLI_FAIL;
 		}
 	}
+	orch_progress_fini(&pg, rc == ORCH_CLI_OK);
 	free(buf);
 out_fs:
 	orch_cli_fs_close(&fs);
@@ -219,10 +239,12 @@ int orch_cmd_get(struct orch_cli *cli, int argc, char **argv)
 	const char *path, *local;
 	struct orch_cli_fs fs;
 	struct orch_attr a;
+	struct orch_progress pg;
+	struct orch_progress_opts po = { .label = "get" };
 	struct stat st;
 	int fd, rc, error;
 
-	if (!orch_cli_args(cli, argc, argv, 2, 2, &rc))
+	if (!orch_cli_args_quiet(cli, argc, argv, 2, 2, &po.quiet, &rc))
 		return rc;
 	path = argv[optind];
 	local = argv[optind + 1];
@@ -253,12 +275,18 @@ int orch_cmd_get(struct orch_cli *cli, int argc, char **argv)
 			goto out_fs;
 		}
 	}
-	if (!put_copy_out(&fs, path, &a, fd, fd == STDOUT_FILENO ? "stdout" : local))
+	/* Data on the terminal and a bar there would garble each other. */
+	if (fd == STDOUT_FILENO && isatty(STDOUT_FILENO))
+		po.quiet = true;
+	po.total = a.size;
+	orch_progress_init(&pg, &po);
+	if (!put_copy_out(&fs, path, &a, fd, fd == STDOUT_FILENO ? "stdout" : local, &pg))
 		rc = ORCH_CLI_OK;
 	if (fd != STDOUT_FILENO && close(fd) < 0) {
 		orch_cli_err(-errno, "cannot write '%s'", local);
 		rc = ORCH_CLI_FAIL;
 	}
+	orch_progress_fini(&pg, rc == ORCH_CLI_OK);
 out_fs:
 	orch_cli_fs_close(&fs);
 	return rc;
@@ -277,7 +305,7 @@ int orch_cmd_cat(struct orch_cli *cli, int argc, char **argv)
 		return rc;
 	for (int i = optind; i < argc; i++) {
 		if (orch_cli_resolve(&fs, argv[i], true, &a) ||
-		    put_copy_out(&fs, argv[i], &a, STDOUT_FILENO, "stdout"))
+		    put_copy_out(&fs, argv[i], &a, STDOUT_FILENO, "stdout", NULL))
 			rc = ORCH_CLI_FAIL;
 	}
 	orch_cli_fs_close(&fs);

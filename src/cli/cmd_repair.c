@@ -9,13 +9,22 @@
  * source record is damaged), 4 operational error (the server is running,
  * no store, I/O), 8 usage.  A dry run exits 1 if the rebuild would change
  * anything, else 0.
+ *
+ * Progress: the store library does the whole rebuild and re-check in one
+ * call and tells nothing of its progress, so the bar shows the bytes this
+ * process has read so far (rchar of /proc/self/io: the store's indexes,
+ * and its data blocks for bmap and --data), with the rate and the time so
+ * far, and no ETA; its ticker redraws it while the call runs.
  */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/repair.h"
 
@@ -28,15 +37,44 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv);
 static void repair_log(void *arg, const char *msg)
 {
 	(void)arg;
-	fprintf(stderr, "orchard: repair: %s\n", msg);
+	orch_cli_msg("repair: %s", msg);
 }
 
 static void repair_finding(void *arg, const struct orch_store_finding *f)
 {
 	(void)arg;
+	orch_progress_pause();
 	printf("finding: %s %s ag=%" PRId64 " block=%" PRId64 " handle=%#" PRIx64
 	       ": %s\n", f->rule, f->structure, f->ag, f->block, f->handle,
 	       f->detail);
+	orch_progress_resume();
+}
+
+/* rchar of /proc/self/io: bytes this process has read; 0 if not accounted. */
+static uint64_t repair_rchar(void)
+{
+	char buf[512];
+	const char *at;
+	ssize_t n;
+	int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	at = strstr(buf, "rchar: ");
+	return at ? strtoull(at + 7, NULL, 10) : 0;
+}
+
+/* The bar's count: bytes read since *@arg, the rchar at the start.  Any thread. */
+static uint64_t repair_progress_sample(void *arg)
+{
+	uint64_t start = *(const uint64_t *)arg, now = repair_rchar();
+
+	return now > start ? now - start : 0;
 }
 
 static int repair_usage(struct orch_cli *cli, const char *why, const char *arg)
@@ -83,17 +121,25 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv)
 		{ "rebuild", required_argument, NULL, OPT_REBUILD },
 		{ "dry-run", no_argument, NULL, OPT_DRY },
 		{ "data", no_argument, NULL, OPT_DATA },
+		{ "quiet", no_argument, NULL, 'q' },
 		ORCH_CLI_OPTS_END
 	};
 	struct orch_store_repair_opts o = { .log = repair_log, .finding = repair_finding };
+	struct orch_progress_opts po = { .tick = true, .sample = repair_progress_sample };
 	struct orch_store_repair_result res;
+	struct orch_progress pg;
+	char label[32];
+	uint64_t rchar0;
 	enum orch_store_rebuild what = 0;
 	const char *path, *server;
 	struct orch_cfg *cfg;
 	int opt, idx, error, rc;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:q", opts)) != -1) {
 		switch (opt) {
+		case 'q':
+			po.quiet = true;
+			break;
 		case OPT_REBUILD:
 			if (orch_store_rebuild_parse(optarg, &what))
 				return repair_usage(cli, "--rebuild: want bmap, rmap, freespace "
@@ -129,7 +175,13 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv)
 		free(cfg);
 		return REPAIR_EXIT_USAGE;
 	}
+	snprintf(label, sizeof(label), "repair %s", orch_store_rebuild_name(what));
+	po.label = label;
+	rchar0 = repair_rchar();
+	po.arg = &rchar0;
+	orch_progress_init(&pg, &po);
 	error = orch_store_repair(cfg->servers[idx].data_dir, what, &o, &res);
+	orch_progress_fini(&pg, !error);
 	if (error == -EBUSY) {
 		orch_cli_msg("cannot repair the store in '%s': it is in use (is server '%s' "
 			     "running? stop it first)", cfg->servers[idx].data_dir, server);

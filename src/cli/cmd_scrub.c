@@ -5,8 +5,14 @@
  * serving, and answers with a report (text lines or JSON) and the number
  * of findings.  Exit status as xfs_scrub: 1 if anything was found, 4 if a
  * server could not be checked, the two added; 8 for a usage error.
+ *
+ * Progress: the servers report only at the end, so the bar counts the
+ * servers whose report has arrived, read in config order (a fast server
+ * behind a slow one counts when the slow one does), redrawn by its ticker
+ * so the rate and ETA move while the client waits.
  */
 #include "cli/cmd_admin.h"
+#include "cli/progress.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -76,8 +82,11 @@ static int scrub_print(const struct orch_server_cfg *s, struct scrub_srv *r, boo
 }
 
 static int scrub_run(struct orch_cli *cli, const char *server, bool data, bool json,
-		     bool reclaim, uint64_t rate)
+		     bool reclaim, uint64_t rate, bool quiet)
 {
+	struct orch_progress_opts po = { .label = "scrub", .unit = "servers", .quiet = quiet,
+					 .tick = true };
+	struct orch_progress pg;
 	struct scrub_srv *srv;
 	const struct orch_cfg *cfg;
 	struct orch_cli_fs fs;
@@ -112,10 +121,17 @@ static int scrub_run(struct orch_cli *cli, const char *server, bool data, bool j
 		req.length = (uint32_t)rate;
 		srv[i].asked = true;
 		srv[i].error = orch_client_send(fs.cl, i, &req, &srv[i].call);
+		po.total++;
 	}
-	for (unsigned int i = 0; i < cfg->nservers; i++)
+	orch_progress_init(&pg, &po);
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
 		if (srv[i].asked && !srv[i].error)
 			srv[i].error = orch_client_wait(fs.cl, srv[i].call, &srv[i].rep);
+		if (srv[i].asked)
+			orch_progress_add(&pg, 1);
+	}
+	/* Done: every server answered or was found down, which the report tells. */
+	orch_progress_fini(&pg, true);
 	if (json)
 		printf("{\"servers\": [");
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
@@ -141,17 +157,19 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "reclaim", no_argument, NULL, 'R' },
+		{ "quiet", no_argument, NULL, 'q' },
 		ORCH_CLI_OPTS_END
 	};
-	bool all = false, data = false, json = false, reclaim = false;
+	bool all = false, data = false, json = false, reclaim = false, quiet = false;
 	uint64_t rate = SCRUB_RATE_DEFAULT;
 	int opt;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:adjr:R", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:adjqr:R", opts)) != -1) {
 		switch (opt) {
 		case 'a': all = true; break;
 		case 'd': data = true; break;
 		case 'j': json = true; break;
+		case 'q': quiet = true; break;
 		case 'R': reclaim = true; break;
 		case 'r':
 			if (orch_cli_uint_parse(optarg, 0, 1u << 20, &rate))
@@ -169,5 +187,5 @@ int orch_cmd_scrub(struct orch_cli *cli, int argc, char **argv)
 				   "give a SERVER or --all", NULL);
 	if (optind + (all ? 0 : 1) != argc)
 		return scrub_usage(cli, "unexpected argument", argv[argc - 1]);
-	return scrub_run(cli, all ? NULL : argv[optind], data, json, reclaim, rate);
+	return scrub_run(cli, all ? NULL : argv[optind], data, json, reclaim, rate, quiet);
 }

@@ -18,6 +18,7 @@
 
 #define CONF_OPT "  -c, --config CONF  cluster configuration (default: $ORCHARD_CONF, else\n" \
 		 "                     " ORCH_CFG_DEFAULT_PATH ")\n"
+#define QUIET_OPT "  -q, --quiet        no progress bar (drawn on stderr when it is a terminal)\n"
 
 static const struct orch_cli_cmd cli_cmds[] = {
 	{ "genconfig", orch_cmd_genconfig, "write a new cluster configuration and key",
@@ -121,19 +122,20 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "  -p, --parents      make parents as needed; no error if PATH exists\n"
 	  "  -m, --mode MODE    permissions (octal or symbolic; default 0777 & ~umask)\n", NULL },
 	{ "put", orch_cmd_put, "copy a local file into Orchard",
-	  "usage: orchard [-c CONF] put [--fsync] LOCAL PATH\n"
+	  "usage: orchard [-c CONF] put [--fsync] [--quiet] LOCAL PATH\n"
 	  "\n"
 	  "Creates PATH, or truncates it if it exists, and writes LOCAL into it ('-'\n"
 	  "reads stdin).  If PATH is a directory, writes PATH/basename(LOCAL).\n"
 	  "\n"
 	  "  -s, --fsync        make the file durable (fsync on every server) before\n"
-	  "                     exiting\n" CONF_OPT, NULL },
+	  "                     exiting\n" QUIET_OPT CONF_OPT, NULL },
 	{ "get", orch_cmd_get, "copy a file out of Orchard",
-	  "usage: orchard [-c CONF] get PATH LOCAL\n"
+	  "usage: orchard [-c CONF] get [--quiet] PATH LOCAL\n"
 	  "\n"
-	  "Writes file PATH to LOCAL ('-' writes stdout).  If LOCAL is a directory,\n"
-	  "writes LOCAL/basename(PATH).\n"
-	  "\n" CONF_OPT, NULL },
+	  "Writes file PATH to LOCAL ('-' writes stdout; then no progress bar if\n"
+	  "stdout is a terminal).  If LOCAL is a directory, writes\n"
+	  "LOCAL/basename(PATH).\n"
+	  "\n" QUIET_OPT CONF_OPT, NULL },
 	{ "cat", orch_cmd_cat, "write files to stdout",
 	  "usage: orchard [-c CONF] cat PATH...\n"
 	  "\n" CONF_OPT, NULL },
@@ -167,15 +169,15 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "MODE is octal (755) or symbolic (u+x,go-w).\n"
 	  "\n" CONF_OPT, NULL },
 	{ "clone", orch_cmd_clone, "copy a file by sharing its blocks (reflink)",
-	  "usage: orchard [-c CONF] clone SRC DST\n"
+	  "usage: orchard [-c CONF] clone [--quiet] SRC DST\n"
 	  "\n"
 	  "Makes DST (created, or emptied) a copy of SRC that shares SRC's data blocks\n"
 	  "on every server: no data moves and no space is used until either file is\n"
 	  "written, and a write changes only the file written (copy-on-write).\n"
-	  "\n" CONF_OPT, NULL },
+	  "\n" QUIET_OPT CONF_OPT, NULL },
 	{ "dedupe", orch_cmd_dedupe, "share identical blocks of files",
 	  "usage: orchard [-c CONF] dedupe SRC DST [--range OFF:LEN]\n"
-	  "       orchard [-c CONF] dedupe --scan PATH\n"
+	  "       orchard [-c CONF] dedupe --scan [--quiet] PATH\n"
 	  "\n"
 	  "Where DST's bytes equal SRC's (the whole files, or OFF:LEN of both), DST\n"
 	  "shares SRC's blocks and frees its own; prints the bytes deduplicated.  If\n"
@@ -184,7 +186,9 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "them byte for byte, shares them, and prints the space freed.\n"
 	  "\n" CONF_OPT
 	  "  -r, --range OFF:LEN  only these bytes (K, M, G, T suffixes)\n"
-	  "  -s, --scan           find and dedupe identical blocks under PATH\n", NULL },
+	  "  -s, --scan           find and dedupe identical blocks under PATH\n"
+	  "  -q, --quiet          no progress bar of --scan (drawn on stderr when it is\n"
+	  "                       a terminal)\n", NULL },
 	{ "touch", orch_cmd_touch, "create a file or update its times",
 	  "usage: orchard [-c CONF] touch PATH...\n"
 	  "\n"
@@ -193,6 +197,7 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "\n" CONF_OPT, NULL },
 	{ "repair", orch_cmd_repair, "rebuild an index of a stopped server's store",
 	  "usage: orchard [-c CONF] repair SERVER --rebuild WHAT [--dry-run] [--data]\n"
+	  "                                [--quiet]\n"
 	  "\n"
 	  "Rebuilds one index of the extent store of server SERVER, which must be\n"
 	  "stopped, from the others, and re-checks the store.  WHAT: bmap (extent\n"
@@ -202,7 +207,9 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "\n" CONF_OPT
 	  "      --rebuild WHAT  bmap, rmap, freespace or refcount\n"
 	  "      --dry-run       show what would change, change nothing\n"
-	  "      --data          the re-check also reads every block\n", NULL },
+	  "      --data          the re-check also reads every block\n"
+	  "  -q, --quiet         no progress bar (bytes read; drawn on stderr when it\n"
+	  "                      is a terminal)\n", NULL },
 	{ "xattr", orch_cmd_xattr, "get, set, list or remove extended attributes",
 	  "usage: orchard [-c CONF] xattr get PATH NAME\n"
 	  "       orchard [-c CONF] xattr set PATH NAME VALUE\n"

@@ -2,14 +2,19 @@
 them: genconfig, mkfs, the server's refusals, clean stop, `local up/down`,
 help and usage errors, error messages, ping and stats.
 """
+import fcntl
 import json
 import os
 import re
+import selectors
 import signal
 import sqlite3
 import stat
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 
 import pytest
@@ -606,3 +611,209 @@ def test_ping_and_stats(cluster3):
     assert "server 's1' is down" in r.stderr
     c.start("s1")
     assert orchard("ping", conf=c.conf).returncode == 0
+
+
+# --- progress bars ----------------------------------------------------------------------
+# The long commands draw a bar on stderr when it is a terminal (src/cli/progress.h):
+# here a pseudo-terminal 100 columns wide, read to its end (no sleeps).
+
+PTY_COLS = 100
+TIME = r"\d+:\d\d(?::\d\d)?"
+# Numbers are padded to keep their columns, hence the " +".
+BAR = re.compile(r"^(?P<label>[\w -]+?) +(?P<pct>\d+)% \[(?P<bar>[=> ]+)\] +"
+                 r"(?P<count>\S+(?: \w+)?) +(?P<rate>\S+/s)  " + TIME +
+                 r"(?:  ETA +(?:" + TIME + "|--:--))? *$")
+# Without a total (put from a pipe, repair): no percentage, no bar, no ETA.
+BAR_NO_TOTAL = re.compile(r"^(?P<label>[\w -]+?) +(?P<count>\S+) +(?P<rate>\S+/s)  " + TIME +
+                          " *$")
+
+
+def run_pty(args, conf=None, stdout_pipe=False, stdin=None, timeout=60):
+    """Runs orchard with its stderr (and, unless @stdout_pipe, its stdout) on
+    a new pseudo-terminal.  Returns (rc, what the terminal got as text with
+    "\\r\\n" made "\\n", the piped stdout bytes or None)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, PTY_COLS, 0, 0))
+    cmd = [ORCHARD] + (["-c", str(conf)] if conf else []) + [str(a) for a in args]
+    env = dict(os.environ)
+    env.pop("ORCHARD_CONF", None)
+    env.pop("COLUMNS", None)
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else
+                             subprocess.DEVNULL,
+                             stdout=subprocess.PIPE if stdout_pipe else slave, stderr=slave,
+                             env=env)
+    finally:
+        os.close(slave)
+    feeder = None
+    if stdin is not None:
+        def feed():
+            try:
+                p.stdin.write(stdin)
+            finally:
+                p.stdin.close()
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+    term, out = b"", b""
+    sel = selectors.DefaultSelector()
+    sel.register(master, selectors.EVENT_READ)
+    if stdout_pipe:
+        sel.register(p.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            assert left > 0, "orchard %s: no end after %d s" % (args, timeout)
+            for key, _ in sel.select(left):
+                try:
+                    data = os.read(key.fd, 1 << 16)
+                except OSError:     # EIO: the terminal's last writer has gone
+                    data = b""
+                if not data:
+                    sel.unregister(key.fd)
+                elif key.fd == master:
+                    term += data
+                else:
+                    out += data
+        rc = p.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if feeder:
+            feeder.join()
+        os.close(master)
+        if p.stdout:
+            p.stdout.close()
+    return rc, term.decode().replace("\r\n", "\n"), out if stdout_pipe else None
+
+
+def bars(text, label):
+    """The bars whose label matches the regex @label that @text drew, in
+    order, as match objects (a bar without a total has no "pct"); and the
+    other lines and pieces of lines."""
+    found, other = [], []
+    for line in text.split("\n"):
+        for seg in line.split("\r"):
+            if not seg.strip():
+                continue
+            m = BAR.match(seg) or BAR_NO_TOTAL.match(seg)
+            if m and re.fullmatch(label, m.group("label")):
+                assert len(seg) <= PTY_COLS - 1, seg        # never wraps
+                found.append(m)
+            else:
+                other.append(seg)
+    return found, other
+
+
+def assert_bar_ends_at_100(text, label, monotonic=True):
+    """@text shows a bar: it first appears below 100% (or without a total),
+    never goes back (unless its total may grow: not @monotonic), and ends
+    on its own line at 100% with a full bar."""
+    found, _ = bars(text, label)
+    assert len(found) >= 2, text
+    pcts = [int(m.groupdict().get("pct") or -1) for m in found]
+    assert pcts[0] < 100 and (pcts == sorted(pcts) or not monotonic), pcts
+    last = found[-1]
+    assert pcts[-1] == 100 and set(last.group("bar")) == {"="}, text
+    # The final line is a line: a newline follows it, nothing redraws it.
+    tail = text[text.rindex(last.group(0)) + len(last.group(0)):]
+    assert tail.startswith("\n"), repr(tail)
+    return found
+
+
+def test_progress_bar_put_get(cluster2, tmp_path):
+    """put and get of a 12 MiB file under a terminal show a bar in bytes that
+    ends at 100%; piped, or with --quiet/-q, they print nothing at all, as
+    before bars; get - with its stdout piped keeps the data clean while the
+    bar shows on the terminal, and with stdout on the terminal draws none."""
+    c = cluster2
+    src = tmp_path / "big.bin"
+    data = os.urandom(12 << 20)
+    src.write_bytes(data)
+
+    rc, text, _ = run_pty(["put", src, "/big"], conf=c.conf)
+    assert rc == 0, text
+    found = assert_bar_ends_at_100(text, "put")
+    assert found[-1].group("count") == "12M/12M", text
+    assert bars(text, "put")[1] == [], text     # nothing but the bar
+
+    dst = tmp_path / "copy.bin"
+    rc, text, _ = run_pty(["get", "/big", dst], conf=c.conf)
+    assert rc == 0, text
+    assert assert_bar_ends_at_100(text, "get")[-1].group("count") == "12M/12M"
+    assert dst.read_bytes() == data
+
+    # Piped: not a byte more than before.
+    r = orchard("put", src, "/big2", conf=c.conf)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = orchard("get", "/big2", tmp_path / "copy2.bin", conf=c.conf)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (tmp_path / "copy2.bin").read_bytes() == data
+
+    # --quiet and -q: nothing on the terminal either.
+    for q in ("--quiet", "-q"):
+        rc, text, _ = run_pty(["put", q, src, "/big3"], conf=c.conf)
+        assert (rc, text) == (0, "")
+        rc, text, _ = run_pty(["get", "/big3", tmp_path / "copy3.bin", q], conf=c.conf)
+        assert (rc, text) == (0, "")
+
+    # get -: the data alone on the pipe, the bar on the terminal.
+    rc, text, out = run_pty(["get", "/big", "-"], conf=c.conf, stdout_pipe=True)
+    assert rc == 0 and out == data, text
+    assert_bar_ends_at_100(text, "get")
+    # ... and with the data on the terminal, no bar to garble it.
+    c.cli("put", "-", "/text", input="0123456789abcdef" * 8192)
+    rc, text, _ = run_pty(["get", "/text", "-"], conf=c.conf)
+    assert (rc, text) == (0, "0123456789abcdef" * 8192)
+
+    # From a pipe: no total, so no percentage until the end, which is 100%.
+    rc, text, _ = run_pty(["put", "-", "/piped"], conf=c.conf, stdin=data[:1 << 20])
+    assert rc == 0, text
+    found = assert_bar_ends_at_100(text, "put")
+    assert "pct" not in found[0].groupdict() and found[0].group("count") == "0", text
+    assert found[-1].group("count") == "1.0M/1.0M", text
+    assert c.cli("stat", "/piped").stdout.count("Size: 1048576") == 1
+
+
+def test_progress_bar_long_commands(cluster2, tmp_path):
+    """clone, dedupe --scan, scrub and repair under a terminal end their bar
+    at 100% before they print their result, which is what the piped command
+    prints; piped, no bar."""
+    c = cluster2
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(3 << 20) * 2)
+    c.cli("mkdir", "/d")
+    c.cli("put", src, "/d/a")
+    cases = [(["clone", "/d/a", "/d/b"], "clone", r"cloned '/d/a' to '/d/b': 6291456 bytes shared"),
+             (["dedupe", "--scan", "/d"], r"walk|dedupe( s\d)?|sums s\d",
+              r"scanned 3 files, \d+ blocks: \d+ bytes deduplicated"),
+             (["scrub", "--all"], "scrub", r"s0: clean")]
+    for args, label, result in cases:
+        rc, text, _ = run_pty(args, conf=c.conf)
+        assert rc == 0, (args, text)
+        # dedupe --scan adds each server's runs to the total when it knows them.
+        found = assert_bar_ends_at_100(text, label, monotonic=label == "clone" or
+                                       label == "scrub")
+        after = text[text.rindex(found[-1].group(0)) + len(found[-1].group(0)) + 1:]
+        assert re.match(result, after), (args, after)
+        # Piped, the same command prints its result and no bar.
+        if label == "clone":
+            args = ["clone", "/d/a", "/d/c"]
+            result = result.replace("/d/b", "/d/c")
+        r = orchard(*args, conf=c.conf)
+        assert r.returncode == 0 and re.match(result, r.stdout), (args, r.stdout, r.stderr)
+        assert r.stderr == "" and "\r" not in r.stdout and "%" not in r.stdout, r.stdout
+    assert bars(text, "scrub")[0][-1].group("count") == "2/2 servers"
+
+    # repair works on a stopped server; its bar counts the bytes it reads.
+    c.stop("s0")
+    rc, text, _ = run_pty(["repair", "s0", "--rebuild", "refcount"], conf=c.conf)
+    assert rc == 0, text
+    assert_bar_ends_at_100(text, "repair refcount")
+    assert text.endswith("re-check: clean\n"), text
+    r = orchard("repair", "s0", "--rebuild", "refcount", conf=c.conf)
+    assert r.returncode == 0 and r.stderr == "" and "\r" not in r.stdout, r
+    assert "\n" + r.stdout.split("\n", 1)[1] in text   # the same report after the bar
+    rc, text, _ = run_pty(["repair", "-q", "s0", "--rebuild", "refcount"], conf=c.conf)
+    assert rc == 0 and text == r.stdout, text
