@@ -13,6 +13,17 @@
  * mutex, see below), the knobs and counters (atomics), and liborchard (thread
  * safe).  No lock is held across a liborchard call.
  *
+ * Two attribute caches, each the truth for something else: the lease cache
+ * (lcache.c, m_lc) holds what a server said under a lease, and is the
+ * truth for everything another client may change (a push removes it
+ * before that change is answered); the inode table (inode.c, m_itab)
+ * holds the last attributes this mount saw of each inode the kernel
+ * knows, and is the truth only for this mount's own unpublished writes
+ * (i_wend, i_wmtime_ns override size and mtime until EXTEND publishes
+ * them), its open files and its writer registrations.  Every answer to
+ * the kernel passes through the inode table's overlay (itab_report),
+ * whichever cache or server reply it started from.
+ *
  * Lock order: mnt_dir.d_lock, then orch_mnt_itab.t_lock.  Nothing else nests
  * (orch_mnt_wb.w_lock is a leaf; so is orch_mnt_lc.l_lock, which the push
  * handler takes on liborchard's reading thread, under its connection lock).
