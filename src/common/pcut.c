@@ -179,26 +179,9 @@ void orch_pcut_truncate_via(const char *path, uint64_t size, const struct orch_p
 		pcut_add(PCUT_WRITE, path, size, SIZE_MAX, rd);
 }
 
-void orch_pcut_truncate_fd(int fd, uint64_t size)
-{
-	char path[PATH_MAX];
-	struct orch_pcut_reader rd = { pcut_fd_size, pcut_fd_read, &fd };
-
-	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
-		pcut_add(PCUT_WRITE, path, size, SIZE_MAX, &rd);
-}
-
 void orch_pcut_created(const char *path)
 {
 	if (orch_pcut_on)
-		pcut_add(PCUT_CREATE, path, 0, 0, NULL);
-}
-
-void orch_pcut_created_fd(int fd)
-{
-	char path[PATH_MAX];
-
-	if (orch_pcut_on && pcut_fd_path(fd, path, sizeof(path)) == 0)
 		pcut_add(PCUT_CREATE, path, 0, 0, NULL);
 }
 
@@ -256,18 +239,6 @@ static void pcut_forget(const char *path, uint64_t upto)
 		}
 	}
 	pthread_mutex_unlock(&pcut_lock);
-}
-
-void orch_pcut_synced_all(uint64_t mark)
-{
-	if (orch_pcut_on)
-		pcut_forget(NULL, mark);
-}
-
-void orch_pcut_synced(const char *path)
-{
-	if (orch_pcut_on)
-		pcut_forget(path, UINT64_MAX);
 }
 
 void orch_pcut_synced_upto(const char *path, uint64_t mark)

@@ -53,21 +53,15 @@ void orch_pcut_write_via(const char *path, uint64_t off, size_t len,
 void orch_pcut_write_fd(int fd, uint64_t off, size_t len);
 /* Before setting the size to @size (also before a hole punch). */
 void orch_pcut_truncate_via(const char *path, uint64_t size, const struct orch_pcut_reader *rd);
-void orch_pcut_truncate_fd(int fd, uint64_t size);
 /* Before punching [off, off+len): same record as a write. */
 #define orch_pcut_punch_fd orch_pcut_write_fd
 /* After creating @path (it did not exist before). */
 void orch_pcut_created(const char *path);
-void orch_pcut_created_fd(int fd);
 /* Before unlinking @path. */
 void orch_pcut_unlink(const char *path);
 
-/* A sync of everything starts: returns a mark for orch_pcut_synced_all(). */
+/* A sync starts: returns a mark for orch_pcut_synced_upto(). */
 uint64_t orch_pcut_mark(void);
-/* The sync that began at @mark finished: forget records made before it. */
-void orch_pcut_synced_all(uint64_t mark);
-/* @path was fsynced: forget its records. */
-void orch_pcut_synced(const char *path);
 /*
  * A sync of @path that began at @mark (orch_pcut_mark) finished: forget its
  * records made before the mark, keep those written while it ran.

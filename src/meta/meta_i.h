@@ -237,9 +237,6 @@ void orch_sqldb_committed(struct orch_meta *m);
 /* The value counter @c hands out next (for statistics and tests). */
 int orch_sqldb_counter_peek(struct orch_meta *m, enum sqldb_counter c, uint64_t *out);
 
-/* Reads super integer @key into *@out (-ENOENT if absent). */
-int orch_sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out);
-
 /* Inode rows.  lookup verifies the record (-EUCLEAN). */
 int orch_sqldb_inode_lookup(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
 int orch_sqldb_inode_insert(struct orch_meta *m, const struct orch_inode_irec *in,

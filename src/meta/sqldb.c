@@ -310,7 +310,8 @@ void orch_sqldb_read_end(struct orch_meta *m, bool began)
 
 /* --- Super table ----------------------------------------------------------- */
 
-int orch_sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)
+/* Reads super integer @key into *@out (-ENOENT if absent). */
+static int sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *out)
 {
 	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_SUPER_GET);
 	int rc;
@@ -338,7 +339,7 @@ static const char *const sqldb_counter_key[SQLDB_NCOUNTERS] = {
 /* Reads counter @c's super row: 1..2^48 (2^48: all taken), else -EUCLEAN. */
 static int sqldb_counter_stored(struct orch_meta *m, enum sqldb_counter c, uint64_t *out)
 {
-	int error = orch_sqldb_super_get_u64(m, sqldb_counter_key[c], out);
+	int error = sqldb_super_get_u64(m, sqldb_counter_key[c], out);
 
 	if (error == -ENOENT || (!error && (*out < 1 || *out > ORCH_HANDLE_COUNTER_MASK + 1))) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=super key='%s'",

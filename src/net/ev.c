@@ -186,11 +186,6 @@ void orch_ev_reset_stop(struct orch_ev *ev)
 	atomic_store(&ev->stop, false);
 }
 
-uint64_t orch_ev_now(const struct orch_ev *ev)
-{
-	return ev->now;
-}
-
 /* Runs posted work in the order it was posted. */
 static void ev_run_posts(struct orch_ev *ev)
 {

@@ -60,7 +60,4 @@ void orch_ev_stop(struct orch_ev *ev);
 /* Loop thread, between runs: lets orch_ev_run() run again after a stop. */
 void orch_ev_reset_stop(struct orch_ev *ev);
 
-/* The loop's cached clock: monotonic ms at the start of this iteration. */
-uint64_t orch_ev_now(const struct orch_ev *ev);
-
 #endif
