@@ -46,6 +46,7 @@ struct mnt_dir {
 	bool d_valid;               /* d_ents holds a batch */
 	bool d_plus;                /* ... with attributes */
 	bool d_eof;                 /* ... and nothing follows it */
+	uint64_t d_asked;           /* ... asked at (orch_mnt_inode_asked) */
 };
 
 static struct mnt_dir *mnt_dir_of(const struct fuse_file_info *fi)
@@ -144,6 +145,7 @@ static int mnt_dir_fill(struct orch_mnt *m, const struct orch_cred *cred, struct
 	int error;
 
 	d->d_valid = false;
+	d->d_asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_fs_readdir_stamped(m->m_cl, cred, d->d_handle, cookie, MNT_DIR_BATCH, plus,
 					d->d_ents, &d->d_n, &d->d_eof, &stamp);
 	if (error)
@@ -170,7 +172,8 @@ struct mnt_dirbuf {
  * @a NULL is "." or "..", with no lookup (the kernel does not take one).
  */
 static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const char *name,
-			  uint64_t ino, uint32_t type, const struct orch_attr *a, off_t off)
+			  uint64_t ino, uint32_t type, const struct orch_attr *a, uint64_t asked,
+			  off_t off)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	size_t room = b->b_size - b->b_pos, need;
@@ -192,7 +195,7 @@ static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const
 		/* What fits is measured first: a lookup is counted only if added. */
 		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, off) > room)
 			return 0;
-		if (orch_mnt_inode_get(&m->m_itab, a, &rep))
+		if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep))
 			return -ENOMEM;
 		b->b_counted[b->b_ncounted++] = a->handle;
 		orch_mnt_entry_param(m, &rep, &e);
@@ -228,14 +231,14 @@ static void mnt_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	if (off == 0) {
 		/* A fresh listing (or rewinddir): nothing cached may be reused. */
 		d->d_valid = false;
-		rc = mnt_dirbuf_add(req, &b, plus, ".", ino, S_IFDIR, NULL, MNT_DIR_OFF_DOT);
+		rc = mnt_dirbuf_add(req, &b, plus, ".", ino, S_IFDIR, NULL, 0, MNT_DIR_OFF_DOT);
 	}
 	if (rc > 0 && off <= MNT_DIR_OFF_DOT) {
 		uint64_t parent = ino;
 
 		if (orch_mnt_inode_attr(&m->m_itab, ino, &self) == 0 && self.parent)
 			parent = self.parent;
-		rc = mnt_dirbuf_add(req, &b, plus, "..", parent, S_IFDIR, NULL,
+		rc = mnt_dirbuf_add(req, &b, plus, "..", parent, S_IFDIR, NULL, 0,
 				    MNT_DIR_OFF_DOTDOT);
 	}
 	cookie = off <= MNT_DIR_OFF_DOTDOT ? 0 : (uint64_t)off - MNT_DIR_OFF_DOTDOT;
@@ -254,7 +257,7 @@ static void mnt_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			const struct orch_dirent *e = &d->d_ents[i];
 
 			rc = mnt_dirbuf_add(req, &b, plus, e->name, e->handle, e->type,
-					    plus ? &e->attr : NULL,
+					    plus ? &e->attr : NULL, d->d_asked,
 					    (off_t)(e->cookie + MNT_DIR_OFF_DOTDOT));
 			if (rc <= 0)
 				break;

@@ -233,6 +233,8 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			error = error > 0 ? 0 : error;
 		}
 	} else {
+		uint64_t asked = orch_mnt_inode_asked(&m->m_itab);
+
 		error = (fi->flags & O_ACCMODE) != O_RDONLY ? mnt_writer_register(m, &cred, ino, &a)
 							     : 0;
 		if (error > 0) {
@@ -242,7 +244,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			error = orch_mnt_getattr(m, &cred, ino, &a);
 		}
 		if (!error)
-			orch_mnt_inode_update(&m->m_itab, &a, &rep);
+			orch_mnt_inode_update(&m->m_itab, &a, asked, &rep);
 	}
 	if (error)
 		goto out_err;
@@ -272,12 +274,13 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	bool existed = false;
-	uint64_t sent_ms;
+	uint64_t sent_ms, asked;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_CREATE);
 	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	sent_ms = orch_time_now_ms();
 	/* A new file registers us as its writer: no round trip before its first write. */
 	error = orch_fs_create_stamped(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
@@ -310,7 +313,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	if (orch_mnt_reply_entry(req, &a, fi)) {
+	if (orch_mnt_reply_entry(req, &a, asked, fi)) {
 		free(mnt_file_of(fi)); /* no RELEASE will come for it */
 		if (!existed)
 			orch_fs_writers(m->m_cl, &cred, a.handle, ORCH_WRITERS_RELEASE, 0, 0, NULL,

@@ -142,7 +142,32 @@ static void itab_set_attr(struct orch_mnt_inode *in, const struct orch_attr *a)
 	}
 }
 
-int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
+uint64_t orch_mnt_inode_asked(struct orch_mnt_itab *t)
+{
+	uint64_t asked;
+
+	pthread_mutex_lock(&t->t_lock);
+	asked = t->t_changes;
+	pthread_mutex_unlock(&t->t_lock);
+	return asked;
+}
+
+/* An answer to a question asked at @asked: newer than what @in has? */
+static void itab_answer(struct orch_mnt_inode *in, const struct orch_attr *a, uint64_t asked)
+{
+	if (in->i_changed <= asked)
+		itab_set_attr(in, a);
+}
+
+/* This mount's own change of @in, answered with @a. */
+static void itab_changed(struct orch_mnt_itab *t, struct orch_mnt_inode *in,
+			 const struct orch_attr *a)
+{
+	itab_set_attr(in, a);
+	in->i_changed = ++t->t_changes;
+}
+
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
 		       struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
@@ -163,7 +188,7 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
 		t->t_count++;
 	}
 	in->i_nlookup++;
-	itab_set_attr(in, a);
+	itab_answer(in, a, asked);
 	itab_report(in, rep);
 	pthread_mutex_unlock(&t->t_lock);
 	return 0;
@@ -194,7 +219,7 @@ void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n)
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
+void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
 			   struct orch_attr *rep)
 {
 	struct orch_mnt_inode *in;
@@ -202,7 +227,7 @@ void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		itab_set_attr(in, a);
+		itab_answer(in, a, asked);
 		itab_report(in, rep);
 	} else {
 		*rep = *a;
@@ -267,7 +292,7 @@ void orch_mnt_inode_extended(struct orch_mnt_itab *t, uint64_t covered,
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		itab_set_attr(in, a);
+		itab_changed(t, in, a);
 		/* A write that ended past @covered meanwhile still needs its EXTEND. */
 		if (in->i_wend <= covered || in->i_wend <= a->size)
 			in->i_wend = 0;
@@ -289,7 +314,7 @@ void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		itab_set_attr(in, a);
+		itab_changed(t, in, a);
 		if (size_set)
 			in->i_wend = 0;
 		if (size_set || mtime_set)

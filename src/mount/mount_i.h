@@ -126,6 +126,13 @@ struct orch_mnt_inode {
 	 */
 	uint32_t i_xabsent_at[ORCH_MNT_XWELLKNOWN];
 	uint8_t i_xabsent;             /* bit i: name i is known absent */
+	/*
+	 * t_changes when this mount last applied its own change of the
+	 * attributes (an EXTEND, a SETATTR): a reply to a question asked
+	 * before that (orch_mnt_inode_asked) may have been answered before the
+	 * change and must not overwrite what it left.
+	 */
+	uint64_t i_changed;
 	/* Close-to-open: size and mtime at the previous open or close. */
 	bool i_cto_valid;
 	uint64_t i_cto_size;
@@ -140,6 +147,7 @@ struct orch_mnt_itab {
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
 	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
 	pthread_cond_t t_wreg_cv;        /* an i_wreg_busy was cleared */
+	uint64_t t_changes;              /* own attribute changes applied (i_changed) */
 };
 
 /* --- Write-behind (wb.c) ------------------------------------------------------ */
@@ -330,7 +338,7 @@ void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st);
  * kernel did not take the reply (interrupted): then the lookup is dropped
  * again and no RELEASE will come for @fi.
  */
-int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
+int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
 			 struct fuse_file_info *fi);
 
 /* Fills @e for @a, as reported (timeouts from the knobs). */
@@ -348,11 +356,22 @@ void orch_mnt_itab_fini(struct orch_mnt_itab *t);
 void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *unknown);
 
 /*
- * One lookup more on @a->handle (inserted if new) and its attributes
- * replaced by @a.  *@rep gets the attributes to report: @a with the size
- * and mtime of writes not yet published.  Returns 0 or -ENOMEM.
+ * Attribute replies and this mount's own changes race: a LOOKUP answered
+ * before a close's EXTEND can reach the table after it, and would give the
+ * kernel the size before the write.  So a question that brings back
+ * attributes first takes orch_mnt_inode_asked(), and its answer replaces
+ * an inode's attributes only if this mount applied no change of them
+ * since (i_changed): the change's reply is at least as new.
  */
-int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
+uint64_t orch_mnt_inode_asked(struct orch_mnt_itab *t);
+
+/*
+ * One lookup more on @a->handle (inserted if new) and its attributes
+ * replaced by @a, unless a change of this mount was applied after @asked.
+ * *@rep gets the attributes to report: the table's, with the size and
+ * mtime of writes not yet published.  Returns 0 or -ENOMEM.
+ */
+int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
 		       struct orch_attr *rep);
 
 /*
@@ -362,10 +381,11 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a,
 void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n);
 
 /*
- * Replaces the attributes of @a->handle if it is in the table, and returns
- * the attributes to report in *@rep (@a if it is not in the table).
+ * Replaces the attributes of @a->handle if it is in the table (and this
+ * mount applied no change of them after @asked), and returns the
+ * attributes to report in *@rep (@a if it is not in the table).
  */
-void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a,
+void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
 			   struct orch_attr *rep);
 
 /*

@@ -103,7 +103,7 @@ void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 	e->entry_timeout = mnt_timeout(&m->m_dcache_timeout_ms);
 }
 
-int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
+int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
 			 struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
@@ -112,7 +112,7 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a,
 	int rc;
 
 	/* Counted before the reply, so a FORGET racing the reply finds it. */
-	if (orch_mnt_inode_get(&m->m_itab, a, &rep)) {
+	if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep)) {
 		fuse_reply_err(req, ENOMEM);
 		return -ENOMEM;
 	}
@@ -289,13 +289,14 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	struct orch_attr a;
-	uint64_t credkey, sent_ms;
+	uint64_t credkey, sent_ms, asked;
 	bool learn = false;
 	uint32_t neg;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_LOOKUP);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	credkey = orch_mnt_lc_credkey(&m->m_lc, &cred);
 	error = mnt_lookup_cached(m, credkey, parent, name, &a);
 	if (error == 1) {
@@ -307,7 +308,7 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	neg = atomic_load(&m->m_negative_timeout_ms);
 	if (!error) {
-		orch_mnt_reply_entry(req, &a, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL);
 	} else if (error == -ENOENT && neg) {
 		/* A negative entry: ino 0, cached for negative_timeout_ms. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = neg / 1000.0 };
@@ -346,16 +347,18 @@ static void mnt_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t asked;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_MKNOD);
 	orch_mnt_cred(req, &cred);
 	/* mknod(2) never opens an existing file: always exclusive. */
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_fs_create(m->m_cl, &cred, parent, name, mode, rdev, true, &a, NULL);
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL);
 }
 
 static void mnt_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -363,15 +366,17 @@ static void mnt_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t asked;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_MKDIR);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_fs_mkdir(m->m_cl, &cred, parent, name, S_IFDIR | (mode & 07777), &a);
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL);
 }
 
 static void mnt_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
@@ -380,15 +385,17 @@ static void mnt_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t asked;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_SYMLINK);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_fs_symlink(m->m_cl, &cred, parent, name, target, &a);
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL);
 }
 
 static void mnt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -396,15 +403,17 @@ static void mnt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t asked;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_LINK);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_fs_link(m->m_cl, &cred, ino, newparent, newname, &a);
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL);
 }
 
 static void mnt_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -475,17 +484,19 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a, rep;
+	uint64_t asked;
 	int error;
 
 	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_GETATTR);
 	orch_mnt_cred(req, &cred);
+	asked = orch_mnt_inode_asked(&m->m_itab);
 	error = orch_mnt_getattr(m, &cred, ino, &a);
 	if (error) {
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	orch_mnt_inode_update(&m->m_itab, &a, &rep);
+	orch_mnt_inode_update(&m->m_itab, &a, asked, &rep);
 	mnt_reply_attr(req, &rep);
 }
 
