@@ -60,8 +60,6 @@ void orch_auth_init(struct orch_auth *a, enum orch_auth_role role, const uint8_t
 
 uint16_t orch_auth_want(const struct orch_auth *a)
 {
-	if (a->a_error)
-		return 0;
 	switch (a->a_state) {
 	case ORCH_AUTH_WAIT_HELLO:
 		return ORCH_AN2AN_HELLO;

@@ -136,7 +136,10 @@ int orch_auth_step(struct orch_auth *a, const struct orch_frame_hdr *h, const ui
  */
 void orch_auth_set_reqid(struct orch_auth *a, struct orch_msg *out, uint64_t reqid);
 
-/* The type of the message the handshake waits for, or 0 (start, done, failed). */
+/*
+ * The type of the message the handshake waits for (or waited for, where it
+ * failed), or 0 at the start and the end.
+ */
 uint16_t orch_auth_want(const struct orch_auth *a);
 
 #endif
