@@ -287,45 +287,6 @@ void orch_conn_flush(struct orch_conn *c)
 		conn_flush(c);
 }
 
-static struct orch_conn *conn_listed;
-
-int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m)
-{
-	int error = orch_conn_queue(c, m);
-
-	if (!c->c_listed && !c->c_closed) {
-		orch_conn_get(c);
-		c->c_listed = true;
-		c->c_listed_next = conn_listed;
-		conn_listed = c;
-	}
-	return error;
-}
-
-void orch_conn_flush_listed(struct orch_conn *keep)
-{
-	/* Take the list first: a close below may queue and list again. */
-	struct orch_conn *c = conn_listed;
-
-	conn_listed = NULL;
-	while (c) {
-		struct orch_conn *next = c->c_listed_next;
-
-		c->c_listed_next = NULL;
-		c->c_listed = false;
-		if (c == keep) {
-			c->c_listed = true;
-			c->c_listed_next = conn_listed;
-			conn_listed = c;
-			c = next;
-			continue;
-		}
-		orch_conn_flush(c);
-		orch_conn_put(c);
-		c = next;
-	}
-}
-
 int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
 {
 	int error = orch_conn_queue(c, m);

@@ -71,7 +71,11 @@ struct orch_conn {
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
 	uint64_t c_features;            /* acceptor: granted in the handshake */
 	bool c_lost;                    /* a frame could not be queued: close, not write */
-	bool c_listed;                  /* on the orch_conn_queue_listed() list */
+	/*
+	 * The owner's, for one list of its connections (the server's lease
+	 * table lists those with pushes queued); conn.c never touches them.
+	 */
+	bool c_listed;
 	struct orch_conn *c_listed_next;
 	struct orch_buf c_in;
 	size_t c_in_off;                /* parsed bytes at the head of c_in */
@@ -115,14 +119,6 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
  */
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
 void orch_conn_flush(struct orch_conn *c);
-/*
- * orch_conn_queue(), and @c goes on one list (referenced; no allocation)
- * that orch_conn_flush_listed() writes out.  Loop thread only.
- */
-int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m);
-/* Flushes every listed connection but @keep (NULL: all), which stays listed. */
-void orch_conn_flush_listed(struct orch_conn *keep);
-
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);
 
