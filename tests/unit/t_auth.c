@@ -150,6 +150,12 @@ static int exchange_good(struct exchange *x)
 	return exchange_run(x) == 0 && x->crc == 0 && x->src == 0 ? 0 : -1;
 }
 
+/* An acceptor waiting for HELLO, with @nonce. */
+static void acceptor_init(struct orch_auth *s, const uint8_t *nonce)
+{
+	orch_auth_init(s, ORCH_AUTH_ACCEPTOR, key, nonce, 0, OFFER);
+}
+
 /* A connector that sent HELLO with @nonce, numbered @reqid: ORCH_AUTH_MORE. */
 static int connector_sent_hello(struct orch_auth *c, const uint8_t *nonce, uint64_t reqid)
 {
@@ -172,7 +178,7 @@ ORCH_TEST(connector_and_acceptor_agree)
 	uint8_t mac[ORCH_MAC_LEN];
 
 	orch_auth_init(&c, ORCH_AUTH_CONNECTOR, key, nc, ORIGIN, ORCH_FEAT_LEASES);
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK(orch_auth_want(&c) == 0 && orch_auth_want(&s) == ORCH_AN2AN_HELLO);
 
 	ORCH_CHECK_RC(step(&c, NULL, &out), ORCH_AUTH_MORE);
@@ -314,7 +320,7 @@ ORCH_TEST(replayed_messages_fail_against_fresh_nonces)
 	ORCH_CHECK(exchange_good(&old) == 0);
 
 	/* An eavesdropper replays the connector's side to a new acceptor. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns2, 0, OFFER);
+	acceptor_init(&s, ns2);
 	ORCH_CHECK_RC(step(&s, &old.hello, &out), ORCH_AUTH_MORE);
 	ORCH_CHECK_RC(step(&s, &old.auth, &out), -EKEYREJECTED);
 	ORCH_CHECK(out.status == -EACCES && s.a_state == ORCH_AUTH_WAIT_AUTH);
@@ -342,14 +348,14 @@ ORCH_TEST(reflected_messages_are_refused)
 	ORCH_CHECK(out.type == 0);
 
 	/* Its own HELLO' back to the acceptor: a reply, not a request. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &x.hello, &out), ORCH_AUTH_MORE);
 	ORCH_CHECK_OK(frame_of(&out, &f));
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &f, &out), -EPROTO);
 
 	/* MACa sent back as MACc: the labels differ, so it does not verify. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &x.hello, &out), ORCH_AUTH_MORE);
 	ORCH_CHECK_OK(orch_msg_decode(&x.hello_r.h, x.hello_r.bytes + ORCH_FRAME_HDR, &m));
 	orch_msg_init(&out, ORCH_AN2AN_AUTH);
@@ -367,7 +373,7 @@ ORCH_TEST(duplicates_and_late_messages_end_it)
 	ORCH_CHECK(exchange_good(&x) == 0);
 
 	/* HELLO twice: the second is refused, and so is everything after it. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &x.hello, &out), ORCH_AUTH_MORE);
 	ORCH_CHECK_RC(step(&s, &x.hello, &out), -EPROTO);
 	ORCH_CHECK(out.type == 0 && s.a_state == ORCH_AUTH_WAIT_AUTH && s.a_error == -EPROTO);
@@ -396,11 +402,11 @@ ORCH_TEST(messages_out_of_order_are_refused)
 	ORCH_CHECK(exchange_good(&x) == 0);
 
 	/* AUTH before HELLO. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &x.auth, &out), -EPROTO);
 	ORCH_CHECK(out.type == 0 && s.a_state == ORCH_AUTH_WAIT_HELLO);
 	/* An acceptor has nothing to say first. */
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, NULL, &out), -EPROTO);
 
 	/* A frame before the connector's HELLO, and HELLO twice. */
@@ -472,7 +478,7 @@ ORCH_TEST(versions_are_negotiated_from_both_ranges)
 		m.vmax = cases[i].vmax;
 		memcpy(m.nonce, nc, sizeof(nc));
 		ORCH_CHECK_OK(frame_of(&m, &f));
-		orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+		acceptor_init(&s, ns);
 		ORCH_CHECK_RC(step(&s, &f, &out), cases[i].rc);
 		ORCH_CHECK(s.a_peer_vmin == cases[i].vmin && s.a_peer_vmax == cases[i].vmax);
 		ORCH_CHECK(out.type == ORCH_AN2AN_HELLO && out.reqid == 7);
@@ -553,7 +559,7 @@ ORCH_TEST(malformed_payloads_are_refused)
 	/* A HELLO one byte short. */
 	f = x.hello;
 	frame_resize(&f, f.len - 1);
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &f, &out), -EPROTO);
 	ORCH_CHECK(out.type == 0);
 
@@ -561,17 +567,17 @@ ORCH_TEST(malformed_payloads_are_refused)
 	f = x.hello;
 	f.bytes[f.len] = 0xee;
 	frame_resize(&f, f.len + 1);
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &f, &out), -EPROTO);
 	f.bytes[6] = ORCH_PROTO_VERSION + 1;
 	orch_frame_hdr_decode(f.bytes, &f.h);
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &f, &out), ORCH_AUTH_MORE);
 
 	/* Another message in its place (a request after authentication). */
 	orch_msg_init(&out, ORCH_CL2SV_GETATTR);
 	ORCH_CHECK_OK(frame_of(&out, &f));
-	orch_auth_init(&s, ORCH_AUTH_ACCEPTOR, key, ns, 0, OFFER);
+	acceptor_init(&s, ns);
 	ORCH_CHECK_RC(step(&s, &f, &out), -EPROTO);
 
 	/* An AUTH' that does not decode. */
