@@ -53,7 +53,6 @@
 #include "net/auth.h"
 
 #define RPC_BUCKETS 64            /* in-flight table size per connection */
-#define RPC_HANDSHAKE_MAXFRAME 4096 /* HELLO and AUTH replies are tiny */
 #define RPC_MAXTYPES 64           /* room for every type of msg.def */
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
@@ -186,14 +185,10 @@ static int rpc_cond_init(pthread_cond_t *cond)
 /* --- Socket I/O with a deadline --------------------------------------------------- */
 
 /*
- * Writes all of @p.  Returns 0, -ETIMEDOUT (*@sent tells whether part of it
- * went out), or -EIO.  MSG_NOSIGNAL: a dead peer must not kill the process
- * with SIGPIPE.
- */
-/*
  * Sends @cnt buffers (@iov is consumed) before the deadline, in one
  * sendmsg where the socket takes them.  *@sent gets the bytes that left.
- * 0, -ETIMEDOUT or -EIO.
+ * 0, -ETIMEDOUT or -EIO.  MSG_NOSIGNAL: a dead peer must not kill the
+ * process with SIGPIPE.
  */
 static int rpc_send_iov(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms, size_t *sent)
 {
@@ -238,45 +233,6 @@ static int rpc_send_iov(int fd, struct iovec *iov, int cnt, uint64_t deadline_ms
 		return -EIO;
 	}
 	*sent = done;
-	return 0;
-}
-
-static int rpc_send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline_ms,
-			size_t *sent)
-{
-	struct iovec iov = { .iov_base = (void *)(uintptr_t)p, .iov_len = n };
-
-	return rpc_send_iov(fd, &iov, 1, deadline_ms, sent);
-}
-
-/* Reads exactly @n bytes before the deadline (handshake only).  0, -ETIMEDOUT, -EIO. */
-static int rpc_recv_deadline(int fd, uint8_t *p, size_t n, uint64_t deadline_ms)
-{
-	size_t done = 0;
-
-	while (done < n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int ms = rpc_remaining_ms(deadline_ms);
-		ssize_t r;
-		int rc;
-
-		if (ms == 0)
-			return -ETIMEDOUT;
-		rc = poll(&pfd, 1, ms);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return -EIO;
-		if (rc == 0)
-			continue;
-		r = recv(fd, p + done, n - done, MSG_DONTWAIT);
-		if (r > 0)
-			done += (size_t)r;
-		else if (r == 0)
-			return -EIO;
-		else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -EIO;
-	}
 	return 0;
 }
 
@@ -344,175 +300,6 @@ static int rpc_dial(const struct orch_server_cfg *sv, uint64_t deadline_ms)
 	}
 	freeaddrinfo(res);
 	return fd >= 0 ? fd : -EHOSTDOWN;
-}
-
-/* --- Handshake -------------------------------------------------------------------- */
-
-static int rpc_hs_send(int fd, const struct orch_msg *m, uint64_t deadline_ms)
-{
-	struct orch_buf b;
-	size_t sent;
-	int error;
-
-	orch_buf_init(&b, ORCH_FRAME_HDR + RPC_HANDSHAKE_MAXFRAME);
-	error = orch_msg_encode(&b, m);
-	if (!error)
-		error = rpc_send_all(fd, b.b_data, b.b_len, deadline_ms, &sent);
-	orch_buf_fini(&b);
-	return error;
-}
-
-/*
- * Reads the reply to request @reqid of @type into @m (with @payload, which
- * the caller frees).  Returns 0 with m->status possibly set, or -errno.
- */
-static int rpc_hs_recv(int fd, uint16_t type, uint64_t reqid, uint64_t deadline_ms,
-		       struct orch_msg *m, uint8_t **payload)
-{
-	uint8_t hb[ORCH_FRAME_HDR];
-	struct orch_frame_hdr h;
-	int error;
-
-	*payload = NULL;
-	error = rpc_recv_deadline(fd, hb, sizeof(hb), deadline_ms);
-	if (error)
-		return error;
-	orch_frame_hdr_decode(hb, &h);
-	if (h.length > RPC_HANDSHAKE_MAXFRAME || h.type != type || h.reqid != reqid ||
-	    !(h.flags & ORCH_FRAME_REPLY)) {
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "unexpected frame in handshake: type=0x%04x flags=0x%02x reqid=%llu length=%u want_type=0x%04x",
-				   h.type, h.flags, (unsigned long long)h.reqid, h.length, type);
-		return -EPROTO;
-	}
-	*payload = malloc(h.length ? h.length : 1);
-	if (!*payload)
-		return -ENOMEM;
-	error = rpc_recv_deadline(fd, *payload, h.length, deadline_ms);
-	if (error)
-		return error;
-	return orch_msg_decode(&h, *payload, m);
-}
-
-/*
- * The server's MAC over our nonce is wrong: its key is not ours.  It learns
- * that from an AUTH whose MAC is 32 zero bytes, which never verifies
- * (orch_auth_mac_equal), so it logs the failure with our address, and we
- * disclose no MAC over a nonce it chose.  Its answer is read, bounded by the
- * deadline, so the AUTH is in before we close.
- */
-static int rpc_key_mismatch(struct rpc_conn *c, int fd, uint64_t deadline_ms)
-{
-	const struct orch_server_cfg *sv = &c->c_client->cl_cfg.servers[c->c_index];
-	struct orch_msg req, rep;
-	uint8_t *payload = NULL;
-
-	orch_msg_init(&req, ORCH_AN2AN_AUTH);
-	req.reqid = atomic_fetch_add(&c->c_client->cl_next_reqid, 1);
-	if (!rpc_hs_send(fd, &req, deadline_ms) &&
-	    !rpc_hs_recv(fd, ORCH_AN2AN_AUTH, req.reqid, deadline_ms, &rep, &payload))
-		orch_msg_fini(&rep);
-	free(payload);
-	atomic_store(&c->c_key_mismatch, true);
-	/* WARN: the callers say it in their own words (the CLI, the mount's check). */
-	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-			   "authentication failed: cluster key does not match server %s: "
-			   "address=%s:%u", sv->name, sv->host, sv->port);
-	return -EKEYREJECTED;
-}
-
-/*
- * The connector's half of net/auth.h: HELLO with our nonce, check the
- * server's MAC over it, AUTH with ours over the server's nonce.
- */
-static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
-{
-	struct orch_client *cl = c->c_client;
-	const char *name = cl->cl_cfg.servers[c->c_index].name;
-	uint8_t nc[ORCH_NONCE_LEN], ns[ORCH_NONCE_LEN], mac[ORCH_MAC_LEN];
-	struct orch_msg req, rep;
-	uint8_t *payload;
-	uint64_t reqid;
-	int error;
-
-	error = orch_auth_nonce(nc);
-	if (error)
-		return error;
-	reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
-	orch_msg_init(&req, ORCH_AN2AN_HELLO);
-	req.reqid = reqid;
-	req.vmin = ORCH_PROTO_VERSION;
-	req.vmax = ORCH_PROTO_VERSION;
-	req.features = cl->cl_push ? ORCH_FEAT_LEASES : 0;
-	memcpy(req.nonce, nc, sizeof(nc));
-	req.origin = ORCH_ORIGIN_CLIENT;
-	error = rpc_hs_send(fd, &req, deadline_ms);
-	if (error)
-		return error;
-	error = rpc_hs_recv(fd, ORCH_AN2AN_HELLO, reqid, deadline_ms, &rep, &payload);
-	if (error)
-		goto out_free;
-	if (rep.status) {
-		error = rep.status;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s' refused hello: %s",
-				   name, strerror(-error));
-		goto out_fini;
-	}
-	if (rep.vmin != ORCH_PROTO_VERSION) {
-		error = -EPROTONOSUPPORT;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-				   "server '%s' chose an unsupported version: version=%u",
-				   name, rep.vmin);
-		goto out_fini;
-	}
-	memcpy(ns, rep.nonce, sizeof(ns));
-	c->c_features = rep.features & req.features & ORCH_FEAT_BITS;
-	/*
-	 * We may trust an entry for our own lease_ms after sending for it; a
-	 * server that keeps leases for less would stop pushing before that.
-	 */
-	if (ORCH_FEAT_LEASE_MS(rep.features) < cl->cl_cfg.lease_ms) {
-		if (c->c_features & ORCH_FEAT_LEASES)
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "server '%s' keeps leases %u ms, less than our lease_ms %u: not caching from it (give clients and servers the same lease_ms)",
-					   name, ORCH_FEAT_LEASE_MS(rep.features),
-					   cl->cl_cfg.lease_ms);
-		c->c_features &= ~ORCH_FEAT_LEASES;
-	}
-	orch_auth_mac(cl->cl_cfg.key, true, nc, ns, mac);
-	if (!orch_auth_mac_equal(mac, rep.mac)) {
-		error = rpc_key_mismatch(c, fd, deadline_ms);
-		goto out_fini;
-	}
-	orch_msg_fini(&rep);
-	free(payload);
-
-	reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
-	orch_msg_init(&req, ORCH_AN2AN_AUTH);
-	req.reqid = reqid;
-	orch_auth_mac(cl->cl_cfg.key, false, ns, nc, req.mac);
-	error = rpc_hs_send(fd, &req, deadline_ms);
-	if (error)
-		return error;
-	error = rpc_hs_recv(fd, ORCH_AN2AN_AUTH, reqid, deadline_ms, &rep, &payload);
-	if (error)
-		goto out_free;
-	if (rep.status) {
-		/*
-		 * It proved it holds our key, so this is no key mismatch: a
-		 * broken or misbehaving server.
-		 */
-		error = -EACCES;
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' rejected our authentication: %s",
-				   name, strerror(-rep.status));
-	} else {
-		atomic_store(&c->c_key_mismatch, false);
-	}
-out_fini:
-	orch_msg_fini(&rep);
-out_free:
-	free(payload);
-	return error;
 }
 
 /* --- The in-flight table (all under c_lock) ----------------------------------------- */
@@ -675,10 +462,11 @@ static int rpc_recv_payload(struct rpc_conn *c, int fd, uint64_t deadline_ms)
  * Reads one whole frame: 0 with *@h and *@payload (the caller's), or
  * -ETIMEDOUT or -EAGAIN (c_nowait: a half-read frame stays for the next
  * reader), -EIO, -EPROTO.
- * The header is checked against ORCH_MAXFRAME before the payload is
- * allocated, so a peer cannot make us allocate more.
+ * The header is checked against @max (ORCH_MAXFRAME, or less in the
+ * handshake) before the payload is allocated, so a peer cannot make us
+ * allocate more.
  */
-static int rpc_read_frame(struct rpc_conn *c, int fd, uint64_t deadline_ms,
+static int rpc_read_frame(struct rpc_conn *c, int fd, uint64_t deadline_ms, uint32_t max,
 			  struct orch_frame_hdr *h, uint8_t **payload)
 {
 	const char *name = c->c_client->cl_cfg.servers[c->c_index].name;
@@ -692,7 +480,7 @@ static int rpc_read_frame(struct rpc_conn *c, int fd, uint64_t deadline_ms,
 		}
 		orch_frame_hdr_decode(c->c_rbuf + c->c_rpos, &c->c_hdr);
 		c->c_rpos += ORCH_FRAME_HDR;
-		if (c->c_hdr.length > ORCH_MAXFRAME) {
+		if (c->c_hdr.length > max) {
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 					   "oversized frame from server '%s': type=0x%04x length=%u",
 					   name, c->c_hdr.type, c->c_hdr.length);
@@ -833,7 +621,7 @@ static int rpc_read_one_locked(struct rpc_conn *c, int fd, uint64_t deadline_ms,
 
 	*done = NULL;
 	pthread_mutex_unlock(&c->c_lock);
-	error = rpc_read_frame(c, fd, deadline_ms, &h, &payload);
+	error = rpc_read_frame(c, fd, deadline_ms, ORCH_MAXFRAME, &h, &payload);
 	pthread_mutex_lock(&c->c_lock);
 	if (error == -ETIMEDOUT || error == -EAGAIN)
 		return error;
@@ -867,6 +655,128 @@ static void rpc_read_until(struct rpc_conn *c, struct orch_call *call)
 	c->c_reading = false;
 	rpc_table_wake_one(c);
 	pthread_cond_broadcast(&c->c_state_cond);
+}
+
+/* --- Handshake -------------------------------------------------------------------- */
+
+/* Encodes @m and writes it before the deadline.  0, -ETIMEDOUT or -EIO. */
+static int rpc_hs_send(int fd, const struct orch_msg *m, uint64_t deadline_ms)
+{
+	struct orch_buf b;
+	struct iovec iov;
+	size_t sent;
+	int error;
+
+	orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_AUTH_MAXFRAME);
+	error = orch_msg_encode(&b, m);
+	if (!error) {
+		iov = (struct iovec){ .iov_base = b.b_data, .iov_len = b.b_len };
+		error = rpc_send_iov(fd, &iov, 1, deadline_ms, &sent);
+	}
+	orch_buf_fini(&b);
+	return error;
+}
+
+/*
+ * The handshake with @c's server ended with @rc < 0 (orch_auth_step) after
+ * it read @h (if any): says why, in the client's words, and returns the
+ * error for the caller.  A key mismatch has *@out to send: an AUTH with a
+ * zero MAC, so the server logs the failure with our address; its answer
+ * is read, bounded by the deadline, so the AUTH is in before we close.
+ */
+static int rpc_handshake_failed(struct rpc_conn *c, int fd, uint64_t deadline_ms,
+				struct orch_auth *a, const struct orch_frame_hdr *h,
+				struct orch_msg *out, int rc)
+{
+	struct orch_client *cl = c->c_client;
+	const struct orch_server_cfg *sv = &cl->cl_cfg.servers[c->c_index];
+	struct orch_frame_hdr ah;
+	uint8_t *payload = NULL;
+
+	if (rc == -EKEYREJECTED) {
+		orch_auth_set_reqid(a, out, atomic_fetch_add(&cl->cl_next_reqid, 1));
+		if (!rpc_hs_send(fd, out, deadline_ms) &&
+		    !rpc_read_frame(c, fd, deadline_ms, ORCH_AUTH_MAXFRAME, &ah, &payload))
+			free(payload);
+		atomic_store(&c->c_key_mismatch, true);
+		/* WARN: the callers say it in their own words (the CLI, the mount's check). */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "authentication failed: cluster key does not match server %s: "
+				   "address=%s:%u", sv->name, sv->host, sv->port);
+	} else if (rc == -EPROTO) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "unexpected frame in handshake: type=0x%04x flags=0x%02x reqid=%llu length=%u want_type=0x%04x",
+				   h->type, h->flags, (unsigned long long)h->reqid, h->length,
+				   orch_auth_want(a));
+	} else if (a->a_state == ORCH_AUTH_WAIT_AUTH) {
+		/*
+		 * It proved it holds our key, so this is no key mismatch: a
+		 * broken or misbehaving server.
+		 */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "server '%s' rejected our authentication: %s",
+				   sv->name, strerror(-rc));
+	} else if (rc == -EPROTONOSUPPORT && a->a_version) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "server '%s' chose an unsupported version: version=%u",
+				   sv->name, a->a_version);
+	} else {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s' refused hello: %s",
+				   sv->name, strerror(-rc));
+	}
+	return rc;
+}
+
+/*
+ * The connector's side of net/auth.h: the step function's messages go out
+ * numbered from the client's reqids, and the answers come in through the
+ * reader (which no one else holds while the connection is being made),
+ * bounded by ORCH_AUTH_MAXFRAME.  On success the connection's features
+ * are those granted, less leases if the server keeps them for less than
+ * our lease_ms.
+ */
+static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
+{
+	struct orch_client *cl = c->c_client;
+	uint8_t nonce[ORCH_NONCE_LEN];
+	struct orch_frame_hdr h = { 0 };
+	struct orch_auth a;
+	struct orch_msg out;
+	uint8_t *payload;
+	int rc, error;
+
+	error = orch_auth_nonce(nonce);
+	if (error)
+		return error;
+	orch_auth_init(&a, ORCH_AUTH_CONNECTOR, cl->cl_cfg.key, nonce, ORCH_ORIGIN_CLIENT,
+		       cl->cl_push ? ORCH_FEAT_LEASES : 0);
+	rc = orch_auth_step(&a, NULL, NULL, &out);
+	while (rc == ORCH_AUTH_MORE) {
+		orch_auth_set_reqid(&a, &out, atomic_fetch_add(&cl->cl_next_reqid, 1));
+		error = rpc_hs_send(fd, &out, deadline_ms);
+		if (!error)
+			error = rpc_read_frame(c, fd, deadline_ms, ORCH_AUTH_MAXFRAME, &h, &payload);
+		if (error)
+			return error;
+		rc = orch_auth_step(&a, &h, payload, &out);
+		free(payload);
+	}
+	if (rc < 0)
+		return rpc_handshake_failed(c, fd, deadline_ms, &a, &h, &out, rc);
+	c->c_features = a.a_features;
+	/*
+	 * We may trust an entry for our own lease_ms after sending for it; a
+	 * server that keeps leases for less would stop pushing before that.
+	 */
+	if (ORCH_FEAT_LEASE_MS(a.a_peer_features) < cl->cl_cfg.lease_ms) {
+		if (c->c_features & ORCH_FEAT_LEASES)
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "server '%s' keeps leases %u ms, less than our lease_ms %u: not caching from it (give clients and servers the same lease_ms)",
+					   cl->cl_cfg.servers[c->c_index].name,
+					   ORCH_FEAT_LEASE_MS(a.a_peer_features), cl->cl_cfg.lease_ms);
+		c->c_features &= ~ORCH_FEAT_LEASES;
+	}
+	atomic_store(&c->c_key_mismatch, false);
+	return 0;
 }
 
 /* --- Connecting ---------------------------------------------------------------------- */
@@ -909,10 +819,15 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 				   sv->name, sv->host, sv->port);
 		return fd;
 	}
+	/*
+	 * No reader yet (reap waited for it to leave): its state is ours, and
+	 * the handshake reads with it.  The new socket has no receive timeout
+	 * yet: 0 makes the first recv set one.
+	 */
+	c->c_rcvtimeo_ms = 0;
 	error = rpc_handshake(c, fd, deadline_ms);
 	if (error)
 		goto out_close;
-	/* No reader yet (reap waited for it to leave): its state is ours. */
 	error = rpc_set_rcvtimeo(fd, RPC_RECV_SLICE_MS);
 	if (error)
 		goto out_close;
@@ -927,6 +842,7 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	ORCH_INFO("connected: server='%s' address=%s:%u", sv->name, sv->host, sv->port);
 	return 0;
 out_close:
+	rpc_reader_reset(c);
 	close(fd);
 	if (error == -EACCES || error == -EKEYREJECTED || error == -ETIMEDOUT || error == -ENOMEM)
 		return error;

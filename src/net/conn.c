@@ -44,25 +44,37 @@ static void conn_update_events(struct orch_conn *c)
 		c->c_events = ev;
 }
 
-static struct orch_conn *conn_alloc(struct orch_ev *ev, int fd, const uint8_t *key,
-				    const struct orch_conn_ops *ops, void *arg)
+/*
+ * A connection in @role on @fd, its handshake ready to start with a fresh
+ * nonce: a connector announces @self; an acceptor offers ops->features.
+ * 0, -ENOMEM or -EIO.
+ */
+static int conn_alloc(struct orch_ev *ev, int fd, enum orch_auth_role role, const uint8_t *key,
+		      uint32_t self, const struct orch_conn_ops *ops, void *arg,
+		      struct orch_conn **out)
 {
-	struct orch_conn *c = calloc(1, sizeof(*c));
+	uint8_t nonce[ORCH_NONCE_LEN];
+	struct orch_conn *c;
 
+	if (orch_auth_nonce(nonce))
+		return -EIO;
+	c = calloc(1, sizeof(*c));
 	if (!c)
-		return NULL;
+		return -ENOMEM;
+	orch_auth_init(&c->c_auth, role, key, nonce,
+		       self, role == ORCH_AUTH_ACCEPTOR ? ops->features : 0);
 	c->c_fd = fd;
 	c->c_refs = 1;
 	c->c_ev = ev;
 	c->c_ops = ops;
 	c->c_arg = arg;
-	c->c_key = key;
 	c->c_reading = true;
 	c->c_origin = ORCH_ORIGIN_CLIENT;
 	orch_buf_init(&c->c_in, CONN_IN_MAX);
 	orch_buf_init(&c->c_out, SIZE_MAX);
 	orch_buf_init(&c->c_held, SIZE_MAX);
-	return c;
+	*out = c;
+	return 0;
 }
 
 static void conn_peer_name(struct orch_conn *c)
@@ -103,12 +115,12 @@ int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
 	int error;
 
 	conn_sock_setup(fd);
-	c = conn_alloc(ev, fd, key, ops, arg);
-	if (!c) {
+	error = conn_alloc(ev, fd, ORCH_AUTH_ACCEPTOR, key, 0, ops, arg, &c);
+	if (error) {
 		close(fd);
-		return -ENOMEM;
+		return error;
 	}
-	c->c_state = ORCH_CONN_ACCEPT_HELLO;
+	c->c_state = ORCH_CONN_HANDSHAKE;
 	conn_peer_name(c);
 	error = orch_ev_add(ev, fd, EPOLLIN, conn_io, c);
 	c->c_events = EPOLLIN;
@@ -149,13 +161,12 @@ int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
 		return error;
 	}
 	freeaddrinfo(ai);
-	c = conn_alloc(ev, fd, key, ops, arg);
-	if (!c) {
+	error = conn_alloc(ev, fd, ORCH_AUTH_CONNECTOR, key, self, ops, arg, &c);
+	if (error) {
 		close(fd);
-		return -ENOMEM;
+		return error;
 	}
 	c->c_state = ORCH_CONN_CONNECTING;
-	c->c_self = self;
 	snprintf(c->c_peer, sizeof(c->c_peer), "%s:%u", host, port);
 	error = orch_ev_add(ev, fd, EPOLLOUT, conn_io, c);
 	c->c_events = EPOLLOUT;
@@ -198,6 +209,16 @@ void orch_conn_close(struct orch_conn *c, int reason)
 
 /* --- Output ----------------------------------------------------------------------- */
 
+/*
+ * Frames may go out now: an acceptor writes from the start (its handshake
+ * answers, nothing of its owner's comes before READY), a connector once
+ * READY; before, its owner's frames wait in c_held.
+ */
+static bool conn_is_writable(const struct orch_conn *c)
+{
+	return c->c_state == ORCH_CONN_READY || c->c_auth.a_role == ORCH_AUTH_ACCEPTOR;
+}
+
 static void conn_flush(struct orch_conn *c)
 {
 	while (c->c_out.b_len > c->c_out_off) {
@@ -239,8 +260,7 @@ int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
 
 	if (c->c_closed)
 		return -EPIPE;
-	b = c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH ? &c->c_out
-										 : &c->c_held;
+	b = conn_is_writable(c) ? &c->c_out : &c->c_held;
 	error = orch_msg_encode(b, m);
 	if (error) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot encode message: type=%s peer=%s: %s",
@@ -263,47 +283,8 @@ void orch_conn_flush(struct orch_conn *c)
 		orch_conn_close(c, -ENOMEM);
 		return;
 	}
-	if (c->c_state == ORCH_CONN_READY || c->c_state <= ORCH_CONN_ACCEPT_AUTH)
+	if (conn_is_writable(c))
 		conn_flush(c);
-}
-
-static struct orch_conn *conn_listed;
-
-int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m)
-{
-	int error = orch_conn_queue(c, m);
-
-	if (!c->c_listed && !c->c_closed) {
-		orch_conn_get(c);
-		c->c_listed = true;
-		c->c_listed_next = conn_listed;
-		conn_listed = c;
-	}
-	return error;
-}
-
-void orch_conn_flush_listed(struct orch_conn *keep)
-{
-	/* Take the list first: a close below may queue and list again. */
-	struct orch_conn *c = conn_listed;
-
-	conn_listed = NULL;
-	while (c) {
-		struct orch_conn *next = c->c_listed_next;
-
-		c->c_listed_next = NULL;
-		c->c_listed = false;
-		if (c == keep) {
-			c->c_listed = true;
-			c->c_listed_next = conn_listed;
-			conn_listed = c;
-			c = next;
-			continue;
-		}
-		orch_conn_flush(c);
-		orch_conn_put(c);
-		c = next;
-	}
 }
 
 int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
@@ -317,145 +298,78 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
 
 /* --- Handshake ---------------------------------------------------------------------- */
 
-static void conn_reply_status(struct orch_conn *c, const struct orch_frame_hdr *h, int status)
+/*
+ * The handshake failed with @error (orch_auth_step) on frame @h: says why,
+ * sends the refusal queued for the peer, if any, and closes.  The reasons
+ * given to on_close are those of before the step function: a peer that
+ * is refused is -EACCES, one that speaks another version as acceptor
+ * -EPROTONOSUPPORT.
+ */
+static void conn_auth_failed(struct orch_conn *c, const struct orch_frame_hdr *h, int error)
 {
-	struct orch_msg r;
+	const struct orch_auth *a = &c->c_auth;
+	bool acceptor = a->a_role == ORCH_AUTH_ACCEPTOR;
+	int reason = -EACCES;
 
-	orch_msg_init(&r, h->type);
-	r.flags = ORCH_FRAME_REPLY;
-	r.reqid = h->reqid;
-	r.status = status;
-	orch_conn_send(c, &r);
-}
-
-static void conn_send_hello(struct orch_conn *c)
-{
-	struct orch_msg m;
-
-	orch_msg_init(&m, ORCH_AN2AN_HELLO);
-	m.vmin = m.vmax = ORCH_PROTO_VERSION;
-	m.origin = c->c_self;
-	if (orch_auth_nonce(c->c_nonce)) {
-		orch_conn_close(c, -EIO);
-		return;
+	if (error == -EKEYREJECTED && acceptor) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "peer failed authentication (wrong cluster key?): peer=%s",
+				   c->c_peer);
+	} else if (error == -EKEYREJECTED) {
+		/* It was told, by an AUTH with a zero MAC (auth.h), so it logs us too. */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "server failed authentication (wrong cluster key?): peer=%s",
+				   c->c_peer);
+	} else if (error == -EPROTONOSUPPORT && acceptor) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "peer speaks another protocol: peer=%s versions=%u..%u ours=%u",
+				   c->c_peer, a->a_peer_vmin, a->a_peer_vmax, ORCH_PROTO_VERSION);
+		reason = error;
+	} else if (error == -EACCES || error == -ENOMEM || !h) {
+		/* The acceptor refused our proof (it logs why), or we ran out of memory. */
+		reason = error;
+	} else {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+				   "unexpected message before authentication: peer=%s type=0x%04x len=%u",
+				   c->c_peer, h->type, h->length);
 	}
-	memcpy(m.nonce, c->c_nonce, ORCH_NONCE_LEN);
-	c->c_state = ORCH_CONN_WAIT_HELLO;
-	orch_msg_encode(&c->c_out, &m);
 	conn_flush(c);
+	orch_conn_close(c, reason);
 }
 
 /*
- * Runs one handshake step.  Anything but the expected message closes the
+ * Feeds frame @h (NULL: a connector's start) to the handshake and sends
+ * what it answers.  Anything but the expected message closes the
  * connection: an unauthenticated peer gets no service at all.
  */
 static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 			   const uint8_t *payload)
 {
-	bool reply = h->flags & ORCH_FRAME_REPLY;
-	struct orch_msg m, r;
-	uint8_t mac[ORCH_MAC_LEN];
-	int error;
+	struct orch_auth *a = &c->c_auth;
+	bool connector = a->a_role == ORCH_AUTH_CONNECTOR;
+	struct orch_msg out;
+	int rc;
 
-	error = orch_msg_decode(h, payload, &m);
-	if (error)
-		goto out_refuse;
-	switch (c->c_state) {
-	case ORCH_CONN_ACCEPT_HELLO:
-		if (h->type != ORCH_AN2AN_HELLO || reply)
-			goto out_refuse;
-		if (m.vmin > ORCH_PROTO_VERSION || m.vmax < ORCH_PROTO_VERSION) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "peer speaks another protocol: peer=%s versions=%u..%u ours=%u",
-					   c->c_peer, m.vmin, m.vmax, ORCH_PROTO_VERSION);
-			conn_reply_status(c, h, -EPROTONOSUPPORT);
-			orch_conn_close(c, -EPROTONOSUPPORT);
-			return;
-		}
-		c->c_origin = m.origin;
-		c->c_features = (m.features & c->c_ops->features & ORCH_FEAT_BITS) |
-				(c->c_ops->features & ~ORCH_FEAT_BITS);
-		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
-		if (orch_auth_nonce(c->c_nonce)) {
-			orch_conn_close(c, -EIO);
-			return;
-		}
-		orch_msg_init(&r, ORCH_AN2AN_HELLO);
-		r.flags = ORCH_FRAME_REPLY;
-		r.reqid = h->reqid;
-		r.vmin = r.vmax = ORCH_PROTO_VERSION;
-		r.features = c->c_features;
-		memcpy(r.nonce, c->c_nonce, ORCH_NONCE_LEN);
-		orch_auth_mac(c->c_key, true, c->c_peer_nonce, c->c_nonce, r.mac);
-		c->c_state = ORCH_CONN_ACCEPT_AUTH;
-		orch_conn_send(c, &r);
+	rc = orch_auth_step(a, h, payload, &out);
+	if (out.type && orch_msg_encode(&c->c_out, &out) && rc >= 0)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		conn_auth_failed(c, h, rc);
 		return;
-	case ORCH_CONN_ACCEPT_AUTH:
-		if (h->type != ORCH_AN2AN_AUTH || reply)
-			goto out_refuse;
-		orch_auth_mac(c->c_key, false, c->c_nonce, c->c_peer_nonce, mac);
-		if (!orch_auth_mac_equal(mac, m.mac)) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "peer failed authentication (wrong cluster key?): peer=%s",
-					   c->c_peer);
-			conn_reply_status(c, h, -EACCES);
-			orch_conn_close(c, -EACCES);
-			return;
-		}
+	}
+	if (rc == 0) {
 		c->c_state = ORCH_CONN_READY;
-		conn_reply_status(c, h, 0);
-		return;
-	case ORCH_CONN_WAIT_HELLO:
-		if (h->type != ORCH_AN2AN_HELLO || !reply || m.status)
-			goto out_refuse;
-		memcpy(c->c_peer_nonce, m.nonce, ORCH_NONCE_LEN);
-		orch_auth_mac(c->c_key, true, c->c_nonce, c->c_peer_nonce, mac);
-		if (!orch_auth_mac_equal(mac, m.mac)) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "server failed authentication (wrong cluster key?): peer=%s",
-					   c->c_peer);
-			/*
-			 * Tell it, so it logs us too: an AUTH with a zero MAC,
-			 * which never verifies and discloses nothing (as
-			 * liborchard does, rpc.c).
-			 */
-			orch_msg_init(&r, ORCH_AN2AN_AUTH);
-			orch_msg_encode(&c->c_out, &r);
-			conn_flush(c);
-			orch_conn_close(c, -EACCES);
-			return;
-		}
-		orch_msg_init(&r, ORCH_AN2AN_AUTH);
-		orch_auth_mac(c->c_key, false, c->c_peer_nonce, c->c_nonce, r.mac);
-		c->c_state = ORCH_CONN_WAIT_AUTH;
-		orch_msg_encode(&c->c_out, &r);
-		conn_flush(c);
-		return;
-	case ORCH_CONN_WAIT_AUTH:
-		if (h->type != ORCH_AN2AN_AUTH || !reply)
-			goto out_refuse;
-		if (m.status) {
-			orch_conn_close(c, m.status);
-			return;
-		}
-		c->c_state = ORCH_CONN_READY;
+		c->c_features = a->a_features;
+		if (!connector)
+			c->c_origin = a->a_peer_origin;
 		if (c->c_held.b_len) {
 			orch_buf_append(&c->c_out, c->c_held.b_data, c->c_held.b_len);
 			orch_buf_reset(&c->c_held);
 		}
-		conn_flush(c);
-		if (!c->c_closed && c->c_ops->on_ready)
-			c->c_ops->on_ready(c);
-		return;
-	default:
-		break;
 	}
-out_refuse:
-	orch_msg_fini(&m);
-	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-			   "unexpected message before authentication: peer=%s type=0x%04x len=%u",
-			   c->c_peer, h->type, h->length);
-	orch_conn_close(c, -EACCES);
+	conn_flush(c);
+	if (rc == 0 && connector && !c->c_closed && c->c_ops->on_ready)
+		c->c_ops->on_ready(c);
 }
 
 /* --- Input --------------------------------------------------------------------------- */
@@ -537,7 +451,8 @@ static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 			orch_conn_close(c, -err);
 			goto out_put;
 		}
-		conn_send_hello(c);
+		c->c_state = ORCH_CONN_HANDSHAKE;
+		conn_handshake(c, NULL, NULL);
 		goto out_put;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))

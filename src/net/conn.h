@@ -2,8 +2,9 @@
  * A framed, authenticated connection on the event loop, in either role:
  * accepted (the server side of a client or peer) or connected (a server
  * reaching a peer).  The connection runs the HELLO/AUTH exchange of
- * net/auth.h itself and hands frames to its owner only once the peer is
- * authenticated, so no request is served before that.
+ * net/auth.h itself (feeding orch_auth_step the frames it reads) and hands
+ * frames to its owner only once the peer is authenticated, so no request
+ * is served before that.
  *
  * Input is bounded: a frame longer than ORCH_MAXFRAME is refused from its
  * header, before anything is allocated.  Output is queued; past
@@ -23,6 +24,7 @@
 
 #include "common/buf.h"
 #include "common/cfg.h"
+#include "net/auth.h"
 #include "net/ev.h"
 #include "proto/msg.h"
 #include "proto/wire.h"
@@ -30,12 +32,9 @@
 #define ORCH_CONN_OUT_HIGH (64u << 20)
 
 enum orch_conn_state {
-	ORCH_CONN_ACCEPT_HELLO,  /* acceptor: waiting for HELLO */
-	ORCH_CONN_ACCEPT_AUTH,   /* acceptor: waiting for AUTH */
 	ORCH_CONN_CONNECTING,    /* connector: TCP connect in progress */
-	ORCH_CONN_WAIT_HELLO,    /* connector: HELLO sent */
-	ORCH_CONN_WAIT_AUTH,     /* connector: AUTH sent */
-	ORCH_CONN_READY,
+	ORCH_CONN_HANDSHAKE,     /* HELLO/AUTH under way (c_auth) */
+	ORCH_CONN_READY,         /* authenticated: frames go to on_frame */
 };
 
 struct orch_conn;
@@ -68,15 +67,16 @@ struct orch_conn {
 	struct orch_ev *c_ev;
 	const struct orch_conn_ops *c_ops;
 	void *c_arg;                    /* owner's context */
-	const uint8_t *c_key;           /* cluster key, borrowed for the conn's life */
+	struct orch_auth c_auth;        /* the handshake; its role is the conn's */
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
-	uint32_t c_self;                /* our origin, sent in HELLO as connector */
 	uint64_t c_features;            /* acceptor: granted in the handshake */
 	bool c_lost;                    /* a frame could not be queued: close, not write */
-	bool c_listed;                  /* on the orch_conn_queue_listed() list */
+	/*
+	 * The owner's, for one list of its connections (the server's lease
+	 * table lists those with pushes queued); conn.c never touches them.
+	 */
+	bool c_listed;
 	struct orch_conn *c_listed_next;
-	uint8_t c_nonce[ORCH_NONCE_LEN];      /* our nonce */
-	uint8_t c_peer_nonce[ORCH_NONCE_LEN]; /* theirs */
 	struct orch_buf c_in;
 	size_t c_in_off;                /* parsed bytes at the head of c_in */
 	struct orch_buf c_out;
@@ -87,14 +87,19 @@ struct orch_conn {
 	char c_peer[64];                /* "host:port" for logs */
 };
 
-/* Wraps accepted socket @fd (acceptor role).  Takes ownership of @fd. */
+/*
+ * Wraps accepted socket @fd (acceptor role), which will prove @key (borrowed
+ * for the connection's life).  Takes ownership of @fd.  0, -ENOMEM, -EIO
+ * (no nonce) or the loop's error.
+ */
 int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
 		     const struct orch_conn_ops *ops, void *arg, struct orch_conn **out);
 
 /*
  * Starts connecting to @host:@port (connector role), announcing @self as
- * our origin.  Frames sent before the handshake completes are held and
- * flushed at READY.  Failure to connect arrives as on_close.
+ * our origin and proving @key (borrowed for the connection's life).
+ * Frames sent before the handshake completes are held and flushed at
+ * READY.  Failure to connect arrives as on_close.
  */
 int orch_conn_connect(struct orch_ev *ev, const char *host, uint16_t port,
 		      const uint8_t *key, uint32_t self,
@@ -114,14 +119,6 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
  */
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
 void orch_conn_flush(struct orch_conn *c);
-/*
- * orch_conn_queue(), and @c goes on one list (referenced; no allocation)
- * that orch_conn_flush_listed() writes out.  Loop thread only.
- */
-int orch_conn_queue_listed(struct orch_conn *c, const struct orch_msg *m);
-/* Flushes every listed connection but @keep (NULL: all), which stays listed. */
-void orch_conn_flush_listed(struct orch_conn *keep);
-
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);
 

@@ -45,13 +45,19 @@ struct sv_leases {
 	uint32_t t_term_ms;             /* lease_ms + margin */
 	struct orch_ev_timer t_sweep;
 	/*
-	 * Pushes are queued on their connections (orch_conn_queue_listed) and
-	 * written before the next reply of anyone (sv_lease_flush), the
-	 * requester's own with its reply, or at this timer, in the same loop
-	 * turn: a burst of changes costs each holder one write.
+	 * Pushes are queued on their connections, which are listed here
+	 * (lease_queue), and written before the next reply of anyone
+	 * (sv_lease_flush), the requester's own with its reply, or at this
+	 * timer, in the same loop turn: a burst of changes costs each holder
+	 * one write.
 	 */
 	struct orch_ev_timer t_flush;
 	bool t_flush_armed;
+	/*
+	 * The connections with pushes queued, each referenced, linked through
+	 * c_listed_next (the connection's link for its owner: no allocation).
+	 */
+	struct orch_conn *t_listed;
 };
 
 static size_t lease_bucket(uint64_t h, size_t nbuckets)
@@ -123,12 +129,53 @@ static bool lease_any(const struct sv_lease *l, const void *arg)
 	return true;
 }
 
+/* --- Connections with pushes queued ------------------------------------------------ */
+
+/* Queues @m on @c (orch_conn_queue) and lists @c for lease_flush_listed(). */
+static int lease_queue(struct sv_leases *t, struct orch_conn *c, const struct orch_msg *m)
+{
+	int error = orch_conn_queue(c, m);
+
+	if (!c->c_listed && !c->c_closed) {
+		orch_conn_get(c);
+		c->c_listed = true;
+		c->c_listed_next = t->t_listed;
+		t->t_listed = c;
+	}
+	return error;
+}
+
+/* Writes out every listed connection but @keep (NULL: all), which stays listed. */
+static void lease_flush_listed(struct sv_leases *t, struct orch_conn *keep)
+{
+	/* Take the list first: a close below may queue and list again. */
+	struct orch_conn *c = t->t_listed;
+
+	t->t_listed = NULL;
+	while (c) {
+		struct orch_conn *next = c->c_listed_next;
+
+		c->c_listed_next = NULL;
+		c->c_listed = false;
+		if (c == keep) {
+			c->c_listed = true;
+			c->c_listed_next = t->t_listed;
+			t->t_listed = c;
+			c = next;
+			continue;
+		}
+		orch_conn_flush(c);
+		orch_conn_put(c);
+		c = next;
+	}
+}
+
 static void lease_flush(void *arg)
 {
 	struct sv_server *sv = arg;
 
 	sv->s_leases->t_flush_armed = false;
-	orch_conn_flush_listed(NULL);
+	lease_flush_listed(sv->s_leases, NULL);
 }
 
 /*
@@ -149,7 +196,7 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 	p.handle = h;
 	p.parent = h;
 	p.name = orch_str_of(name, namelen);
-	if (orch_conn_queue_listed(c, &p) == 0)
+	if (lease_queue(sv->s_leases, c, &p) == 0)
 		sv->s_lease_pushes++;
 	else
 		c->c_lost = true;
@@ -159,9 +206,10 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 	}
 }
 
-void sv_lease_flush(struct orch_conn *requester)
+void sv_lease_flush(struct sv_server *sv, struct orch_conn *requester)
 {
-	orch_conn_flush_listed(requester);
+	if (sv->s_leases)
+		lease_flush_listed(sv->s_leases, requester);
 }
 
 static void lease_revoke(struct orch_conn *c, void *arg)

@@ -24,7 +24,10 @@
  * -ENOMEM.
  */
 int sv_lease_init(struct sv_server *sv);
-/* Writes the pushes still queued and frees the table.  After every connection closed. */
+/*
+ * Writes the pushes still queued, lets go of the connections they were
+ * queued on, and frees the table.  After every connection closed.
+ */
 void sv_lease_fini(struct sv_server *sv);
 /*
  * The leases reply @rep to @c carries: the entries of directory @dir (0:
@@ -39,7 +42,7 @@ void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
  * sv_reply): a client told "done" can tell another client, which must then
  * already have its push.  @requester's own leave with the reply.
  */
-void sv_lease_flush(struct orch_conn *requester);
+void sv_lease_flush(struct sv_server *sv, struct orch_conn *requester);
 /* Records in the table (stats). */
 size_t sv_lease_count(const struct sv_server *sv);
 

@@ -33,7 +33,7 @@ void sv_reply(struct sv_req *r, struct orch_msg *m)
 	m->reqid = r->r_reqid;
 	m->flags = ORCH_FRAME_REPLY;
 	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
-	sv_lease_flush(r->r_conn);
+	sv_lease_flush(r->r_sv, r->r_conn);
 	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
 		/* A reply that cannot be encoded still answers the request. */
 		struct orch_msg e;

@@ -146,8 +146,8 @@ static inline void fx_teardown(struct sv_fx *fx)
 		close(fx->cl[i].fd);
 	}
 	fx->ncl = 0;
-	/* Pushes queued on the listed connections hold references: let them go. */
-	orch_conn_flush_listed(NULL);
+	/* Pushes queued on the lease table's connections hold references: let them go. */
+	sv_lease_flush(&fx->sv, NULL);
 	sv_conns_fini(&fx->sv);
 	if (fx->sv.s_ev)
 		orch_ev_destroy(fx->sv.s_ev);

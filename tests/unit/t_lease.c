@@ -99,7 +99,7 @@ ORCH_TEST(change_pushes_to_every_holder)
 	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
 
 	ORCH_CHECK_OK(change_attr(f, 100));
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	n = fx_read(a, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
 	ORCH_CHECK(FR[0].flags == ORCH_FRAME_PUSH);
@@ -110,7 +110,7 @@ ORCH_TEST(change_pushes_to_every_holder)
 
 	/* A lease covers the handle for its whole term: the next change is pushed too. */
 	ORCH_CHECK_OK(change_attr(f, 200));
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	ORCH_CHECK(fx_count(FR, fx_read(a, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
 	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
 	teardown();
@@ -138,7 +138,7 @@ ORCH_TEST(absent_name_leases_the_directory)
 	ORCH_CHECK(sv_lease_count(&F.sv) == 1);
 
 	ORCH_CHECK(fx_mkfile(&F, "new") != 0);
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	n = fx_read(a, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(fx_count(FR, n, ORCH_SV2CL_INVAL_ENTRY, ROOT_DIR) == 1);
 	for (int i = 0; i < n; i++)
@@ -177,7 +177,7 @@ ORCH_TEST(closed_connection_loses_its_leases)
 	ORCH_CHECK(sv_lease_count(&F.sv) == 1);
 	/* Nothing is pushed to it any more; the other holder still hears. */
 	ORCH_CHECK_OK(change_attr(f, 10));
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
 	ORCH_CHECK(F.sv.s_lease_pushes == 1);
 	teardown();
@@ -216,6 +216,58 @@ ORCH_TEST(pushes_leave_before_the_reply)
 }
 
 /*
+ * The connections with pushes queued are listed in the lease table, not in
+ * the process: a server in the same process (a second fixture) writes
+ * only its own, and a reply of one server does not write the other's.
+ */
+ORCH_TEST(each_server_writes_only_its_own_pushes)
+{
+	struct orch_frame_hdr h = { .type = ORCH_CL2SV_GETATTR, .reqid = 7 };
+	static struct sv_fx G;
+	struct fx_client *a, *b, *g;
+	struct orch_msg rep;
+	struct orch_attr at;
+	struct sv_req *r;
+	uint64_t f, gf;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(two_holders(&a, &b, &f) == 0);
+	ORCH_CHECK_OK(fx_setup(&G, 0, 2, 30000));
+	ORCH_CHECK_OK(sv_lease_init(&G.sv));
+	g = fx_client(&G, true);
+	gf = fx_mkfile(&G, "f");
+	ORCH_CHECK(g && gf);
+	orch_msg_init(&rep, ORCH_CL2SV_GETATTR);
+	rep.attr.handle = gf;
+	sv_lease_grant_reply(&G.sv, g->c, 0, &rep);
+
+	ORCH_CHECK_OK(change_attr(f, 100));
+	ORCH_CHECK_OK(orch_meta_inode_extend(G.sv.s_meta, gf, 100, orch_time_real_ns(), &at));
+	sv_lease_flush(&G.sv, NULL);
+	ORCH_CHECK(fx_count(FR, fx_read(g, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, gf) == 1);
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0 && fx_read(b, FR, FX_FRAMES_MAX) == 0);
+	/* G answers a request: still nothing of F's leaves. */
+	r = sv_req_create(&G.sv, g->c, &h);
+	ORCH_CHECK(r);
+	orch_msg_init(&rep, 0);
+	rep.status = -ENOENT;
+	sv_reply(r, &rep);
+	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
+	/* F's own reply to b writes a's push and b's with it. */
+	h.type = ORCH_CL2SV_EXTEND;
+	r = sv_req_create(&F.sv, b->c, &h);
+	ORCH_CHECK(r);
+	orch_msg_init(&rep, 0);
+	rep.attr.handle = f;
+	sv_reply(r, &rep);
+	ORCH_CHECK(fx_count(FR, fx_read(a, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_SV2CL_INVAL_ATTR, f) == 1);
+	sv_lease_fini(&G.sv);
+	fx_teardown(&G);
+	teardown();
+}
+
+/*
  * Records end a margin after the client's term: a change finds them gone
  * and pushes nothing, and the sweep (every term) drops the others.
  */
@@ -235,7 +287,7 @@ ORCH_TEST(expired_leases_are_not_pushed_and_get_swept)
 	ORCH_CHECK(sv_lease_count(&F.sv) == 2);
 	fx_run_loop(&F, term + 100);
 	ORCH_CHECK_OK(change_attr(f, 1));
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
 	ORCH_CHECK(sv_lease_count(&F.sv) <= 1);
 	/* The first sweep may have come just before g's end: the next one drops it. */
@@ -257,7 +309,7 @@ ORCH_TEST(no_table_when_lease_ms_is_zero)
 	grant_attr(a, f);
 	ORCH_CHECK(sv_lease_count(&F.sv) == 0);
 	ORCH_CHECK_OK(change_attr(f, 1));
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	ORCH_CHECK(fx_read(a, FR, FX_FRAMES_MAX) == 0);
 	teardown();
 }
@@ -294,7 +346,7 @@ ORCH_TEST(full_table_revokes_everything)
 	grant_readdir(b, ROOT_DIR, h, 1);
 	ORCH_CHECK(F.sv.s_lease_revokes == 1);
 	ORCH_CHECK(sv_lease_count(&F.sv) == 2); /* the directory and its entry */
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	n = fx_read(a, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_REVOKE && FR[0].flags == ORCH_FRAME_PUSH);
 	n = fx_read(b, FR, FX_FRAMES_MAX);
@@ -302,7 +354,7 @@ ORCH_TEST(full_table_revokes_everything)
 	ORCH_CHECK(fx_read(plain, FR, FX_FRAMES_MAX) == 0);
 	/* What the revoke dropped is no longer pushed. */
 	ORCH_CHECK(fx_mkfile(&F, "after") != 0);
-	sv_lease_flush(NULL);
+	sv_lease_flush(&F.sv, NULL);
 	n = fx_read(a, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(n == 0);
 	n = fx_read(b, FR, FX_FRAMES_MAX);

@@ -13,7 +13,8 @@
  * reads those that come while nobody waits; a dropped connection fails the
  * calls in flight at once and the next call connects again; deadlines
  * expire and the reader role moves on when its holder gives up; a server
- * with another key is named.  Run plain, under valgrind, ASan and TSan
+ * with another key is named; a server that breaks the handshake (FAKE_HS_*)
+ * fails the call at once, and the next one gets through.  Run plain, under valgrind, ASan and TSan
  * (make check-tsan): there it is the race check of the reader's handover.
  */
 #include <errno.h>
@@ -43,6 +44,19 @@
 #define FAKE_PUSH_AFTER (1ull << 59) /* ... comes FAKE_PUSH_AFTER_MS after it */
 #define FAKE_DROP (1ull << 60)       /* the server closes the connection */
 #define FAKE_VALUE(h) ((h) & ((1ull << 56) - 1))
+
+/* How the fake server breaks the handshake (f_hs). */
+enum fake_hs {
+	FAKE_HS_OK,
+	FAKE_HS_REFUSE,         /* HELLO' refuses our versions */
+	FAKE_HS_VERSION,        /* HELLO' chooses version 2 */
+	FAKE_HS_REQID,          /* HELLO' answers another reqid */
+	FAKE_HS_HUGE,           /* a frame longer than any handshake message */
+	FAKE_HS_PUSH,           /* a push before HELLO' */
+	FAKE_HS_CLOSE,          /* closes after HELLO */
+	FAKE_HS_SILENT,         /* never answers HELLO */
+	FAKE_HS_REJECT,         /* AUTH' refuses a good MAC */
+};
 
 #define FAKE_LATE_MS 1200
 #define FAKE_PUSH_AFTER_MS 30
@@ -79,6 +93,7 @@ struct fake {
 	_Atomic long f_held;           /* FAKE_HOLD requests received */
 	_Atomic int f_max_batch;       /* most requests answered in one batch */
 	_Atomic long f_auth_failed;    /* AUTHs whose MAC did not verify */
+	_Atomic int f_hs;              /* enum fake_hs, for the next handshakes */
 };
 
 /* A connection's server side: its thread owns all of it. */
@@ -200,7 +215,65 @@ static bool fake_send(struct fake_conn *fc, const struct orch_msg *m)
 	return ok;
 }
 
-/* The acceptor's half of net/auth.h.  True if the client is in. */
+static void fake_push_encode(struct orch_buf *out, uint64_t handle)
+{
+	struct orch_msg p;
+
+	orch_msg_init(&p, ORCH_SV2CL_INVAL_ATTR);
+	p.flags = ORCH_FRAME_PUSH;
+	p.handle = handle;
+	if (orch_msg_encode(out, &p) != 0)
+		abort();
+}
+
+/*
+ * Writes what f_hs says in place of HELLO' @rep: true if the handshake is
+ * to go on (@rep may have been changed).
+ */
+static bool fake_handshake_fault(struct fake_conn *fc, struct orch_msg *rep)
+{
+	uint8_t hdr[ORCH_FRAME_HDR], junk[64] = { 0 };
+	struct orch_frame_hdr h;
+	struct orch_buf b;
+	bool ok;
+
+	switch (atomic_load(&fc->fc_fake->f_hs)) {
+	case FAKE_HS_REFUSE:
+		rep->status = -EPROTONOSUPPORT;
+		fake_send(fc, rep);
+		return false;
+	case FAKE_HS_VERSION:
+		rep->vmin = rep->vmax = ORCH_PROTO_VERSION + 1;
+		return true;
+	case FAKE_HS_REQID:
+		rep->reqid++;
+		return true;
+	case FAKE_HS_HUGE:
+		h = (struct orch_frame_hdr){ .length = ORCH_AUTH_MAXFRAME + 1,
+					     .type = ORCH_AN2AN_HELLO, .version = ORCH_PROTO_VERSION,
+					     .flags = ORCH_FRAME_REPLY, .reqid = rep->reqid };
+		orch_frame_hdr_encode(hdr, &h);
+		fake_write(fc, hdr, sizeof(hdr));
+		fake_write(fc, junk, sizeof(junk));
+		return false;
+	case FAKE_HS_PUSH:
+		orch_buf_init(&b, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+		fake_push_encode(&b, 1);
+		ok = fake_write(fc, b.b_data, b.b_len);
+		orch_buf_fini(&b);
+		return ok;
+	case FAKE_HS_CLOSE:
+		return false;
+	case FAKE_HS_SILENT:
+		while (fake_fill(fc, 100)) /* until the client gives up */
+			;
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* The acceptor's half of net/auth.h, written apart.  True if the client is in. */
 static bool fake_handshake(struct fake_conn *fc)
 {
 	struct fake *f = fc->fc_fake;
@@ -225,7 +298,7 @@ static bool fake_handshake(struct fake_conn *fc)
 	rep.features = f->f_features;
 	memcpy(rep.nonce, ns, sizeof(ns));
 	orch_auth_mac(f->f_key, true, nc, ns, rep.mac);
-	if (!fake_send(fc, &rep))
+	if (!fake_handshake_fault(fc, &rep) || !fake_send(fc, &rep))
 		return false;
 
 	if (!fake_read_frame(fc, &h, &payload, &m))
@@ -236,6 +309,8 @@ static bool fake_handshake(struct fake_conn *fc)
 	free(payload);
 	if (!ok)
 		atomic_fetch_add(&f->f_auth_failed, 1);
+	if (atomic_load(&f->f_hs) == FAKE_HS_REJECT)
+		ok = false;
 	orch_msg_init(&rep, ORCH_AN2AN_AUTH);
 	rep.flags = ORCH_FRAME_REPLY;
 	rep.reqid = h.reqid;
@@ -256,17 +331,6 @@ static void fake_reply_encode(struct orch_buf *out, uint64_t reqid, uint64_t han
 	rep.attr.mode = 0100644;
 	rep.attr.nlink = 1;
 	if (orch_msg_encode(out, &rep) != 0)
-		abort();
-}
-
-static void fake_push_encode(struct orch_buf *out, uint64_t handle)
-{
-	struct orch_msg p;
-
-	orch_msg_init(&p, ORCH_SV2CL_INVAL_ATTR);
-	p.flags = ORCH_FRAME_PUSH;
-	p.handle = handle;
-	if (orch_msg_encode(out, &p) != 0)
 		abort();
 }
 
@@ -965,6 +1029,58 @@ ORCH_TEST(another_key_is_named)
 	fake_fini(&f);
 	/* The client disclosed no MAC over our nonce: its AUTH failed here. */
 	ORCH_CHECK(atomic_load(&f.f_auth_failed) == 1);
+}
+
+/*
+ * Each fault on a reconnection (the reader's buffer and receive timeout
+ * were used by the connection before): the call fails at once, or at its
+ * deadline for a server that says nothing, and the next call gets through.
+ */
+ORCH_TEST(handshake_faults_fail_the_call_and_the_next_gets_through)
+{
+	static const struct {
+		enum fake_hs hs;
+		int error;
+	} cases[] = {
+		{ FAKE_HS_REFUSE, -EIO },   { FAKE_HS_VERSION, -EIO }, { FAKE_HS_REQID, -EIO },
+		{ FAKE_HS_HUGE, -EIO },     { FAKE_HS_PUSH, -EIO },    { FAKE_HS_CLOSE, -EIO },
+		{ FAKE_HS_SILENT, -ETIMEDOUT }, { FAKE_HS_REJECT, -EACCES },
+	};
+
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(cases); i++) {
+		struct orch_client *cl;
+		struct orch_reply rep;
+		struct fake f;
+		uint64_t t0, el;
+
+		fake_init(&f, 0x5a, true);
+		ORCH_CHECK_OK(client_make(&f, 1, 3000, &cl));
+		ORCH_CHECK_OK(getattr(cl, 0, 7, &rep));
+		orch_reply_release(&rep);
+		ORCH_CHECK_RC(getattr(cl, 0, 8 | FAKE_DROP, &rep), -EIO);
+
+		atomic_store(&f.f_hs, cases[i].hs);
+		/* Longer than a recv slice: a stale receive timeout would wait for ever. */
+		if (cases[i].hs == FAKE_HS_SILENT)
+			orch_client_set_timeout(cl, 1200);
+		t0 = now_ms();
+		ORCH_CHECK_RC(getattr(cl, 0, 7, &rep), cases[i].error);
+		el = now_ms() - t0;
+		ORCH_CHECK(cases[i].hs == FAKE_HS_SILENT ? el >= 1100 && el < 3000 : el < 2000);
+		/* Only a server whose MAC failed holds another key. */
+		ORCH_CHECK(orch_client_key_mismatch(cl) == -1);
+		ORCH_CHECK(orch_client_conn_gen(cl, 0) == 0);
+
+		atomic_store(&f.f_hs, FAKE_HS_OK);
+		orch_client_set_timeout(cl, 3000);
+		ORCH_CHECK_OK(getattr(cl, 0, 9, &rep));
+		orch_reply_release(&rep);
+		ORCH_CHECK(orch_client_conn_gen(cl, 0) == 2);
+		orch_client_destroy(cl);
+		ORCH_CHECK(fake_nconns(&f) == 3);
+		fake_fini(&f);
+		ORCH_CHECK(atomic_load(&f.f_auth_failed) == 0);
+	}
 }
 
 ORCH_TEST_MAIN()
