@@ -159,8 +159,11 @@ TSAN_CC ?= clang
 TSAN_UNIT_BINS ?= $(filter-out %/t_store_fuzzrec %/t_store_repair %/t_store_check, \
 	$(patsubst tests/unit/%.c,build-tsan/tests/%,$(UNIT_SRCS)))
 TSAN_UNIT_EXCLUDE ?= random_ops_against_model
-TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py
-TSAN_PYFLAGS ?= -k "not many_small_files"
+TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py \
+	tests/py/test_metrics.py
+# test_metrics.py: its HTTP threads against the loop and the FUSE workers
+# (about 10 s); the Prometheus and Chromium tests check formats, not threads.
+TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium"
 TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 	suppressions=$(abspath tests/tsan.supp)
 check-tsan:
@@ -310,7 +313,7 @@ help:
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
-	@echo "make check-tsan unit tests and the mount, data and lease tests under TSan in build-tsan/"
+	@echo "make check-tsan unit tests and the mount, data, lease and metrics tests under TSan in build-tsan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make install    binaries, man pages, units, mount helper (PREFIX=/usr/local DESTDIR=)"
 	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"
