@@ -8,10 +8,13 @@ Q := $(if $(filter 1,$(V)),,@)
 PKGS := fuse3 sqlite3 inih libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The HTTP endpoint (src/web): linked into orchardd and orchard-mount only.
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wmissing-prototypes -Wshadow -Wformat=2 -Werror
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(PKG_CFLAGS) $(MHD_CFLAGS) $(CFLAGS)
 LDLIBS := $(PKG_LIBS) -lpthread
 
 ifeq ($(SANITIZE),1)
@@ -26,7 +29,7 @@ LDFLAGS += -fsanitize=thread
 endif
 
 # Modules, in dependency order: each may use the ones before it.
-MODULES := common proto net meta store client
+MODULES := common web proto net meta store client
 lib_srcs = $(wildcard src/$(1)/*.c)
 lib_objs = $(patsubst src/%.c,$(BUILDDIR)/obj/%.o,$(call lib_srcs,$(1)))
 LIBS := $(foreach m,$(MODULES),$(BUILDDIR)/lib/liborch$(m).a)
@@ -76,7 +79,7 @@ $(foreach m,$(MODULES),$(eval $(call lib_rule,$(m))))
 $(BUILDDIR)/bin/orchardd: $(call lib_objs,server) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,server) $(LINKLIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,server) $(LINKLIBS) $(MHD_LIBS) $(LDLIBS)
 
 $(BUILDDIR)/bin/orchard: $(call lib_objs,cli) $(LIBS)
 	@mkdir -p $(dir $@)
@@ -86,7 +89,7 @@ $(BUILDDIR)/bin/orchard: $(call lib_objs,cli) $(LIBS)
 $(BUILDDIR)/bin/orchard-mount: $(call lib_objs,mount) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,mount) $(LINKLIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,mount) $(LINKLIBS) $(MHD_LIBS) $(LDLIBS)
 
 # The mount's lease cache is tested on its own (it needs no FUSE session).
 $(BUILDDIR)/tests/t_lcache: $(BUILDDIR)/obj/tests/unit/t_lcache.o $(BUILDDIR)/obj/mount/lcache.o $(LIBS)
@@ -156,8 +159,11 @@ TSAN_CC ?= clang
 TSAN_UNIT_BINS ?= $(filter-out %/t_store_fuzzrec %/t_store_repair %/t_store_check, \
 	$(patsubst tests/unit/%.c,build-tsan/tests/%,$(UNIT_SRCS)))
 TSAN_UNIT_EXCLUDE ?= random_ops_against_model
-TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py
-TSAN_PYFLAGS ?= -k "not many_small_files"
+TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py \
+	tests/py/test_metrics.py
+# test_metrics.py: its HTTP threads against the loop and the FUSE workers
+# (about 10 s); the Prometheus and Chromium tests check formats, not threads.
+TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium"
 TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 	suppressions=$(abspath tests/tsan.supp)
 check-tsan:
@@ -315,7 +321,7 @@ help:
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
-	@echo "make check-tsan unit tests and the mount, data and lease tests under TSan in build-tsan/"
+	@echo "make check-tsan unit tests and the mount, data, lease and metrics tests under TSan in build-tsan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"
 	@echo "make install    binaries, man pages, units, mount helper (PREFIX=/usr/local DESTDIR=)"
 	@echo "make uninstall  remove what make install put there (same PREFIX and DESTDIR)"

@@ -11,7 +11,8 @@
  * whose result a command passes straight on (orch_cli_usage*,
  * orch_cli_args, orch_cli_connect).
  *
- * Files: cmd_genconfig, cmd_mkfs, cmd_local (up, down), cmd_ping, cmd_stats,
+ * Files: cmd_genconfig, cmd_mkfs, cmd_local (up, down), cmd_ping, cmd_status,
+ * cmd_stats (and cmd_watch, its --watch),
  * cmd_df, cmd_ls, cmd_stat, cmd_mkdir, cmd_put (put, get, cat), cmd_rm,
  * cmd_mv, cmd_ln, cmd_setattr (truncate, chmod, touch), cmd_xattr; progress
  * draws the progress bars of the long commands (progress.h).
@@ -35,11 +36,8 @@
 #include "client/fs.h"
 #include "client/rpc.h"
 #include "common/cfg.h"
+#include "common/version.h"
 #include "proto/types.h"
-
-#ifndef ORCH_VERSION
-#define ORCH_VERSION "0.1.0"
-#endif
 
 #define ORCH_CLI_OK 0
 #define ORCH_CLI_FAIL 1
@@ -251,6 +249,20 @@ int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv);
 void orch_cmd_cache_usage(FILE *f);
 int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv);
+int orch_cmd_status(struct orch_cli *cli, int argc, char **argv);
+/*
+ * The counters of the mount at @mnt: the user.orchard.stats xattr of its
+ * root (docs/mount.md), a JSON object; *@out is malloc'ed and
+ * NUL-terminated.  ORCH_CLI_OK, or ORCH_CLI_FAIL after saying why.
+ */
+int orch_cli_mount_stats(const char *mnt, char **out);
+/*
+ * stats --watch (cmd_watch.c): per-second rates by request type of every
+ * server, or of the mount at @mnt, redrawn every @interval_ms until SIGINT
+ * or SIGTERM, or @count frames (0: no limit).  Returns the exit code.
+ */
+int orch_cli_stats_watch(struct orch_cli *cli, const char *mnt, uint32_t interval_ms,
+			 uint64_t count);
 int orch_cmd_ls(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_stat(struct orch_cli *cli, int argc, char **argv);
 int orch_cmd_mkdir(struct orch_cli *cli, int argc, char **argv);

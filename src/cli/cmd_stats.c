@@ -2,11 +2,12 @@
  * orchard stats: AD2SV_STATS to every server.  Each server answers with the
  * text of one flat JSON object; --json merges those into one document, the
  * default prints a table with one row per key and one column per server.
+ * --watch is cmd_watch.c.
  *
  * The server's JSON is not parsed into a tree: we only split an object's
- * members (key text, value text), which is all both outputs need: --json
- * passes every value through untouched, and the table flattens nested
- * objects into "outer.inner" rows.
+ * members (key text, value text, common/json.h), which is all both outputs
+ * need: --json passes every value through untouched, and the table
+ * flattens nested objects into "outer.inner" rows.
  */
 #include "cli/cli.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "common/json.h"
 #include "common/util.h"
 
 #define STATS_KEYS_MAX 512
@@ -23,108 +25,6 @@ struct stats_srv {
 	int error;              /* 0: up, reply valid */
 	struct orch_reply rep;  /* rep.m.json: the server's object */
 };
-
-/* One top-level member, borrowed from the reply text. */
-struct stats_kv {
-	const char *k;  /* without quotes, escapes kept */
-	size_t klen;
-	const char *v;  /* as written; strings keep their quotes */
-	size_t vlen;
-};
-
-static const char *stats_ws(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/* End of the string starting at the quote @p, past the closing quote. */
-static const char *stats_skip_str(const char *p, const char *end)
-{
-	for (p++; p < end; p++) {
-		if (*p == '\\')
-			p++;
-		else if (*p == '"')
-			return p + 1;
-	}
-	return NULL;
-}
-
-/* End of the value at @p: a string, a balanced {...}/[...], or a scalar. */
-static const char *stats_skip_value(const char *p, const char *end)
-{
-	int depth = 0;
-
-	if (p < end && *p == '"')
-		return stats_skip_str(p, end);
-	if (p < end && (*p == '{' || *p == '[')) {
-		while (p < end) {
-			if (*p == '"') {
-				p = stats_skip_str(p, end);
-				if (!p)
-					return NULL;
-				continue;
-			}
-			if (*p == '{' || *p == '[')
-				depth++;
-			else if ((*p == '}' || *p == ']') && --depth == 0)
-				return p + 1;
-			p++;
-		}
-		return NULL;
-	}
-	while (p < end && !strchr(",} \t\r\n", *p))
-		p++;
-	return p;
-}
-
-/*
- * Splits the object @s into members.  Returns the count, or -1 if @s is not
- * an object; members past @max are dropped.
- */
-static int stats_members(const char *s, size_t len, struct stats_kv *out, int max)
-{
-	const char *p = s, *end = s + len, *q;
-	int n = 0;
-
-	p = stats_ws(p, end);
-	if (p == end || *p++ != '{')
-		return -1;
-	for (;;) {
-		p = stats_ws(p, end);
-		if (p < end && *p == '}')
-			return n;
-		if (p == end || *p != '"')
-			return -1;
-		q = stats_skip_str(p, end);
-		if (!q)
-			return -1;
-		if (n < max) {
-			out[n].k = p + 1;
-			out[n].klen = (size_t)(q - p - 2);
-		}
-		p = stats_ws(q, end);
-		if (p == end || *p++ != ':')
-			return -1;
-		p = stats_ws(p, end);
-		q = stats_skip_value(p, end);
-		if (!q || q == p)
-			return -1;
-		if (n < max) {
-			out[n].v = p;
-			out[n].vlen = (size_t)(q - p);
-		}
-		n += n < max;
-		p = stats_ws(q, end);
-		if (p < end && *p == ',')
-			p++;
-		else if (p < end && *p == '}')
-			return n;
-		else
-			return -1;
-	}
-}
 
 static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv,
 		       const char *client)
@@ -152,21 +52,17 @@ static void stats_json(const struct orch_cfg *cfg, const struct stats_srv *srv,
 
 			printf(", \"up\": false, \"error\": ");
 			orch_cli_json_str(stdout, why, strlen(why));
-		} else if (stats_members(j->s, j->len, NULL, 0) < 0) {
+		} else if (orch_json_members(j->s, j->len, NULL, 0) < 0) {
 			printf(", \"up\": true, \"error\": \"server sent stats that are not a JSON object\"");
 		} else {
 			/* Merge: the object's text without its braces. */
-			const char *p = j->s, *end = j->s + j->len;
+			const char *in;
+			size_t inlen;
 
-			p = stats_ws(p, end) + 1;
-			while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\t' ||
-					   end[-1] == '\r'))
-				end--;
-			end--; /* the closing brace */
-			p = stats_ws(p, end);
+			orch_json_inner(j->s, j->len, &in, &inlen);
 			printf(", \"up\": true");
-			if (end > p)
-				printf(", %.*s", (int)(end - p), p);
+			if (inlen)
+				printf(", %.*s", (int)inlen, in);
 		}
 		printf("}");
 	}
@@ -192,13 +88,13 @@ struct stats_tab {
 static void stats_flatten(struct stats_tab *t, unsigned int srv, const char *prefix,
 			  const char *s, size_t len, int depth)
 {
-	struct stats_kv *kv = calloc(STATS_KEYS_MAX, sizeof(*kv));
+	struct orch_json_kv *kv = calloc(STATS_KEYS_MAX, sizeof(*kv));
 	char key[128];
 	int n, r;
 
 	if (!kv)
 		return;
-	n = stats_members(s, len, kv, STATS_KEYS_MAX);
+	n = orch_json_members(s, len, kv, STATS_KEYS_MAX);
 	for (int m = 0; m < n; m++) {
 		snprintf(key, sizeof(key), "%s%.*s", prefix, (int)kv[m].klen, kv[m].k);
 		if (kv[m].v[0] == '{' && depth < 4) {
@@ -277,11 +173,7 @@ static void stats_table(const struct orch_cfg *cfg, const struct stats_srv *srv)
 	free(t.rows);
 }
 
-/*
- * The mount's own counters: the user.orchard.stats xattr of its root
- * (docs/mount.md), a JSON object.  *@out is malloc'ed and NUL-terminated.
- */
-static int stats_client(const char *mnt, char **out)
+int orch_cli_mount_stats(const char *mnt, char **out)
 {
 	ssize_t n = getxattr(mnt, "user.orchard.stats", NULL, 0);
 	char *buf;
@@ -311,6 +203,9 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "watch", no_argument, NULL, 'w' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'n' },
 		ORCH_CLI_OPTS_END
 	};
 	struct stats_srv srv[ORCH_SERVERS_MAX];
@@ -318,13 +213,28 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 	struct orch_cli_fs fs;
 	const char *mnt = NULL;
 	char *client = NULL;
-	bool json = false;
+	bool json = false, watch = false, watch_opts = false;
+	uint64_t interval_s = 1, count = 0;
 	int opt, rc;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:j", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:jwi:n:", opts)) != -1) {
 		switch (opt) {
 		case 'j':
 			json = true;
+			break;
+		case 'w':
+			watch = true;
+			break;
+		case 'i':
+			if (orch_cli_uint_parse(optarg, 1, 3600, &interval_s))
+				return orch_cli_usage_err(cli, "--interval: bad seconds '%s' (1-3600)",
+							  optarg);
+			watch_opts = true;
+			break;
+		case 'n':
+			if (orch_cli_uint_parse(optarg, 1, UINT32_MAX, &count))
+				return orch_cli_usage_err(cli, "--count: bad number '%s'", optarg);
+			watch_opts = true;
 			break;
 		case ORCH_CLI_OPT_HELP:
 			return orch_cli_usage(cli, ORCH_CLI_OK);
@@ -336,8 +246,14 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 		mnt = argv[optind++];
 	if (optind != argc)
 		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
+	if (watch_opts && !watch)
+		return orch_cli_usage_err(cli, "--interval and --count go with --watch");
+	if (watch && json)
+		return orch_cli_usage_err(cli, "--watch and --json do not go together");
+	if (watch)
+		return orch_cli_stats_watch(cli, mnt, (uint32_t)interval_s * 1000, count);
 	if (mnt) {
-		rc = stats_client(mnt, &client);
+		rc = orch_cli_mount_stats(mnt, &client);
 		if (rc)
 			return rc;
 		if (!cli->conf) {

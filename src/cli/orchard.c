@@ -79,16 +79,32 @@ static const struct orch_cli_cmd cli_cmds[] = {
 	  "given; replies the mount sends afterwards use the new values.  VALUE is\n"
 	  "milliseconds.  A bad NAME or VALUE changes nothing.  NAME is one of:\n",
 	  orch_cmd_cache_usage },
+	{ "status", orch_cmd_status, "show the cluster's health in one screen",
+	  "usage: orchard [-c CONF] status [-t MS]\n"
+	  "\n"
+	  "One line per server: up or down (and why), version, uptime, capacity and\n"
+	  "use of its store, requests per second over its last 10 s, open client\n"
+	  "connections and the result of its last scrub; the cluster's totals first.\n"
+	  "Exits 0 when every server is up, 1 otherwise.\n"
+	  "\n" CONF_OPT
+	  "  -t, --timeout MS   a server that takes longer is down (default 2000)\n", NULL },
 	{ "stats", orch_cmd_stats, "show every server's counters (and a mount's)",
 	  "usage: orchard [-c CONF] stats [--json] [MNT]\n"
+	  "       orchard [-c CONF] stats --watch [-i SECONDS] [-n COUNT] [MNT]\n"
 	  "\n"
 	  "Asks every server for its statistics.  --json prints one object:\n"
 	  "{\"servers\": [{\"name\": ..., \"address\": ..., \"up\": true, ...}, ...]}\n"
 	  "with each server's own fields merged in; a down server has \"up\": false.\n"
 	  "With MNT, the client side of that mount is added as \"client\": FUSE\n"
 	  "requests and server requests by type; without a config only that is shown.\n"
+	  "--watch redraws, every interval until interrupted, the requests per second\n"
+	  "of each type on each server (with MNT: the mount's FUSE requests and what\n"
+	  "it sent to the servers), as iostat does.\n"
 	  "\n" CONF_OPT
-	  "  -j, --json         machine-readable output\n", NULL },
+	  "  -j, --json         machine-readable output\n"
+	  "  -w, --watch        per-second rates by request type, redrawn until Ctrl-C\n"
+	  "  -i, --interval S   seconds between redraws with --watch (default 1)\n"
+	  "  -n, --count N      stop after N redraws (default: until interrupted)\n", NULL },
 	{ "fsmap", orch_cmd_fsmap, "list a server's blocks with their owners",
 	  ORCH_CMD_FSMAP_USAGE "\n" CONF_OPT, NULL },
 	{ "whoowns", orch_cmd_whoowns, "name the files that own a server's blocks",

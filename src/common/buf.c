@@ -2,6 +2,8 @@
 #include "common/buf.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,30 @@ int orch_buf_append(struct orch_buf *b, const void *p, size_t n)
 	if (n)
 		memcpy(b->b_data + b->b_len, p, n);
 	b->b_len += n;
+	return 0;
+}
+
+int orch_buf_printf(struct orch_buf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	int n, error;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n < sizeof(tmp))
+		return orch_buf_append(b, tmp, (size_t)n);
+	/* Longer: format again in place, with room for vsnprintf's NUL. */
+	error = orch_buf_reserve(b, (size_t)n + 1);
+	if (error)
+		return error;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->b_data + b->b_len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->b_len += (size_t)n;
 	return 0;
 }
 

@@ -25,6 +25,9 @@ void orch_buf_reset(struct orch_buf *b);
 /* Makes room for @n more bytes.  0, -EMSGSIZE (over max) or -ENOMEM. */
 int orch_buf_reserve(struct orch_buf *b, size_t n);
 int orch_buf_append(struct orch_buf *b, const void *p, size_t n);
+/* Appends printf-style text (no NUL).  0, -EMSGSIZE or -ENOMEM, as append. */
+int orch_buf_printf(struct orch_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Drops the first @n bytes (consumed input). */
 void orch_buf_consume(struct orch_buf *b, size_t n);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,20 @@ int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext
 	return 0;
 }
 
+int orch_cfg_parse_bool(const char *s, uint32_t *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(yes); i++) {
+		if (!strcasecmp(s, yes[i]) || !strcasecmp(s, no[i])) {
+			*out = !strcasecmp(s, yes[i]);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port)
 {
 	const char *colon = strrchr(s, ':');
@@ -121,6 +136,18 @@ int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *
 	memcpy(host, s, n);
 	host[n] = '\0';
 	*port = (uint16_t)p;
+	return 0;
+}
+
+/* A metrics address: HOST:PORT ([V6]:PORT), copied into @out.  0 or -EINVAL. */
+static int cfg_metrics_address(const char *val, char *out, size_t outlen)
+{
+	char host[256];
+	uint16_t port;
+
+	if (orch_cfg_parse_address(val, host, sizeof(host), &port) ||
+	    snprintf(out, outlen, "%s", val) >= (int)outlen)
+		return -EINVAL;
 	return 0;
 }
 
@@ -190,6 +217,10 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			cfg_resolve(p->dir, value, s->data_dir, sizeof(s->data_dir));
 		else if (strcmp(name, "store_device") == 0)
 			bad = !*value;
+		else if (strcmp(name, "metrics") == 0)
+			bad = cfg_metrics_address(value, s->metrics, sizeof(s->metrics)) ? 5 : 0;
+		else if (strcmp(name, "metrics_public") == 0)
+			bad = orch_cfg_parse_bool(value, &s->metrics_public) ? 6 : 0;
 		else
 			bad = 2;
 		if (!bad && strcmp(name, "store_device") == 0)
@@ -204,6 +235,12 @@ static int cfg_handler(void *user, const char *section, const char *name,
 	else if (bad == 3)
 		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want a byte count, "
 			 "with an optional K, M, G or T suffix", name, section);
+	else if (bad == 5)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want HOST:PORT", name,
+			 section);
+	else if (bad == 6)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want yes or no", name,
+			 section);
 	else if (bad == 4)
 		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want a number of blocks",
 			 name, section);

@@ -21,6 +21,8 @@
  *   address = 127.0.0.1:7400
  *   data_dir = s0
  *   store_device = /dev/sdb ; optional: the blocks on a device or file
+ *   metrics = 127.0.0.1:9500 ; optional: GET /metrics and the status page here
+ *   metrics_public = no     ; yes: allow a metrics address that is not loopback
  *
  * The store_* settings but store_reserve are read by mkfs only (they are
  * the store's geometry, docs/SPEC-store.md); 0 means the store's default.
@@ -62,6 +64,8 @@ struct orch_server_cfg {
 	uint16_t port;
 	char data_dir[PATH_MAX]; /* absolute */
 	char store_device[PATH_MAX]; /* absolute; "" = data_dir/blocks */
+	char metrics[300];       /* HOST:PORT of the HTTP endpoint; "" = off */
+	uint32_t metrics_public; /* 1: metrics may be on an address that is not loopback */
 };
 
 struct orch_cfg {
@@ -127,6 +131,9 @@ int orch_cfg_parse_size(const char *s, uint64_t *out);
 int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext,
 			      const char *const names[3], const char *where, char *err,
 			      size_t errlen);
+
+/* Parses yes/no, true/false, on/off or 1/0 into @out.  Returns 0 or -EINVAL. */
+int orch_cfg_parse_bool(const char *s, uint32_t *out);
 
 /* Parses "HOST:PORT" into @host/@port.  Returns 0 or -EINVAL. */
 int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port);

@@ -357,6 +357,7 @@ void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		free(buf);
 		goto out_err;
 	}
+	atomic_fetch_add_explicit(&m->m_bytes_read, got, memory_order_relaxed);
 	fuse_reply_buf(req, buf, got);
 	free(buf);
 	return;
@@ -385,6 +386,7 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 		goto out_err;
 	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size, orch_time_real_ns());
 	atomic_store(&f->f_dirty, true);
+	atomic_fetch_add_explicit(&m->m_bytes_written, size, memory_order_relaxed);
 	fuse_reply_write(req, size);
 	return;
 out_err:

@@ -37,6 +37,8 @@ struct mnt_opts {
 	char *conf;
 	char *log;
 	char *fsname;     /* -o fsname=: the source in /proc/mounts, or NULL */
+	char *metrics;    /* -o metrics=HOST:PORT: serve GET /metrics there, or NULL */
+	int metrics_public; /* -o metrics_public: allow an address that is not loopback */
 	char *first;      /* first operand: the mountpoint, or CONF if two */
 	char *mountpoint; /* second operand */
 	unsigned int knob[ORCH_KNOB_COUNT]; /* by enum orch_knob_id */
@@ -56,6 +58,8 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "conf=%s", offsetof(struct mnt_opts, conf), 0 },
 	{ "log=%s", offsetof(struct mnt_opts, log), 0 },
 	{ "fsname=%s", offsetof(struct mnt_opts, fsname), 0 },
+	{ "metrics=%s", offsetof(struct mnt_opts, metrics), 0 },
+	{ "metrics_public", offsetof(struct mnt_opts, metrics_public), 1 },
 #define MNT_KNOB_OPT(name, ...) \
 	{ #name "=%u", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 },
 #define ORCH_KNOB_LIVE MNT_KNOB_OPT
@@ -88,6 +92,9 @@ static void mnt_usage(FILE *f)
 	fprintf(f,
 		"  readdirplus=no           plain READDIR: no attributes with listings\n"
 		"  log=FILE                 append log lines to FILE\n"
+		"  metrics=HOST:PORT        serve Prometheus metrics on http://HOST:PORT/metrics\n"
+		"                           (a loopback address, unless metrics_public is given)\n"
+		"  metrics_public           allow a metrics address that is not loopback\n"
 		"  and the FUSE mount options (allow_other, default_permissions, ...).\n");
 }
 
@@ -207,6 +214,7 @@ static void mnt_opts_free(struct mnt_opts *o)
 	free(o->conf);
 	free(o->log);
 	free(o->fsname);
+	free(o->metrics);
 	free(o->first);
 	free(o->mountpoint);
 }
@@ -348,6 +356,7 @@ int main(int argc, char **argv)
 	struct mnt_opts o = { 0 };
 	struct orch_mnt m = { 0 };
 	struct fuse_session *se = NULL;
+	const struct fuse_lowlevel_ops *ops;
 	struct orch_cfg *cfg = NULL;
 	int rc = 1, error;
 
@@ -392,12 +401,18 @@ int main(int argc, char **argv)
 	 * libfuse refuses an option nobody knows here, naming it ("fuse:
 	 * unknown option(s): `-o foo'"): before any server is asked.
 	 */
-	se = fuse_session_new(&args, &orch_mnt_ops, sizeof(orch_mnt_ops), &m);
+	/* With metrics, every request is timed (metrics.c); without, nothing is. */
+	ops = o.metrics ? orch_mnt_ops_timed() : &orch_mnt_ops;
+	se = fuse_session_new(&args, ops, sizeof(*ops), &m);
 	if (!se) {
 		fprintf(stderr, "orchard-mount: not mounted\n");
 		goto out_itab;
 	}
 	if (mnt_auth_check(cfg))
+		goto out_session;
+	/* Bound now, so that a bad or busy address mounts nothing. */
+	if (o.metrics && orch_mnt_metrics_create(&m, o.metrics, o.metrics_public, o.mountpoint,
+						 cfg->cluster_name))
 		goto out_session;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
@@ -439,6 +454,9 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
 		goto out_unmount;
 	}
+	/* Metrics off if their threads cannot start: the file system is mounted. */
+	if (orch_mnt_metrics_start(&m))
+		orch_mnt_metrics_stop(&m);
 	/* orchard-mount@.service runs -f as Type=notify: mounted and serving. */
 	if (fo.foreground)
 		orch_sdnotify_send("READY=1\nSTATUS=mounted");
@@ -451,6 +469,8 @@ int main(int argc, char **argv)
 		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms);
 	error = mnt_run(se, &fo);
 	rc = error < 0 ? 1 : 0;
+	/* Before what its page reads stops (the write-behind, the client). */
+	orch_mnt_metrics_stop(&m);
 	/* Every write in flight acknowledged (or logged) before the end. */
 	orch_mnt_wb_stop(&m);
 	m.m_se = NULL;
@@ -460,6 +480,7 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	orch_mnt_metrics_stop(&m);
 	/* Ends the session: no handler runs after this. */
 	fuse_session_destroy(se);
 	orch_client_destroy(m.m_cl);

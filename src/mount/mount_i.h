@@ -2,8 +2,8 @@
  * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
  * main.c (options, session), ops.c (namespace, attributes, xattrs),
  * file.c (open files and data), wb.c (write-behind), dir.c (directory
- * listing), inode.c (the inode table) and ctl.c (runtime knobs as virtual
- * xattrs, counters).
+ * listing), inode.c (the inode table), ctl.c (runtime knobs as virtual
+ * xattrs, counters) and metrics.c (GET /metrics, FUSE request latency).
  *
  * The FUSE nodeid is the Orchard handle (the root's handle is 1 =
  * FUSE_ROOT_ID) and the generation is always 0: handles are never reused.
@@ -43,6 +43,7 @@
 #include "client/fs.h"
 #include "client/rpc.h"
 #include "proto/types.h"
+#include "web/prom.h"
 
 /* --- Counters: FUSE requests by opcode ------------------------------------- */
 
@@ -60,6 +61,9 @@ enum orch_mnt_op {
 #undef ORCH_MNT_OP_ENUM
 	ORCH_MNT_OP_COUNT
 };
+
+/* Error replies counted by errno; the last slot counts larger ones. */
+#define ORCH_MNT_ERRNO_MAX 136
 
 /* --- Inode table ------------------------------------------------------------ */
 
@@ -262,6 +266,12 @@ struct orch_mnt {
 	_Atomic uint32_t m_negative_timeout_ms; /* negative entry timeout; 0 = none */
 	_Atomic uint32_t m_op_timeout_ms;       /* liborchard per-call deadline */
 	_Atomic uint64_t m_ops[ORCH_MNT_OP_COUNT]; /* FUSE requests by opcode */
+	_Atomic uint64_t m_errors[ORCH_MNT_ERRNO_MAX]; /* error replies by errno */
+	_Atomic uint64_t m_bytes_read;    /* returned by READ */
+	_Atomic uint64_t m_bytes_written; /* taken by WRITE */
+	/* FUSE request latency by opcode: kept only with metrics on (metrics.c). */
+	struct orch_hist m_op_hist[ORCH_MNT_OP_COUNT];
+	struct orch_mnt_metrics *m_metrics; /* the HTTP endpoint; NULL: off */
 	bool m_default_permissions;       /* the kernel checks permissions itself */
 	bool m_readdirplus;               /* listings carry attributes (READDIRPLUS) */
 	uid_t m_owner;                    /* uid that mounted; may change the knobs */
@@ -317,6 +327,32 @@ static inline void orch_mnt_count(struct orch_mnt *m, enum orch_mnt_op op)
 {
 	atomic_fetch_add_explicit(&m->m_ops[op], 1, memory_order_relaxed);
 }
+
+/* An error reply with -@error (negative). */
+static inline void orch_mnt_count_error(struct orch_mnt *m, int error)
+{
+	int e = -error < ORCH_MNT_ERRNO_MAX ? -error : ORCH_MNT_ERRNO_MAX - 1;
+
+	atomic_fetch_add_explicit(&m->m_errors[e], 1, memory_order_relaxed);
+}
+
+/* --- metrics.c: GET /metrics of the mount (-o metrics=HOST:PORT) -------------- */
+
+/*
+ * Checks @addr and binds it (before anything is mounted: a bad address
+ * fails the mount, with a message on stderr).  0 or -errno.
+ */
+int orch_mnt_metrics_create(struct orch_mnt *m, const char *addr, bool public_ok,
+			    const char *mountpoint, const char *cluster);
+/* Starts serving: after the fork into the background and once m_cl exists. */
+int orch_mnt_metrics_start(struct orch_mnt *m);
+/* Stops serving and frees the endpoint (before m_cl and the write-behind stop). */
+void orch_mnt_metrics_stop(struct orch_mnt *m);
+/*
+ * orch_mnt_ops with every request timed into m_op_hist, for a mount with
+ * metrics on; a mount without them uses orch_mnt_ops and pays nothing.
+ */
+const struct fuse_lowlevel_ops *orch_mnt_ops_timed(void);
 
 /* --- ops.c: helpers shared by the handler files ------------------------------ */
 

@@ -60,6 +60,8 @@ void orch_mnt_reply_err(fuse_req_t req, int error)
 		error = -EIO;
 		break;
 	}
+	if (error)
+		orch_mnt_count_error(orch_mnt_of(req), error);
 	fuse_reply_err(req, -error);
 }
 

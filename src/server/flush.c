@@ -195,6 +195,7 @@ static void *flush_main(void *arg)
 	while (!f->f_stop) {
 		struct flush_batch *b;
 		struct timespec ts;
+		uint64_t t0;
 		bool waiters;
 		int error;
 
@@ -229,7 +230,9 @@ static void *flush_main(void *arg)
 		atomic_store(&f->f_dirty, false);
 		pthread_mutex_unlock(&f->f_lock);
 
+		t0 = orch_hist_now_ns();
 		error = flush_sync(sv, f);
+		orch_hist_observe(&sv->s_flush_hist, orch_hist_now_ns() - t0);
 		b->error = error;
 		waiters = b->n != 0;
 		if (orch_ev_post(sv->s_ev, flush_done, b)) {

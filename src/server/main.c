@@ -28,7 +28,9 @@
 #include "server/sv_conns.h"
 #include "server/sv_dispatch.h"
 #include "server/sv_lease.h"
+#include "server/sv_metrics.h"
 #include "server/sv_peer.h"
+#include "server/sv_stats.h"
 #include "server/sv_work.h"
 #include "server/sv_write.h"
 #include "server/sv_writers.h"
@@ -193,13 +195,18 @@ int main(int argc, char **argv)
 		sigaddset(&mask, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	sv.s_started_ms = orch_time_now_ms();
+	sv.s_started_real_ms = orch_time_real_ns() / 1000000;
 	snprintf(ident.cluster_id, sizeof(ident.cluster_id), "%s", sv.s_cfg.cluster_id);
 	ident.server_index = sv.s_index;
 	ident.nservers = sv.s_cfg.nservers;
 	ident.strip_size = sv.s_cfg.strip_size;
+	/* Before any data is opened: a metrics address we cannot have stops us. */
+	if (sv_metrics_create(&sv))
+		return 1;
 	error = orch_meta_open(sv.s_cfg.servers[idx].data_dir, &ident, &sv.s_meta, err, sizeof(err));
 	if (error) {
 		ORCH_ERR("cannot open namespace: %s", err);
+		sv_metrics_stop(&sv);
 		return 1;
 	}
 	error = orch_store_open(sv.s_cfg.servers[idx].data_dir, &sv.s_store);
@@ -248,6 +255,8 @@ int main(int argc, char **argv)
 		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
 			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
 	};
+	if (sv_metrics_start(&sv))
+		goto out_listen;
 	if (sv_admin_start(&sv))
 		ORCH_WARN("cannot start the admin thread: scrub and bad-block reports are off");
 	if (sv_work_start(&sv))
@@ -257,8 +266,11 @@ int main(int argc, char **argv)
 		    sv.s_cfg.servers[idx].data_dir);
 	orch_sdnotify_send("READY=1\nSTATUS=serving"); /* Type=notify units */
 	sv_intent_replay_all(&sv);
+	sv_stats_start(&sv);
 	error = orch_ev_run(sv.s_ev);
 	status = error ? 1 : 0;
+	/* First: its pages read the loop's state, which goes away below. */
+	sv_metrics_stop(&sv);
 	/* Writes still in the store's queue finish, and are answered if we can. */
 	sv_writes_wait(&sv);
 	sv_work_stop(&sv);
@@ -270,6 +282,7 @@ int main(int argc, char **argv)
 	sv_writers_fini(&sv);
 	sv_intent_fini(&sv);
 out_listen:
+	sv_metrics_stop(&sv); /* a failed start's (the clean stop's is done) */
 	if (sigfd >= 0)
 		close(sigfd);
 	close(sv.s_listen_fd);
@@ -285,6 +298,7 @@ out_writes:
 	orch_store_close(sv.s_store);
 	sv_admin_fini(&sv);
 out_meta:
+	sv_metrics_stop(&sv);
 	orch_meta_close(sv.s_meta);
 	sv_conns_fini(&sv);
 	if (status == 0)

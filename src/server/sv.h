@@ -35,6 +35,7 @@
  *      sv_data      data requests of clients
  *      sv_sv        requests of other servers
  *      sv_stats     PING and STATS
+ *      sv_metrics   GET /metrics and the status page (HTTP threads)
  *   4  sv_dispatch  decodes every frame and calls its handler
  *   5  main.c       startup, accepting, closing, shutdown
  *
@@ -56,13 +57,19 @@
 #include "net/ev.h"
 #include "proto/msg.h"
 #include "store/store.h"
+#include "web/prom.h"
 
 #define SV_MSG_TYPES_MAX 64
+/* Replies counted by the errno of their status; the last slot counts larger ones. */
+#define SV_ERRNO_MAX 136
+/* Samples of the request rate, one a second: the rate is over the last 10 s. */
+#define SV_RATE_SLOTS 11
 
 struct sv_admin;
 struct sv_flusher;
 struct sv_intents;
 struct sv_leases;
+struct sv_metrics;
 struct sv_peers;
 struct sv_req;
 struct sv_worker;
@@ -88,6 +95,25 @@ struct sv_conns {
 	size_t cs_cap;
 };
 
+/* Requests per second (sv_stats.c), sampled by a timer.  Loop thread only. */
+struct sv_rate {
+	struct orch_ev_timer r_timer;
+	uint64_t r_total[SV_RATE_SLOTS];  /* requests handled, at ... */
+	uint64_t r_ms[SV_RATE_SLOTS];     /* ... this monotonic time */
+	unsigned int r_next;              /* the slot written next */
+	unsigned int r_n;                 /* slots written, at most SV_RATE_SLOTS */
+};
+
+/* The last scrub (sv_admin.c, when it answers).  Loop thread only. */
+struct sv_scrub_last {
+	uint64_t runs;                /* scrubs finished since start */
+	int64_t end_s;                /* wall time the last one ended; 0: none yet */
+	uint64_t ms;                  /* how long it took */
+	uint64_t findings;            /* what it found (all, not only those listed) */
+	int error;                    /* 0, or why it could not finish */
+	bool data;                    /* it read the data too (--data) */
+};
+
 struct sv_server {
 	struct orch_cfg s_cfg;
 	unsigned int s_index;              /* our position in the config */
@@ -106,7 +132,19 @@ struct sv_server {
 	struct sv_writers *s_writers;      /* the writers of files held here (sv_writers.c) */
 	struct sv_admin *s_admin;          /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
+	int64_t s_started_real_ms;         /* wall clock, for process_start_time_seconds */
+	struct sv_metrics *s_metrics;      /* the HTTP endpoint (sv_metrics.c); NULL: off */
+	/*
+	 * Latency of each request type, from its frame to its reply (sv_req.c),
+	 * observed on the loop thread; relaxed atomics, so the metrics may read
+	 * them from anywhere.  And each flush of the flusher (flush.c).
+	 */
+	struct orch_hist s_req_hist[SV_MSG_TYPES_MAX];
+	struct orch_hist s_flush_hist;
 	/* Stats, loop thread only. */
+	uint64_t s_errors[SV_ERRNO_MAX];  /* replies by the errno of their status */
+	struct sv_rate s_rate;
+	struct sv_scrub_last s_scrub;
 	uint64_t s_requests[SV_MSG_TYPES_MAX];
 	uint64_t s_bytes_in;
 	uint64_t s_bytes_out;

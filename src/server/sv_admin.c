@@ -811,6 +811,10 @@ static void adm_scrub_done(void *arg)
 	rep.size = (uint64_t)j->j_count;
 	rep.json = orch_str_of((const char *)j->j_out.b_data, j->j_out.b_len);
 	sv_reply(j->j_req, &rep);
+	j->j_sv->s_scrub = (struct sv_scrub_last){
+		.runs = j->j_sv->s_scrub.runs + 1, .end_s = time(NULL), .ms = j->j_ms,
+		.findings = (uint64_t)j->j_count, .error = j->j_error, .data = j->j_data,
+	};
 	j->j_sv->s_admin->a_busy = false;
 	adm_job_free(j);
 }

@@ -18,6 +18,7 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_type = h->type;
 	r->r_reqid = h->reqid;
 	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	r->r_start_ns = orch_hist_now_ns();
 	r->r_hdr = *h;
 	r->r_raw = NULL;
 	r->r_lease_dir = 0;
@@ -27,8 +28,20 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	return r;
 }
 
+/* The reply's latency by request type, and its error by errno. */
+static void sv_req_count(struct sv_server *sv, const struct sv_req *r, int status)
+{
+	int i = orch_msg_index(r->r_type);
+
+	if (i >= 0 && i < SV_MSG_TYPES_MAX)
+		orch_hist_observe(&sv->s_req_hist[i], orch_hist_now_ns() - r->r_start_ns);
+	if (status < 0)
+		sv->s_errors[-status < SV_ERRNO_MAX ? -status : SV_ERRNO_MAX - 1]++;
+}
+
 void sv_reply(struct sv_req *r, struct orch_msg *m)
 {
+	sv_req_count(r->r_sv, r, m->status);
 	m->type = r->r_type;
 	m->reqid = r->r_reqid;
 	m->flags = ORCH_FRAME_REPLY;

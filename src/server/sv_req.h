@@ -23,6 +23,7 @@ struct sv_req {
 	uint16_t r_type;
 	uint64_t r_reqid;
 	uint64_t r_deadline_ms;       /* give up waiting for a peer after this */
+	uint64_t r_start_ns;          /* its frame arrived (for the latency histograms) */
 	struct orch_frame_hdr r_hdr;  /* of the request */
 	const uint8_t *r_raw;         /* its payload: valid only while dispatched */
 	uint64_t r_lease_dir;         /* directory whose entries the reply leases; 0: none */
@@ -37,7 +38,10 @@ struct sv_req {
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
 struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 			     const struct orch_frame_hdr *h);
-/* Sends @m (type/reqid/flags filled in from @r) and frees @r. */
+/*
+ * Sends @m (type/reqid/flags filled in from @r) and frees @r.  Counts the
+ * reply: its latency by type, and its status's errno if it is an error.
+ */
 void sv_reply(struct sv_req *r, struct orch_msg *m);
 /* Sends a status-only reply and frees @r. */
 void sv_reply_status(struct sv_req *r, int status);

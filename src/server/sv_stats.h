@@ -1,15 +1,52 @@
 /*
- * AN2AN_PING and AD2SV_STATS.  A handler file: it reads the counters of
- * the floors below it.  Loop thread only.
+ * AN2AN_PING and AD2SV_STATS, and the snapshot of every counter that both
+ * the stats JSON and the metrics (sv_metrics.c) are made from.  A handler
+ * file: it reads the counters of the floors below it.  Loop thread only.
  */
 #ifndef ORCH_SERVER_SV_STATS_H
 #define ORCH_SERVER_SV_STATS_H
 
 #include "server/sv.h"
 
+/*
+ * Every counter of the server at one moment.  Filled on the loop thread,
+ * then a plain copy that any thread may read.  The request latency and
+ * flush histograms are not here: they are atomics, read where they are.
+ */
+struct sv_stats_snap {
+	uint64_t requests[SV_MSG_TYPES_MAX]; /* by orch_msg_index() */
+	uint64_t errors[SV_ERRNO_MAX];       /* replies by errno */
+	uint64_t bytes_in, bytes_out;        /* client and peer connections */
+	uint64_t protocol_errors;
+	uint64_t accepted;                   /* client connections accepted */
+	uint64_t conns_open;                 /* ... and open now */
+	uint64_t syncs, fsync_requests;      /* flushes, and the fsyncs they served */
+	uint64_t commits;                    /* namespace transactions */
+	uint64_t wal_restarts, wal_restart_us, wal_wait_us;
+	uint64_t intents_done;
+	uint64_t leases, lease_grants, lease_pushes, lease_revokes;
+	uint64_t inodes;
+	uint64_t writer_inodes, writer_regs, writer_cuts;
+	uint64_t reclaimed, cut;             /* data objects the sweeps deleted or cut */
+	uint64_t writes_queued;              /* data writes waiting for the store */
+	struct orch_store_stats store;
+	uint64_t capacity, free, avail, objects; /* the store's space, bytes */
+	struct sv_scrub_last scrub;
+	double requests_per_s;               /* over the last 10 s */
+	uint64_t uptime_ms;
+	int64_t started_real_ms;             /* wall clock */
+};
+
 /* AN2AN_PING: answers @r with our protocol version. */
 void sv_stats_ping(struct sv_server *sv, struct sv_req *r);
 /* AD2SV_STATS: answers @r with the stats JSON. */
 void sv_stats_request(struct sv_server *sv, struct sv_req *r);
+/* Fills @out. */
+void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out);
+/*
+ * Starts sampling the request rate, once a second (a loop timer): after
+ * the loop exists.
+ */
+void sv_stats_start(struct sv_server *sv);
 
 #endif

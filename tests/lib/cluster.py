@@ -315,6 +315,20 @@ class Cluster:
         with open(self.conf, "w") as f:
             f.write("".join(out))
 
+    def set_server_option(self, name, key, value):
+        """Adds `key = value` to the [server NAME] section of the config."""
+        with open(self.conf) as f:
+            lines = f.read().splitlines(True)
+        out, done = [], False
+        for line in lines:
+            out.append(line)
+            if line.strip() == "[server %s]" % name:
+                out.append("%s = %s\n" % (key, value))
+                done = True
+        assert done, "no [server %s] in %s" % (name, self.conf)
+        with open(self.conf, "w") as f:
+            f.write("".join(out))
+
     def conf_with_other_key(self, where):
         """A copy of the config in directory @where with a new random key
         file (as genconfig makes one: hex, mode 0600) and data_dir made
