@@ -22,11 +22,6 @@
 /* Owner of a free extent, after ORCH_STORE_OWN_FS and OWN_DEFECTIVE. */
 #define ORCH_STORE_OWN_FREE (-3)
 
-/* AD2SV_SCRUB request flags (the scrub's data pass lives here too). */
-#define ORCH_SCRUB_F_DATA 0x1u  /* also read every written block (I17) */
-#define ORCH_SCRUB_F_JSON 0x2u  /* the report as JSON, else text lines */
-#define ORCH_SCRUB_F_RECLAIM 0x4u /* cut what N7 finds (bytes past a file's size) */
-
 /* Records in one page of the map (the wire reply stays far below 1 MiB). */
 #define ORCH_FSMAP_PAGE_MAX 4096u
 /* Bytes of one encoded record, and of the page header. */

@@ -1028,6 +1028,74 @@ ORCH_TEST(check_handles_in_attr_and_data)
 	ORCH_CHECK(got == orch_handle_make(1, 9));
 }
 
+/* --- Flag words ------------------------------------------------------------------------ */
+
+enum flag_unknown { FLAG_REFUSE, FLAG_IGNORE };
+
+static const struct {
+	const char *set;
+	const char *field;
+	uint32_t known;
+	enum flag_unknown unknown;
+} flag_words[] = {
+#define ORCH_FLAGS(set, field, unknown) { #set, #field, ORCH_##set##_KNOWN_, FLAG_##unknown },
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+static const struct {
+	const char *set;
+	const char *bit;
+	uint32_t value;
+	const char *doc;
+} flag_bits[] = {
+#define ORCH_FLAGS(set, field, unknown)
+#define ORCH_FLAG(set, bit, value, doc) { #set, #bit, value, doc },
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+/*
+ * flags.def: each bit is one bit, used once in its word, and documented;
+ * a word's KNOWN_ is all its bits; no two words share a name or a field.
+ */
+ORCH_TEST(flag_table)
+{
+	size_t nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	size_t nbits = sizeof(flag_bits) / sizeof(flag_bits[0]);
+
+	ORCH_CHECK(nwords >= 12);
+	for (size_t w = 0; w < nwords; w++) {
+		uint32_t seen = 0;
+
+		for (size_t v = 0; v < w; v++) {
+			ORCH_CHECK(strcmp(flag_words[v].set, flag_words[w].set) != 0);
+			ORCH_CHECK(strcmp(flag_words[v].field, flag_words[w].field) != 0);
+		}
+		for (size_t b = 0; b < nbits; b++) {
+			uint32_t v = flag_bits[b].value;
+
+			if (strcmp(flag_bits[b].set, flag_words[w].set) != 0)
+				continue;
+			ORCH_CHECK(v != 0 && (v & (v - 1)) == 0);
+			ORCH_CHECK(!(seen & v));
+			ORCH_CHECK(flag_bits[b].doc[0] != '\0');
+			seen |= v;
+		}
+		if (seen != flag_words[w].known)
+			fprintf(stderr, "flag word %s: bits %#x, known %#x\n", flag_words[w].set,
+				seen, flag_words[w].known);
+		ORCH_CHECK(seen != 0 && seen == flag_words[w].known);
+	}
+	/* Values kept from before the table, and the Linux values that travel as they are. */
+	ORCH_CHECK(ORCH_SET_KNOWN_ == 0xdbf);
+	ORCH_CHECK(ORCH_RENAME_NOREPLACE == 1 && ORCH_RENAME_EXCHANGE == 2);
+	ORCH_CHECK(ORCH_XATTR_CREATE == 1 && ORCH_XATTR_REPLACE == 2);
+}
+
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
 ORCH_TEST(status_mapping)
 {
