@@ -54,6 +54,16 @@ const char *orch_msg_fields(uint16_t type, bool reply)
 	return d ? (reply ? d->rep : d->req) : NULL;
 }
 
+bool orch_msg_has_data_last(uint16_t type, bool reply)
+{
+	const char *f = orch_msg_fields(type, reply);
+	char code, last = 0;
+
+	while (f && (code = orch_msg_field_next(&f, NULL)))
+		last = code;
+	return last == 'D';
+}
+
 size_t orch_msg_types(uint16_t *out, size_t max)
 {
 	size_t n = ORCH_MIN(max, ORCH_ARRAY_SIZE(msg_table));
@@ -264,10 +274,7 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 	if (!d)
 		return -EINVAL;
 	if (head) {
-		const char *f = reply ? d->rep : d->req;
-		size_t n = strlen(f);
-
-		if (n == 0 || f[n - 1] != 'D' || (reply && m->status))
+		if (!orch_msg_has_data_last(m->type, reply) || (reply && m->status))
 			return -EINVAL;
 		if (m->data.len > ORCH_IO_MAX)
 			return -EINVAL;
@@ -280,12 +287,15 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 	if (reply)
 		orch_wr_u32(b, orch_errno_to_status(m->status));
 	if (!reply || m->status == 0) {
-		for (const char *f = reply ? d->rep : d->req; *f; f++) {
-			if (head && f[1] == '\0') {
+		const char *f = reply ? d->rep : d->req;
+		char code;
+
+		while ((code = orch_msg_field_next(&f, NULL))) {
+			if (head && *f == '\0') {
 				orch_wr_u32(b, (uint32_t)tail);   /* the bytes follow */
 				break;
 			}
-			error = field_encode(b, *f, m);
+			error = field_encode(b, code, m);
 			if (error)
 				goto out_truncate;
 		}
@@ -467,9 +477,13 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 	orch_rd_init(&rd, payload, h->length);
 	if (reply)
 		m->status = orch_status_to_errno(orch_rd_u32(&rd));
-	if (!reply || m->status == 0)
-		for (const char *f = reply ? d->rep : d->req; *f && !rd.err; f++)
-			field_decode(&rd, *f, m);
+	if (!reply || m->status == 0) {
+		const char *f = reply ? d->rep : d->req;
+		char code;
+
+		while (!rd.err && (code = orch_msg_field_next(&f, NULL)))
+			field_decode(&rd, code, m);
+	}
 	error = orch_rd_done(&rd, h->version);
 	if (error) {
 		orch_msg_fini(m);
@@ -489,14 +503,15 @@ static bool handle_in_cluster(uint64_t h, unsigned int nservers, uint64_t *bad)
 int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad)
 {
 	const char *f = orch_msg_fields(m->type, false);
+	char code;
 
 	if (!f || (m->flags & ORCH_FRAME_REPLY))
 		return 0;
 	/* From the table, so a new message's handles are checked without a line here. */
-	for (; *f; f++) {
+	while ((code = orch_msg_field_next(&f, NULL))) {
 		uint64_t h;
 
-		switch (*f) {
+		switch (code) {
 		case 'h': h = m->handle; break;
 		case 'p': h = m->parent; break;
 		case 'P': h = m->newparent; break;

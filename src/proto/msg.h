@@ -34,8 +34,17 @@ uint32_t orch_errno_to_status(int error);
 
 /* Name for logs ("CL2SV_LOOKUP"), or NULL for an unknown type. */
 const char *orch_msg_name(uint16_t type);
-/* Field lists of a type (NULL if unknown). */
+/*
+ * Field list of a type's request or reply, as msg.def gives it ("c:cred
+ * p:parent n:name"; walk it with orch_msg_field_next), or NULL for an
+ * unknown type.
+ */
 const char *orch_msg_fields(uint16_t type, bool reply);
+/*
+ * True if the request (or reply) of @type ends with data (D), which
+ * orch_msg_encode_head leaves out of the frame.
+ */
+bool orch_msg_has_data_last(uint16_t type, bool reply);
 /*
  * Position of @type in the table (the order orch_msg_types() reports), for
  * per-type counters; -1 for an unknown type.
@@ -158,6 +167,27 @@ int orch_str_copy(const struct orch_str *s, char *out, size_t outlen);
 static inline struct orch_str orch_str_of(const char *s, size_t len)
 {
 	return (struct orch_str){ .s = s, .len = (uint32_t)len };
+}
+
+/*
+ * Walks a field list (orch_msg_fields): returns the code of the field at
+ * *@f and moves *@f to the next field, or returns 0 at the end.  *@name, if
+ * @name is not NULL, gets the field's name, borrowed from the table.
+ */
+static inline char orch_msg_field_next(const char **f, struct orch_str *name)
+{
+	const char *p = *f, *n;
+	char code = *p;
+
+	if (!code)
+		return 0;
+	n = p[1] == ':' ? p + 2 : p + 1;
+	for (p = n; *p && *p != ' '; p++)
+		;
+	if (name)
+		*name = orch_str_of(n, (size_t)(p - n));
+	*f = *p ? p + 1 : p;
+	return code;
 }
 
 #endif

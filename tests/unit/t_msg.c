@@ -5,6 +5,7 @@
  * way wire.h promises, and oversized counts are refused before anything is
  * allocated.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -171,9 +172,11 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 {
 	uint64_t st = seed;
 	bool big = variant & 1;
+	const char *f = fields;
+	char code;
 
-	for (const char *f = fields; *f; f++) {
-		switch (*f) {
+	while ((code = orch_msg_field_next(&f, NULL))) {
+		switch (code) {
 		case 'c':
 			m->cred.uid = (uint32_t)mix(&st);
 			m->cred.gid = (uint32_t)mix(&st);
@@ -186,7 +189,7 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'Q': m->offset2 = mix(&st); break;
 		case 'L':
 		case 'Y': {
-			struct orch_layout *l = *f == 'L' ? &m->layout : &m->layout2;
+			struct orch_layout *l = code == 'L' ? &m->layout : &m->layout2;
 
 			l->strip_size = (uint32_t)mix(&st);
 			l->stripe_count = (uint16_t)mix(&st);
@@ -276,7 +279,7 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 			fill_bytes((char *)m->mac, ORCH_MAC_LEN, &st);
 			break;
 		default:
-			fprintf(stderr, "test does not know field code '%c'\n", *f);
+			fprintf(stderr, "test does not know field code '%c'\n", code);
 			abort();
 		}
 	}
@@ -432,6 +435,7 @@ ORCH_TEST(roundtrip_every_message)
 				struct orch_msg in, out;
 				struct orch_frame_hdr h;
 				uint8_t *payload;
+				char code;
 
 				ORCH_CHECK(s && fields);
 				orch_msg_init(&in, types_buf[t]);
@@ -444,8 +448,8 @@ ORCH_TEST(roundtrip_every_message)
 				ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
 				ORCH_CHECK(out.type == in.type && out.reqid == in.reqid);
 				ORCH_CHECK(out.status == 0);
-				for (const char *f = fields; *f; f++)
-					ORCH_CHECK(field_eq(*f, &in, &out));
+				for (const char *f = fields; (code = orch_msg_field_next(&f, NULL));)
+					ORCH_CHECK(field_eq(code, &in, &out));
 				orch_msg_fini(&out);
 				free(payload);
 				free(s);
@@ -454,6 +458,70 @@ ORCH_TEST(roundtrip_every_message)
 		}
 	}
 	ORCH_CHECK(checked == (int)n * 4);
+}
+
+/* True if @list is "code:name" words one space apart, names lower case and each used once. */
+static bool field_list_ok(const char *list)
+{
+	struct orch_str names[64], name;
+	size_t n = 0;
+	const char *p = list, *f = list;
+
+	while (*p) {
+		const char *start;
+
+		if (!isalpha((unsigned char)p[0]) || p[1] != ':')
+			return false;
+		start = p += 2;
+		while (islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_')
+			p++;
+		if (p == start || !islower((unsigned char)*start) || (*p && *p != ' ') ||
+		    (*p == ' ' && !p[1]))
+			return false;
+		if (*p)
+			p++;
+	}
+	while (orch_msg_field_next(&f, &name)) {
+		for (size_t i = 0; i < n; i++)
+			if (str_eq(&names[i], &name))
+				return false;
+		if (n == 64)
+			return false;
+		names[n++] = name;
+	}
+	return true;
+}
+
+/* msg.def names every field of every message, request and reply. */
+ORCH_TEST(field_lists_named)
+{
+	size_t n = all_types(types_buf);
+	const char *f = "c:cred p:parent n:name";
+	struct orch_str name;
+
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'c' && name.len == 4 &&
+		   memcmp(name.s, "cred", 4) == 0);
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'p' && name.len == 6);
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'n' && name.len == 4 && *f == '\0');
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 0);
+	ORCH_CHECK(!field_list_ok("cpn") && !field_list_ok("c:cred  p:parent") &&
+		   !field_list_ok("c:cred ") && !field_list_ok("c:Cred") &&
+		   !field_list_ok("c:cred c:cred") && field_list_ok(""));
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			const char *list = orch_msg_fields(types_buf[t], reply);
+
+			if (!field_list_ok(list))
+				fprintf(stderr, "%s %s: bad field list \"%s\"\n",
+					orch_msg_name(types_buf[t]), reply ? "reply" : "request", list);
+			ORCH_CHECK(field_list_ok(list));
+		}
+	}
+	ORCH_CHECK(orch_msg_has_data_last(ORCH_CL2SV_WRITE, false));
+	ORCH_CHECK(orch_msg_has_data_last(ORCH_CL2SV_READ, true));
+	ORCH_CHECK(!orch_msg_has_data_last(ORCH_CL2SV_READ, false));
+	ORCH_CHECK(!orch_msg_has_data_last(ORCH_SV2CL_REVOKE, false));
+	ORCH_CHECK(!orch_msg_has_data_last(0x7777, false));
 }
 
 /* A reply with a non-OK status carries only the status, for every type. */
@@ -965,13 +1033,14 @@ ORCH_TEST(check_handles_every_request)
 
 	for (size_t t = 0; t < n; t++) {
 		const char *f = orch_msg_fields(types[t], false);
+		char code;
 
-		for (; *f; f++) {
+		while ((code = orch_msg_field_next(&f, NULL))) {
 			struct orch_msg m;
 			uint64_t *field = NULL;
 
 			orch_msg_init(&m, types[t]);
-			switch (*f) {
+			switch (code) {
 			case 'h': field = &m.handle; break;
 			case 'p': field = &m.parent; break;
 			case 'P': field = &m.newparent; break;
