@@ -189,6 +189,7 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 	case 'v': orch_wr_u32(b, m->valid); break;
 	case 'l': orch_wr_u32(b, m->length); break;
 	case 'O': orch_wr_u32(b, m->origin); break;
+	case 'd': orch_wr_u32(b, (uint32_t)m->delta); break;
 	case 'n':
 	case 'N':
 	case 'x': {
@@ -415,6 +416,7 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 	case 'v': m->valid = orch_rd_u32(rd); break;
 	case 'l': m->length = orch_rd_u32(rd); break;
 	case 'O': m->origin = orch_rd_u32(rd); break;
+	case 'd': m->delta = (int32_t)orch_rd_u32(rd); break;
 	case 'n':
 	case 'N':
 	case 'x': {

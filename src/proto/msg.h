@@ -98,6 +98,7 @@ struct orch_msg {
 	uint32_t valid;          /* v */
 	uint32_t length;         /* l */
 	uint32_t origin;         /* O */
+	int32_t delta;           /* d */
 	struct orch_str name;    /* n */
 	struct orch_str name2;   /* N */
 	struct orch_str target;  /* t */

@@ -857,7 +857,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 	case SV_INTENT_NLINK:
 	case SV_INTENT_LINK:
 		orch_msg_init(&m, ORCH_SV2SV_NLINK_ADJ);
-		m.flags32 = (uint32_t)in->i_size;
+		m.delta = (int32_t)in->i_size;
 		break;
 	case SV_INTENT_SET_PARENT:
 		orch_msg_init(&m, ORCH_SV2SV_SET_PARENT);

@@ -60,7 +60,7 @@ out_reply:
 
 static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	int delta = (int32_t)m->flags32;
+	int delta = m->delta;
 	struct sv_intent *in = NULL;
 	struct orch_attr a;
 	struct orch_msg rep;

@@ -39,6 +39,7 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->valid = 0x3f;
 	m->length = 4096;
 	m->origin = 1;
+	m->delta = 1;
 	m->name = orch_str_of("name", 4);
 	m->name2 = orch_str_of("other", 5);
 	m->target = orch_str_of("/some/target", 12);

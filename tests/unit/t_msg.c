@@ -209,6 +209,7 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'v': m->valid = (uint32_t)mix(&st); break;
 		case 'l': m->length = (uint32_t)mix(&st); break;
 		case 'O': m->origin = (uint32_t)mix(&st); break;
+		case 'd': m->delta = (int32_t)mix(&st); break;
 		case 'n':
 			fill_bytes(s->name, ORCH_NAME_MAX, &st);
 			m->name = orch_str_of(s->name, big ? ORCH_NAME_MAX : 1);
@@ -338,6 +339,7 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 	case 'v': eq = a->valid == b->valid; break;
 	case 'l': eq = a->length == b->length; break;
 	case 'O': eq = a->origin == b->origin; break;
+	case 'd': eq = a->delta == b->delta; break;
 	case 'n': eq = str_eq(&a->name, &b->name); break;
 	case 'N': eq = str_eq(&a->name2, &b->name2); break;
 	case 'x': eq = str_eq(&a->xname, &b->xname); break;
@@ -697,6 +699,25 @@ ORCH_TEST(golden_getattr_reply)
 	ORCH_CHECK_OK(golden_check(&m, hex, &out));
 	ORCH_CHECK(out.status == 0 && (out.flags & ORCH_FRAME_REPLY));
 	ORCH_CHECK(field_eq('a', &m, &out));
+}
+
+/* A signed field: the link-count delta -1 is four bytes of two's complement. */
+ORCH_TEST(golden_nlink_adj_delta)
+{
+	static const char hex[] =
+		"18000000 0304 01 00 0100000000000000 |" /* header */
+		"02000000 0700000000000000 |"            /* origin, intent */
+		"0500000000000100 ffffffff";              /* handle, delta */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_SV2SV_NLINK_ADJ);
+	m.reqid = 1;
+	m.origin = 2;
+	m.id = 7;
+	m.handle = orch_handle_make(1, 5);
+	m.delta = -1;
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(out.delta == -1 && out.handle == m.handle && out.id == 7);
 }
 
 ORCH_TEST(golden_error_reply)
