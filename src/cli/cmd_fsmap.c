@@ -164,9 +164,7 @@ static int fsmap_walk(struct fsmap_out *o, uint64_t start, uint64_t end)
 					  ORCH_FSMAP_PAGE_MAX, &n);
 		eof = rep.m.eof;
 		req.flags32 = 1;
-		req.cookie = rep.m.cookie;
-		req.id = rep.m.id;
-		req.offset2 = rep.m.offset2;
+		req.fsmap_key = rep.m.fsmap_key;
 		orch_reply_release(&rep);
 		if (error)
 			break;

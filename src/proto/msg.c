@@ -255,6 +255,11 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 		orch_wr_u8(b, m->vmax);
 		orch_wr_u64(b, m->features);
 		break;
+	case 'K':
+		orch_wr_u64(b, m->fsmap_key.start);
+		orch_wr_u64(b, (uint64_t)m->fsmap_key.owner);
+		orch_wr_u64(b, m->fsmap_key.fileoff);
+		break;
 	case 'Z': orch_wr_bytes(b, m->nonce, ORCH_NONCE_LEN); break;
 	case 'M': orch_wr_bytes(b, m->mac, ORCH_MAC_LEN); break;
 	default:
@@ -452,6 +457,11 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 		m->vmin = orch_rd_u8(rd);
 		m->vmax = orch_rd_u8(rd);
 		m->features = orch_rd_u64(rd);
+		break;
+	case 'K':
+		m->fsmap_key.start = orch_rd_u64(rd);
+		m->fsmap_key.owner = (int64_t)orch_rd_u64(rd);
+		m->fsmap_key.fileoff = orch_rd_u64(rd);
 		break;
 	case 'Z': orch_rd_bytes(rd, m->nonce, ORCH_NONCE_LEN); break;
 	case 'M': orch_rd_bytes(rd, m->mac, ORCH_MAC_LEN); break;

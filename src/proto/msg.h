@@ -63,6 +63,16 @@ struct orch_statfs {
 	uint32_t namemax;
 };
 
+/*
+ * K: a place in an AD2SV_FSMAP listing, the key of a record (the last one
+ * a page returned), in the order the listing goes.
+ */
+struct orch_fsmap_key {
+	uint64_t start;   /* global block the record starts at */
+	int64_t owner;    /* its owner: an object's nid (> 0) or a special owner (< 0) */
+	uint64_t fileoff; /* the object block at @start */
+};
+
 #define ORCH_NONCE_LEN 32
 #define ORCH_MAC_LEN 32
 #define ORCH_ORIGIN_CLIENT 0xffffffffu
@@ -111,6 +121,7 @@ struct orch_msg {
 	uint32_t ndirents;
 	bool eof;                /* b */
 	struct orch_statfs statfs; /* S */
+	struct orch_fsmap_key fsmap_key; /* K */
 	uint8_t vmin, vmax;      /* V */
 	uint64_t features;       /* V */
 	uint8_t nonce[ORCH_NONCE_LEN]; /* Z */

@@ -133,8 +133,8 @@ static int adm_fsmap_rec(void *arg, const struct orch_fsmap_rec *r)
 
 void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	struct orch_fsmap_cursor cur = { .valid = m->flags32 & 1, .start = m->cookie,
-					 .owner = (int64_t)m->id, .off = m->offset2 };
+	struct orch_fsmap_cursor cur = { .valid = m->flags32 & 1, .start = m->fsmap_key.start,
+					 .owner = m->fsmap_key.owner, .off = m->fsmap_key.fileoff };
 	struct orch_store_info info;
 	struct orch_fsmap_geom g;
 	struct orch_msg rep;
@@ -154,9 +154,7 @@ void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.status = error ? error : b.b_err;
 	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
 	rep.eof = eof;
-	rep.cookie = cur.start;
-	rep.id = (uint64_t)cur.owner;
-	rep.offset2 = cur.off;
+	rep.fsmap_key = (struct orch_fsmap_key){ cur.start, cur.owner, cur.off };
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
 }

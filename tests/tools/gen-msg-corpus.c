@@ -68,6 +68,7 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->eof = true;
 	m->statfs = (struct orch_statfs){ 4096, 100, 50, 40, 1000, 900, 255 };
 	m->vmin = m->vmax = 1;
+	m->fsmap_key = (struct orch_fsmap_key){ 3, 9, 131072 }; /* the seeds of before */
 	memset(m->nonce, 0xab, sizeof(m->nonce));
 	memset(m->mac, 0xcd, sizeof(m->mac));
 }

@@ -279,6 +279,11 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'M':
 			fill_bytes((char *)m->mac, ORCH_MAC_LEN, &st);
 			break;
+		case 'K':
+			m->fsmap_key.start = mix(&st);
+			m->fsmap_key.owner = (int64_t)mix(&st);
+			m->fsmap_key.fileoff = mix(&st);
+			break;
 		default:
 			fprintf(stderr, "test does not know field code '%c'\n", code);
 			abort();
@@ -364,6 +369,11 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 		break;
 	case 'Z': eq = memcmp(a->nonce, b->nonce, ORCH_NONCE_LEN) == 0; break;
 	case 'M': eq = memcmp(a->mac, b->mac, ORCH_MAC_LEN) == 0; break;
+	case 'K':
+		eq = a->fsmap_key.start == b->fsmap_key.start &&
+		     a->fsmap_key.owner == b->fsmap_key.owner &&
+		     a->fsmap_key.fileoff == b->fsmap_key.fileoff;
+		break;
 	default: eq = false; break;
 	}
 	if (!eq)
@@ -718,6 +728,23 @@ ORCH_TEST(golden_nlink_adj_delta)
 	m.delta = -1;
 	ORCH_CHECK_OK(golden_check(&m, hex, &out));
 	ORCH_CHECK(out.delta == -1 && out.handle == m.handle && out.id == 7);
+}
+
+/* FSMAP's resume key: start, owner (signed: -3 is free space), object block. */
+ORCH_TEST(golden_fsmap_key)
+{
+	static const char hex[] =
+		"2c000000 0203 01 00 0100000000000000 |"       /* header */
+		"0000000000000000 0000000000000000 01000000 |" /* start, end, flags */
+		"1000000000000000 fdffffffffffffff 0200000000000000"; /* key */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_AD2SV_FSMAP);
+	m.reqid = 1;
+	m.flags32 = 1;
+	m.fsmap_key = (struct orch_fsmap_key){ .start = 16, .owner = -3, .fileoff = 2 };
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(field_eq('K', &m, &out) && out.fsmap_key.owner == -3);
 }
 
 ORCH_TEST(golden_error_reply)
