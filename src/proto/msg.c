@@ -186,7 +186,6 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 	case 'T': orch_wr_u64(b, (uint64_t)m->time_ns); break;
 	case 'm': orch_wr_u32(b, m->mode); break;
 	case 'f': orch_wr_u32(b, m->flags32); break;
-	case 'v': orch_wr_u32(b, m->valid); break;
 	case 'l': orch_wr_u32(b, m->length); break;
 	case 'O': orch_wr_u32(b, m->origin); break;
 	case 'd': orch_wr_u32(b, (uint32_t)m->delta); break;
@@ -418,7 +417,6 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 	case 'T': m->time_ns = (int64_t)orch_rd_u64(rd); break;
 	case 'm': m->mode = orch_rd_u32(rd); break;
 	case 'f': m->flags32 = orch_rd_u32(rd); break;
-	case 'v': m->valid = orch_rd_u32(rd); break;
 	case 'l': m->length = orch_rd_u32(rd); break;
 	case 'O': m->origin = orch_rd_u32(rd); break;
 	case 'd': m->delta = (int32_t)orch_rd_u32(rd); break;

@@ -104,8 +104,19 @@ struct orch_msg {
 	uint64_t id;             /* i */
 	int64_t time_ns;         /* T */
 	uint32_t mode;           /* m */
-	uint32_t flags32;        /* f */
-	uint32_t valid;          /* v */
+	/*
+	 * f: the message's flag word, under the name msg.def gives it (a field
+	 * of flags.def: valid, create_flags, unlink_flags ...); flags32 is any
+	 * of them, for code that treats every message alike.
+	 */
+	union {
+		uint32_t flags32;
+#define ORCH_FLAGS(set, field, unknown) uint32_t field;
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+	};
 	uint32_t length;         /* l */
 	uint32_t origin;         /* O */
 	int32_t delta;           /* d */

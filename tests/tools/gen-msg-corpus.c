@@ -35,8 +35,7 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->id = 9;
 	m->time_ns = 1700000000123456789LL;
 	m->mode = 0100644;
-	m->flags32 = 1;
-	m->valid = 0x3f;
+	m->flags32 = m->type == ORCH_CL2SV_SETATTR ? 0x3f : 1; /* SETATTR's is valid */
 	m->length = 4096;
 	m->origin = 1;
 	m->delta = 1;

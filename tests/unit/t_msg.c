@@ -206,7 +206,6 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'T': m->time_ns = (int64_t)mix(&st); break;
 		case 'm': m->mode = (uint32_t)mix(&st); break;
 		case 'f': m->flags32 = (uint32_t)mix(&st); break;
-		case 'v': m->valid = (uint32_t)mix(&st); break;
 		case 'l': m->length = (uint32_t)mix(&st); break;
 		case 'O': m->origin = (uint32_t)mix(&st); break;
 		case 'd': m->delta = (int32_t)mix(&st); break;
@@ -341,7 +340,6 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 	case 'T': eq = a->time_ns == b->time_ns; break;
 	case 'm': eq = a->mode == b->mode; break;
 	case 'f': eq = a->flags32 == b->flags32; break;
-	case 'v': eq = a->valid == b->valid; break;
 	case 'l': eq = a->length == b->length; break;
 	case 'O': eq = a->origin == b->origin; break;
 	case 'd': eq = a->delta == b->delta; break;
@@ -1211,6 +1209,51 @@ ORCH_TEST(flag_table)
 	ORCH_CHECK(ORCH_SET_KNOWN_ == 0xdbf);
 	ORCH_CHECK(ORCH_RENAME_NOREPLACE == 1 && ORCH_RENAME_EXCHANGE == 2);
 	ORCH_CHECK(ORCH_XATTR_CREATE == 1 && ORCH_XATTR_REPLACE == 2);
+}
+
+/*
+ * A message's flag word (code f) is named after a word of flags.def, which
+ * struct orch_msg then has under that name; every word of flags.def is some
+ * message's.
+ */
+ORCH_TEST(flag_words_named_in_msg_def)
+{
+	size_t n = all_types(types_buf), nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	bool used[sizeof(flag_words) / sizeof(flag_words[0])] = { false };
+	struct orch_msg m;
+
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			const char *f = orch_msg_fields(types_buf[t], reply);
+			struct orch_str name;
+			char code;
+
+			while ((code = orch_msg_field_next(&f, &name))) {
+				size_t w;
+
+				if (code != 'f')
+					continue;
+				for (w = 0; w < nwords; w++)
+					if (strlen(flag_words[w].field) == name.len &&
+					    memcmp(flag_words[w].field, name.s, name.len) == 0)
+						break;
+				if (w == nwords)
+					fprintf(stderr, "%s: flag word '%.*s' is not in flags.def\n",
+						orch_msg_name(types_buf[t]), (int)name.len, name.s);
+				ORCH_CHECK(w < nwords);
+				used[w] = true;
+			}
+		}
+	}
+	for (size_t w = 0; w < nwords; w++) {
+		if (!used[w])
+			fprintf(stderr, "flags.def: no message carries %s\n", flag_words[w].field);
+		ORCH_CHECK(used[w]);
+	}
+	/* The names are one word. */
+	orch_msg_init(&m, ORCH_CL2SV_UNLINK);
+	m.unlink_flags = ORCH_UNLINK_RMDIR;
+	ORCH_CHECK(m.flags32 == ORCH_UNLINK_RMDIR && m.rename_flags == m.unlink_flags);
 }
 
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
