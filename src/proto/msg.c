@@ -7,10 +7,22 @@
 #include "proto/msg.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "common/util.h"
+
+/*
+ * Two flag words are Linux's (flags.def): the client sends what the kernel
+ * gave it and the namespace takes them as they come.
+ */
+_Static_assert(ORCH_RENAME_NOREPLACE == RENAME_NOREPLACE && ORCH_RENAME_EXCHANGE == RENAME_EXCHANGE,
+	       "rename_flags are Linux's");
+_Static_assert((int)ORCH_XATTR_CREATE == (int)XATTR_CREATE &&
+	       (int)ORCH_XATTR_REPLACE == (int)XATTR_REPLACE,
+	       "xattr_flags are Linux's");
 
 struct msg_desc {
 	uint16_t type;
