@@ -163,7 +163,7 @@ static int fsmap_walk(struct fsmap_out *o, uint64_t start, uint64_t end)
 		error = orch_fsmap_decode(rep.m.data.s, rep.m.data.len, &o->g, recs,
 					  ORCH_FSMAP_PAGE_MAX, &n);
 		eof = rep.m.eof;
-		req.flags32 = 1;
+		req.fsmap_flags = ORCH_FSMAP_RESUME;
 		req.fsmap_key = rep.m.fsmap_key;
 		orch_reply_release(&rep);
 		if (error)

@@ -133,8 +133,9 @@ static int adm_fsmap_rec(void *arg, const struct orch_fsmap_rec *r)
 
 void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	struct orch_fsmap_cursor cur = { .valid = m->flags32 & 1, .start = m->fsmap_key.start,
-					 .owner = m->fsmap_key.owner, .off = m->fsmap_key.fileoff };
+	struct orch_fsmap_cursor cur = { .valid = m->fsmap_flags & ORCH_FSMAP_RESUME,
+					 .start = m->fsmap_key.start, .owner = m->fsmap_key.owner,
+					 .off = m->fsmap_key.fileoff };
 	struct orch_store_info info;
 	struct orch_fsmap_geom g;
 	struct orch_msg rep;
@@ -529,7 +530,7 @@ static bool adm_writers_probe(struct sv_admin *a, uint64_t h, struct orch_attr *
 
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
-	req.flags32 = ORCH_WRITERS_PROBE;
+	req.writers_flags = ORCH_WRITERS_PROBE;
 	if (orch_handle_server(h) >= a->a_sv->s_cfg.nservers ||
 	    orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep))
 		return false;  /* a writer (BUSY), gone, or not asked: nothing to say */
@@ -567,7 +568,7 @@ static void adm_past_confirm(struct sv_admin *a, struct adm_job *j, uint64_t h)
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
 	if (j->j_reclaim) {
-		req.flags32 = ORCH_WRITERS_RECLAIM;
+		req.writers_flags = ORCH_WRITERS_RECLAIM;
 		error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
 		if (!error) {
 			orch_reply_release(&rep);
@@ -862,7 +863,7 @@ static bool adm_past_cut(struct sv_admin *a, uint64_t h, uint8_t tries)
 
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
-	req.flags32 = ORCH_WRITERS_RECLAIM;
+	req.writers_flags = ORCH_WRITERS_RECLAIM;
 	error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
 	if (!error) {
 		orch_reply_release(&rep);
@@ -1233,9 +1234,9 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	orch_buf_init(&j->j_out, ORCH_JSON_MAX);
 	j->j_sv = sv;
 	j->j_req = r;
-	j->j_data = m->flags32 & ORCH_SCRUB_F_DATA;
-	j->j_json = m->flags32 & ORCH_SCRUB_F_JSON;
-	j->j_reclaim = m->flags32 & ORCH_SCRUB_F_RECLAIM;
+	j->j_data = m->scrub_flags & ORCH_SCRUB_F_DATA;
+	j->j_json = m->scrub_flags & ORCH_SCRUB_F_JSON;
+	j->j_reclaim = m->scrub_flags & ORCH_SCRUB_F_RECLAIM;
 	j->j_rate = (uint64_t)m->length << 20;
 	a->a_busy = true;
 	pthread_mutex_lock(&a->a_lock);

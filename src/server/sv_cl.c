@@ -155,8 +155,9 @@ void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	}
 	error = orch_meta_create(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
 				 m->mode, m->rdev, S_ISLNK(m->mode) ? target : NULL, &layout,
-				 m->flags32 & ORCH_CREATE_EXCL, &rep.entry.attr, &rep.eof);
-	if (!error && (m->flags32 & ORCH_CREATE_WRITER) && !rep.eof && S_ISREG(rep.entry.attr.mode))
+				 m->create_flags & ORCH_CREATE_EXCL, &rep.entry.attr, &rep.eof);
+	if (!error && (m->create_flags & ORCH_CREATE_WRITER) && !rep.eof &&
+	    S_ISREG(rep.entry.attr.mode))
 		error = sv_writers_created(sv, r->r_conn, rep.entry.attr.handle);
 	if (!error) {
 		rep.entry.handle = rep.entry.attr.handle;
@@ -364,7 +365,7 @@ static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_inten
 
 int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	bool want_dir = m->flags32 & 1, remote = false, freed = false;
+	bool want_dir = m->unlink_flags & ORCH_UNLINK_RMDIR, remote = false, freed = false;
 	struct sv_intent *in = NULL;
 	struct orch_dirent de;
 	int error;
@@ -463,7 +464,7 @@ static struct sv_intent *sv_rename_intent(const struct orch_msg *m, uint32_t kin
 	memcpy(in->i_name, m->name.s, m->name.len);
 	in->i_attr.parent = m->newparent;
 	memcpy(in->i_name2, m->name2.s, m->name2.len);
-	in->i_flags = m->flags32;
+	in->i_flags = m->rename_flags;
 	in->i_cred = m->cred;
 	return in;
 }
@@ -514,8 +515,8 @@ static int sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct
 	struct sv_intent *in;
 	int error;
 
-	if ((m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (m->flags32 & RENAME_NOREPLACE && m->flags32 & RENAME_EXCHANGE)) {
+	if ((m->rename_flags & ~(uint32_t)ORCH_RENAME_KNOWN_) ||
+	    (m->rename_flags & ORCH_RENAME_NOREPLACE && m->rename_flags & ORCH_RENAME_EXCHANGE)) {
 		error = -EINVAL;
 		goto out_reply;
 	}
@@ -611,8 +612,8 @@ static int sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 	if (error)
 		goto out_reply;
 	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
-				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
-				 &victim_type, &moved_dir);
+				 m->newparent, m->name2.s, m->name2.len, m->rename_flags, &freed,
+				 &victim, &victim_type, &moved_dir);
 	orch_meta_abort(sv->s_meta);
 	if (error == -EREMOTE)
 		return sv_rename_fetch_owner(sv, r, m);
@@ -656,15 +657,15 @@ int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 	if (error)
 		goto out_reply;
 	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
-				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
-				 &victim_type, &moved_dir);
+				 m->newparent, m->name2.s, m->name2.len, m->rename_flags, &freed,
+				 &victim, &victim_type, &moved_dir);
 	if (error == -EREMOTE) {
 		orch_meta_abort(sv->s_meta);
 		return sv_rename_fetch_owner(sv, r, m);
 	}
 	if (error)
 		goto out_abort;
-	if (victim && S_ISDIR(victim_type) && !(m->flags32 & RENAME_EXCHANGE)) {
+	if (victim && S_ISDIR(victim_type) && !(m->rename_flags & ORCH_RENAME_EXCHANGE)) {
 		/*
 		 * A victim directory held elsewhere must be found empty there
 		 * first.  Rare: finding out here, rather than with a lookup
@@ -687,7 +688,7 @@ int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 		}
 		ins[nin]->i_peer = orch_handle_server(victim);
 		ins[nin]->i_handle = victim;
-		if (m->flags32 & RENAME_EXCHANGE) {
+		if (m->rename_flags & ORCH_RENAME_EXCHANGE) {
 			/* Not a victim: the other directory moved, to the old parent. */
 			ins[nin]->i_kind = SV_INTENT_SET_PARENT;
 			ins[nin]->i_parent = m->parent;
@@ -751,7 +752,8 @@ void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 		return;
 	}
 	rep.status = orch_meta_readdir(sv->s_meta, &m->cred, m->handle, m->cookie, max,
-				       m->flags32 & 1, rep.dirents, &rep.ndirents, &rep.eof);
+				       m->readdir_flags & ORCH_READDIR_PLUS, rep.dirents,
+				       &rep.ndirents, &rep.eof);
 	sv_reply(r, &rep);
 	free(rep.dirents);
 }
@@ -833,7 +835,7 @@ void sv_cl_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	if (!error)
 		error = remove ? orch_meta_xattr_remove(sv->s_meta, &m->cred, m->handle, name)
 			       : orch_meta_xattr_set(sv->s_meta, &m->cred, m->handle, name,
-						     m->data.s, m->data.len, (int)m->flags32);
+						     m->data.s, m->data.len, (int)m->xattr_flags);
 	if (!error)
 		sv_flusher_dirty(sv);
 	sv_reply_status(r, error);

@@ -302,7 +302,7 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	size_t got[2];
 	int error = 0;
 
-	if (!(m->flags32 & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
+	if (!(m->dedupe_flags & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
 	    doff % ORCH_STORE_BLOCK == 0)
 		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
 	for (uint64_t at = 0, n1; !error && at < whole; at += n1) {
@@ -325,7 +325,7 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	memset(buf + n + got[1], 0, n - got[1]);
 	if (memcmp(buf, buf + n, n))
 		return -EBADE;
-	if (m->flags32 & ORCH_DEDUPE_COMPARE)
+	if (m->dedupe_flags & ORCH_DEDUPE_COMPARE)
 		*deduped += n;
 	return 0;
 }
@@ -355,7 +355,7 @@ static void sv_dedupe_run(struct sv_server *sv, const struct orch_msg *m, struct
 		off += n;
 	}
 	free(buf);
-	if (!error && !(m->flags32 & ORCH_DEDUPE_COMPARE))
+	if (!error && !(m->dedupe_flags & ORCH_DEDUPE_COMPARE))
 		sv_flusher_dirty(sv);
 	rep->status = error;
 	rep->size = deduped;
@@ -365,7 +365,7 @@ void sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 {
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
-	    m->offset2 + m->size < m->offset2 || m->flags32 & ~ORCH_DEDUPE_COMPARE) {
+	    m->offset2 + m->size < m->offset2 || m->dedupe_flags & ~ORCH_DEDUPE_COMPARE) {
 		sv_reply_status(r, -EINVAL);
 		return;
 	}

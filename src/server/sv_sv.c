@@ -218,7 +218,7 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 {
 	struct sv_intent *ins[2] = { NULL, NULL };
 	uint32_t type = m->mode & S_IFMT;
-	bool exchange = m->flags32 & RENAME_EXCHANGE;
+	bool exchange = m->rename_flags & ORCH_RENAME_EXCHANGE;
 	struct orch_dirent victim;
 	struct orch_msg rep;
 	bool remote = false, freed = false;
@@ -239,7 +239,7 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 		error = -EAGAIN; /* still at it from an earlier try */
 		goto out_reply;
 	}
-	if (m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+	if (m->rename_flags & ~(uint32_t)ORCH_RENAME_KNOWN_) {
 		error = -EINVAL;
 		goto out_reply;
 	}
@@ -266,7 +266,7 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 		goto out_commit;
 	}
 	if (!error) {
-		if (m->flags32 & RENAME_NOREPLACE) {
+		if (m->rename_flags & ORCH_RENAME_NOREPLACE) {
 			error = -EEXIST;
 			goto out_abort;
 		}

@@ -334,7 +334,7 @@ static void wr_round_send(struct sv_server *sv, struct wr_node *n, bool probe)
 			m.origin = sv->s_index;
 			m.handle = n->n_handle;
 			m.size = local;
-			m.flags32 = probe ? ORCH_DATA_CUT_PROBE : 0;
+			m.cut_flags = probe ? ORCH_DATA_CUT_PROBE : 0;
 			n->n_outstanding++;
 			sv_peer_call(sv, s, &m, wr_cut_done, call);
 		}
@@ -540,7 +540,7 @@ void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_writers *wt = sv->s_writers;
-	uint32_t f = m->flags32;
+	uint32_t f = m->writers_flags;
 	struct orch_msg rep;
 	struct wr_node *n;
 	int error = 0;
@@ -627,9 +627,9 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 
 void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	if (m->flags32 & ~ORCH_DATA_CUT_PROBE)
+	if (m->cut_flags & ~ORCH_DATA_CUT_PROBE)
 		sv_reply_status(r, -EINVAL);
-	else if (m->flags32 & ORCH_DATA_CUT_PROBE)
+	else if (m->cut_flags & ORCH_DATA_CUT_PROBE)
 		sv_reply_status(r, orch_store_nothing_past(sv->s_store, m->handle, m->size) ? 0
 											    : -EBUSY);
 	else

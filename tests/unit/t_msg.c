@@ -739,7 +739,7 @@ ORCH_TEST(golden_fsmap_key)
 
 	orch_msg_init(&m, ORCH_AD2SV_FSMAP);
 	m.reqid = 1;
-	m.flags32 = 1;
+	m.fsmap_flags = ORCH_FSMAP_RESUME;
 	m.fsmap_key = (struct orch_fsmap_key){ .start = 16, .owner = -3, .fileoff = 2 };
 	ORCH_CHECK_OK(golden_check(&m, hex, &out));
 	ORCH_CHECK(field_eq('K', &m, &out) && out.fsmap_key.owner == -3);
