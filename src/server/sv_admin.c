@@ -131,7 +131,7 @@ static int adm_fsmap_rec(void *arg, const struct orch_fsmap_rec *r)
 	return 0;
 }
 
-void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_fsmap_cursor cur = { .valid = m->fsmap_flags & ORCH_FSMAP_RESUME,
 					 .start = m->fsmap_key.start, .owner = m->fsmap_key.owner,
@@ -158,9 +158,10 @@ void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.fsmap_key = (struct orch_fsmap_key){ cur.start, cur.owner, cur.off };
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
+	return 0;
 }
 
-void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_dirent *d = calloc(ADM_NAMES_MAX, sizeof(*d));
 	struct orch_msg rep;
@@ -175,6 +176,7 @@ void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.size = total;
 	sv_reply(r, &rep);
 	free(d);
+	return 0;
 }
 
 /* --- Findings ---------------------------------------------------------------------- */
@@ -1028,15 +1030,16 @@ static void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 	pthread_mutex_unlock(&a->a_lock);
 }
 
-void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	/* Only for the peer itself: it is the one that knows it restarted. */
 	if (m->origin != r->r_conn->c_origin) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	sv_admin_reclaim(sv, m->origin);
 	sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
+	return 0;
 }
 
 uint64_t sv_admin_reclaimed(const struct sv_server *sv)
@@ -1212,14 +1215,14 @@ void sv_admin_fini(struct sv_server *sv)
 
 /* --- SCRUB (loop thread) --------------------------------------------------------- */
 
-void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_admin *a = sv->s_admin;
 	struct adm_job *j;
 
 	if (!a || !a->a_started || a->a_busy) {
 		sv_reply_status(r, a && a->a_started ? -EBUSY : -ENOSYS);
-		return;
+		return 0;
 	}
 	j = calloc(1, sizeof(*j));
 	if (j) {
@@ -1229,7 +1232,7 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	if (!j || !j->j_f || !j->j_bad) {
 		adm_job_free(j);
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	orch_buf_init(&j->j_out, ORCH_JSON_MAX);
 	j->j_sv = sv;
@@ -1243,4 +1246,5 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	a->a_job = j;
 	pthread_cond_signal(&a->a_cv);
 	pthread_mutex_unlock(&a->a_lock);
+	return 0;
 }

@@ -68,36 +68,36 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 		break;
 	}
 	switch (m->type) {
-	case ORCH_AN2AN_PING: sv_stats_ping(sv, r); break;
-	case ORCH_CL2SV_LOOKUP: sv_cl_lookup(sv, r, m); break;
-	case ORCH_CL2SV_GETATTR: sv_cl_getattr(sv, r, m); break;
-	case ORCH_CL2SV_SETATTR: sv_cl_setattr(sv, r, m); break;
-	case ORCH_CL2SV_CREATE: sv_cl_create(sv, r, m); break;
-	case ORCH_CL2SV_MKDIR: sv_cl_mkdir(sv, r, m); break;
-	case ORCH_CL2SV_READLINK: sv_cl_readlink(sv, r, m); break;
-	case ORCH_CL2SV_LINK: sv_cl_link(sv, r, m); break;
+	case ORCH_AN2AN_PING: error = sv_stats_ping(sv, r, m); break;
+	case ORCH_CL2SV_LOOKUP: error = sv_cl_lookup(sv, r, m); break;
+	case ORCH_CL2SV_GETATTR: error = sv_cl_getattr(sv, r, m); break;
+	case ORCH_CL2SV_SETATTR: error = sv_cl_setattr(sv, r, m); break;
+	case ORCH_CL2SV_CREATE: error = sv_cl_create(sv, r, m); break;
+	case ORCH_CL2SV_MKDIR: error = sv_cl_mkdir(sv, r, m); break;
+	case ORCH_CL2SV_READLINK: error = sv_cl_readlink(sv, r, m); break;
+	case ORCH_CL2SV_LINK: error = sv_cl_link(sv, r, m); break;
 	case ORCH_CL2SV_UNLINK: error = sv_cl_unlink(sv, r, m); break;
 	case ORCH_CL2SV_RENAME: error = sv_cl_rename(sv, r, m); break;
-	case ORCH_CL2SV_READDIR: sv_cl_readdir(sv, r, m); break;
-	case ORCH_CL2SV_STATFS: sv_cl_statfs(sv, r); break;
-	case ORCH_CL2SV_GETXATTR: sv_cl_getxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_LISTXATTR: sv_cl_getxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_SETXATTR: sv_cl_setxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_REMOVEXATTR: sv_cl_setxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_ACCESS: sv_cl_access(sv, r, m); break;
-	case ORCH_CL2SV_EXTEND: sv_cl_extend(sv, r, m); break;
-	case ORCH_CL2SV_WRITERS: sv_writers_request(sv, r, m); break;
-	case ORCH_CL2SV_READ: sv_data_read(sv, r, m); break;
-	case ORCH_CL2SV_WRITE: sv_data_write(sv, r, m); break;
-	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
-	case ORCH_CL2SV_COPY_RANGE: sv_data_copy_range(sv, r, m); break;
-	case ORCH_CL2SV_PUNCH: sv_data_punch(sv, r, m); break;
-	case ORCH_CL2SV_DEDUPE: sv_data_dedupe(sv, r, m); break;
-	case ORCH_CL2SV_BLOCKSUMS: sv_data_block_sums(sv, r, m); break;
-	case ORCH_AD2SV_STATS: sv_stats_request(sv, r); break;
-	case ORCH_AD2SV_FSMAP: sv_admin_fsmap(sv, r, m); break;
-	case ORCH_AD2SV_NAMES: sv_admin_names(sv, r, m); break;
-	case ORCH_AD2SV_SCRUB: sv_admin_scrub(sv, r, m); break;
+	case ORCH_CL2SV_READDIR: error = sv_cl_readdir(sv, r, m); break;
+	case ORCH_CL2SV_STATFS: error = sv_cl_statfs(sv, r, m); break;
+	case ORCH_CL2SV_GETXATTR:
+	case ORCH_CL2SV_LISTXATTR: error = sv_cl_getxattr(sv, r, m); break;
+	case ORCH_CL2SV_SETXATTR:
+	case ORCH_CL2SV_REMOVEXATTR: error = sv_cl_setxattr(sv, r, m); break;
+	case ORCH_CL2SV_ACCESS: error = sv_cl_access(sv, r, m); break;
+	case ORCH_CL2SV_EXTEND: error = sv_cl_extend(sv, r, m); break;
+	case ORCH_CL2SV_WRITERS: error = sv_writers_request(sv, r, m); break;
+	case ORCH_CL2SV_READ: error = sv_data_read(sv, r, m); break;
+	case ORCH_CL2SV_WRITE: error = sv_data_write(sv, r, m); break;
+	case ORCH_CL2SV_FSYNC: error = sv_cl_fsync(sv, r, m); break;
+	case ORCH_CL2SV_COPY_RANGE: error = sv_data_copy_range(sv, r, m); break;
+	case ORCH_CL2SV_PUNCH: error = sv_data_punch(sv, r, m); break;
+	case ORCH_CL2SV_DEDUPE: error = sv_data_dedupe(sv, r, m); break;
+	case ORCH_CL2SV_BLOCKSUMS: error = sv_data_block_sums(sv, r, m); break;
+	case ORCH_AD2SV_STATS: error = sv_stats_request(sv, r, m); break;
+	case ORCH_AD2SV_FSMAP: error = sv_admin_fsmap(sv, r, m); break;
+	case ORCH_AD2SV_NAMES: error = sv_admin_names(sv, r, m); break;
+	case ORCH_AD2SV_SCRUB: error = sv_admin_scrub(sv, r, m); break;
 	case ORCH_SV2SV_MKDIR_INODE:
 	case ORCH_SV2SV_RMDIR_INODE:
 	case ORCH_SV2SV_NLINK_ADJ:
@@ -116,12 +116,20 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 			sv_reply_status(r, -EPERM);
 			break;
 		}
-		if (m->type == ORCH_SV2SV_DATA_CUT)
-			sv_writers_cut_request(sv, r, m);
-		else if (m->type == ORCH_SV2SV_RECLAIM)
-			sv_admin_reclaim_request(sv, r, m);
-		else
-			error = sv_sv_request(sv, r, m);
+		switch (m->type) {
+		case ORCH_SV2SV_MKDIR_INODE: error = sv_sv_mkdir_inode(sv, r, m); break;
+		case ORCH_SV2SV_RMDIR_INODE: error = sv_sv_rmdir_inode(sv, r, m); break;
+		case ORCH_SV2SV_NLINK_ADJ: error = sv_sv_nlink_adj(sv, r, m); break;
+		case ORCH_SV2SV_DATA_DELETE: error = sv_sv_data_delete(sv, r, m); break;
+		case ORCH_SV2SV_DATA_DELETE_MANY: error = sv_sv_data_delete_many(sv, r, m); break;
+		case ORCH_SV2SV_DATA_TRUNCATE: error = sv_sv_data_truncate(sv, r, m); break;
+		case ORCH_SV2SV_SET_PARENT: error = sv_sv_set_parent(sv, r, m); break;
+		case ORCH_SV2SV_RENAME_IN: error = sv_sv_rename_in(sv, r, m); break;
+		case ORCH_SV2SV_APPLIED_TRIM: error = sv_sv_applied_trim(sv, r, m); break;
+		case ORCH_SV2SV_WRITE: error = sv_sv_write(sv, r, m); break;
+		case ORCH_SV2SV_RECLAIM: error = sv_admin_reclaim_request(sv, r, m); break;
+		default: error = sv_writers_cut_request(sv, r, m); break;
+		}
 		break;
 	default:
 		sv_reply_status(r, -ENOSYS);

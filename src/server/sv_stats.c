@@ -14,14 +14,16 @@
 #include "server/sv_stats.h"
 #include "server/sv_writers.h"
 
-void sv_stats_ping(struct sv_server *sv, struct sv_req *r)
+int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
 	(void)sv;
+	(void)m;
 	orch_msg_init(&rep, 0);
 	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
 	sv_reply(r, &rep);
+	return 0;
 }
 
 static void sv_json_u64(struct orch_buf *b, const char *key, uint64_t v, bool comma)
@@ -98,11 +100,12 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	orch_buf_append(b, "}", 1);
 }
 
-void sv_stats_request(struct sv_server *sv, struct sv_req *r)
+int sv_stats_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_buf b;
 	struct orch_msg rep;
 
+	(void)m;
 	orch_buf_init(&b, ORCH_JSON_MAX);
 	sv_stats_json(sv, &b);
 	orch_msg_init(&rep, 0);
@@ -110,4 +113,5 @@ void sv_stats_request(struct sv_server *sv, struct sv_req *r)
 	rep.json = orch_str_of((const char *)b.b_data, b.b_len);
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
+	return 0;
 }

@@ -8,8 +8,8 @@
 #include "server/sv.h"
 
 /* AN2AN_PING: answers @r with our protocol version. */
-void sv_stats_ping(struct sv_server *sv, struct sv_req *r);
+int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* AD2SV_STATS: answers @r with the stats JSON. */
-void sv_stats_request(struct sv_server *sv, struct sv_req *r);
+int sv_stats_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 #endif

@@ -537,7 +537,7 @@ void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 	}
 }
 
-void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_writers *wt = sv->s_writers;
 	uint32_t f = m->writers_flags;
@@ -550,7 +550,7 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 			 ORCH_WRITERS_RECLAIM)) ||
 	    ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	error = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
 	if (!error && !S_ISREG(rep.attr.mode))
@@ -565,14 +565,14 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 	if (error) {
 		rep.status = error;
 		sv_reply(r, &rep);
-		return;
+		return 0;
 	}
 	n = wr_find(wt, m->handle);
 	if (f & ORCH_WRITERS_RELEASE) {
 		if (n && wr_remove(wt, n, r->r_conn))
 			wr_left(sv, n);
 		sv_reply(r, &rep);
-		return;
+		return 0;
 	}
 	if (f & (ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM)) {
 		/*
@@ -585,18 +585,18 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		    ((f & ORCH_WRITERS_PROBE) && wt->sizing[wr_bucket(m->handle)]) ||
 		    orch_time_now_ms() < wt->hold_until) {
 			sv_reply_status(r, -EBUSY);
-			return;
+			return 0;
 		}
 		if (f & ORCH_WRITERS_PROBE) {
 			rep.cookie = wt->epochs[wr_bucket(m->handle)];
 			sv_reply(r, &rep);
-			return;
+			return 0;
 		}
 	}
 	n = wr_get(sv, m->handle);
 	if (!n) {
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	if (f & ORCH_WRITERS_REGISTER) {
 		/* Registered already, or another writer is: the bytes past the size may be its. */
@@ -606,12 +606,12 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		if (error) {
 			wr_node_put(wt, n);
 			sv_reply_status(r, error);
-			return;
+			return 0;
 		}
 		/* A cut in flight must end before this writer writes. */
 		if (!n->n_cutting && others) {
 			sv_reply(r, &rep);
-			return;
+			return 0;
 		}
 	}
 	if (!wr_wait_round(n, r, f & ORCH_WRITERS_REGISTER)) {
@@ -619,13 +619,14 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 			wr_remove(wt, n, r->r_conn);
 		wr_node_put(wt, n);
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	if (!n->n_cutting)
 		wr_round_start(sv, n);
+	return 0;
 }
 
-void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	if (m->cut_flags & ~ORCH_DATA_CUT_PROBE)
 		sv_reply_status(r, -EINVAL);
@@ -634,6 +635,7 @@ void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct
 											    : -EBUSY);
 	else
 		sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
+	return 0;
 }
 
 void sv_writers_counts(const struct sv_server *sv, uint64_t *nodes, uint64_t *regs,
