@@ -29,10 +29,12 @@ struct msg_desc {
 	const char *name;
 	const char *req;
 	const char *rep;
+	const char *lease;
 };
 
 static const struct msg_desc msg_table[] = {
-#define ORCH_MSG(name_, num, req_, rep_) { num, #name_, req_, rep_ },
+#define ORCH_MSG(name_, num, from, handler, lease_, req_, rep_) \
+	{ num, #name_, req_, rep_, lease_ },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -64,6 +66,28 @@ const char *orch_msg_fields(uint16_t type, bool reply)
 	const struct msg_desc *d = msg_find(type);
 
 	return d ? (reply ? d->rep : d->req) : NULL;
+}
+
+void orch_msg_lease(uint16_t type, char *dir, char *inodes)
+{
+	const struct msg_desc *d = msg_find(type);
+	const char *l = d && d->lease[0] ? d->lease : "--";
+
+	if (dir)
+		*dir = l[0] == '-' ? 0 : l[0];
+	if (inodes)
+		*inodes = l[1] == '-' ? 0 : l[1];
+}
+
+uint64_t orch_msg_handle(const struct orch_msg *m, char code)
+{
+	switch (code) {
+	case 'h': return m->handle;
+	case 'p': return m->parent;
+	case 'P': return m->newparent;
+	case 'H': return m->handle2;
+	default: return 0;
+	}
 }
 
 bool orch_msg_has_data_last(uint16_t type, bool reply)
@@ -534,10 +558,10 @@ int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint
 		uint64_t h;
 
 		switch (code) {
-		case 'h': h = m->handle; break;
-		case 'p': h = m->parent; break;
-		case 'P': h = m->newparent; break;
-		case 'H': h = m->handle2; break;
+		case 'h':
+		case 'p':
+		case 'P':
+		case 'H': h = orch_msg_handle(m, code); break;
 		/*
 		 * A SETATTR's attributes are new values whose handle and parent
 		 * the server ignores; a MKDIR_INODE's parent becomes the new

@@ -17,7 +17,7 @@
 #include "proto/wire.h"
 
 enum orch_msg_type {
-#define ORCH_MSG(name, num, req, rep) ORCH_##name = num,
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) ORCH_##name = num,
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -40,6 +40,14 @@ const char *orch_msg_name(uint16_t type);
  * unknown type.
  */
 const char *orch_msg_fields(uint16_t type, bool reply);
+/*
+ * What a reply to @type leases on a connection with leases (msg.def;
+ * SPEC-wire.md, "Leases"): *@dir gets the code of the request field that
+ * names a directory whose entries the reply speaks for, *@inodes the code
+ * of the reply field whose inodes it describes; 0 for none, both for an
+ * unknown type.  Either pointer may be NULL.
+ */
+void orch_msg_lease(uint16_t type, char *dir, char *inodes);
 /*
  * True if the request (or reply) of @type ends with data (D), which
  * orch_msg_encode_head leaves out of the frame.
@@ -161,6 +169,9 @@ int orch_msg_encode_head(struct orch_buf *b, const struct orch_msg *m);
  */
 int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 		    struct orch_msg *m);
+
+/* The handle in field @code of @m: h, p, P or H; 0 for any other code. */
+uint64_t orch_msg_handle(const struct orch_msg *m, char code);
 
 /*
  * Checks that every handle decoded request @m names is of one of the

@@ -13,7 +13,6 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_admin.h"
 #include "server/sv_cl.h"
@@ -44,98 +43,57 @@ static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
 	orch_conn_send(c, &rep);
 }
 
+/* --- The dispatch table, from msg.def -------------------------------------------------------- */
+
+/* Whose requests of a type a server serves: msg.def's "from". */
+enum sv_from {
+	SV_FROM_ANY,    /* every authenticated connection */
+	SV_FROM_SERVER, /* other servers only: a client is answered PERM */
+	SV_FROM_CONN,   /* nobody: the handshake's and UNKNOWN, answered AN2AN_UNKNOWN */
+	SV_FROM_PUSH,   /* nobody: what servers push to clients, answered NOSYS */
+};
+
+/* One per message, in msg.def's order (orch_msg_index). */
+static const struct sv_route {
+	sv_handler_fn *rt_handler; /* NULL: not served (CONN, PUSH) */
+	enum sv_from rt_from;
+} sv_routes[] = {
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) { handler, SV_FROM_##from },
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+/* The route of @type, or NULL for a type msg.def does not have. */
+static const struct sv_route *sv_route(uint16_t type)
+{
+	int i = orch_msg_index(type);
+
+	return i >= 0 && (size_t)i < ORCH_ARRAY_SIZE(sv_routes) ? &sv_routes[i] : NULL;
+}
+
 /*
- * Calls the handler of @m's type.  0 once @r is answered or kept; -EREMOTE
- * with @r kept, to fetch the owner of r->r_need_owner (sv_req_need_owner).
+ * Calls the handler of @m's type, if its connection may send it.  0 once
+ * @r is answered or kept; -EREMOTE with @r kept, to fetch the owner of
+ * r->r_need_owner (sv_req_need_owner).
  */
 static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	int error = 0;
+	const struct sv_route *rt = sv_route(m->type);
+	char dir;
 
-	switch (m->type) {
-	case ORCH_CL2SV_LOOKUP:
-	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-		r->r_lease_dir = m->parent;
-		break;
-	case ORCH_CL2SV_LINK:
-		r->r_lease_dir = m->newparent;
-		break;
-	case ORCH_CL2SV_READDIR:
-		r->r_lease_dir = m->handle;
-		break;
-	default:
-		break;
-	}
-	switch (m->type) {
-	case ORCH_AN2AN_PING: error = sv_stats_ping(sv, r, m); break;
-	case ORCH_CL2SV_LOOKUP: error = sv_cl_lookup(sv, r, m); break;
-	case ORCH_CL2SV_GETATTR: error = sv_cl_getattr(sv, r, m); break;
-	case ORCH_CL2SV_SETATTR: error = sv_cl_setattr(sv, r, m); break;
-	case ORCH_CL2SV_CREATE: error = sv_cl_create(sv, r, m); break;
-	case ORCH_CL2SV_MKDIR: error = sv_cl_mkdir(sv, r, m); break;
-	case ORCH_CL2SV_READLINK: error = sv_cl_readlink(sv, r, m); break;
-	case ORCH_CL2SV_LINK: error = sv_cl_link(sv, r, m); break;
-	case ORCH_CL2SV_UNLINK: error = sv_cl_unlink(sv, r, m); break;
-	case ORCH_CL2SV_RENAME: error = sv_cl_rename(sv, r, m); break;
-	case ORCH_CL2SV_READDIR: error = sv_cl_readdir(sv, r, m); break;
-	case ORCH_CL2SV_STATFS: error = sv_cl_statfs(sv, r, m); break;
-	case ORCH_CL2SV_GETXATTR:
-	case ORCH_CL2SV_LISTXATTR: error = sv_cl_getxattr(sv, r, m); break;
-	case ORCH_CL2SV_SETXATTR:
-	case ORCH_CL2SV_REMOVEXATTR: error = sv_cl_setxattr(sv, r, m); break;
-	case ORCH_CL2SV_ACCESS: error = sv_cl_access(sv, r, m); break;
-	case ORCH_CL2SV_EXTEND: error = sv_cl_extend(sv, r, m); break;
-	case ORCH_CL2SV_WRITERS: error = sv_writers_request(sv, r, m); break;
-	case ORCH_CL2SV_READ: error = sv_data_read(sv, r, m); break;
-	case ORCH_CL2SV_WRITE: error = sv_data_write(sv, r, m); break;
-	case ORCH_CL2SV_FSYNC: error = sv_cl_fsync(sv, r, m); break;
-	case ORCH_CL2SV_COPY_RANGE: error = sv_data_copy_range(sv, r, m); break;
-	case ORCH_CL2SV_PUNCH: error = sv_data_punch(sv, r, m); break;
-	case ORCH_CL2SV_DEDUPE: error = sv_data_dedupe(sv, r, m); break;
-	case ORCH_CL2SV_BLOCKSUMS: error = sv_data_block_sums(sv, r, m); break;
-	case ORCH_AD2SV_STATS: error = sv_stats_request(sv, r, m); break;
-	case ORCH_AD2SV_FSMAP: error = sv_admin_fsmap(sv, r, m); break;
-	case ORCH_AD2SV_NAMES: error = sv_admin_names(sv, r, m); break;
-	case ORCH_AD2SV_SCRUB: error = sv_admin_scrub(sv, r, m); break;
-	case ORCH_SV2SV_MKDIR_INODE:
-	case ORCH_SV2SV_RMDIR_INODE:
-	case ORCH_SV2SV_NLINK_ADJ:
-	case ORCH_SV2SV_DATA_DELETE:
-	case ORCH_SV2SV_DATA_DELETE_MANY:
-	case ORCH_SV2SV_DATA_TRUNCATE:
-	case ORCH_SV2SV_SET_PARENT:
-	case ORCH_SV2SV_RENAME_IN:
-	case ORCH_SV2SV_APPLIED_TRIM:
-	case ORCH_SV2SV_WRITE:
-	case ORCH_SV2SV_RECLAIM:
-	case ORCH_SV2SV_DATA_CUT:
-		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
-					   r->r_conn->c_peer, orch_msg_name(m->type));
-			sv_reply_status(r, -EPERM);
-			break;
-		}
-		switch (m->type) {
-		case ORCH_SV2SV_MKDIR_INODE: error = sv_sv_mkdir_inode(sv, r, m); break;
-		case ORCH_SV2SV_RMDIR_INODE: error = sv_sv_rmdir_inode(sv, r, m); break;
-		case ORCH_SV2SV_NLINK_ADJ: error = sv_sv_nlink_adj(sv, r, m); break;
-		case ORCH_SV2SV_DATA_DELETE: error = sv_sv_data_delete(sv, r, m); break;
-		case ORCH_SV2SV_DATA_DELETE_MANY: error = sv_sv_data_delete_many(sv, r, m); break;
-		case ORCH_SV2SV_DATA_TRUNCATE: error = sv_sv_data_truncate(sv, r, m); break;
-		case ORCH_SV2SV_SET_PARENT: error = sv_sv_set_parent(sv, r, m); break;
-		case ORCH_SV2SV_RENAME_IN: error = sv_sv_rename_in(sv, r, m); break;
-		case ORCH_SV2SV_APPLIED_TRIM: error = sv_sv_applied_trim(sv, r, m); break;
-		case ORCH_SV2SV_WRITE: error = sv_sv_write(sv, r, m); break;
-		case ORCH_SV2SV_RECLAIM: error = sv_admin_reclaim_request(sv, r, m); break;
-		default: error = sv_writers_cut_request(sv, r, m); break;
-		}
-		break;
-	default:
+	if (!rt || !rt->rt_handler) {
 		sv_reply_status(r, -ENOSYS);
-		break;
+		return 0;
 	}
-	return error;
+	if (rt->rt_from == SV_FROM_SERVER && r->r_conn->c_origin >= sv->s_cfg.nservers) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
+				   r->r_conn->c_peer, orch_msg_name(m->type));
+		sv_reply_status(r, -EPERM);
+		return 0;
+	}
+	orch_msg_lease(m->type, &dir, NULL);
+	r->r_lease_dir = orch_msg_handle(m, dir);
+	return rt->rt_handler(sv, r, m);
 }
 
 /* --- The owner of an inode held elsewhere, for the sticky rule ------------------------------- */
@@ -231,9 +189,7 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 		return;
 	}
 	error = orch_msg_decode(h, payload, &m);
-	if (error == -ENOSYS || (!error && (m.type == ORCH_AN2AN_HELLO ||
-					    m.type == ORCH_AN2AN_AUTH ||
-					    m.type == ORCH_AN2AN_UNKNOWN))) {
+	if (error == -ENOSYS || (!error && sv_route(m.type)->rt_from == SV_FROM_CONN)) {
 		orch_msg_fini(&m);
 		sv_unknown(c, h);
 		return;

@@ -1143,6 +1143,91 @@ ORCH_TEST(check_handles_in_attr_and_data)
 	ORCH_CHECK(got == orch_handle_make(1, 9));
 }
 
+/* --- The server's columns of msg.def ----------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	const char *from;
+	const char *handler;
+	const char *lease;
+	const char *req;
+	const char *rep;
+} msg_rows[] = {
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) \
+	{ #name, #from, #handler, lease, req, rep },
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+/* True if field list @list has a field of code @code. */
+static bool list_has(const char *list, char code)
+{
+	char c;
+
+	while ((c = orch_msg_field_next(&list, NULL)))
+		if (c == code)
+			return true;
+	return false;
+}
+
+/*
+ * Who may send what, and who handles it: a handler exactly for what a
+ * server serves, SV2SV_* from servers, SV2CL_* pushed.  Leases name a
+ * handle field of the request and an attribute field of the reply, and
+ * orch_msg_lease reads them back.
+ */
+ORCH_TEST(dispatch_columns)
+{
+	size_t n = sizeof(msg_rows) / sizeof(msg_rows[0]);
+	int leasing = 0;
+
+	ORCH_CHECK(n == all_types(types_buf));
+	for (size_t i = 0; i < n; i++) {
+		const char *name = msg_rows[i].name, *from = msg_rows[i].from;
+		const char *l = msg_rows[i].lease;
+		bool served = strcmp(from, "ANY") == 0 || strcmp(from, "SERVER") == 0;
+		char dir, inodes;
+
+		ORCH_CHECK(served || strcmp(from, "CONN") == 0 || strcmp(from, "PUSH") == 0);
+		ORCH_CHECK(served == (strcmp(msg_rows[i].handler, "NULL") != 0));
+		ORCH_CHECK((strncmp(name, "SV2SV_", 6) == 0) == (strcmp(from, "SERVER") == 0));
+		ORCH_CHECK((strncmp(name, "SV2CL_", 6) == 0) == (strcmp(from, "PUSH") == 0));
+		ORCH_CHECK(strncmp(name, "CL2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		ORCH_CHECK(strncmp(name, "AD2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		orch_msg_lease(types_buf[i], &dir, &inodes);
+		if (!l[0]) {
+			ORCH_CHECK(dir == 0 && inodes == 0);
+			continue;
+		}
+		leasing++;
+		ORCH_CHECK(served && strlen(l) == 2 && strcmp(l, "--") != 0);
+		ORCH_CHECK(l[0] == '-' || (strchr("hpPH", l[0]) && list_has(msg_rows[i].req, l[0])));
+		ORCH_CHECK(l[1] == '-' || (strchr("aeE", l[1]) && list_has(msg_rows[i].rep, l[1])));
+		ORCH_CHECK(dir == (l[0] == '-' ? 0 : l[0]) && inodes == (l[1] == '-' ? 0 : l[1]));
+	}
+	ORCH_CHECK(leasing == 8);
+}
+
+ORCH_TEST(lease_and_handle_accessors)
+{
+	char dir = 'x', inodes = 'x';
+	struct orch_msg m;
+
+	orch_msg_lease(0x7777, &dir, &inodes);
+	ORCH_CHECK(dir == 0 && inodes == 0);
+	orch_msg_lease(ORCH_CL2SV_READDIR, &dir, NULL);
+	orch_msg_lease(ORCH_CL2SV_READDIR, NULL, &inodes);
+	ORCH_CHECK(dir == 'h' && inodes == 'E');
+	orch_msg_init(&m, ORCH_CL2SV_LINK);
+	m.handle = 1;
+	m.parent = 2;
+	m.newparent = 3;
+	m.handle2 = 4;
+	ORCH_CHECK(orch_msg_handle(&m, 'h') == 1 && orch_msg_handle(&m, 'p') == 2 &&
+		   orch_msg_handle(&m, 'P') == 3 && orch_msg_handle(&m, 'H') == 4);
+	ORCH_CHECK(orch_msg_handle(&m, 'a') == 0 && orch_msg_handle(&m, 0) == 0);
+}
+
 /* --- Flag words ------------------------------------------------------------------------ */
 
 enum flag_unknown { FLAG_REFUSE, FLAG_IGNORE };
