@@ -584,6 +584,49 @@ int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint
 	return 0;
 }
 
+/* --- Flag words ----------------------------------------------------------------------- */
+
+#define FLAGS_REFUSE true
+#define FLAGS_IGNORE false
+
+static const struct flag_word {
+	const char *field;
+	uint32_t known;
+	bool refuse;
+} flag_words[] = {
+#define ORCH_FLAGS(set, field, unknown) { #field, ORCH_##set##_KNOWN_, FLAGS_##unknown },
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+static const struct flag_word *flag_word_find(const struct orch_str *field)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(flag_words); i++)
+		if (strlen(flag_words[i].field) == field->len &&
+		    memcmp(flag_words[i].field, field->s, field->len) == 0)
+			return &flag_words[i];
+	return NULL;
+}
+
+int orch_msg_check_flags(const struct orch_msg *m)
+{
+	const char *f = orch_msg_fields(m->type, false);
+	struct orch_str name;
+	char code;
+
+	if (!f || (m->flags & ORCH_FRAME_REPLY))
+		return 0;
+	while ((code = orch_msg_field_next(&f, &name))) {
+		const struct flag_word *w = code == 'f' ? flag_word_find(&name) : NULL;
+
+		if (w && w->refuse && (m->flags32 & ~w->known))
+			return -EINVAL;
+	}
+	return 0;
+}
+
 void orch_msg_fini(struct orch_msg *m)
 {
 	free(m->dirents);

@@ -186,6 +186,13 @@ uint64_t orch_msg_handle(const struct orch_msg *m, char code);
  */
 int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad);
 
+/*
+ * Checks decoded request @m's flag word against flags.def: -EINVAL if it
+ * sets a bit its word does not list and the word's rule is REFUSE, else 0.
+ * Replies are not checked.
+ */
+int orch_msg_check_flags(const struct orch_msg *m);
+
 /* Frees what decode allocated.  Accepts a zeroed message. */
 void orch_msg_fini(struct orch_msg *m);
 

@@ -522,8 +522,7 @@ static int sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct
 	struct sv_intent *in;
 	int error;
 
-	if ((m->rename_flags & ~(uint32_t)ORCH_RENAME_KNOWN_) ||
-	    (m->rename_flags & ORCH_RENAME_NOREPLACE && m->rename_flags & ORCH_RENAME_EXCHANGE)) {
+	if (m->rename_flags & ORCH_RENAME_NOREPLACE && m->rename_flags & ORCH_RENAME_EXCHANGE) {
 		error = -EINVAL;
 		goto out_reply;
 	}

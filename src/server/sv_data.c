@@ -368,7 +368,7 @@ int sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 {
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
-	    m->offset2 + m->size < m->offset2 || m->dedupe_flags & ~ORCH_DEDUPE_COMPARE) {
+	    m->offset2 + m->size < m->offset2) {
 		sv_reply_status(r, -EINVAL);
 		return 0;
 	}

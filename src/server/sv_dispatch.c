@@ -2,9 +2,10 @@
  * The dispatcher: every frame of every connection (clients, the admin CLI,
  * other servers) comes here.  It decodes the frame, refuses what no
  * handler may see (malformed frames, handles of servers the cluster does
- * not have, server requests from a client), hands replies to our own
- * calls to the peer transport, and calls the handler of the request's
- * type.  The top floor of the server but for main.c.  Loop thread.
+ * not have, server requests from a client, flag bits flags.def does not
+ * list), hands replies to our own calls to the peer transport, and calls
+ * the handler msg.def names for the request's type.  The top floor of the
+ * server but for main.c.  Loop thread.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -72,7 +73,8 @@ static const struct sv_route *sv_route(uint16_t type)
 }
 
 /*
- * Calls the handler of @m's type, if its connection may send it.  0 once
+ * Calls the handler of @m's type, if its connection may send it and its
+ * flag word sets no bit the handler does not know.  0 once
  * @r is answered or kept; -EREMOTE with @r kept, to fetch the owner of
  * r->r_need_owner (sv_req_need_owner).
  */
@@ -89,6 +91,11 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
 				   r->r_conn->c_peer, orch_msg_name(m->type));
 		sv_reply_status(r, -EPERM);
+		return 0;
+	}
+	/* A bit flags.def does not list, in a word that refuses them. */
+	if (orch_msg_check_flags(m)) {
+		sv_reply_status(r, -EINVAL);
 		return 0;
 	}
 	orch_msg_lease(m->type, &dir, NULL);

@@ -241,10 +241,6 @@ int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 		error = -EAGAIN; /* still at it from an earlier try */
 		goto out_reply;
 	}
-	if (m->rename_flags & ~(uint32_t)ORCH_RENAME_KNOWN_) {
-		error = -EINVAL;
-		goto out_reply;
-	}
 	error = orch_meta_begin(sv->s_meta);
 	if (error)
 		goto out_reply;

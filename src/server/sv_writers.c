@@ -546,9 +546,7 @@ int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch
 	int error = 0;
 
 	orch_msg_init(&rep, 0);
-	if (!f || (f & ~(ORCH_WRITERS_REGISTER | ORCH_WRITERS_RELEASE | ORCH_WRITERS_PROBE |
-			 ORCH_WRITERS_RECLAIM)) ||
-	    ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
+	if (!f || ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
 		sv_reply_status(r, -EINVAL);
 		return 0;
 	}
@@ -628,9 +626,7 @@ int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch
 
 int sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	if (m->cut_flags & ~ORCH_DATA_CUT_PROBE)
-		sv_reply_status(r, -EINVAL);
-	else if (m->cut_flags & ORCH_DATA_CUT_PROBE)
+	if (m->cut_flags & ORCH_DATA_CUT_PROBE)
 		sv_reply_status(r, orch_store_nothing_past(sv->s_store, m->handle, m->size) ? 0
 											    : -EBUSY);
 	else

@@ -1341,6 +1341,49 @@ ORCH_TEST(flag_words_named_in_msg_def)
 	ORCH_CHECK(m.flags32 == ORCH_UNLINK_RMDIR && m.rename_flags == m.unlink_flags);
 }
 
+/*
+ * A request whose flag word sets a bit flags.def does not list is refused
+ * where the word says REFUSE and passes where it says IGNORE; known bits,
+ * messages without a flag word and replies always pass.
+ */
+ORCH_TEST(check_flags_every_request)
+{
+	size_t n = all_types(types_buf), nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	int refusing = 0;
+
+	for (size_t t = 0; t < n; t++) {
+		const char *f = orch_msg_fields(types_buf[t], false);
+		size_t w = nwords;
+		struct orch_str name;
+		struct orch_msg m;
+		char code;
+
+		while ((code = orch_msg_field_next(&f, &name)))
+			for (size_t i = 0; code == 'f' && i < nwords; i++)
+				if (strlen(flag_words[i].field) == name.len &&
+				    memcmp(flag_words[i].field, name.s, name.len) == 0)
+					w = i;
+		orch_msg_init(&m, types_buf[t]);
+		m.flags32 = w < nwords ? flag_words[w].known : UINT32_MAX;
+		ORCH_CHECK_OK(orch_msg_check_flags(&m));
+		if (w == nwords)
+			continue;
+		refusing += flag_words[w].unknown == FLAG_REFUSE;
+		for (int bit = 0; bit < 32; bit++) {
+			m.flags32 = 1u << bit;
+			m.flags = 0;
+			if (flag_words[w].known & m.flags32)
+				ORCH_CHECK_OK(orch_msg_check_flags(&m));
+			else
+				ORCH_CHECK_RC(orch_msg_check_flags(&m),
+					      flag_words[w].unknown == FLAG_REFUSE ? -EINVAL : 0);
+			m.flags = ORCH_FRAME_REPLY;
+			ORCH_CHECK_OK(orch_msg_check_flags(&m));
+		}
+	}
+	ORCH_CHECK(refusing == 7);   /* SETATTR, RENAME, RENAME_IN, SETXATTR, WRITERS, DEDUPE, DATA_CUT */
+}
+
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
 ORCH_TEST(status_mapping)
 {
