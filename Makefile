@@ -47,7 +47,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
 
-.PHONY: all deps test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
+.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -128,8 +128,14 @@ $(BUILDDIR)/tests/%: $(BUILDDIR)/obj/tests/tools/%.o $(LIBS)
 # (real servers on 127.0.0.1).  TESTFLAGS goes to pytest (e.g. -k rename).
 test: all test-unit fuzz-replay test-py
 
-test-unit: $(UNIT_BINS)
+# The unit tests, and docs/SPEC-wire.md's generated part against msg.def
+# and flags.def (make spec rewrites it).
+test-unit: $(UNIT_BINS) $(BUILDDIR)/tests/gen-wire-spec
 	$(Q)bash tests/lib/run_unit.sh $(UNIT_BINS)
+	$(Q)$(BUILDDIR)/tests/gen-wire-spec --check docs/SPEC-wire.md && echo "SPEC-wire.md: up to date"
+
+spec: $(BUILDDIR)/tests/gen-wire-spec
+	$(Q)$< --update docs/SPEC-wire.md
 
 test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q tests/py $(TESTFLAGS)
@@ -319,6 +325,7 @@ help:
 	@echo "make deps       install the Debian packages the build and tests need"
 	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan and TSan tests, a short fuzz run"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
+	@echo "make spec       rewrite docs/SPEC-wire.md's tables from src/proto/msg.def and flags.def"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make check-tsan unit tests and the mount, data, lease and metrics tests under TSan in build-tsan/"

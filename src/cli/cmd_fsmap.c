@@ -163,10 +163,8 @@ static int fsmap_walk(struct fsmap_out *o, uint64_t start, uint64_t end)
 		error = orch_fsmap_decode(rep.m.data.s, rep.m.data.len, &o->g, recs,
 					  ORCH_FSMAP_PAGE_MAX, &n);
 		eof = rep.m.eof;
-		req.flags32 = 1;
-		req.cookie = rep.m.cookie;
-		req.id = rep.m.id;
-		req.offset2 = rep.m.offset2;
+		req.fsmap_flags = ORCH_FSMAP_RESUME;
+		req.fsmap_key = rep.m.fsmap_key;
 		orch_reply_release(&rep);
 		if (error)
 			break;

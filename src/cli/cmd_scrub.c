@@ -116,7 +116,7 @@ static int scrub_run(struct orch_cli *cli, const char *server, bool data, bool j
 		if (idx >= 0 && (unsigned int)idx != i)
 			continue;
 		orch_msg_init(&req, ORCH_AD2SV_SCRUB);
-		req.flags32 = (data ? ORCH_SCRUB_F_DATA : 0) | (json ? ORCH_SCRUB_F_JSON : 0) |
+		req.scrub_flags = (data ? ORCH_SCRUB_F_DATA : 0) | (json ? ORCH_SCRUB_F_JSON : 0) |
 			      (reclaim ? ORCH_SCRUB_F_RECLAIM : 0);
 		req.length = (uint32_t)rate;
 		srv[i].asked = true;

@@ -228,7 +228,7 @@ static int fs_create(struct orch_client *cl, const struct orch_cred *cred, uint6
 		return error;
 	req.mode = mode;
 	req.rdev = rdev;
-	req.flags32 = flags;
+	req.create_flags = flags;
 	if (target) {
 		size_t n = strlen(target);
 
@@ -349,7 +349,7 @@ static int fs_unlink(struct orch_client *cl, const struct orch_cred *cred, uint6
 	error = fs_name_check(name, &req.name);
 	if (error)
 		return error;
-	req.flags32 = dir ? 1 : 0;
+	req.unlink_flags = dir ? ORCH_UNLINK_RMDIR : 0;
 	error = orch_client_call(cl, orch_handle_server(parent), &req, &rep);
 	if (error)
 		return error;
@@ -424,7 +424,7 @@ int orch_fs_rename(struct orch_client *cl, const struct orch_cred *cred, uint64_
 	fs_req_init(&req, ORCH_CL2SV_RENAME, cred);
 	req.parent = parent;
 	req.newparent = newparent;
-	req.flags32 = flags;
+	req.rename_flags = flags;
 	error = fs_name_check(name, &req.name);
 	if (!error)
 		error = fs_name_check(newname, &req.name2);
@@ -523,7 +523,7 @@ int orch_fs_readdir_stamped(struct orch_client *cl, const struct orch_cred *cred
 	req.handle = dir;
 	req.cookie = cookie;
 	req.length = max;
-	req.flags32 = plus ? 1 : 0;
+	req.readdir_flags = plus ? ORCH_READDIR_PLUS : 0;
 	error = orch_client_call(cl, orch_handle_server(dir), &req, &rep);
 	if (error)
 		return error;
@@ -1009,14 +1009,14 @@ int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
 	if (off_in > src->size || len > src->size - off_in || off_out > dst->size ||
 	    len > dst->size - off_out)
 		return -EINVAL;
-	req.flags32 = ORCH_DEDUPE_COMPARE;
+	req.dedupe_flags = ORCH_DEDUPE_COMPARE;
 	error = fs_dedupe_pass(cl, &req, src, off_in, off_out, len, &equal);
 	if (error)
 		return error;
 	/* A piece the layouts put on two servers could neither be compared nor shared. */
 	if (equal != len)
 		return -EXDEV;
-	req.flags32 = 0;
+	req.dedupe_flags = 0;
 	return fs_dedupe_pass(cl, &req, src, off_in, off_out, len, deduped);
 }
 
@@ -1029,7 +1029,7 @@ static int fs_size_call(struct orch_client *cl, const struct orch_cred *cred, ui
 
 	fs_req_init(&req, type, cred);
 	req.handle = h;
-	req.flags32 = flags;
+	req.writers_flags = flags;
 	req.size = size;
 	req.time_ns = mtime_ns;
 	return fs_attr_call_gen(cl, &req, out, stamp, gen);
@@ -1111,7 +1111,7 @@ int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
 	}
 	fs_req_init(&req, ORCH_CL2SV_FSYNC, cred);
 	req.handle = a->handle;
-	req.flags32 = datasync ? 1 : 0;
+	req.fsync_flags = datasync ? ORCH_FSYNC_DATASYNC : 0;
 	return fs_fanout(cl, &req, want, ORCH_SERVERS_MAX, NULL, NULL);
 }
 
@@ -1181,7 +1181,7 @@ int orch_fs_setxattr(struct orch_client *cl, const struct orch_cred *cred, uint6
 		return error;
 	if (len > ORCH_XATTR_SIZE_MAX)
 		return -E2BIG;
-	req.flags32 = (uint32_t)flags;
+	req.xattr_flags = (uint32_t)flags;
 	req.data = orch_str_of(val, len);
 	error = orch_client_call(cl, orch_handle_server(h), &req, &rep);
 	if (error)

@@ -960,15 +960,6 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
 	return error;
 }
 
-/* True if requests of @type end with data (D), which can follow the frame. */
-static bool rpc_data_last(uint16_t type)
-{
-	const char *f = orch_msg_fields(type, false);
-	size_t n = f ? strlen(f) : 0;
-
-	return n && f[n - 1] == 'D';
-}
-
 /*
  * orch_client_send, with the data of a request that ends with it sent from
  * @tail (@ntail buffers; req->data is then ignored), not copied.
@@ -1008,7 +999,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	m.flags = 0;
 	orch_buf_init(&frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	/* Large data (a WRITE) goes from the caller's buffer, not copied into the frame. */
-	if (!ntail && rpc_data_last(req->type) && req->data.len >= RPC_TAIL_MIN) {
+	if (!ntail && orch_msg_has_data_last(req->type, false) && req->data.len >= RPC_TAIL_MIN) {
 		one = (struct iovec){ .iov_base = (void *)(uintptr_t)req->data.s,
 				      .iov_len = req->data.len };
 		tail = &one;
@@ -1017,7 +1008,8 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	for (int i = 0; i < ntail; i++)
 		tail_len += tail[i].iov_len;
 	m.data = orch_str_of(ntail ? NULL : req->data.s, ntail ? (uint32_t)tail_len : req->data.len);
-	if (ntail > ORCH_CLIENT_IOV_MAX || tail_len > ORCH_IO_MAX || (ntail && !rpc_data_last(req->type)))
+	if (ntail > ORCH_CLIENT_IOV_MAX || tail_len > ORCH_IO_MAX ||
+	    (ntail && !orch_msg_has_data_last(req->type, false)))
 		error = -EINVAL;
 	else
 		error = ntail ? orch_msg_encode_head(&frame, &m) : orch_msg_encode(&frame, &m);

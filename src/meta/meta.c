@@ -759,7 +759,7 @@ int orch_meta_inode_setattr(struct orch_meta *m, const struct orch_cred *cred,
 {
 	int error;
 
-	if (valid & ~ORCH_SET_ALL_)
+	if (valid & ~ORCH_SET_KNOWN_)
 		return -EINVAL;
 	if ((valid & ORCH_SET_SIZE) && in->size > INT64_MAX)
 		return -EFBIG;

@@ -7,20 +7,34 @@
 #include "proto/msg.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "common/util.h"
+
+/*
+ * Two flag words are Linux's (flags.def): the client sends what the kernel
+ * gave it and the namespace takes them as they come.
+ */
+_Static_assert(ORCH_RENAME_NOREPLACE == RENAME_NOREPLACE && ORCH_RENAME_EXCHANGE == RENAME_EXCHANGE,
+	       "rename_flags are Linux's");
+_Static_assert((int)ORCH_XATTR_CREATE == (int)XATTR_CREATE &&
+	       (int)ORCH_XATTR_REPLACE == (int)XATTR_REPLACE,
+	       "xattr_flags are Linux's");
 
 struct msg_desc {
 	uint16_t type;
 	const char *name;
 	const char *req;
 	const char *rep;
+	const char *lease;
 };
 
 static const struct msg_desc msg_table[] = {
-#define ORCH_MSG(name_, num, req_, rep_) { num, #name_, req_, rep_ },
+#define ORCH_MSG(name_, num, from, handler, lease_, req_, rep_) \
+	{ num, #name_, req_, rep_, lease_ },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -52,6 +66,38 @@ const char *orch_msg_fields(uint16_t type, bool reply)
 	const struct msg_desc *d = msg_find(type);
 
 	return d ? (reply ? d->rep : d->req) : NULL;
+}
+
+void orch_msg_lease(uint16_t type, char *dir, char *inodes)
+{
+	const struct msg_desc *d = msg_find(type);
+	const char *l = d && d->lease[0] ? d->lease : "--";
+
+	if (dir)
+		*dir = l[0] == '-' ? 0 : l[0];
+	if (inodes)
+		*inodes = l[1] == '-' ? 0 : l[1];
+}
+
+uint64_t orch_msg_handle(const struct orch_msg *m, char code)
+{
+	switch (code) {
+	case 'h': return m->handle;
+	case 'p': return m->parent;
+	case 'P': return m->newparent;
+	case 'H': return m->handle2;
+	default: return 0;
+	}
+}
+
+bool orch_msg_has_data_last(uint16_t type, bool reply)
+{
+	const char *f = orch_msg_fields(type, reply);
+	char code, last = 0;
+
+	while (f && (code = orch_msg_field_next(&f, NULL)))
+		last = code;
+	return last == 'D';
 }
 
 size_t orch_msg_types(uint16_t *out, size_t max)
@@ -176,9 +222,9 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 	case 'T': orch_wr_u64(b, (uint64_t)m->time_ns); break;
 	case 'm': orch_wr_u32(b, m->mode); break;
 	case 'f': orch_wr_u32(b, m->flags32); break;
-	case 'v': orch_wr_u32(b, m->valid); break;
 	case 'l': orch_wr_u32(b, m->length); break;
 	case 'O': orch_wr_u32(b, m->origin); break;
+	case 'd': orch_wr_u32(b, (uint32_t)m->delta); break;
 	case 'n':
 	case 'N':
 	case 'x': {
@@ -244,6 +290,11 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 		orch_wr_u8(b, m->vmax);
 		orch_wr_u64(b, m->features);
 		break;
+	case 'K':
+		orch_wr_u64(b, m->fsmap_key.start);
+		orch_wr_u64(b, (uint64_t)m->fsmap_key.owner);
+		orch_wr_u64(b, m->fsmap_key.fileoff);
+		break;
 	case 'Z': orch_wr_bytes(b, m->nonce, ORCH_NONCE_LEN); break;
 	case 'M': orch_wr_bytes(b, m->mac, ORCH_MAC_LEN); break;
 	default:
@@ -264,10 +315,7 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 	if (!d)
 		return -EINVAL;
 	if (head) {
-		const char *f = reply ? d->rep : d->req;
-		size_t n = strlen(f);
-
-		if (n == 0 || f[n - 1] != 'D' || (reply && m->status))
+		if (!orch_msg_has_data_last(m->type, reply) || (reply && m->status))
 			return -EINVAL;
 		if (m->data.len > ORCH_IO_MAX)
 			return -EINVAL;
@@ -280,12 +328,15 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 	if (reply)
 		orch_wr_u32(b, orch_errno_to_status(m->status));
 	if (!reply || m->status == 0) {
-		for (const char *f = reply ? d->rep : d->req; *f; f++) {
-			if (head && f[1] == '\0') {
+		const char *f = reply ? d->rep : d->req;
+		char code;
+
+		while ((code = orch_msg_field_next(&f, NULL))) {
+			if (head && *f == '\0') {
 				orch_wr_u32(b, (uint32_t)tail);   /* the bytes follow */
 				break;
 			}
-			error = field_encode(b, *f, m);
+			error = field_encode(b, code, m);
 			if (error)
 				goto out_truncate;
 		}
@@ -402,9 +453,9 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 	case 'T': m->time_ns = (int64_t)orch_rd_u64(rd); break;
 	case 'm': m->mode = orch_rd_u32(rd); break;
 	case 'f': m->flags32 = orch_rd_u32(rd); break;
-	case 'v': m->valid = orch_rd_u32(rd); break;
 	case 'l': m->length = orch_rd_u32(rd); break;
 	case 'O': m->origin = orch_rd_u32(rd); break;
+	case 'd': m->delta = (int32_t)orch_rd_u32(rd); break;
 	case 'n':
 	case 'N':
 	case 'x': {
@@ -441,6 +492,11 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 		m->vmax = orch_rd_u8(rd);
 		m->features = orch_rd_u64(rd);
 		break;
+	case 'K':
+		m->fsmap_key.start = orch_rd_u64(rd);
+		m->fsmap_key.owner = (int64_t)orch_rd_u64(rd);
+		m->fsmap_key.fileoff = orch_rd_u64(rd);
+		break;
 	case 'Z': orch_rd_bytes(rd, m->nonce, ORCH_NONCE_LEN); break;
 	case 'M': orch_rd_bytes(rd, m->mac, ORCH_MAC_LEN); break;
 	default: rd->err = -EPROTO; break;
@@ -467,9 +523,13 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 	orch_rd_init(&rd, payload, h->length);
 	if (reply)
 		m->status = orch_status_to_errno(orch_rd_u32(&rd));
-	if (!reply || m->status == 0)
-		for (const char *f = reply ? d->rep : d->req; *f && !rd.err; f++)
-			field_decode(&rd, *f, m);
+	if (!reply || m->status == 0) {
+		const char *f = reply ? d->rep : d->req;
+		char code;
+
+		while (!rd.err && (code = orch_msg_field_next(&f, NULL)))
+			field_decode(&rd, code, m);
+	}
 	error = orch_rd_done(&rd, h->version);
 	if (error) {
 		orch_msg_fini(m);
@@ -489,18 +549,19 @@ static bool handle_in_cluster(uint64_t h, unsigned int nservers, uint64_t *bad)
 int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad)
 {
 	const char *f = orch_msg_fields(m->type, false);
+	char code;
 
 	if (!f || (m->flags & ORCH_FRAME_REPLY))
 		return 0;
 	/* From the table, so a new message's handles are checked without a line here. */
-	for (; *f; f++) {
+	while ((code = orch_msg_field_next(&f, NULL))) {
 		uint64_t h;
 
-		switch (*f) {
-		case 'h': h = m->handle; break;
-		case 'p': h = m->parent; break;
-		case 'P': h = m->newparent; break;
-		case 'H': h = m->handle2; break;
+		switch (code) {
+		case 'h':
+		case 'p':
+		case 'P':
+		case 'H': h = orch_msg_handle(m, code); break;
 		/*
 		 * A SETATTR's attributes are new values whose handle and parent
 		 * the server ignores; a MKDIR_INODE's parent becomes the new
@@ -519,6 +580,49 @@ int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint
 		for (uint32_t off = 0; off + 8 <= m->data.len; off += 8)
 			if (!handle_in_cluster(orch_get_u64(p + off), nservers, bad))
 				return -EINVAL;
+	}
+	return 0;
+}
+
+/* --- Flag words ----------------------------------------------------------------------- */
+
+#define FLAGS_REFUSE true
+#define FLAGS_IGNORE false
+
+static const struct flag_word {
+	const char *field;
+	uint32_t known;
+	bool refuse;
+} flag_words[] = {
+#define ORCH_FLAGS(set, field, unknown) { #field, ORCH_##set##_KNOWN_, FLAGS_##unknown },
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+static const struct flag_word *flag_word_find(const struct orch_str *field)
+{
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(flag_words); i++)
+		if (strlen(flag_words[i].field) == field->len &&
+		    memcmp(flag_words[i].field, field->s, field->len) == 0)
+			return &flag_words[i];
+	return NULL;
+}
+
+int orch_msg_check_flags(const struct orch_msg *m)
+{
+	const char *f = orch_msg_fields(m->type, false);
+	struct orch_str name;
+	char code;
+
+	if (!f || (m->flags & ORCH_FRAME_REPLY))
+		return 0;
+	while ((code = orch_msg_field_next(&f, &name))) {
+		const struct flag_word *w = code == 'f' ? flag_word_find(&name) : NULL;
+
+		if (w && w->refuse && (m->flags32 & ~w->known))
+			return -EINVAL;
 	}
 	return 0;
 }

@@ -17,7 +17,7 @@
 #include "proto/wire.h"
 
 enum orch_msg_type {
-#define ORCH_MSG(name, num, req, rep) ORCH_##name = num,
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) ORCH_##name = num,
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -34,8 +34,25 @@ uint32_t orch_errno_to_status(int error);
 
 /* Name for logs ("CL2SV_LOOKUP"), or NULL for an unknown type. */
 const char *orch_msg_name(uint16_t type);
-/* Field lists of a type (NULL if unknown). */
+/*
+ * Field list of a type's request or reply, as msg.def gives it ("c:cred
+ * p:parent n:name"; walk it with orch_msg_field_next), or NULL for an
+ * unknown type.
+ */
 const char *orch_msg_fields(uint16_t type, bool reply);
+/*
+ * What a reply to @type leases on a connection with leases (msg.def;
+ * SPEC-wire.md, "Leases"): *@dir gets the code of the request field that
+ * names a directory whose entries the reply speaks for, *@inodes the code
+ * of the reply field whose inodes it describes; 0 for none, both for an
+ * unknown type.  Either pointer may be NULL.
+ */
+void orch_msg_lease(uint16_t type, char *dir, char *inodes);
+/*
+ * True if the request (or reply) of @type ends with data (D), which
+ * orch_msg_encode_head leaves out of the frame.
+ */
+bool orch_msg_has_data_last(uint16_t type, bool reply);
 /*
  * Position of @type in the table (the order orch_msg_types() reports), for
  * per-type counters; -1 for an unknown type.
@@ -52,6 +69,16 @@ struct orch_statfs {
 	uint64_t files;
 	uint64_t ffree;
 	uint32_t namemax;
+};
+
+/*
+ * K: a place in an AD2SV_FSMAP listing, the key of a record (the last one
+ * a page returned), in the order the listing goes.
+ */
+struct orch_fsmap_key {
+	uint64_t start;   /* global block the record starts at */
+	int64_t owner;    /* its owner: an object's nid (> 0) or a special owner (< 0) */
+	uint64_t fileoff; /* the object block at @start */
 };
 
 #define ORCH_NONCE_LEN 32
@@ -85,10 +112,22 @@ struct orch_msg {
 	uint64_t id;             /* i */
 	int64_t time_ns;         /* T */
 	uint32_t mode;           /* m */
-	uint32_t flags32;        /* f */
-	uint32_t valid;          /* v */
+	/*
+	 * f: the message's flag word, under the name msg.def gives it (a field
+	 * of flags.def: valid, create_flags, unlink_flags ...); flags32 is any
+	 * of them, for code that treats every message alike.
+	 */
+	union {
+		uint32_t flags32;
+#define ORCH_FLAGS(set, field, unknown) uint32_t field;
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+	};
 	uint32_t length;         /* l */
 	uint32_t origin;         /* O */
+	int32_t delta;           /* d */
 	struct orch_str name;    /* n */
 	struct orch_str name2;   /* N */
 	struct orch_str target;  /* t */
@@ -101,6 +140,7 @@ struct orch_msg {
 	uint32_t ndirents;
 	bool eof;                /* b */
 	struct orch_statfs statfs; /* S */
+	struct orch_fsmap_key fsmap_key; /* K */
 	uint8_t vmin, vmax;      /* V */
 	uint64_t features;       /* V */
 	uint8_t nonce[ORCH_NONCE_LEN]; /* Z */
@@ -130,6 +170,9 @@ int orch_msg_encode_head(struct orch_buf *b, const struct orch_msg *m);
 int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 		    struct orch_msg *m);
 
+/* The handle in field @code of @m: h, p, P or H; 0 for any other code. */
+uint64_t orch_msg_handle(const struct orch_msg *m, char code);
+
 /*
  * Checks that every handle decoded request @m names is of one of the
  * cluster's @nservers servers (the top 16 bits, types.h): its h, p, P and H
@@ -142,6 +185,13 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
  * *@bad.  Replies are not checked.
  */
 int orch_msg_check_handles(const struct orch_msg *m, unsigned int nservers, uint64_t *bad);
+
+/*
+ * Checks decoded request @m's flag word against flags.def: -EINVAL if it
+ * sets a bit its word does not list and the word's rule is REFUSE, else 0.
+ * Replies are not checked.
+ */
+int orch_msg_check_flags(const struct orch_msg *m);
 
 /* Frees what decode allocated.  Accepts a zeroed message. */
 void orch_msg_fini(struct orch_msg *m);
@@ -158,6 +208,27 @@ int orch_str_copy(const struct orch_str *s, char *out, size_t outlen);
 static inline struct orch_str orch_str_of(const char *s, size_t len)
 {
 	return (struct orch_str){ .s = s, .len = (uint32_t)len };
+}
+
+/*
+ * Walks a field list (orch_msg_fields): returns the code of the field at
+ * *@f and moves *@f to the next field, or returns 0 at the end.  *@name, if
+ * @name is not NULL, gets the field's name, borrowed from the table.
+ */
+static inline char orch_msg_field_next(const char **f, struct orch_str *name)
+{
+	const char *p = *f, *n;
+	char code = *p;
+
+	if (!code)
+		return 0;
+	n = p[1] == ':' ? p + 2 : p + 1;
+	for (p = n; *p && *p != ' '; p++)
+		;
+	if (name)
+		*name = orch_str_of(n, (size_t)(p - n));
+	*f = *p ? p + 1 : p;
+	return code;
 }
 
 #endif

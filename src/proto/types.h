@@ -56,47 +56,28 @@ struct orch_layout {
 	uint16_t first_server; /* server index of strip 0 */
 };
 
-/* CL2SV_DEDUPE flags: only compare, change nothing (the client's first pass). */
-#define ORCH_DEDUPE_COMPARE (1u << 0)
+/* --- Flag words (flags.def) ---------------------------------------------------- */
 
-/* CL2SV_CREATE flags. */
-#define ORCH_CREATE_EXCL (1u << 0)   /* O_EXCL */
-#define ORCH_CREATE_WRITER (1u << 1) /* a new regular file: register the creator as
-					a writer (CL2SV_WRITERS REGISTER) */
+/* Each bit: ORCH_<SET>_<BIT>, e.g. ORCH_UNLINK_RMDIR. */
+enum {
+#define ORCH_FLAGS(set, field, unknown)
+#define ORCH_FLAG(set, bit, value, doc) ORCH_##set##_##bit = (value),
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
 
-/*
- * CL2SV_WRITERS flags (docs/DESIGN.md, "Writers and bytes past the size").
- * REGISTER and RELEASE first max-merge the size with the request's size
- * when it is not 0, as EXTEND does.
- */
-#define ORCH_WRITERS_REGISTER (1u << 0) /* this connection may write past the size */
-#define ORCH_WRITERS_RELEASE (1u << 1)  /* ... no longer: it published all it wrote */
-#define ORCH_WRITERS_PROBE (1u << 2)    /* admin: BUSY if a writer may still publish */
-#define ORCH_WRITERS_RECLAIM (1u << 3)  /* admin: PROBE, then cut past the size */
-
-/* SV2SV_DATA_CUT flags: cut nothing, answer BUSY if something may lie past the size. */
-#define ORCH_DATA_CUT_PROBE (1u << 0)
-
-/* AD2SV_SCRUB request flags. */
-#define ORCH_SCRUB_F_DATA 0x1u    /* also read every written block (I17) */
-#define ORCH_SCRUB_F_JSON 0x2u    /* the report as JSON, else text lines */
-#define ORCH_SCRUB_F_RECLAIM 0x4u /* cut what N7 finds (bytes past a file's size) */
+/* Each word's bits: ORCH_<SET>_KNOWN_, e.g. ORCH_SET_KNOWN_. */
+enum {
+	ORCH_FLAGS_NONE_ = 0   /* so that each word's constant can start with a comma */
+#define ORCH_FLAGS(set, field, unknown) , ORCH_##set##_KNOWN_ = 0
+#define ORCH_FLAG(set, bit, value, doc) | (value)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
 
 /* --- Attributes -------------------------------------------------------------- */
-
-/* Setattr "valid" bits (like FUSE_SET_ATTR_*). */
-#define ORCH_SET_MODE (1u << 0)
-#define ORCH_SET_UID (1u << 1)
-#define ORCH_SET_GID (1u << 2)
-#define ORCH_SET_SIZE (1u << 3)
-#define ORCH_SET_ATIME (1u << 4)
-#define ORCH_SET_MTIME (1u << 5)
-#define ORCH_SET_ATIME_NOW (1u << 7)
-#define ORCH_SET_MTIME_NOW (1u << 8)
-#define ORCH_SET_CTIME (1u << 10)
-/* The layout of an empty regular file: a clone target takes its source's. */
-#define ORCH_SET_LAYOUT (1u << 11)
-#define ORCH_SET_ALL_ 0xdbfu
 
 /*
  * Everything stat(2) needs.  The size is always present: there is no

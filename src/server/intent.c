@@ -496,7 +496,7 @@ static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int
 		intent_finish(sv, run, intent_apply_rename_undo, NULL, NULL, error);
 		return;
 	}
-	if (run->ir_in->i_flags & RENAME_EXCHANGE) {
+	if (run->ir_in->i_flags & ORCH_RENAME_EXCHANGE) {
 		rs.rs_y = rep->handle;
 		rs.rs_y_type = rep->mode & S_IFMT;
 	}
@@ -857,7 +857,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 	case SV_INTENT_NLINK:
 	case SV_INTENT_LINK:
 		orch_msg_init(&m, ORCH_SV2SV_NLINK_ADJ);
-		m.flags32 = (uint32_t)in->i_size;
+		m.delta = (int32_t)in->i_size;
 		break;
 	case SV_INTENT_SET_PARENT:
 		orch_msg_init(&m, ORCH_SV2SV_SET_PARENT);
@@ -869,7 +869,7 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 		m.parent = in->i_attr.parent;
 		m.name = orch_str_of(in->i_name2, strlen(in->i_name2));
 		m.mode = in->i_attr.mode & S_IFMT;
-		m.flags32 = in->i_flags;
+		m.rename_flags = in->i_flags;
 		m.newparent = in->i_parent; /* where an exchanged inode goes */
 		break;
 	default:

@@ -131,10 +131,11 @@ static int adm_fsmap_rec(void *arg, const struct orch_fsmap_rec *r)
 	return 0;
 }
 
-void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	struct orch_fsmap_cursor cur = { .valid = m->flags32 & 1, .start = m->cookie,
-					 .owner = (int64_t)m->id, .off = m->offset2 };
+	struct orch_fsmap_cursor cur = { .valid = m->fsmap_flags & ORCH_FSMAP_RESUME,
+					 .start = m->fsmap_key.start, .owner = m->fsmap_key.owner,
+					 .off = m->fsmap_key.fileoff };
 	struct orch_store_info info;
 	struct orch_fsmap_geom g;
 	struct orch_msg rep;
@@ -154,14 +155,13 @@ void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.status = error ? error : b.b_err;
 	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
 	rep.eof = eof;
-	rep.cookie = cur.start;
-	rep.id = (uint64_t)cur.owner;
-	rep.offset2 = cur.off;
+	rep.fsmap_key = (struct orch_fsmap_key){ cur.start, cur.owner, cur.off };
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
+	return 0;
 }
 
-void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_dirent *d = calloc(ADM_NAMES_MAX, sizeof(*d));
 	struct orch_msg rep;
@@ -176,6 +176,7 @@ void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.size = total;
 	sv_reply(r, &rep);
 	free(d);
+	return 0;
 }
 
 /* --- Findings ---------------------------------------------------------------------- */
@@ -531,7 +532,7 @@ static bool adm_writers_probe(struct sv_admin *a, uint64_t h, struct orch_attr *
 
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
-	req.flags32 = ORCH_WRITERS_PROBE;
+	req.writers_flags = ORCH_WRITERS_PROBE;
 	if (orch_handle_server(h) >= a->a_sv->s_cfg.nservers ||
 	    orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep))
 		return false;  /* a writer (BUSY), gone, or not asked: nothing to say */
@@ -569,7 +570,7 @@ static void adm_past_confirm(struct sv_admin *a, struct adm_job *j, uint64_t h)
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
 	if (j->j_reclaim) {
-		req.flags32 = ORCH_WRITERS_RECLAIM;
+		req.writers_flags = ORCH_WRITERS_RECLAIM;
 		error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
 		if (!error) {
 			orch_reply_release(&rep);
@@ -868,7 +869,7 @@ static bool adm_past_cut(struct sv_admin *a, uint64_t h, uint8_t tries)
 
 	orch_msg_init(&req, ORCH_CL2SV_WRITERS);
 	req.handle = h;
-	req.flags32 = ORCH_WRITERS_RECLAIM;
+	req.writers_flags = ORCH_WRITERS_RECLAIM;
 	error = orch_client_call(a->a_cl, orch_handle_server(h), &req, &rep);
 	if (!error) {
 		orch_reply_release(&rep);
@@ -1033,15 +1034,16 @@ static void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 	pthread_mutex_unlock(&a->a_lock);
 }
 
-void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	/* Only for the peer itself: it is the one that knows it restarted. */
 	if (m->origin != r->r_conn->c_origin) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	sv_admin_reclaim(sv, m->origin);
 	sv_reply_status(r, 0); /* the sweep runs later; nothing to make durable */
+	return 0;
 }
 
 uint64_t sv_admin_reclaimed(const struct sv_server *sv)
@@ -1217,14 +1219,14 @@ void sv_admin_fini(struct sv_server *sv)
 
 /* --- SCRUB (loop thread) --------------------------------------------------------- */
 
-void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_admin *a = sv->s_admin;
 	struct adm_job *j;
 
 	if (!a || !a->a_started || a->a_busy) {
 		sv_reply_status(r, a && a->a_started ? -EBUSY : -ENOSYS);
-		return;
+		return 0;
 	}
 	j = calloc(1, sizeof(*j));
 	if (j) {
@@ -1234,18 +1236,19 @@ void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	if (!j || !j->j_f || !j->j_bad) {
 		adm_job_free(j);
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	orch_buf_init(&j->j_out, ORCH_JSON_MAX);
 	j->j_sv = sv;
 	j->j_req = r;
-	j->j_data = m->flags32 & ORCH_SCRUB_F_DATA;
-	j->j_json = m->flags32 & ORCH_SCRUB_F_JSON;
-	j->j_reclaim = m->flags32 & ORCH_SCRUB_F_RECLAIM;
+	j->j_data = m->scrub_flags & ORCH_SCRUB_F_DATA;
+	j->j_json = m->scrub_flags & ORCH_SCRUB_F_JSON;
+	j->j_reclaim = m->scrub_flags & ORCH_SCRUB_F_RECLAIM;
 	j->j_rate = (uint64_t)m->length << 20;
 	a->a_busy = true;
 	pthread_mutex_lock(&a->a_lock);
 	a->a_job = j;
 	pthread_cond_signal(&a->a_cv);
 	pthread_mutex_unlock(&a->a_lock);
+	return 0;
 }

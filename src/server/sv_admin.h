@@ -20,16 +20,16 @@ int sv_admin_start(struct sv_server *sv);
 void sv_admin_stop(struct sv_server *sv);
 /* Frees the admin state, after the store closed (its bad-block hook may fire until then). */
 void sv_admin_fini(struct sv_server *sv);
-/* Handlers, loop thread. */
-void sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
-void sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* Handlers (sv_req.h), loop thread. */
+int sv_admin_fsmap(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_admin_names(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_admin_scrub(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /*
  * SV2SV_RECLAIM from a peer: sweep this server's objects of files whose
  * inode it held, deleting those whose inode it no longer has (in the
  * background, on the admin thread).  Answered at once.
  */
-void sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_admin_reclaim_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* Data objects the sweeps deleted since start (stats). */
 uint64_t sv_admin_reclaimed(const struct sv_server *sv);
 /* Data objects whose dead bytes past the size a sweep had cut (stats). */

@@ -47,7 +47,7 @@ static int sv_commit_and_start(struct sv_server *sv, struct sv_intent *in, struc
 
 /* --- Namespace --------------------------------------------------------------------------------- */
 
-void sv_cl_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	int error;
@@ -57,15 +57,17 @@ void sv_cl_lookup(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 				 &rep.entry);
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
-void sv_cl_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
 	orch_msg_init(&rep, 0);
 	rep.status = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
 	sv_reply(r, &rep);
+	return 0;
 }
 
 /*
@@ -73,7 +75,7 @@ void sv_cl_getattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg
  * caller hears back, or a later extension would resurrect old bytes.  The
  * size changes first, with a TRUNCATE intent in the same transaction.
  */
-void sv_cl_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	struct sv_intent *in = NULL;
@@ -113,7 +115,7 @@ void sv_cl_setattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	sv_flusher_dirty(sv);
 	if (in) {
 		sv_intent_start(sv, in, r);
-		return;
+		return 0;
 	}
 	goto out_reply;
 out_abort:
@@ -123,6 +125,7 @@ out_free:
 out_reply:
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
 static struct orch_layout sv_new_layout(const struct sv_server *sv)
@@ -134,7 +137,7 @@ static struct orch_layout sv_new_layout(const struct sv_server *sv)
 	};
 }
 
-void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_layout layout = sv_new_layout(sv);
 	char target[ORCH_PATH_MAX + 1];
@@ -155,8 +158,9 @@ void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	}
 	error = orch_meta_create(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
 				 m->mode, m->rdev, S_ISLNK(m->mode) ? target : NULL, &layout,
-				 m->flags32 & ORCH_CREATE_EXCL, &rep.entry.attr, &rep.eof);
-	if (!error && (m->flags32 & ORCH_CREATE_WRITER) && !rep.eof && S_ISREG(rep.entry.attr.mode))
+				 m->create_flags & ORCH_CREATE_EXCL, &rep.entry.attr, &rep.eof);
+	if (!error && (m->create_flags & ORCH_CREATE_WRITER) && !rep.eof &&
+	    S_ISREG(rep.entry.attr.mode))
 		error = sv_writers_created(sv, r->r_conn, rep.entry.attr.handle);
 	if (!error) {
 		rep.entry.handle = rep.entry.attr.handle;
@@ -171,6 +175,7 @@ void sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 out_reply:
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
 /* Spreads directories over the servers: FNV-1a of the parent and the name. */
@@ -190,7 +195,7 @@ static unsigned int sv_dir_placement(const struct sv_server *sv, uint64_t parent
 	return (unsigned int)(h % sv->s_cfg.nservers);
 }
 
-void sv_cl_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	unsigned int where = sv_dir_placement(sv, m->parent, &m->name);
 	struct orch_attr parent;
@@ -248,7 +253,7 @@ void sv_cl_mkdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 		goto out_abort;
 	error = sv_commit_and_start(sv, in, r);
 	if (!error)
-		return;
+		return 0;
 	goto out_free;
 out_abort:
 	orch_meta_abort(sv->s_meta);
@@ -257,9 +262,10 @@ out_free:
 out_reply:
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
-void sv_cl_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	char target[ORCH_PATH_MAX + 1];
 	struct orch_msg rep;
@@ -268,9 +274,10 @@ void sv_cl_readlink(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	rep.status = orch_meta_readlink(sv->s_meta, m->handle, target, sizeof(target));
 	rep.target = orch_str_of(target, strlen(target));
 	sv_reply(r, &rep);
+	return 0;
 }
 
-void sv_cl_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *in;
 	struct orch_attr a;
@@ -333,7 +340,7 @@ void sv_cl_link(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m
 	if (error)
 		goto out_free;
 	sv_intent_start(sv, in, r);
-	return;
+	return 0;
 out_abort:
 	orch_meta_abort(sv->s_meta);
 out_free:
@@ -341,6 +348,7 @@ out_free:
 out_reply:
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
 /* Frees a deleted file's data on every server, in the background. */
@@ -364,7 +372,7 @@ static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_inten
 
 int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	bool want_dir = m->flags32 & 1, remote = false, freed = false;
+	bool want_dir = m->unlink_flags & ORCH_UNLINK_RMDIR, remote = false, freed = false;
 	struct sv_intent *in = NULL;
 	struct orch_dirent de;
 	int error;
@@ -463,7 +471,7 @@ static struct sv_intent *sv_rename_intent(const struct orch_msg *m, uint32_t kin
 	memcpy(in->i_name, m->name.s, m->name.len);
 	in->i_attr.parent = m->newparent;
 	memcpy(in->i_name2, m->name2.s, m->name2.len);
-	in->i_flags = m->flags32;
+	in->i_flags = m->rename_flags;
 	in->i_cred = m->cred;
 	return in;
 }
@@ -514,8 +522,7 @@ static int sv_rename_remote(struct sv_server *sv, struct sv_req *r, const struct
 	struct sv_intent *in;
 	int error;
 
-	if ((m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (m->flags32 & RENAME_NOREPLACE && m->flags32 & RENAME_EXCHANGE)) {
+	if (m->rename_flags & ORCH_RENAME_NOREPLACE && m->rename_flags & ORCH_RENAME_EXCHANGE) {
 		error = -EINVAL;
 		goto out_reply;
 	}
@@ -611,8 +618,8 @@ static int sv_rename_over_remote_dir(struct sv_server *sv, struct sv_req *r,
 	if (error)
 		goto out_reply;
 	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
-				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
-				 &victim_type, &moved_dir);
+				 m->newparent, m->name2.s, m->name2.len, m->rename_flags, &freed,
+				 &victim, &victim_type, &moved_dir);
 	orch_meta_abort(sv->s_meta);
 	if (error == -EREMOTE)
 		return sv_rename_fetch_owner(sv, r, m);
@@ -656,15 +663,15 @@ int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 	if (error)
 		goto out_reply;
 	error = orch_meta_rename(sv->s_meta, &m->cred, m->parent, m->name.s, m->name.len,
-				 m->newparent, m->name2.s, m->name2.len, m->flags32, &freed, &victim,
-				 &victim_type, &moved_dir);
+				 m->newparent, m->name2.s, m->name2.len, m->rename_flags, &freed,
+				 &victim, &victim_type, &moved_dir);
 	if (error == -EREMOTE) {
 		orch_meta_abort(sv->s_meta);
 		return sv_rename_fetch_owner(sv, r, m);
 	}
 	if (error)
 		goto out_abort;
-	if (victim && S_ISDIR(victim_type) && !(m->flags32 & RENAME_EXCHANGE)) {
+	if (victim && S_ISDIR(victim_type) && !(m->rename_flags & ORCH_RENAME_EXCHANGE)) {
 		/*
 		 * A victim directory held elsewhere must be found empty there
 		 * first.  Rare: finding out here, rather than with a lookup
@@ -687,7 +694,7 @@ int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 		}
 		ins[nin]->i_peer = orch_handle_server(victim);
 		ins[nin]->i_handle = victim;
-		if (m->flags32 & RENAME_EXCHANGE) {
+		if (m->rename_flags & ORCH_RENAME_EXCHANGE) {
 			/* Not a victim: the other directory moved, to the old parent. */
 			ins[nin]->i_kind = SV_INTENT_SET_PARENT;
 			ins[nin]->i_parent = m->parent;
@@ -738,7 +745,7 @@ out_reply:
 	return 0;
 }
 
-void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint32_t max = m->length ? ORCH_MIN(m->length, (uint32_t)ORCH_READDIR_MAX) : 1;
 	struct orch_msg rep;
@@ -748,20 +755,23 @@ void sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	if (!rep.dirents) {
 		rep.status = -ENOMEM;
 		sv_reply(r, &rep);
-		return;
+		return 0;
 	}
 	rep.status = orch_meta_readdir(sv->s_meta, &m->cred, m->handle, m->cookie, max,
-				       m->flags32 & 1, rep.dirents, &rep.ndirents, &rep.eof);
+				       m->readdir_flags & ORCH_READDIR_PLUS, rep.dirents,
+				       &rep.ndirents, &rep.eof);
 	sv_reply(r, &rep);
 	free(rep.dirents);
+	return 0;
 }
 
-void sv_cl_statfs(struct sv_server *sv, struct sv_req *r)
+int sv_cl_statfs(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint64_t total, bfree, avail, objects, inodes, next;
 	struct orch_msg rep;
 	int error;
 
+	(void)m;
 	orch_msg_init(&rep, 0);
 	error = orch_store_statfs(sv->s_store, &total, &bfree, &avail, &objects);
 	if (!error)
@@ -779,19 +789,21 @@ void sv_cl_statfs(struct sv_server *sv, struct sv_req *r)
 	}
 	rep.status = error;
 	sv_reply(r, &rep);
+	return 0;
 }
 
-void sv_cl_access(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_access(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	sv_reply_status(r, orch_meta_access(sv->s_meta, &m->cred, m->handle, m->mode));
+	return 0;
 }
 
 /* --- Extended attributes ---------------------------------------------------------------- */
 
-void sv_cl_getxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-			bool list)
+int sv_cl_getxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	size_t want = ORCH_MIN(m->length, (uint32_t)ORCH_XATTR_SIZE_MAX), len = 0;
+	bool list = m->type == ORCH_CL2SV_LISTXATTR;
 	char name[ORCH_XATTR_NAME_MAX + 1];
 	struct orch_msg rep;
 	void *buf = NULL;
@@ -819,12 +831,13 @@ out_reply:
 	rep.status = error;
 	sv_reply(r, &rep);
 	free(buf);
+	return 0;
 }
 
-void sv_cl_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
-			bool remove)
+int sv_cl_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	char name[ORCH_XATTR_NAME_MAX + 1];
+	bool remove = m->type == ORCH_CL2SV_REMOVEXATTR;
 	int error;
 
 	error = orch_str_copy(&m->xname, name, sizeof(name));
@@ -833,15 +846,23 @@ void sv_cl_setxattr(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	if (!error)
 		error = remove ? orch_meta_xattr_remove(sv->s_meta, &m->cred, m->handle, name)
 			       : orch_meta_xattr_set(sv->s_meta, &m->cred, m->handle, name,
-						     m->data.s, m->data.len, (int)m->flags32);
+						     m->data.s, m->data.len, (int)m->xattr_flags);
 	if (!error)
 		sv_flusher_dirty(sv);
 	sv_reply_status(r, error);
+	return 0;
 }
 
-/* --- Sizes published by writers ----------------------------------------------------------------- */
+/* --- Durability, and sizes published by writers ------------------------------------------------ */
 
-void sv_cl_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_cl_fsync(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	(void)m; /* FSYNC_DATASYNC or not, everything is flushed */
+	sv_flusher_wait(sv, r);
+	return 0;
+}
+
+int sv_cl_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
@@ -851,4 +872,5 @@ void sv_cl_extend(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	if (!rep.status)
 		sv_flusher_dirty(sv);
 	sv_reply(r, &rep);
+	return 0;
 }

@@ -19,7 +19,7 @@
 #include "server/sv_write.h"
 #include "store/sums.h"
 
-void sv_data_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	size_t len = ORCH_MIN(m->length, ORCH_IO_MAX), got = 0;
 	struct orch_msg rep;
@@ -31,11 +31,13 @@ void sv_data_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	rep.data = orch_str_of(buf, got);
 	sv_reply(r, &rep);
 	free(buf);
+	return 0;
 }
 
-void sv_data_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
+	return 0;
 }
 
 /*
@@ -248,7 +250,7 @@ static int sv_copy_mixed_piece(void *arg, const struct orch_layout_pos *sp,
 	return 0;
 }
 
-void sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct copy_mixed cm;
 	struct copy_job *cj;
@@ -259,12 +261,12 @@ void sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orc
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
 	    m->offset2 + m->size < m->offset2) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	/* Nothing to send to a peer (cp of a file to one of its layout): off the loop. */
 	if (!sv_copy_pieces(sv, m, sv_copy_is_remote, &sv->s_index)) {
 		sv_work_submit(sv, r, m, sv_copy_run);
-		return;
+		return 0;
 	}
 	cj = calloc(1, sizeof(*cj));
 	buf = malloc(ORCH_MIN((uint64_t)m->layout.strip_size, m->size ? m->size : 1));
@@ -272,7 +274,7 @@ void sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orc
 		free(cj);
 		free(buf);
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	cj->cj_req = r;
 	cj->cj_outstanding = 1;
@@ -283,6 +285,7 @@ void sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orc
 		cj->cj_error = error;
 	sv_flusher_dirty(sv);
 	sv_copy_put(cj);
+	return 0;
 }
 
 /*
@@ -302,7 +305,7 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	size_t got[2];
 	int error = 0;
 
-	if (!(m->flags32 & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
+	if (!(m->dedupe_flags & ORCH_DEDUPE_COMPARE) && soff % ORCH_STORE_BLOCK == 0 &&
 	    doff % ORCH_STORE_BLOCK == 0)
 		whole = n / ORCH_STORE_BLOCK * ORCH_STORE_BLOCK;
 	for (uint64_t at = 0, n1; !error && at < whole; at += n1) {
@@ -325,7 +328,7 @@ static int sv_dedupe_piece(struct sv_server *sv, const struct orch_msg *m, uint6
 	memset(buf + n + got[1], 0, n - got[1]);
 	if (memcmp(buf, buf + n, n))
 		return -EBADE;
-	if (m->flags32 & ORCH_DEDUPE_COMPARE)
+	if (m->dedupe_flags & ORCH_DEDUPE_COMPARE)
 		*deduped += n;
 	return 0;
 }
@@ -355,21 +358,22 @@ static void sv_dedupe_run(struct sv_server *sv, const struct orch_msg *m, struct
 		off += n;
 	}
 	free(buf);
-	if (!error && !(m->flags32 & ORCH_DEDUPE_COMPARE))
+	if (!error && !(m->dedupe_flags & ORCH_DEDUPE_COMPARE))
 		sv_flusher_dirty(sv);
 	rep->status = error;
 	rep->size = deduped;
 }
 
-void sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
-	    m->offset2 + m->size < m->offset2 || m->flags32 & ~ORCH_DEDUPE_COMPARE) {
+	    m->offset2 + m->size < m->offset2) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	sv_work_submit(sv, r, m, sv_dedupe_run);
+	return 0;
 }
 
 /*
@@ -379,7 +383,7 @@ void sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_ms
  * read of the extent map; replies with the page, eof and the block to
  * resume from.
  */
-void sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	size_t max = ORCH_MIN((size_t)m->length, (size_t)ORCH_BLOCKSUMS_PAGE_MAX), n = 0;
 	struct orch_blocksum *v = malloc((max ? max : 1) * sizeof(*v));
@@ -403,6 +407,7 @@ void sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orc
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
 	free(v);
+	return 0;
 }
 
 /*
@@ -410,7 +415,7 @@ void sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orc
  * offset+size) of the file that it holds; the client asks every server of
  * the layout.  The size does not change.
  */
-void sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	uint64_t from, to;
 	int error = 0;
@@ -418,7 +423,7 @@ void sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	if (!orch_layout_is_valid(&m->layout) || m->offset > ORCH_STORE_MAX_SIZE ||
 	    m->size > ORCH_STORE_MAX_SIZE) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	/*
 	 * This server's strips of [offset, offset+size) are one contiguous range
@@ -427,7 +432,7 @@ void sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	 */
 	if (sv->s_index >= m->layout.stripe_count) {
 		sv_reply_status(r, 0); /* holds no strip of this file */
-		return;
+		return 0;
 	}
 	from = orch_layout_local_size(&m->layout, m->offset, sv->s_index);
 	to = orch_layout_local_size(&m->layout, m->offset + m->size, sv->s_index);
@@ -436,4 +441,5 @@ void sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 	if (!error)
 		sv_flusher_dirty(sv);
 	sv_reply_status(r, error);
+	return 0;
 }

@@ -2,9 +2,10 @@
  * The dispatcher: every frame of every connection (clients, the admin CLI,
  * other servers) comes here.  It decodes the frame, refuses what no
  * handler may see (malformed frames, handles of servers the cluster does
- * not have, server requests from a client), hands replies to our own
- * calls to the peer transport, and calls the handler of the request's
- * type.  The top floor of the server but for main.c.  Loop thread.
+ * not have, server requests from a client, flag bits flags.def does not
+ * list), hands replies to our own calls to the peer transport, and calls
+ * the handler msg.def names for the request's type.  The top floor of the
+ * server but for main.c.  Loop thread.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +14,6 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_admin.h"
 #include "server/sv_cl.h"
@@ -44,90 +44,63 @@ static void sv_unknown(struct orch_conn *c, const struct orch_frame_hdr *h)
 	orch_conn_send(c, &rep);
 }
 
+/* --- The dispatch table, from msg.def -------------------------------------------------------- */
+
+/* Whose requests of a type a server serves: msg.def's "from". */
+enum sv_from {
+	SV_FROM_ANY,    /* every authenticated connection */
+	SV_FROM_SERVER, /* other servers only: a client is answered PERM */
+	SV_FROM_CONN,   /* nobody: the handshake's and UNKNOWN, answered AN2AN_UNKNOWN */
+	SV_FROM_PUSH,   /* nobody: what servers push to clients, answered NOSYS */
+};
+
+/* One per message, in msg.def's order (orch_msg_index). */
+static const struct sv_route {
+	sv_handler_fn *rt_handler; /* NULL: not served (CONN, PUSH) */
+	enum sv_from rt_from;
+} sv_routes[] = {
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) { handler, SV_FROM_##from },
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+/* The route of @type, or NULL for a type msg.def does not have. */
+static const struct sv_route *sv_route(uint16_t type)
+{
+	int i = orch_msg_index(type);
+
+	return i >= 0 && (size_t)i < ORCH_ARRAY_SIZE(sv_routes) ? &sv_routes[i] : NULL;
+}
+
 /*
- * Calls the handler of @m's type.  0 once @r is answered or kept; -EREMOTE
- * with @r kept, to fetch the owner of r->r_need_owner (sv_req_need_owner).
+ * Calls the handler of @m's type, if its connection may send it and its
+ * flag word sets no bit the handler does not know.  0 once
+ * @r is answered or kept; -EREMOTE with @r kept, to fetch the owner of
+ * r->r_need_owner (sv_req_need_owner).
  */
 static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	int error = 0;
+	const struct sv_route *rt = sv_route(m->type);
+	char dir;
 
-	switch (m->type) {
-	case ORCH_CL2SV_LOOKUP:
-	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-		r->r_lease_dir = m->parent;
-		break;
-	case ORCH_CL2SV_LINK:
-		r->r_lease_dir = m->newparent;
-		break;
-	case ORCH_CL2SV_READDIR:
-		r->r_lease_dir = m->handle;
-		break;
-	default:
-		break;
-	}
-	switch (m->type) {
-	case ORCH_AN2AN_PING: sv_stats_ping(sv, r); break;
-	case ORCH_CL2SV_LOOKUP: sv_cl_lookup(sv, r, m); break;
-	case ORCH_CL2SV_GETATTR: sv_cl_getattr(sv, r, m); break;
-	case ORCH_CL2SV_SETATTR: sv_cl_setattr(sv, r, m); break;
-	case ORCH_CL2SV_CREATE: sv_cl_create(sv, r, m); break;
-	case ORCH_CL2SV_MKDIR: sv_cl_mkdir(sv, r, m); break;
-	case ORCH_CL2SV_READLINK: sv_cl_readlink(sv, r, m); break;
-	case ORCH_CL2SV_LINK: sv_cl_link(sv, r, m); break;
-	case ORCH_CL2SV_UNLINK: error = sv_cl_unlink(sv, r, m); break;
-	case ORCH_CL2SV_RENAME: error = sv_cl_rename(sv, r, m); break;
-	case ORCH_CL2SV_READDIR: sv_cl_readdir(sv, r, m); break;
-	case ORCH_CL2SV_STATFS: sv_cl_statfs(sv, r); break;
-	case ORCH_CL2SV_GETXATTR: sv_cl_getxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_LISTXATTR: sv_cl_getxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_SETXATTR: sv_cl_setxattr(sv, r, m, false); break;
-	case ORCH_CL2SV_REMOVEXATTR: sv_cl_setxattr(sv, r, m, true); break;
-	case ORCH_CL2SV_ACCESS: sv_cl_access(sv, r, m); break;
-	case ORCH_CL2SV_EXTEND: sv_cl_extend(sv, r, m); break;
-	case ORCH_CL2SV_WRITERS: sv_writers_request(sv, r, m); break;
-	case ORCH_CL2SV_READ: sv_data_read(sv, r, m); break;
-	case ORCH_CL2SV_WRITE: sv_data_write(sv, r, m); break;
-	case ORCH_CL2SV_FSYNC: sv_flusher_wait(sv, r); break;
-	case ORCH_CL2SV_COPY_RANGE: sv_data_copy_range(sv, r, m); break;
-	case ORCH_CL2SV_PUNCH: sv_data_punch(sv, r, m); break;
-	case ORCH_CL2SV_DEDUPE: sv_data_dedupe(sv, r, m); break;
-	case ORCH_CL2SV_BLOCKSUMS: sv_data_block_sums(sv, r, m); break;
-	case ORCH_AD2SV_STATS: sv_stats_request(sv, r); break;
-	case ORCH_AD2SV_FSMAP: sv_admin_fsmap(sv, r, m); break;
-	case ORCH_AD2SV_NAMES: sv_admin_names(sv, r, m); break;
-	case ORCH_AD2SV_SCRUB: sv_admin_scrub(sv, r, m); break;
-	case ORCH_SV2SV_MKDIR_INODE:
-	case ORCH_SV2SV_RMDIR_INODE:
-	case ORCH_SV2SV_NLINK_ADJ:
-	case ORCH_SV2SV_DATA_DELETE:
-	case ORCH_SV2SV_DATA_DELETE_MANY:
-	case ORCH_SV2SV_DATA_TRUNCATE:
-	case ORCH_SV2SV_SET_PARENT:
-	case ORCH_SV2SV_RENAME_IN:
-	case ORCH_SV2SV_APPLIED_TRIM:
-	case ORCH_SV2SV_WRITE:
-	case ORCH_SV2SV_RECLAIM:
-	case ORCH_SV2SV_DATA_CUT:
-		if (r->r_conn->c_origin >= sv->s_cfg.nservers) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
-					   r->r_conn->c_peer, orch_msg_name(m->type));
-			sv_reply_status(r, -EPERM);
-			break;
-		}
-		if (m->type == ORCH_SV2SV_DATA_CUT)
-			sv_writers_cut_request(sv, r, m);
-		else if (m->type == ORCH_SV2SV_RECLAIM)
-			sv_admin_reclaim_request(sv, r, m);
-		else
-			error = sv_sv_request(sv, r, m);
-		break;
-	default:
+	if (!rt || !rt->rt_handler) {
 		sv_reply_status(r, -ENOSYS);
-		break;
+		return 0;
 	}
-	return error;
+	if (rt->rt_from == SV_FROM_SERVER && r->r_conn->c_origin >= sv->s_cfg.nservers) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server request from a client: peer=%s type=%s",
+				   r->r_conn->c_peer, orch_msg_name(m->type));
+		sv_reply_status(r, -EPERM);
+		return 0;
+	}
+	/* A bit flags.def does not list, in a word that refuses them. */
+	if (orch_msg_check_flags(m)) {
+		sv_reply_status(r, -EINVAL);
+		return 0;
+	}
+	orch_msg_lease(m->type, &dir, NULL);
+	r->r_lease_dir = orch_msg_handle(m, dir);
+	return rt->rt_handler(sv, r, m);
 }
 
 /* --- The owner of an inode held elsewhere, for the sticky rule ------------------------------- */
@@ -223,9 +196,7 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 		return;
 	}
 	error = orch_msg_decode(h, payload, &m);
-	if (error == -ENOSYS || (!error && (m.type == ORCH_AN2AN_HELLO ||
-					    m.type == ORCH_AN2AN_AUTH ||
-					    m.type == ORCH_AN2AN_UNKNOWN))) {
+	if (error == -ENOSYS || (!error && sv_route(m.type)->rt_from == SV_FROM_CONN)) {
 		orch_msg_fini(&m);
 		sv_unknown(c, h);
 		return;

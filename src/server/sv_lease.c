@@ -287,6 +287,7 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 	struct sv_leases *t = sv->s_leases;
 	size_t need = 2 + rep->ndirents;
 	uint64_t expire;
+	char inodes;
 
 	if (!t || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
 		return;
@@ -306,19 +307,17 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 		lease_grant(sv, c, dir, expire);
 	if (rep->status)
 		return;
-	/* Only what the mount caches (src/mount/lcache.c). */
-	switch (rep->type) {
-	case ORCH_CL2SV_GETATTR:
-	case ORCH_CL2SV_SETATTR:
-	case ORCH_CL2SV_EXTEND:
+	/* Only what the mount caches (src/mount/lcache.c), as msg.def says. */
+	orch_msg_lease(rep->type, NULL, &inodes);
+	switch (inodes) {
+	case 'a':
 		lease_grant(sv, c, rep->attr.handle, expire);
 		break;
-	case ORCH_CL2SV_LOOKUP:
-	case ORCH_CL2SV_CREATE:
+	case 'e':
 		if (rep->entry.has_attr)
 			lease_grant(sv, c, rep->entry.handle, expire);
 		break;
-	case ORCH_CL2SV_READDIR:
+	case 'E':
 		for (uint32_t i = 0; i < rep->ndirents; i++)
 			if (rep->dirents[i].has_attr)
 				lease_grant(sv, c, rep->dirents[i].handle, expire);

@@ -47,6 +47,13 @@ void sv_reply(struct sv_req *r, struct orch_msg *m);
 void sv_reply_status(struct sv_req *r, int status);
 
 /*
+ * A request handler, one per message (msg.def; sv_dispatch.c calls it):
+ * answers @r through sv_reply() now, or keeps it and answers later, and
+ * returns 0; or returns sv_req_need_owner(), with @r kept and unanswered.
+ */
+typedef int sv_handler_fn(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+
+/*
  * The sticky-directory rule needs the owner of @child, an inode held on
  * another server.  A handler returns this, with nothing left open and @r
  * not answered; the dispatcher then fetches the owner from that server and

@@ -19,14 +19,16 @@
 
 #define SV_RATE_TICK_MS 1000
 
-void sv_stats_ping(struct sv_server *sv, struct sv_req *r)
+int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 
 	(void)sv;
+	(void)m;
 	orch_msg_init(&rep, 0);
 	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
 	sv_reply(r, &rep);
+	return 0;
 }
 
 /* --- The request rate ---------------------------------------------------------------- */
@@ -220,11 +222,12 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	orch_buf_append(b, "}}", 2);
 }
 
-void sv_stats_request(struct sv_server *sv, struct sv_req *r)
+int sv_stats_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_buf b;
 	struct orch_msg rep;
 
+	(void)m;
 	orch_buf_init(&b, ORCH_JSON_MAX);
 	sv_stats_json(sv, &b);
 	orch_msg_init(&rep, 0);
@@ -232,4 +235,5 @@ void sv_stats_request(struct sv_server *sv, struct sv_req *r)
 	rep.json = orch_str_of((const char *)b.b_data, b.b_len);
 	sv_reply(r, &rep);
 	orch_buf_fini(&b);
+	return 0;
 }

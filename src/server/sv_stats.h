@@ -38,9 +38,9 @@ struct sv_stats_snap {
 };
 
 /* AN2AN_PING: answers @r with our protocol version. */
-void sv_stats_ping(struct sv_server *sv, struct sv_req *r);
+int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* AD2SV_STATS: answers @r with the stats JSON. */
-void sv_stats_request(struct sv_server *sv, struct sv_req *r);
+int sv_stats_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* Fills @out. */
 void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out);
 /*

@@ -24,7 +24,7 @@
 #include "server/sv_sv.h"
 #include "server/sv_write.h"
 
-static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct orch_msg rep;
 	uint64_t done;
@@ -56,11 +56,12 @@ static void sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const stru
 out_reply:
 	rep.status = error;
 	sv_flusher_reply(sv, r, &rep);
+	return 0;
 }
 
-static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_nlink_adj(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	int delta = (int32_t)m->flags32;
+	int delta = m->delta;
 	struct sv_intent *in = NULL;
 	struct orch_attr a;
 	struct orch_msg rep;
@@ -117,6 +118,7 @@ static void sv_sv_nlink(struct sv_server *sv, struct sv_req *r, const struct orc
 out_reply:
 	rep.status = error;
 	sv_flusher_reply(sv, r, &rep);
+	return 0;
 }
 
 /*
@@ -214,11 +216,11 @@ static int sv_sv_rename_in_over(struct sv_server *sv, struct sv_req *r, const st
  * already named this inode (rename does nothing).  Idempotent through the
  * applied record of (origin, id).
  */
-static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_intent *ins[2] = { NULL, NULL };
 	uint32_t type = m->mode & S_IFMT;
-	bool exchange = m->flags32 & RENAME_EXCHANGE;
+	bool exchange = m->rename_flags & ORCH_RENAME_EXCHANGE;
 	struct orch_dirent victim;
 	struct orch_msg rep;
 	bool remote = false, freed = false;
@@ -237,10 +239,6 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 	}
 	if (sv_intent_origin_running(sv, m->origin, m->id)) {
 		error = -EAGAIN; /* still at it from an earlier try */
-		goto out_reply;
-	}
-	if (m->flags32 & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-		error = -EINVAL;
 		goto out_reply;
 	}
 	error = orch_meta_begin(sv->s_meta);
@@ -266,7 +264,7 @@ static int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct 
 		goto out_commit;
 	}
 	if (!error) {
-		if (m->flags32 & RENAME_NOREPLACE) {
+		if (m->rename_flags & ORCH_RENAME_NOREPLACE) {
 			error = -EEXIST;
 			goto out_abort;
 		}
@@ -337,71 +335,70 @@ out_reply:
 	return 0;
 }
 
+/* Answers @r with @error once what the request changed is durable. */
+static int sv_sv_reply_durable(struct sv_server *sv, struct sv_req *r, int error)
+{
+	struct orch_msg rep;
+
+	if (!error)
+		sv_flusher_dirty(sv);
+	orch_msg_init(&rep, 0);
+	rep.status = error;
+	sv_flusher_reply(sv, r, &rep);
+	return 0;
+}
+
+int sv_sv_rmdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	return sv_sv_reply_durable(sv, r, orch_meta_dir_remove(sv->s_meta, m->handle));
+}
+
+int sv_sv_data_delete(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	return sv_sv_reply_durable(sv, r, orch_store_delete(sv->s_store, m->handle));
+}
+
 /*
  * A batch of a coordinator's FREE_DATA intents: @m->data is their handles,
  * 8 bytes each.  Every object is deleted even if one fails; the first error
  * is the answer, and the coordinator then retries intent by intent.
  */
-static int sv_sv_data_delete_many(struct sv_server *sv, const struct orch_msg *m)
+int sv_sv_data_delete_many(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	const uint8_t *p = (const uint8_t *)m->data.s;
 	uint64_t h[ORCH_DATA_DELETE_MANY_MAX];
 	size_t n = m->data.len / 8;
 
 	if (m->data.len % 8 || n > ORCH_DATA_DELETE_MANY_MAX)
-		return -EINVAL;
+		return sv_sv_reply_durable(sv, r, -EINVAL);
 	for (size_t i = 0; i < n; i++)
 		h[i] = orch_get_u64(p + 8 * i);
-	return orch_store_delete_many(sv->s_store, h, n);
+	return sv_sv_reply_durable(sv, r, orch_store_delete_many(sv->s_store, h, n));
 }
 
-int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_sv_data_truncate(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	struct orch_msg rep;
-	int error;
+	return sv_sv_reply_durable(sv, r, orch_store_truncate(sv->s_store, m->handle, m->size));
+}
 
-	switch (m->type) {
-	case ORCH_SV2SV_MKDIR_INODE:
-		sv_sv_mkdir_inode(sv, r, m);
-		return 0;
-	case ORCH_SV2SV_NLINK_ADJ:
-		sv_sv_nlink(sv, r, m);
-		return 0;
-	case ORCH_SV2SV_RENAME_IN:
-		return sv_sv_rename_in(sv, r, m);
-	case ORCH_SV2SV_RMDIR_INODE:
-		error = orch_meta_dir_remove(sv->s_meta, m->handle);
-		break;
-	case ORCH_SV2SV_DATA_DELETE:
-		error = orch_store_delete(sv->s_store, m->handle);
-		break;
-	case ORCH_SV2SV_DATA_DELETE_MANY:
-		error = sv_sv_data_delete_many(sv, m);
-		break;
-	case ORCH_SV2SV_DATA_TRUNCATE:
-		error = orch_store_truncate(sv->s_store, m->handle, m->size);
-		break;
-	case ORCH_SV2SV_SET_PARENT:
-		error = orch_meta_inode_set_parent(sv->s_meta, m->handle, m->parent);
-		break;
-	case ORCH_SV2SV_APPLIED_TRIM:
-		error = orch_meta_applied_trim(sv->s_meta, m->origin, m->id);
-		break;
-	case ORCH_SV2SV_WRITE:
-		sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
-		return 0;
-	default:
-		error = -ENOSYS;
-		break;
-	}
+int sv_sv_set_parent(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	return sv_sv_reply_durable(sv, r,
+				   orch_meta_inode_set_parent(sv->s_meta, m->handle, m->parent));
+}
+
+int sv_sv_applied_trim(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	int error = orch_meta_applied_trim(sv->s_meta, m->origin, m->id);
+
 	if (!error)
 		sv_flusher_dirty(sv);
-	if (m->type == ORCH_SV2SV_APPLIED_TRIM) {
-		sv_reply_status(r, error); /* forgetting needs no durability */
-		return 0;
-	}
-	orch_msg_init(&rep, 0);
-	rep.status = error;
-	sv_flusher_reply(sv, r, &rep);
+	sv_reply_status(r, error); /* forgetting needs no durability */
+	return 0;
+}
+
+int sv_sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	sv_write_submit(sv, r, m->handle, m->offset, m->data.s, m->data.len);
 	return 0;
 }

@@ -8,10 +8,20 @@
 
 #include "server/sv.h"
 
-/*
- * Handles a SV2SV_* request from another server.  0, or -EREMOTE with @r
- * kept: the sticky rule needs an owner (sv_req_need_owner).
- */
-int sv_sv_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* Handlers (sv_req.h), one per SV2SV_* request but DATA_CUT and RECLAIM. */
+int sv_sv_mkdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_sv_rmdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* NLINK_ADJ: adds delta (+1 or -1) to the inode's link count. */
+int sv_sv_nlink_adj(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_sv_data_delete(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_sv_data_delete_many(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_sv_data_truncate(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_sv_set_parent(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* RENAME_IN: 0, or -EREMOTE with @r kept: the sticky rule needs an owner. */
+int sv_sv_rename_in(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* APPLIED_TRIM: forgets the origin's applied records below id, answered at once. */
+int sv_sv_applied_trim(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* WRITE: a piece of a copy, queued to the store's writer. */
+int sv_sv_write(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 #endif

@@ -334,7 +334,7 @@ static void wr_round_send(struct sv_server *sv, struct wr_node *n, bool probe)
 			m.origin = sv->s_index;
 			m.handle = n->n_handle;
 			m.size = local;
-			m.flags32 = probe ? ORCH_DATA_CUT_PROBE : 0;
+			m.cut_flags = probe ? ORCH_DATA_CUT_PROBE : 0;
 			n->n_outstanding++;
 			sv_peer_call(sv, s, &m, wr_cut_done, call);
 		}
@@ -537,20 +537,18 @@ void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 	}
 }
 
-void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_writers *wt = sv->s_writers;
-	uint32_t f = m->flags32;
+	uint32_t f = m->writers_flags;
 	struct orch_msg rep;
 	struct wr_node *n;
 	int error = 0;
 
 	orch_msg_init(&rep, 0);
-	if (!f || (f & ~(ORCH_WRITERS_REGISTER | ORCH_WRITERS_RELEASE | ORCH_WRITERS_PROBE |
-			 ORCH_WRITERS_RECLAIM)) ||
-	    ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
+	if (!f || ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
 		sv_reply_status(r, -EINVAL);
-		return;
+		return 0;
 	}
 	error = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
 	if (!error && !S_ISREG(rep.attr.mode))
@@ -565,14 +563,14 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 	if (error) {
 		rep.status = error;
 		sv_reply(r, &rep);
-		return;
+		return 0;
 	}
 	n = wr_find(wt, m->handle);
 	if (f & ORCH_WRITERS_RELEASE) {
 		if (n && wr_remove(wt, n, r->r_conn))
 			wr_left(sv, n);
 		sv_reply(r, &rep);
-		return;
+		return 0;
 	}
 	if (f & (ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM)) {
 		/*
@@ -585,18 +583,18 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		    ((f & ORCH_WRITERS_PROBE) && wt->sizing[wr_bucket(m->handle)]) ||
 		    orch_time_now_ms() < wt->hold_until) {
 			sv_reply_status(r, -EBUSY);
-			return;
+			return 0;
 		}
 		if (f & ORCH_WRITERS_PROBE) {
 			rep.cookie = wt->epochs[wr_bucket(m->handle)];
 			sv_reply(r, &rep);
-			return;
+			return 0;
 		}
 	}
 	n = wr_get(sv, m->handle);
 	if (!n) {
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	if (f & ORCH_WRITERS_REGISTER) {
 		/* Registered already, or another writer is: the bytes past the size may be its. */
@@ -606,12 +604,12 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 		if (error) {
 			wr_node_put(wt, n);
 			sv_reply_status(r, error);
-			return;
+			return 0;
 		}
 		/* A cut in flight must end before this writer writes. */
 		if (!n->n_cutting && others) {
 			sv_reply(r, &rep);
-			return;
+			return 0;
 		}
 	}
 	if (!wr_wait_round(n, r, f & ORCH_WRITERS_REGISTER)) {
@@ -619,21 +617,21 @@ void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orc
 			wr_remove(wt, n, r->r_conn);
 		wr_node_put(wt, n);
 		sv_reply_status(r, -ENOMEM);
-		return;
+		return 0;
 	}
 	if (!n->n_cutting)
 		wr_round_start(sv, n);
+	return 0;
 }
 
-void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+int sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	if (m->flags32 & ~ORCH_DATA_CUT_PROBE)
-		sv_reply_status(r, -EINVAL);
-	else if (m->flags32 & ORCH_DATA_CUT_PROBE)
+	if (m->cut_flags & ORCH_DATA_CUT_PROBE)
 		sv_reply_status(r, orch_store_nothing_past(sv->s_store, m->handle, m->size) ? 0
 											    : -EBUSY);
 	else
 		sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
+	return 0;
 }
 
 void sv_writers_counts(const struct sv_server *sv, uint64_t *nodes, uint64_t *regs,

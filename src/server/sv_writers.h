@@ -17,9 +17,9 @@ void sv_writers_stop(struct sv_server *sv);
 /* After every connection closed and the peers are gone; answers waiters ESHUTDOWN. */
 void sv_writers_fini(struct sv_server *sv);
 /* CL2SV_WRITERS (and its admin flags PROBE, RECLAIM): answers @r now or after a cut. */
-void sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* SV2SV_DATA_CUT: cuts this server's object of the file past the size given. */
-void sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* A CREATE with ORCH_CREATE_WRITER made regular file @h: @c is its writer.  0 or -ENOMEM. */
 int sv_writers_created(struct sv_server *sv, struct orch_conn *c, uint64_t h);
 /* Client connection @c closed: its registrations go, and a cut may start. */

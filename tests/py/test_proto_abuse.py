@@ -27,10 +27,11 @@ import wire  # noqa: E402
 from cluster import ORCHARD, Cluster, stat_layout, wait_until  # noqa: E402
 
 HDR = wire.HDR
-LOOKUP, GETATTR = 0x0101, 0x0102
+LOOKUP, GETATTR, UNLINK, RENAME = 0x0101, 0x0102, 0x0108, 0x0109
 SV2SV_DATA_DELETE = 0x0404
 SV2SV_DATA_DELETE_MANY = 0x040a
-ST_ACCES, ST_NOSYS, ST_PERM, ST_INVAL = 5, 18, 1, 11
+SV2SV_DATA_CUT = 0x040b
+ST_ACCES, ST_NOSYS, ST_PERM, ST_INVAL, ST_NOENT = 5, 18, 1, 11, 2
 CRED_ROOT = struct.pack("<IIH", 0, 0, 0)
 WARN_LINE = " warn: "
 
@@ -324,6 +325,38 @@ def test_server_request_from_client_refused(cluster1, tmp_path):
     p.close()
     wait_warn(c, "server request from a client")
     good_client_works(c, tmp_path, "s")
+    assert_alive(c)
+
+
+def test_unknown_flag_bits(cluster1, tmp_path):
+    """SPEC-wire "Flag words": a bit flags.def does not list is answered
+    INVAL in a word that refuses them (before the handler looks at
+    anything), served as if clear in one that ignores them, and PERM still
+    comes first for a server request from a client."""
+    c = cluster1
+    p = authed(c)
+    rename = (CRED_ROOT + struct.pack("<Q", 1) + name_bytes(b"nothere") +
+              struct.pack("<Q", 1) + name_bytes(b"other"))
+    for reqid, bits in ((21, 1 << 2), (22, 1 << 31)):
+        p.send(wire.frame(RENAME, rename + struct.pack("<I", bits), reqid=reqid))
+        rt, flags, rid, body = p.recv_frame()
+        assert (rt, rid) == (RENAME, reqid) and flags & wire.REPLY
+        assert struct.unpack_from("<I", body)[0] == ST_INVAL
+    # Known bits reach the handler: the name is not there.
+    p.send(wire.frame(RENAME, rename + struct.pack("<I", 1), reqid=23))
+    rt, _, rid, body = p.recv_frame()
+    assert (rt, rid) == (RENAME, 23) and struct.unpack_from("<I", body)[0] == ST_NOENT
+    # UNLINK ignores what it does not know.
+    p.send(wire.frame(UNLINK, CRED_ROOT + struct.pack("<Q", 1) + name_bytes(b"nothere") +
+                      struct.pack("<I", 1 << 5), reqid=24))
+    rt, _, rid, body = p.recv_frame()
+    assert (rt, rid) == (UNLINK, 24) and struct.unpack_from("<I", body)[0] == ST_NOENT
+    p.send(wire.frame(SV2SV_DATA_CUT, struct.pack("<IQQQI", 0, 0, 1, 0, 1 << 7), reqid=25))
+    rt, _, rid, body = p.recv_frame()
+    assert (rt, rid) == (SV2SV_DATA_CUT, 25) and struct.unpack_from("<I", body)[0] == ST_PERM
+    assert p.ping() == 0
+    p.close()
+    good_client_works(c, tmp_path, "f")
     assert_alive(c)
 
 

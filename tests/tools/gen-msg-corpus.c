@@ -35,10 +35,10 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->id = 9;
 	m->time_ns = 1700000000123456789LL;
 	m->mode = 0100644;
-	m->flags32 = 1;
-	m->valid = 0x3f;
+	m->flags32 = m->type == ORCH_CL2SV_SETATTR ? 0x3f : 1; /* SETATTR's is valid */
 	m->length = 4096;
 	m->origin = 1;
+	m->delta = 1;
 	m->name = orch_str_of("name", 4);
 	m->name2 = orch_str_of("other", 5);
 	m->target = orch_str_of("/some/target", 12);
@@ -67,6 +67,7 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->eof = true;
 	m->statfs = (struct orch_statfs){ 4096, 100, 50, 40, 1000, 900, 255 };
 	m->vmin = m->vmax = 1;
+	m->fsmap_key = (struct orch_fsmap_key){ 3, 9, 131072 }; /* the seeds of before */
 	memset(m->nonce, 0xab, sizeof(m->nonce));
 	memset(m->mac, 0xcd, sizeof(m->mac));
 }

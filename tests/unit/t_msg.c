@@ -5,6 +5,7 @@
  * way wire.h promises, and oversized counts are refused before anything is
  * allocated.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -171,9 +172,11 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 {
 	uint64_t st = seed;
 	bool big = variant & 1;
+	const char *f = fields;
+	char code;
 
-	for (const char *f = fields; *f; f++) {
-		switch (*f) {
+	while ((code = orch_msg_field_next(&f, NULL))) {
+		switch (code) {
 		case 'c':
 			m->cred.uid = (uint32_t)mix(&st);
 			m->cred.gid = (uint32_t)mix(&st);
@@ -186,7 +189,7 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'Q': m->offset2 = mix(&st); break;
 		case 'L':
 		case 'Y': {
-			struct orch_layout *l = *f == 'L' ? &m->layout : &m->layout2;
+			struct orch_layout *l = code == 'L' ? &m->layout : &m->layout2;
 
 			l->strip_size = (uint32_t)mix(&st);
 			l->stripe_count = (uint16_t)mix(&st);
@@ -203,9 +206,9 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'T': m->time_ns = (int64_t)mix(&st); break;
 		case 'm': m->mode = (uint32_t)mix(&st); break;
 		case 'f': m->flags32 = (uint32_t)mix(&st); break;
-		case 'v': m->valid = (uint32_t)mix(&st); break;
 		case 'l': m->length = (uint32_t)mix(&st); break;
 		case 'O': m->origin = (uint32_t)mix(&st); break;
+		case 'd': m->delta = (int32_t)mix(&st); break;
 		case 'n':
 			fill_bytes(s->name, ORCH_NAME_MAX, &st);
 			m->name = orch_str_of(s->name, big ? ORCH_NAME_MAX : 1);
@@ -275,8 +278,13 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 		case 'M':
 			fill_bytes((char *)m->mac, ORCH_MAC_LEN, &st);
 			break;
+		case 'K':
+			m->fsmap_key.start = mix(&st);
+			m->fsmap_key.owner = (int64_t)mix(&st);
+			m->fsmap_key.fileoff = mix(&st);
+			break;
 		default:
-			fprintf(stderr, "test does not know field code '%c'\n", *f);
+			fprintf(stderr, "test does not know field code '%c'\n", code);
 			abort();
 		}
 	}
@@ -332,9 +340,9 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 	case 'T': eq = a->time_ns == b->time_ns; break;
 	case 'm': eq = a->mode == b->mode; break;
 	case 'f': eq = a->flags32 == b->flags32; break;
-	case 'v': eq = a->valid == b->valid; break;
 	case 'l': eq = a->length == b->length; break;
 	case 'O': eq = a->origin == b->origin; break;
+	case 'd': eq = a->delta == b->delta; break;
 	case 'n': eq = str_eq(&a->name, &b->name); break;
 	case 'N': eq = str_eq(&a->name2, &b->name2); break;
 	case 'x': eq = str_eq(&a->xname, &b->xname); break;
@@ -359,6 +367,11 @@ static bool field_eq(char code, const struct orch_msg *a, const struct orch_msg 
 		break;
 	case 'Z': eq = memcmp(a->nonce, b->nonce, ORCH_NONCE_LEN) == 0; break;
 	case 'M': eq = memcmp(a->mac, b->mac, ORCH_MAC_LEN) == 0; break;
+	case 'K':
+		eq = a->fsmap_key.start == b->fsmap_key.start &&
+		     a->fsmap_key.owner == b->fsmap_key.owner &&
+		     a->fsmap_key.fileoff == b->fsmap_key.fileoff;
+		break;
 	default: eq = false; break;
 	}
 	if (!eq)
@@ -432,6 +445,7 @@ ORCH_TEST(roundtrip_every_message)
 				struct orch_msg in, out;
 				struct orch_frame_hdr h;
 				uint8_t *payload;
+				char code;
 
 				ORCH_CHECK(s && fields);
 				orch_msg_init(&in, types_buf[t]);
@@ -444,8 +458,8 @@ ORCH_TEST(roundtrip_every_message)
 				ORCH_CHECK_OK(orch_msg_decode(&h, payload, &out));
 				ORCH_CHECK(out.type == in.type && out.reqid == in.reqid);
 				ORCH_CHECK(out.status == 0);
-				for (const char *f = fields; *f; f++)
-					ORCH_CHECK(field_eq(*f, &in, &out));
+				for (const char *f = fields; (code = orch_msg_field_next(&f, NULL));)
+					ORCH_CHECK(field_eq(code, &in, &out));
 				orch_msg_fini(&out);
 				free(payload);
 				free(s);
@@ -454,6 +468,70 @@ ORCH_TEST(roundtrip_every_message)
 		}
 	}
 	ORCH_CHECK(checked == (int)n * 4);
+}
+
+/* True if @list is "code:name" words one space apart, names lower case and each used once. */
+static bool field_list_ok(const char *list)
+{
+	struct orch_str names[64], name;
+	size_t n = 0;
+	const char *p = list, *f = list;
+
+	while (*p) {
+		const char *start;
+
+		if (!isalpha((unsigned char)p[0]) || p[1] != ':')
+			return false;
+		start = p += 2;
+		while (islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_')
+			p++;
+		if (p == start || !islower((unsigned char)*start) || (*p && *p != ' ') ||
+		    (*p == ' ' && !p[1]))
+			return false;
+		if (*p)
+			p++;
+	}
+	while (orch_msg_field_next(&f, &name)) {
+		for (size_t i = 0; i < n; i++)
+			if (str_eq(&names[i], &name))
+				return false;
+		if (n == 64)
+			return false;
+		names[n++] = name;
+	}
+	return true;
+}
+
+/* msg.def names every field of every message, request and reply. */
+ORCH_TEST(field_lists_named)
+{
+	size_t n = all_types(types_buf);
+	const char *f = "c:cred p:parent n:name";
+	struct orch_str name;
+
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'c' && name.len == 4 &&
+		   memcmp(name.s, "cred", 4) == 0);
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'p' && name.len == 6);
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 'n' && name.len == 4 && *f == '\0');
+	ORCH_CHECK(orch_msg_field_next(&f, &name) == 0);
+	ORCH_CHECK(!field_list_ok("cpn") && !field_list_ok("c:cred  p:parent") &&
+		   !field_list_ok("c:cred ") && !field_list_ok("c:Cred") &&
+		   !field_list_ok("c:cred c:cred") && field_list_ok(""));
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			const char *list = orch_msg_fields(types_buf[t], reply);
+
+			if (!field_list_ok(list))
+				fprintf(stderr, "%s %s: bad field list \"%s\"\n",
+					orch_msg_name(types_buf[t]), reply ? "reply" : "request", list);
+			ORCH_CHECK(field_list_ok(list));
+		}
+	}
+	ORCH_CHECK(orch_msg_has_data_last(ORCH_CL2SV_WRITE, false));
+	ORCH_CHECK(orch_msg_has_data_last(ORCH_CL2SV_READ, true));
+	ORCH_CHECK(!orch_msg_has_data_last(ORCH_CL2SV_READ, false));
+	ORCH_CHECK(!orch_msg_has_data_last(ORCH_SV2CL_REVOKE, false));
+	ORCH_CHECK(!orch_msg_has_data_last(0x7777, false));
 }
 
 /* A reply with a non-OK status carries only the status, for every type. */
@@ -629,6 +707,42 @@ ORCH_TEST(golden_getattr_reply)
 	ORCH_CHECK_OK(golden_check(&m, hex, &out));
 	ORCH_CHECK(out.status == 0 && (out.flags & ORCH_FRAME_REPLY));
 	ORCH_CHECK(field_eq('a', &m, &out));
+}
+
+/* A signed field: the link-count delta -1 is four bytes of two's complement. */
+ORCH_TEST(golden_nlink_adj_delta)
+{
+	static const char hex[] =
+		"18000000 0304 01 00 0100000000000000 |" /* header */
+		"02000000 0700000000000000 |"            /* origin, intent */
+		"0500000000000100 ffffffff";              /* handle, delta */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_SV2SV_NLINK_ADJ);
+	m.reqid = 1;
+	m.origin = 2;
+	m.id = 7;
+	m.handle = orch_handle_make(1, 5);
+	m.delta = -1;
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(out.delta == -1 && out.handle == m.handle && out.id == 7);
+}
+
+/* FSMAP's resume key: start, owner (signed: -3 is free space), object block. */
+ORCH_TEST(golden_fsmap_key)
+{
+	static const char hex[] =
+		"2c000000 0203 01 00 0100000000000000 |"       /* header */
+		"0000000000000000 0000000000000000 01000000 |" /* start, end, flags */
+		"1000000000000000 fdffffffffffffff 0200000000000000"; /* key */
+	struct orch_msg m, out;
+
+	orch_msg_init(&m, ORCH_AD2SV_FSMAP);
+	m.reqid = 1;
+	m.fsmap_flags = ORCH_FSMAP_RESUME;
+	m.fsmap_key = (struct orch_fsmap_key){ .start = 16, .owner = -3, .fileoff = 2 };
+	ORCH_CHECK_OK(golden_check(&m, hex, &out));
+	ORCH_CHECK(field_eq('K', &m, &out) && out.fsmap_key.owner == -3);
 }
 
 ORCH_TEST(golden_error_reply)
@@ -965,13 +1079,14 @@ ORCH_TEST(check_handles_every_request)
 
 	for (size_t t = 0; t < n; t++) {
 		const char *f = orch_msg_fields(types[t], false);
+		char code;
 
-		for (; *f; f++) {
+		while ((code = orch_msg_field_next(&f, NULL))) {
 			struct orch_msg m;
 			uint64_t *field = NULL;
 
 			orch_msg_init(&m, types[t]);
-			switch (*f) {
+			switch (code) {
 			case 'h': field = &m.handle; break;
 			case 'p': field = &m.parent; break;
 			case 'P': field = &m.newparent; break;
@@ -1026,6 +1141,247 @@ ORCH_TEST(check_handles_in_attr_and_data)
 	ORCH_CHECK_OK(orch_msg_check_handles(&m, 2, &got));
 	ORCH_CHECK_RC(orch_msg_check_handles(&m, 1, &got), -EINVAL);
 	ORCH_CHECK(got == orch_handle_make(1, 9));
+}
+
+/* --- The server's columns of msg.def ----------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	const char *from;
+	const char *handler;
+	const char *lease;
+	const char *req;
+	const char *rep;
+} msg_rows[] = {
+#define ORCH_MSG(name, num, from, handler, lease, req, rep) \
+	{ #name, #from, #handler, lease, req, rep },
+#include "proto/msg.def"
+#undef ORCH_MSG
+};
+
+/* True if field list @list has a field of code @code. */
+static bool list_has(const char *list, char code)
+{
+	char c;
+
+	while ((c = orch_msg_field_next(&list, NULL)))
+		if (c == code)
+			return true;
+	return false;
+}
+
+/*
+ * Who may send what, and who handles it: a handler exactly for what a
+ * server serves, SV2SV_* from servers, SV2CL_* pushed.  Leases name a
+ * handle field of the request and an attribute field of the reply, and
+ * orch_msg_lease reads them back.
+ */
+ORCH_TEST(dispatch_columns)
+{
+	size_t n = sizeof(msg_rows) / sizeof(msg_rows[0]);
+	int leasing = 0;
+
+	ORCH_CHECK(n == all_types(types_buf));
+	for (size_t i = 0; i < n; i++) {
+		const char *name = msg_rows[i].name, *from = msg_rows[i].from;
+		const char *l = msg_rows[i].lease;
+		bool served = strcmp(from, "ANY") == 0 || strcmp(from, "SERVER") == 0;
+		char dir, inodes;
+
+		ORCH_CHECK(served || strcmp(from, "CONN") == 0 || strcmp(from, "PUSH") == 0);
+		ORCH_CHECK(served == (strcmp(msg_rows[i].handler, "NULL") != 0));
+		ORCH_CHECK((strncmp(name, "SV2SV_", 6) == 0) == (strcmp(from, "SERVER") == 0));
+		ORCH_CHECK((strncmp(name, "SV2CL_", 6) == 0) == (strcmp(from, "PUSH") == 0));
+		ORCH_CHECK(strncmp(name, "CL2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		ORCH_CHECK(strncmp(name, "AD2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		orch_msg_lease(types_buf[i], &dir, &inodes);
+		if (!l[0]) {
+			ORCH_CHECK(dir == 0 && inodes == 0);
+			continue;
+		}
+		leasing++;
+		ORCH_CHECK(served && strlen(l) == 2 && strcmp(l, "--") != 0);
+		ORCH_CHECK(l[0] == '-' || (strchr("hpPH", l[0]) && list_has(msg_rows[i].req, l[0])));
+		ORCH_CHECK(l[1] == '-' || (strchr("aeE", l[1]) && list_has(msg_rows[i].rep, l[1])));
+		ORCH_CHECK(dir == (l[0] == '-' ? 0 : l[0]) && inodes == (l[1] == '-' ? 0 : l[1]));
+	}
+	ORCH_CHECK(leasing == 8);
+}
+
+ORCH_TEST(lease_and_handle_accessors)
+{
+	char dir = 'x', inodes = 'x';
+	struct orch_msg m;
+
+	orch_msg_lease(0x7777, &dir, &inodes);
+	ORCH_CHECK(dir == 0 && inodes == 0);
+	orch_msg_lease(ORCH_CL2SV_READDIR, &dir, NULL);
+	orch_msg_lease(ORCH_CL2SV_READDIR, NULL, &inodes);
+	ORCH_CHECK(dir == 'h' && inodes == 'E');
+	orch_msg_init(&m, ORCH_CL2SV_LINK);
+	m.handle = 1;
+	m.parent = 2;
+	m.newparent = 3;
+	m.handle2 = 4;
+	ORCH_CHECK(orch_msg_handle(&m, 'h') == 1 && orch_msg_handle(&m, 'p') == 2 &&
+		   orch_msg_handle(&m, 'P') == 3 && orch_msg_handle(&m, 'H') == 4);
+	ORCH_CHECK(orch_msg_handle(&m, 'a') == 0 && orch_msg_handle(&m, 0) == 0);
+}
+
+/* --- Flag words ------------------------------------------------------------------------ */
+
+enum flag_unknown { FLAG_REFUSE, FLAG_IGNORE };
+
+static const struct {
+	const char *set;
+	const char *field;
+	uint32_t known;
+	enum flag_unknown unknown;
+} flag_words[] = {
+#define ORCH_FLAGS(set, field, unknown) { #set, #field, ORCH_##set##_KNOWN_, FLAG_##unknown },
+#define ORCH_FLAG(set, bit, value, doc)
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+static const struct {
+	const char *set;
+	const char *bit;
+	uint32_t value;
+	const char *doc;
+} flag_bits[] = {
+#define ORCH_FLAGS(set, field, unknown)
+#define ORCH_FLAG(set, bit, value, doc) { #set, #bit, value, doc },
+#include "proto/flags.def"
+#undef ORCH_FLAG
+#undef ORCH_FLAGS
+};
+
+/*
+ * flags.def: each bit is one bit, used once in its word, and documented;
+ * a word's KNOWN_ is all its bits; no two words share a name or a field.
+ */
+ORCH_TEST(flag_table)
+{
+	size_t nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	size_t nbits = sizeof(flag_bits) / sizeof(flag_bits[0]);
+
+	ORCH_CHECK(nwords >= 12);
+	for (size_t w = 0; w < nwords; w++) {
+		uint32_t seen = 0;
+
+		for (size_t v = 0; v < w; v++) {
+			ORCH_CHECK(strcmp(flag_words[v].set, flag_words[w].set) != 0);
+			ORCH_CHECK(strcmp(flag_words[v].field, flag_words[w].field) != 0);
+		}
+		for (size_t b = 0; b < nbits; b++) {
+			uint32_t v = flag_bits[b].value;
+
+			if (strcmp(flag_bits[b].set, flag_words[w].set) != 0)
+				continue;
+			ORCH_CHECK(v != 0 && (v & (v - 1)) == 0);
+			ORCH_CHECK(!(seen & v));
+			ORCH_CHECK(flag_bits[b].doc[0] != '\0');
+			seen |= v;
+		}
+		if (seen != flag_words[w].known)
+			fprintf(stderr, "flag word %s: bits %#x, known %#x\n", flag_words[w].set,
+				seen, flag_words[w].known);
+		ORCH_CHECK(seen != 0 && seen == flag_words[w].known);
+	}
+	/* Values kept from before the table, and the Linux values that travel as they are. */
+	ORCH_CHECK(ORCH_SET_KNOWN_ == 0xdbf);
+	ORCH_CHECK(ORCH_RENAME_NOREPLACE == 1 && ORCH_RENAME_EXCHANGE == 2);
+	ORCH_CHECK(ORCH_XATTR_CREATE == 1 && ORCH_XATTR_REPLACE == 2);
+}
+
+/*
+ * A message's flag word (code f) is named after a word of flags.def, which
+ * struct orch_msg then has under that name; every word of flags.def is some
+ * message's.
+ */
+ORCH_TEST(flag_words_named_in_msg_def)
+{
+	size_t n = all_types(types_buf), nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	bool used[sizeof(flag_words) / sizeof(flag_words[0])] = { false };
+	struct orch_msg m;
+
+	for (size_t t = 0; t < n; t++) {
+		for (int reply = 0; reply <= 1; reply++) {
+			const char *f = orch_msg_fields(types_buf[t], reply);
+			struct orch_str name;
+			char code;
+
+			while ((code = orch_msg_field_next(&f, &name))) {
+				size_t w;
+
+				if (code != 'f')
+					continue;
+				for (w = 0; w < nwords; w++)
+					if (strlen(flag_words[w].field) == name.len &&
+					    memcmp(flag_words[w].field, name.s, name.len) == 0)
+						break;
+				if (w == nwords)
+					fprintf(stderr, "%s: flag word '%.*s' is not in flags.def\n",
+						orch_msg_name(types_buf[t]), (int)name.len, name.s);
+				ORCH_CHECK(w < nwords);
+				used[w] = true;
+			}
+		}
+	}
+	for (size_t w = 0; w < nwords; w++) {
+		if (!used[w])
+			fprintf(stderr, "flags.def: no message carries %s\n", flag_words[w].field);
+		ORCH_CHECK(used[w]);
+	}
+	/* The names are one word. */
+	orch_msg_init(&m, ORCH_CL2SV_UNLINK);
+	m.unlink_flags = ORCH_UNLINK_RMDIR;
+	ORCH_CHECK(m.flags32 == ORCH_UNLINK_RMDIR && m.rename_flags == m.unlink_flags);
+}
+
+/*
+ * A request whose flag word sets a bit flags.def does not list is refused
+ * where the word says REFUSE and passes where it says IGNORE; known bits,
+ * messages without a flag word and replies always pass.
+ */
+ORCH_TEST(check_flags_every_request)
+{
+	size_t n = all_types(types_buf), nwords = sizeof(flag_words) / sizeof(flag_words[0]);
+	int refusing = 0;
+
+	for (size_t t = 0; t < n; t++) {
+		const char *f = orch_msg_fields(types_buf[t], false);
+		size_t w = nwords;
+		struct orch_str name;
+		struct orch_msg m;
+		char code;
+
+		while ((code = orch_msg_field_next(&f, &name)))
+			for (size_t i = 0; code == 'f' && i < nwords; i++)
+				if (strlen(flag_words[i].field) == name.len &&
+				    memcmp(flag_words[i].field, name.s, name.len) == 0)
+					w = i;
+		orch_msg_init(&m, types_buf[t]);
+		m.flags32 = w < nwords ? flag_words[w].known : UINT32_MAX;
+		ORCH_CHECK_OK(orch_msg_check_flags(&m));
+		if (w == nwords)
+			continue;
+		refusing += flag_words[w].unknown == FLAG_REFUSE;
+		for (int bit = 0; bit < 32; bit++) {
+			m.flags32 = 1u << bit;
+			m.flags = 0;
+			if (flag_words[w].known & m.flags32)
+				ORCH_CHECK_OK(orch_msg_check_flags(&m));
+			else
+				ORCH_CHECK_RC(orch_msg_check_flags(&m),
+					      flag_words[w].unknown == FLAG_REFUSE ? -EINVAL : 0);
+			m.flags = ORCH_FRAME_REPLY;
+			ORCH_CHECK_OK(orch_msg_check_flags(&m));
+		}
+	}
+	ORCH_CHECK(refusing == 7);   /* SETATTR, RENAME, RENAME_IN, SETXATTR, WRITERS, DEDUPE, DATA_CUT */
 }
 
 /* Status <-> errno: every errno of status.def maps back to itself; unknown ones to EIO. */
