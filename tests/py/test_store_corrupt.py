@@ -1,5 +1,5 @@
 """Bit rot in the extent store's blocks file is caught, never returned
-(research/rmap.md 6.8, I17; store.h: reads verify every block's checksum).
+(docs/SPEC-store.md, I17; store.h: reads verify every block's checksum).
 
 A file is written through the cluster; its extents on one server are found
 in that server's store.db (read-only), and bytes of one 4 KiB block are

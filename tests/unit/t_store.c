@@ -3,7 +3,7 @@
  * sequence checked against an in-memory model with the checker run after
  * every step, the edges of the contract (holes, ends, idempotent delete,
  * limits, mkfs and open refusals, concurrent sync, queued ops), and the
- * invariants of research/rmap.md 6.8 that need a test of their own: I19 and
+ * invariants of docs/SPEC-store.md that need a test of their own: I19 and
  * I22 (kill points and a simulated power cut in a forked child), I20
  * (snapshots and block reuse), I21 (chunked work resumed at open), I26
  * (delete frees everything) and I30 (key encodings sort as tuples).
