@@ -193,7 +193,8 @@ STORE_HACK = os.path.join(BUILDDIR, "tests", "store-hack")
 
 
 def test_moved_bmap_record_reads_eio(tmp_path):
-    """Issue 13, item 1: a bmap record moved onto another object's extent.
+    """A damaged record must never make a read return another file's bytes:
+    a bmap record moved onto another object's extent.
 
     Checksums are keyed by physical block, so the moved record's blocks
     match their checksums: only the record's own CRC (stale) or, once that
