@@ -312,7 +312,7 @@ bench-mount: $(BINS)
 		$(if $(CHART),--chart $(CHART)) $(BENCHFLAGS)
 
 # The extent store against pwrite/pread on a file in the same directory
-# (issue: store throughput).  Writes about 2 GiB; drops the files it reads
+# (its targets: docs/PERF-NOTES.md).  Writes about 2 GiB; drops the files it reads
 # from the page cache before each read.  BENCHFLAGS="--quick", "-d DIR",
 # "--json", "--phases fsync": see store-bench --help.
 STORE_JSON := $(BUILDDIR)/bench/bench-store.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the mount: the mount next to a local directory and libfuse's
+"""Benchmark of the mount next to a local directory and libfuse's
 passthrough_ll example, in one run, on one disk.
 
     /usr/bin/python3 bench/mount_bench.py [--dir DIR] [--files N] [--small N]
