@@ -207,7 +207,7 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
 	$(Q)$(MAKE) --no-print-directory check-deb
 
-# --- Install, man pages, Debian package (issue 18) --------------------------
+# --- Install, man pages, Debian package -------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=...]: binaries, man pages, the
 # systemd units, the mount helper and an example config.  The helper goes
 # to /sbin whatever PREFIX is (mount(8) looks for mount.TYPE there only) and
@@ -302,7 +302,8 @@ bench: $(BINS) $(BENCH_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
 
 # The mount against a local directory and libfuse's passthrough_ll, side by
-# side (issue 3's benchmark).  BENCHFLAGS=--quick-ish flags: see its --help.
+# side (its targets: docs/PERF-NOTES.md).  BENCHFLAGS=--quick-ish flags: see
+# its --help.
 # Both benchmarks also draw their ratios in a PNG chart (bench/chart.py,
 # python3-matplotlib): $(BUILDDIR)/bench/bench-mount.png and bench-store.png,
 # or CHART=path.
@@ -311,7 +312,7 @@ bench-mount: $(BINS)
 		$(if $(CHART),--chart $(CHART)) $(BENCHFLAGS)
 
 # The extent store against pwrite/pread on a file in the same directory
-# (issue: store throughput).  Writes about 2 GiB; drops the files it reads
+# (its targets: docs/PERF-NOTES.md).  Writes about 2 GiB; drops the files it reads
 # from the page cache before each read.  BENCHFLAGS="--quick", "-d DIR",
 # "--json", "--phases fsync": see store-bench --help.
 STORE_JSON := $(BUILDDIR)/bench/bench-store.json

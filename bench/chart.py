@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PNG charts of the benchmarks' side-by-side comparisons (issue 18): grouped
+"""PNG charts of the benchmarks' side-by-side comparisons: grouped
 bars of ratios per workload, with a line at 1.0, so that a reader sees the
 ratios at a glance next to the table the benchmark prints.
 

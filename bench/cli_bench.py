@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of issue 2's closing note: create, stat and unlink rates and
+"""Benchmark of the CLI: create, stat and unlink rates and
 put/get MB/s of the CLI against a 2-server local cluster, next to the same
 work on a local directory of the same disk, in one run.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of issue 3: the mount next to a local directory and libfuse's
+"""Benchmark of the mount next to a local directory and libfuse's
 passthrough_ll example, in one run, on one disk.
 
     /usr/bin/python3 bench/mount_bench.py [--dir DIR] [--files N] [--small N]
@@ -26,7 +26,8 @@ Phases, each timed alone after an untimed sync:
             all` there, rm -r of it (needs `make deps` done);
   big:      write BIG MiB in 1 MiB writes, fsync; drop caches; read it back.
 Prints seconds per phase and target, the ratio to the local directory and to
-passthrough_ll at the same timeout, the issue's targets at 50 ms, and for
+passthrough_ll at the same timeout, the targets at 50 ms (docs/PERF-NOTES.md,
+"Goals"), and for
 Orchard the FUSE and server requests per item of each phase
 (`user.orchard.stats` before and after).  Draws the two tables of ratios as
 grouped bars in a PNG chart (--chart, default build/bench/bench-mount.png;
@@ -542,7 +543,7 @@ def report(targets, args, phases):
     o50, p50 = by.get("orch-50"), by.get("pt-50")
     if o50 and p50:
         print()
-        print("# issue 3 targets at 50 ms")
+        print("# targets at 50 ms (docs/PERF-NOTES.md)")
         checks = []
         m = fmt_ratio(total(o50, META), total(p50, META))
         if total(o50, META) is not None:

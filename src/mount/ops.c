@@ -6,10 +6,11 @@
  * Caching (docs/DESIGN.md, "Client caching"): every entry and attribute
  * reply carries entry_timeout = dcache_timeout_ms and attr_timeout =
  * getattr_timeout_ms, read from the knobs at reply time so a change on a
- * live mount applies to the next reply.  The kernel keeps the cache; this
- * process keeps no attribute cache of its own, so a GETATTR from the kernel
- * always goes to the server.  The kernel also drops the parents' attributes
- * after create, unlink, rename and link, and the renamed inode's.
+ * live mount applies to the next reply.  The kernel keeps the cache; when
+ * it asks again, this process answers from its lease cache (lcache.c) what
+ * a server leased to it, and asks the server otherwise.  The kernel also
+ * drops the parents' attributes after create, unlink, rename and link, and
+ * the renamed inode's.
  */
 #include "mount/mount_i.h"
 

@@ -1,5 +1,5 @@
 /*
- * Mutual authentication from the cluster key (docs/SPEC-wire.md, "HELLO"):
+ * Mutual authentication from the cluster key (docs/SPEC-wire.md, "Handshake"):
  *
  *   connector -> acceptor  HELLO  vmin vmax features Nc origin
  *   acceptor  -> connector HELLO' version features Ns MACa

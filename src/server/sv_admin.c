@@ -856,10 +856,10 @@ static void adm_dirty(void *arg)
  * Has the inode's server cut the bytes of object @h past the file's size
  * (CL2SV_WRITERS RECLAIM), as a new writer's registration would: after a
  * power cut took an unsynced size, or a writer died, nothing else will
- * (DESIGN.md, "Bytes past the size").  The server refuses (BUSY) while a
- * writer is registered, a cut runs or its start hold lasts; the object is
- * then asked about again later, @tries times so far.  False only when
- * there is no room to remember it.
+ * (DESIGN.md, "Writers and bytes past the size").  The server refuses
+ * (BUSY) while a writer is registered, a cut runs or its start hold lasts;
+ * the object is then asked about again later, @tries times so far.  False
+ * only when there is no room to remember it.
  */
 static bool adm_past_cut(struct sv_admin *a, uint64_t h, uint8_t tries)
 {

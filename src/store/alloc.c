@@ -6,7 +6,7 @@
  * from a cursor, so a sequential writer gets contiguous blocks and its
  * extents merge; it skips busy blocks, which were freed by a transaction
  * that is not yet durable or that an open snapshot may still read (XFS's
- * busy extents; research/rmap.md 6.5).
+ * busy extents; docs/SPEC-store.md, I20).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /*
  * Inspection of the extent store: the owners query (XFS's overlapped rmap
- * query) and the invariant checker (research/rmap.md 6.7-6.8, as adapted in
- * docs/SPEC-store.md).  Both run on one read snapshot while the store keeps
- * working, with statements of their own on the snapshot's connection.
+ * query) and the invariant checker (docs/SPEC-store.md, "Invariants").
+ * Both run on one read snapshot while the store keeps working, with
+ * statements of their own on the snapshot's connection.
  *
  * The checker never trusts a value it reads: every field is range-checked
  * before it is used as a block number, a length or an array index, and no

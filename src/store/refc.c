@@ -9,8 +9,8 @@
  * than maxext), recomputes the counts block run by block run, and writes the
  * window back in canonical form.  A run whose count drops to zero is freed;
  * one dropping to one loses its record.  That is XFS's refcount update
- * (research/rmap.md 1.5) without the deferred-operation log: our whole
- * update is one SQLite transaction.
+ * without the deferred-operation log: our whole update is one SQLite
+ * transaction (docs/DESIGN.md, "The extent store: a reverse map").
  */
 #include <errno.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /*
  * Offline repair: rebuilds one index of a stopped store from the others
- * (research/rmap.md 6.7; contract in repair.h, rules in docs/SPEC-store.md
+ * (contract in repair.h, design and rules in docs/SPEC-store.md,
  * "Repair").
  *
  * The store is not opened with orch_store_open, which would start the

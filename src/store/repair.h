@@ -1,7 +1,6 @@
 /*
  * Offline repair of the extent store: rebuilds one index from the others
- * while nothing has the store open (research/rmap.md 6.7 "Repair", as
- * adapted in docs/SPEC-store.md, section "Repair").
+ * while nothing has the store open (docs/SPEC-store.md, "Repair").
  *
  *   rmap       from bmap, plus OWN_FS (block 0) and OWN_DEFECTIVE for the
  *              blocks of `bad` records that no data extent maps

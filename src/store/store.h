@@ -402,9 +402,9 @@ typedef void (*orch_store_finding_fn)(void *arg,
 				      const struct orch_store_finding *f);
 
 /*
- * Checks invariants I1 to I18 of research/rmap.md section 6.8 (as adapted in
- * docs/SPEC-store.md) and every record's CRC, on one read snapshot, while
- * the store keeps working.  Calls @fn for each finding (NULL: count only)
+ * Checks invariants I1 to I18 of docs/SPEC-store.md ("Invariants") and
+ * every record's CRC, on one read snapshot, while the store keeps
+ * working.  Calls @fn for each finding (NULL: count only)
  * and returns the number of findings (>= 0), or -errno if it could not
  * check.  @data also reads every mapped block and verifies its checksum
  * (I17).

@@ -3,8 +3,8 @@
  *
  * It takes every queued operation, applies as many as are waiting in one
  * SQLite transaction (each inside a savepoint, so a failing one is undone
- * alone), commits once and then reports them all: the batching the
- * research notes measured at 100x per operation (rmap.md, section 4).
+ * alone), commits once and then reports them all: a hundredfold less per
+ * operation than a commit each (docs/PERF-NOTES.md, "SQLite or LMDB").
  * Data goes to newly allocated blocks before the commit that maps them
  * (redirect-on-write), so a crash anywhere leaves the old or the new state.
  *

@@ -196,7 +196,7 @@ class Generator:
         # server deletes the inode and its data at the last unlink
         # (orch_meta_inode_nlink_adjust_), and fstat, read, write and the
         # close's flush of the open descriptor then fail with ENOENT.  Until
-        # open-unlinked files are supported (issue 3, item 11), a descriptor
+        # open-unlinked files are supported, a descriptor
         # is closed before an unlink or rename would remove its file's last
         # link.
         victim = None

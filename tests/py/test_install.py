@@ -1,4 +1,4 @@
-"""Installing and operating Orchard (issue 18): make install and uninstall
+"""Installing and operating Orchard: make install and uninstall
 (DESTDIR, PREFIX), the systemd units (systemd-analyze verify), the man pages
 (they render without warnings, and every option the binaries accept, every
 knob and every config key is in its page: the option tables of the source

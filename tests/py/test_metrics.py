@@ -1,5 +1,5 @@
 """Metrics, the status page, `orchard status` and `orchard stats --watch`
-(issue 18, items 5 and 6).
+(docs/ADMIN.md, "Monitoring"; docs/DESIGN.md, "Metrics and the status page").
 
 One cluster for the module: two servers, each serving /metrics and its
 status page on a free 127.0.0.1 port, and one mount with -o metrics=.  A

@@ -1,4 +1,4 @@
-"""`mount -t orchard` and /etc/fstab (issue 18) on a real local cluster:
+"""`mount -t orchard` and /etc/fstab (docs/mount.md) on a real local cluster:
 mount(8) runs /sbin/mount.orchard (dist/mount.orchard.in, installed here
 for the test and removed after), which drops mount(8)'s and systemd's
 options and runs orchard-mount.  Checked: options reach the mount; the

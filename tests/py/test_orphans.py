@@ -1,4 +1,5 @@
-"""Data objects whose inode a power cut took away (issue 16, item 3).
+"""Data objects whose inode a power cut took away (docs/DESIGN.md,
+"Orphaned data objects").
 
 A file is put without fsync, striped over s0 (its inode's server) and s1,
 and s0 loses power before anything was durable: the file is gone, as it

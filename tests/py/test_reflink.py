@@ -1,4 +1,4 @@
-"""Reflink clones and dedupe on a real cluster (issue 5, items 1 and 2):
+"""Reflink clones and dedupe on a real cluster (docs/SPEC-store.md, I23-I25):
 cp on the mount and `orchard clone` share the source's blocks on every
 server (df does not move, fsmap lists each shared range once per owner),
 a write to either copy changes only that copy, and `orchard dedupe` shares

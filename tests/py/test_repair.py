@@ -1,5 +1,5 @@
 """`orchard repair` rebuilds a stopped server's lost extent map from the
-reverse map (research/rmap.md 6.7 and I28; issue 5 item 6).
+reverse map (docs/SPEC-store.md, "Repair" and I28).
 
 A file is written through the cluster; one server is stopped and the file's
 extent-map (bmap) records are deleted from its store.db with the test hook

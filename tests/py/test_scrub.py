@@ -195,7 +195,7 @@ def test_scrub_name_held_twice_across_servers(tmp_path):
     """A file (inode on s0, nlink 1) named by its entry on s0 and by one more
     on s1, as a torn cross-server rename could leave it: the link-count rule
     must count the entries on other servers even when the local ones alone
-    match nlink (issue 16, item 5)."""
+    match nlink."""
     c = Cluster(tmp_path / "c", nservers=2)
     c.start_all()
     try:

@@ -1,5 +1,5 @@
 """Bit rot in the extent store's blocks file is caught, never returned
-(research/rmap.md 6.8, I17; store.h: reads verify every block's checksum).
+(docs/SPEC-store.md, I17; store.h: reads verify every block's checksum).
 
 A file is written through the cluster; its extents on one server are found
 in that server's store.db (read-only), and bytes of one 4 KiB block are
@@ -193,7 +193,8 @@ STORE_HACK = os.path.join(BUILDDIR, "tests", "store-hack")
 
 
 def test_moved_bmap_record_reads_eio(tmp_path):
-    """Issue 13, item 1: a bmap record moved onto another object's extent.
+    """A damaged record must never make a read return another file's bytes:
+    a bmap record moved onto another object's extent.
 
     Checksums are keyed by physical block, so the moved record's blocks
     match their checksums: only the record's own CRC (stale) or, once that

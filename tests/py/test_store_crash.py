@@ -1,5 +1,5 @@
 """The extent store survives SIGKILL of its server with writes in flight
-(research/rmap.md 6.8, I19 and I22; docs/SPEC-store.md).
+(docs/SPEC-store.md, I19 and I22).
 
 A 2-server cluster; four files striped over both.  Writer threads send
 CL2SV_WRITE requests straight to s1 (the raw protocol, tests/lib/wire.py),

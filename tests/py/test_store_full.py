@@ -1,4 +1,4 @@
-"""A full file system must not block deletes (issue 16, item 4).
+"""A full file system must not block deletes.
 
 Server s0's data directory is a 64 MiB tmpfs; s1's is on the ordinary
 disk, so only s0 fills.  Without a reserve the sparse blocks file took

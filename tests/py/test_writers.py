@@ -1,9 +1,9 @@
-"""Bytes past a file's size (issue 16, item 6: "a crashed writer's bytes come
-back").  Writers put strips on the data servers and publish the size later
-(EXTEND); a writer that dies first leaves bytes past the size.  The inode's
-server tracks live writers (CL2SV_WRITERS) and cuts past the size when no
-other writer is registered, or when the last one goes without publishing
-(docs/DESIGN.md, "Writers and bytes past the size").
+"""Bytes past a file's size: a crashed writer's bytes must never become
+readable after a size change.  Writers put strips on the data servers and
+publish the size later (EXTEND); a writer that dies first leaves bytes past
+the size.  The inode's server tracks live writers (CL2SV_WRITERS) and cuts
+past the size when no other writer is registered, or when the last one goes
+without publishing (docs/DESIGN.md, "Writers and bytes past the size").
 """
 import hashlib
 import os
@@ -83,7 +83,7 @@ def assert_zeros(data, what):
 
 
 def test_crashed_mount_bytes_never_come_back(cluster2, tmp_path):
-    """The issue's scenario, scaled down: a mount killed in an unsynced
+    """The failure this guards against, scaled down: a mount killed in an unsynced
     write leaves a 0-byte file; 3 bytes written far past it through another
     mount must leave zeros in the gap, and the dead bytes' space is freed."""
     c = cluster2

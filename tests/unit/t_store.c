@@ -3,7 +3,7 @@
  * sequence checked against an in-memory model with the checker run after
  * every step, the edges of the contract (holes, ends, idempotent delete,
  * limits, mkfs and open refusals, concurrent sync, queued ops), and the
- * invariants of research/rmap.md 6.8 that need a test of their own: I19 and
+ * invariants of docs/SPEC-store.md that need a test of their own: I19 and
  * I22 (kill points and a simulated power cut in a forked child), I20
  * (snapshots and block reuse), I21 (chunked work resumed at open), I26
  * (delete frees everything) and I30 (key encodings sort as tuples).
@@ -3325,13 +3325,14 @@ ORCH_TEST(i22_power_cut_concurrent_syncs)
 }
 
 /*
- * Issue 16: a WAL checkpoint syncs the whole WAL first, so one taken while
- * the WAL held a commit whose blocks were not yet flushed made that commit
- * durable before its data, and after a power cut those blocks failed their
- * checksums (EIO on read).  The writer checkpointed after its commits once
- * the WAL was long, a flush after it let commits go on.  Here every
- * checkpoint threshold is at its lowest, so any checkpoint that can happen
- * does: a child writes and syncs an object, then writes more (new blocks
+ * No commit may be durable before the blocks it maps (I22).  A WAL
+ * checkpoint syncs the whole WAL first, so one taken while the WAL held a
+ * commit whose blocks were not yet flushed made that commit durable before
+ * its data, and after a power cut those blocks failed their checksums (EIO
+ * on read).  The writer checkpointed after its commits once the WAL was
+ * long, a flush after it let commits go on.  Here every checkpoint
+ * threshold is at its lowest, so any checkpoint that can happen does: a
+ * child writes and syncs an object, then writes more (new blocks
  * and overwrites) without a sync, and cuts.  After reopen the data check
  * must be clean, every read must succeed, and the synced bytes must be
  * there or the later ones.

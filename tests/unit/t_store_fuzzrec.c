@@ -1,6 +1,6 @@
 /*
- * Field fuzzing of the store's records, invariant I29 of research/rmap.md
- * 6.8: in a populated store (writes, punches, truncates, deletes, shared
+ * Field fuzzing of the store's records, invariant I29 of docs/SPEC-store.md:
+ * in a populated store (writes, punches, truncates, deletes, shared
  * blocks, a quarantined block, a pending work item), for every record type
  * and each of its fields, one record is mutated (zero, all ones, MSB, LSB
  * and middle bit flipped, +1, -1, random), once keeping its stale CRC and

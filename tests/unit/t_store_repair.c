@@ -1,6 +1,6 @@
 /*
- * Offline repair (src/store/repair.c), invariant I28 of research/rmap.md
- * 6.8: a store populated with writes, overwrites, punches, truncates and
+ * Offline repair (src/store/repair.c), invariant I28 of docs/SPEC-store.md:
+ * a store populated with writes, overwrites, punches, truncates and
  * deletes, on small AGs with a small maxext (many AGs, long extents split),
  * is dumped (tables row by row, every object's bytes); then one table, or
  * one object's extent map, is destroyed behind the store's back; the
