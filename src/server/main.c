@@ -73,6 +73,17 @@ static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 				ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept: %s", strerror(errno));
 			return;
 		}
+		if (sv_conns_full(sv)) {
+			char peer[64];
+
+			orch_conn_peer_name(cfd, peer, sizeof(peer));
+			close(cfd);
+			sv_conns_refused(sv);
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "too many connections, closing: peer=%s max_connections=%u",
+					   peer, sv->s_cfg.max_connections);
+			continue;
+		}
 		if (sv_conns_reserve(sv)) {
 			close(cfd);
 			continue;

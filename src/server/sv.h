@@ -93,6 +93,9 @@ struct sv_conns {
 	struct orch_conn **cs_v;      /* not referenced: each leaves at its close */
 	size_t cs_n;
 	size_t cs_cap;
+	struct orch_ev_timer cs_hs_timer; /* armed while a handshake is under way */
+	uint64_t cs_refused;          /* closed at once: max_connections were open */
+	uint64_t cs_timed_out;        /* closed: not authenticated in handshake_timeout_ms */
 };
 
 /* Requests per second (sv_stats.c), sampled by a timer.  Loop thread only. */
