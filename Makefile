@@ -113,6 +113,12 @@ $(BUILDDIR)/tests/t_intent: $(BUILDDIR)/obj/tests/unit/t_intent.o $(T_INTENT_OBJ
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(T_INTENT_OBJS) $(LINKLIBS) $(LDLIBS)
 
+# t_conn: the connection's input bounds and the registry's deadline and cap.
+$(BUILDDIR)/tests/t_conn: $(BUILDDIR)/obj/tests/unit/t_conn.o $(call SV_TEST_OBJS,sv_conns) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(call SV_TEST_OBJS,sv_conns) $(LINKLIBS) $(LDLIBS)
+
 $(BUILDDIR)/tests/t_%: $(BUILDDIR)/obj/tests/unit/t_%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -179,6 +179,10 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 0, 1, &cfg->reclaim_orphans);
 		else if (strcmp(name, "lease_ms") == 0)
 			bad = cfg_u32(value, 0, 3600000, &cfg->lease_ms);
+		else if (strcmp(name, "handshake_timeout_ms") == 0)
+			bad = cfg_u32(value, 100, 3600000, &cfg->handshake_timeout_ms);
+		else if (strcmp(name, "max_connections") == 0)
+			bad = cfg_u32(value, 1, 1000000, &cfg->max_connections);
 		else if (strcmp(name, "store_size") == 0)
 			bad = orch_cfg_parse_size(value, &cfg->store_size) ? 3 : 0;
 		else if (strcmp(name, "store_reserve") == 0)
@@ -261,6 +265,8 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->commit_interval_ms = 1000;
 	cfg->reclaim_orphans = 1;
 	cfg->lease_ms = 30000;
+	cfg->handshake_timeout_ms = 10000;
+	cfg->max_connections = 4096;
 	cfg->store_reserve = ORCH_CFG_RESERVE_AUTO;
 }
 

@@ -9,6 +9,8 @@
  *   op_timeout_ms = 10000
  *   commit_interval_ms = 1000
  *   lease_ms = 30000        ; how long a mount may cache under a lease; 0: no leases
+ *   handshake_timeout_ms = 10000 ; a server closes a connection not authenticated by then
+ *   max_connections = 4096  ; a server closes at once connections past this many
  *   reclaim_orphans = 1     ; delete data objects whose inode a power cut took
  *                           ; (0: keep them for scrub to report)
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
@@ -78,6 +80,8 @@ struct orch_cfg {
 	uint32_t commit_interval_ms;
 	uint32_t reclaim_orphans;     /* 1: delete data objects whose inode is gone */
 	uint32_t lease_ms;            /* 0: servers grant no leases */
+	uint32_t handshake_timeout_ms; /* servers: from accept to authenticated */
+	uint32_t max_connections;     /* servers: accepted connections open at once */
 	uint64_t store_size;          /* bytes; 0 = the store's default */
 	uint32_t store_ag_blocks;     /* 0 = default */
 	uint32_t store_maxext;        /* 0 = default */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/time.h"
 #include "net/auth.h"
 
 #define CONN_READ_CHUNK (256u * 1024)
@@ -70,6 +71,7 @@ static int conn_alloc(struct orch_ev *ev, int fd, enum orch_auth_role role, cons
 	c->c_arg = arg;
 	c->c_reading = true;
 	c->c_origin = ORCH_ORIGIN_CLIENT;
+	c->c_since_ms = orch_time_now_ms();
 	orch_buf_init(&c->c_in, CONN_IN_MAX);
 	orch_buf_init(&c->c_out, SIZE_MAX);
 	orch_buf_init(&c->c_held, SIZE_MAX);
@@ -77,14 +79,14 @@ static int conn_alloc(struct orch_ev *ev, int fd, enum orch_auth_role role, cons
 	return 0;
 }
 
-static void conn_peer_name(struct orch_conn *c)
+void orch_conn_peer_name(int fd, char *out, size_t outlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	char host[INET6_ADDRSTRLEN] = "?";
 	int port = 0;
 
-	if (getpeername(c->c_fd, (struct sockaddr *)&ss, &len) == 0) {
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
 		if (ss.ss_family == AF_INET) {
 			struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 
@@ -97,7 +99,7 @@ static void conn_peer_name(struct orch_conn *c)
 			port = ntohs(sin6->sin6_port);
 		}
 	}
-	snprintf(c->c_peer, sizeof(c->c_peer), "%s:%d", host, port);
+	snprintf(out, outlen, "%s:%d", host, port);
 }
 
 static void conn_sock_setup(int fd)
@@ -121,7 +123,7 @@ int orch_conn_accept(struct orch_ev *ev, int fd, const uint8_t *key,
 		return error;
 	}
 	c->c_state = ORCH_CONN_HANDSHAKE;
-	conn_peer_name(c);
+	orch_conn_peer_name(fd, c->c_peer, sizeof(c->c_peer));
 	error = orch_ev_add(ev, fd, EPOLLIN, conn_io, c);
 	c->c_events = EPOLLIN;
 	if (error) {
@@ -389,6 +391,15 @@ static void conn_parse(struct orch_conn *c)
 			orch_conn_close(c, -EPROTO);
 			return;
 		}
+		/* A stranger gets no more room than the handshake needs. */
+		if (c->c_state != ORCH_CONN_READY && h.length > ORCH_AUTH_MAXFRAME) {
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "frame too large for a handshake, closing: peer=%s "
+					   "type=0x%04x len=%u max=%u",
+					   c->c_peer, h.type, h.length, ORCH_AUTH_MAXFRAME);
+			orch_conn_close(c, -EPROTO);
+			return;
+		}
 		if (c->c_in.b_len - c->c_in_off < ORCH_FRAME_HDR + (size_t)h.length)
 			break;
 		c->c_in_off += ORCH_FRAME_HDR + h.length;
@@ -403,18 +414,32 @@ static void conn_parse(struct orch_conn *c)
 	c->c_in_off = 0;
 }
 
+/*
+ * How much the next read may take: a chunk, or before authentication what
+ * is left of one handshake frame (conn_parse consumed every whole frame
+ * and refused a longer one, so something is left).
+ */
+static size_t conn_read_size(const struct orch_conn *c)
+{
+	if (c->c_state == ORCH_CONN_READY)
+		return CONN_READ_CHUNK;
+	return c->c_in.b_len < ORCH_CONN_HS_IN_MAX ? ORCH_CONN_HS_IN_MAX - c->c_in.b_len : 0;
+}
+
 static void conn_read(struct orch_conn *c)
 {
 	for (;;) {
-		size_t room;
+		size_t room, want = conn_read_size(c);
 		ssize_t n;
 
-		if (orch_buf_reserve(&c->c_in, CONN_READ_CHUNK)) {
+		if (!want || orch_buf_reserve(&c->c_in, want)) {
 			orch_buf_reset(&c->c_in);
-			orch_conn_close(c, -ENOMEM);
+			orch_conn_close(c, want ? -ENOMEM : -EPROTO);
 			return;
 		}
 		room = c->c_in.b_cap - c->c_in.b_len;
+		if (c->c_state != ORCH_CONN_READY && room > want)
+			room = want;
 		n = recv(c->c_fd, c->c_in.b_data + c->c_in.b_len, room, 0);
 		if (n == 0) {
 			orch_conn_close(c, 0);

@@ -7,9 +7,14 @@
  * is served before that.
  *
  * Input is bounded: a frame longer than ORCH_MAXFRAME is refused from its
- * header, before anything is allocated.  Output is queued; past
+ * header, before anything is allocated.  Before the peer is authenticated
+ * the bound is the handshake's (ORCH_AUTH_MAXFRAME): a longer frame is
+ * refused from its header, and no more than ORCH_CONN_HS_IN_MAX bytes are
+ * read ahead, so a stranger holds a few KiB at most (docs/DESIGN.md,
+ * "Connections: what a stranger can hold").  Output is queued; past
  * ORCH_CONN_OUT_HIGH queued bytes the connection stops reading (backpressure)
- * until the queue drains.
+ * until the queue drains.  How long a handshake may take is the owner's
+ * call (c_since_ms says when it began).
  *
  * Lifetime: refcounted.  orch_conn_close() closes the socket, calls
  * ops->on_close once and drops the loop's reference; holders of other
@@ -20,6 +25,7 @@
 #define ORCH_NET_CONN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/buf.h"
@@ -30,6 +36,8 @@
 #include "proto/wire.h"
 
 #define ORCH_CONN_OUT_HIGH (64u << 20)
+/* What a connection reads ahead before its peer is authenticated: one handshake frame. */
+#define ORCH_CONN_HS_IN_MAX (ORCH_FRAME_HDR + ORCH_AUTH_MAXFRAME)
 
 enum orch_conn_state {
 	ORCH_CONN_CONNECTING,    /* connector: TCP connect in progress */
@@ -71,6 +79,7 @@ struct orch_conn {
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
 	uint64_t c_features;            /* acceptor: granted in the handshake */
 	bool c_lost;                    /* a frame could not be queued: close, not write */
+	uint64_t c_since_ms;            /* monotonic: accepted, or connecting began */
 	/*
 	 * The owner's, for one list of its connections (the server's lease
 	 * table lists those with pushes queued); conn.c never touches them.
@@ -121,6 +130,9 @@ int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
 void orch_conn_flush(struct orch_conn *c);
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);
+
+/* "host:port" of the peer of socket @fd, for logs ("?:0" if unknown). */
+void orch_conn_peer_name(int fd, char *out, size_t outlen);
 
 void orch_conn_get(struct orch_conn *c);
 void orch_conn_put(struct orch_conn *c);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "common/pcut.h"
 #include "common/sdnotify.h"
 #include "common/time.h"
+#include "common/util.h"
 #include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
@@ -47,6 +49,46 @@ static void usage(FILE *f)
 		   "  --log-level LEVEL     err, warn, notice (default), info, debug\n");
 }
 
+/*
+ * A failed accept(2) that would fail again at once (no descriptor left,
+ * no memory) stops accepting for a while, from 50 ms doubling to 1 s while
+ * it lasts; the connections wait in the listen queue.  Retrying at once
+ * would spin: the listening socket stays readable.
+ */
+#define SV_ACCEPT_PAUSE_MIN_MS 50u
+#define SV_ACCEPT_PAUSE_MAX_MS 1000u
+/* Descriptors a server needs besides its connections (databases, peers, metrics). */
+#define SV_FDS_BESIDES_CONNS 256u
+
+static void sv_accept_resume(struct sv_server *sv)
+{
+	if (!sv->s_accept_paused)
+		return;
+	sv->s_accept_paused = false;
+	orch_ev_timer_cancel(sv->s_ev, &sv->s_accept_timer);
+	/* Level-triggered: connections that waited are reported at once. */
+	orch_ev_mod(sv->s_ev, sv->s_listen_fd, EPOLLIN);
+}
+
+static void sv_accept_resume_timer(void *arg)
+{
+	sv_accept_resume(arg);
+}
+
+static void sv_accept_pause(struct sv_server *sv, int error)
+{
+	uint32_t ms = sv->s_accept_pause_ms ? sv->s_accept_pause_ms * 2 : SV_ACCEPT_PAUSE_MIN_MS;
+
+	sv->s_accept_pause_ms = ORCH_MIN(ms, SV_ACCEPT_PAUSE_MAX_MS);
+	sv->s_accept_paused = true;
+	sv->s_accept_pauses++;
+	orch_ev_mod(sv->s_ev, sv->s_listen_fd, 0);
+	orch_ev_timer_arm(sv->s_ev, &sv->s_accept_timer, sv->s_accept_pause_ms,
+			  sv_accept_resume_timer, sv);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept, pausing for %u ms: %s: connections=%zu",
+			   sv->s_accept_pause_ms, strerror(error), sv->s_conns.cs_n);
+}
+
 static void client_on_close(struct orch_conn *c, int reason)
 {
 	struct sv_server *sv = c->c_arg;
@@ -57,6 +99,8 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv_lease_conn_closed(sv, c);
 	sv_writers_conn_closed(sv, c);
 	sv_conns_remove(sv, c);
+	/* Its descriptor is free: a connection waiting for one may have it. */
+	sv_accept_resume(sv);
 }
 
 static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
@@ -69,9 +113,24 @@ static void on_accept(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (cfd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot accept: %s", strerror(errno));
+			/* Gone before we took it, or a signal: take the next. */
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				sv_accept_pause(sv, errno);
 			return;
+		}
+		sv->s_accept_pause_ms = 0;
+		if (sv_conns_full(sv)) {
+			char peer[64];
+
+			orch_conn_peer_name(cfd, peer, sizeof(peer));
+			close(cfd);
+			sv_conns_refused(sv);
+			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
+					   "too many connections, closing: peer=%s max_connections=%u",
+					   peer, sv->s_cfg.max_connections);
+			continue;
 		}
 		if (sv_conns_reserve(sv)) {
 			close(cfd);
@@ -96,6 +155,31 @@ static void on_signal(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 		ORCH_NOTICE("stopping: signal=%u", si.ssi_signo);
 		orch_ev_stop(ev);
 	}
+}
+
+/*
+ * Raises the soft limit on descriptors towards max_connections and what
+ * the server needs besides, as far as the hard limit allows, and says so
+ * if that is not enough: connections past it wait for a free descriptor.
+ */
+static void sv_raise_nofile(const struct sv_server *sv)
+{
+	rlim_t need = (rlim_t)sv->s_cfg.max_connections + SV_FDS_BESIDES_CONNS;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > rl.rlim_cur) {
+		struct rlimit want = rl;
+
+		want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl = want;
+	}
+	if (rl.rlim_cur < need)
+		ORCH_NOTICE("file limit below max_connections: nofile=%llu max_connections=%u; "
+			    "connections past the limit wait for a free descriptor",
+			    (unsigned long long)rl.rlim_cur, sv->s_cfg.max_connections);
 }
 
 static int sv_listen(const struct orch_server_cfg *scfg, int *out)
@@ -182,6 +266,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sv.s_index = (unsigned int)idx;
+	sv_raise_nofile(&sv);
 	/*
 	 * Before any thread starts (the store's writer starts in
 	 * orch_store_open): threads inherit the mask, and the signals must

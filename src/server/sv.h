@@ -93,6 +93,9 @@ struct sv_conns {
 	struct orch_conn **cs_v;      /* not referenced: each leaves at its close */
 	size_t cs_n;
 	size_t cs_cap;
+	struct orch_ev_timer cs_hs_timer; /* armed while a handshake is under way */
+	uint64_t cs_refused;          /* closed at once: max_connections were open */
+	uint64_t cs_timed_out;        /* closed: not authenticated in handshake_timeout_ms */
 };
 
 /* Requests per second (sv_stats.c), sampled by a timer.  Loop thread only. */
@@ -121,6 +124,15 @@ struct sv_server {
 	struct orch_meta *s_meta;
 	struct orch_store *s_store;
 	int s_listen_fd;
+	/*
+	 * Accepting stops for a while when accept(2) fails for want of
+	 * descriptors or memory (main.c): it resumes when the timer fires or
+	 * a connection closes.  Loop thread only.
+	 */
+	bool s_accept_paused;
+	uint32_t s_accept_pause_ms;        /* the last pause; 0 after an accept */
+	struct orch_ev_timer s_accept_timer;
+	uint64_t s_accept_pauses;
 	struct orch_conn_ops s_client_ops; /* of accepted connections (main.c) */
 	struct sv_conns s_conns;           /* the open ones (sv_conns.c) */
 	struct sv_peers *s_peers;          /* calls on other servers (sv_peer.c) */

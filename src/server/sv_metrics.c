@@ -212,6 +212,15 @@ static void sv_metrics_requests(struct orch_buf *b, struct sv_server *sv,
 		  (double)s->conns_open },
 		{ "orchard_server_connections_accepted_total", "counter",
 		  "Client and admin connections accepted.", (double)s->accepted },
+		{ "orchard_server_connections_refused_total", "counter",
+		  "Connections closed at once because max_connections were open.",
+		  (double)s->conns_refused },
+		{ "orchard_server_handshake_timeouts_total", "counter",
+		  "Connections closed for not authenticating within handshake_timeout_ms.",
+		  (double)s->conns_timed_out },
+		{ "orchard_server_accept_pauses_total", "counter",
+		  "Pauses in accepting connections: no descriptor or memory left.",
+		  (double)s->accept_pauses },
 	};
 
 	orch_prom_scalars(b, v, ORCH_ARRAY_SIZE(v));

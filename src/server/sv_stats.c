@@ -86,6 +86,9 @@ void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out)
 		.protocol_errors = sv->s_errors_proto,
 		.accepted = sv->s_accepted,
 		.conns_open = sv->s_conns.cs_n,
+		.conns_refused = sv->s_conns.cs_refused,
+		.conns_timed_out = sv->s_conns.cs_timed_out,
+		.accept_pauses = sv->s_accept_pauses,
 		.syncs = sv->s_syncs,
 		.fsync_requests = sv->s_sync_waiters,
 		.commits = orch_meta_commit_count(sv->s_meta),
@@ -198,6 +201,9 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	snprintf(tmp, sizeof(tmp), "%.1f", s.requests_per_s);
 	sv_json_raw(b, "requests_per_s", tmp);
 	sv_json_u64(b, "connections_open", s.conns_open, true);
+	sv_json_u64(b, "connections_refused", s.conns_refused, true);
+	sv_json_u64(b, "connections_timed_out", s.conns_timed_out, true);
+	sv_json_u64(b, "accept_pauses", s.accept_pauses, true);
 	sv_json_u64(b, "capacity_bytes", s.capacity, true);
 	sv_json_u64(b, "free_bytes", s.free, true);
 	sv_json_u64(b, "avail_bytes", s.avail, true);

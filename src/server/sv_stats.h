@@ -20,6 +20,9 @@ struct sv_stats_snap {
 	uint64_t protocol_errors;
 	uint64_t accepted;                   /* client connections accepted */
 	uint64_t conns_open;                 /* ... and open now */
+	uint64_t conns_refused;              /* closed at once: max_connections open */
+	uint64_t conns_timed_out;            /* closed: not authenticated in time */
+	uint64_t accept_pauses;              /* accept(2) out of descriptors or memory */
 	uint64_t syncs, fsync_requests;      /* flushes, and the fsyncs they served */
 	uint64_t commits;                    /* namespace transactions */
 	uint64_t wal_restarts, wal_restart_us, wal_wait_us;

@@ -4,7 +4,8 @@
  * whose sizes the input chooses, and the event loop runs until the
  * connection closes.  Whatever arrives (garbage, huge lengths, truncated
  * frames, messages before authentication), the connection must close or
- * keep going without a crash or a leak.
+ * keep going without a crash or a leak; before authentication (always:
+ * the key is not the input's) it buffers no more than one handshake frame.
  *
  * Input: byte 0 = piece size (1..256), then the stream.
  */
@@ -80,6 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		orch_ev_timer_arm(ev, &timer, 0, fuzz_deadline, ev);
 		orch_ev_run(ev);
 		orch_ev_reset_stop(ev);
+		/* What a stranger can hold (conn.h): one handshake frame. */
+		if (c->c_in.b_cap > 2 * ORCH_CONN_HS_IN_MAX)
+			abort();
 	}
 	close(sv[1]);
 	if (!c->c_closed) {

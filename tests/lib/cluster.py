@@ -9,6 +9,7 @@ for sanitizer reports there.
 import json
 import os
 import re
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -136,16 +137,21 @@ class Cluster:
     def log_path(self, name):
         return os.path.join(self.dir, name + ".log")
 
-    def start(self, name, wait=True, env=None, conf=None):
+    def start(self, name, wait=True, env=None, conf=None, nofile=None):
         """Starts server NAME; env adds variables (e.g. ORCH_PCUT=1); conf
-        another config file for it (one with another key, say)."""
+        another config file for it (one with another key, say); nofile its
+        RLIMIT_NOFILE (soft and hard), as `ulimit -n` would set it."""
         assert name not in self.procs or self.procs[name].poll() is not None
         log = open(self.log_path(name), "ab")
         penv = dict(os.environ)
         penv.update(env or {})
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.procs[name] = subprocess.Popen(
             [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, start_new_session=True, env=penv)
+            stdout=log, stderr=log, start_new_session=True, env=penv,
+            preexec_fn=limit if nofile else None)
         log.close()
         if wait:
             self.wait_up(name)
