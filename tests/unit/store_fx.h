@@ -73,7 +73,9 @@ static inline uint64_t rng_seed(int warm)
 /* Makes /tmp/<name>.XXXXXX in @dir; -errno (and @dir "") on failure. */
 static inline int fx_mkdir(char *dir, size_t size, const char *name)
 {
-	snprintf(dir, size, "/tmp/%s.XXXXXX", name);
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
 	if (!mkdtemp(dir)) {
 		dir[0] = 0;
 		return -errno;
