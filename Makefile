@@ -47,7 +47,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
 
-.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz fuzz-replay bench bench-mount bench-store clean help
+.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -143,8 +143,13 @@ test-unit: $(UNIT_BINS) $(BUILDDIR)/tests/gen-wire-spec
 spec: $(BUILDDIR)/tests/gen-wire-spec
 	$(Q)$< --update docs/SPEC-wire.md
 
+# PYTEST_JOBS=N runs the suite in N processes (python3-pytest-xdist), a test
+# file to a process: the tests of one file share fixtures and some share
+# host-wide state (test_mount_helper.py's /etc/fstab), so files are the unit.
+PYTEST_JOBS ?=
 test-py: $(BINS) $(TOOL_BINS)
-	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q tests/py $(TESTFLAGS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
+		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
 
 # The power-cut campaign of tests/py/test_pcut_campaign.py: 200 rounds of
 # cuts of random servers (one or two) under a mixed workload.  Long.
@@ -152,8 +157,11 @@ SOAK_CUTS ?= 200
 soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_pcut_campaign.py $(TESTFLAGS)
 
+# Most integration tests wait on servers, fsyncs and timers rather than
+# computing, so two run side by side (PYTEST_JOBS) even on two CPUs.
 check-asan:
-	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" test
+	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" \
+		PYTEST_JOBS=$(or $(PYTEST_JOBS),2) test
 
 # ThreadSanitizer in build-tsan/: the unit tests (t_rpc drives liborchard's
 # leader/follower reader) and the pytest files whose mounts, servers and
@@ -190,12 +198,15 @@ check-tsan:
 check-clang:
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-clang CC=clang all
 
-# Unit tests under valgrind (memcheck): slow, so unit tests only.
+# Unit tests under valgrind (memcheck): slow, so unit tests only, side by
+# side as test-unit runs them.
+VALGRIND := valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	--show-possibly-lost=no
 check-valgrind: $(UNIT_BINS)
-	$(Q)for t in $(UNIT_BINS); do \
-		valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
-			--show-possibly-lost=no $$t >/dev/null || \
-			{ echo "valgrind: $$t failed"; exit 1; }; done; echo "valgrind: unit tests clean"
+	$(Q)UNIT_WRAP="$(VALGRIND)" bash tests/lib/run_unit.sh $(UNIT_BINS) >$(BUILDDIR)/valgrind.log 2>&1 || \
+		{ tail -80 $(BUILDDIR)/valgrind.log; \
+		  echo "valgrind: unit tests failed (whole log: $(BUILDDIR)/valgrind.log)"; exit 1; }
+	$(Q)echo "valgrind: unit tests clean"
 
 # Everything CI runs: the build, the unit tests and the fuzz corpora, a
 # clang build, valgrind on the unit tests, the unit and integration tests
@@ -203,15 +214,17 @@ check-valgrind: $(UNIT_BINS)
 # integration suite runs once, under ASan+UBSan: a second, plain run took
 # ten more minutes and found nothing the sanitized one does not (`make
 # test` runs it plain; the packages' smoke test runs the plain binaries).
+CHECK_STAGES := all test-unit fuzz-replay check-clang check-valgrind check-asan check-tsan \
+	fuzz-smoke check-deb
 check: deps
-	$(Q)$(MAKE) --no-print-directory all
-	$(Q)$(MAKE) --no-print-directory test-unit fuzz-replay
-	$(Q)$(MAKE) --no-print-directory check-clang
-	$(Q)$(MAKE) --no-print-directory check-valgrind
-	$(Q)$(MAKE) --no-print-directory check-asan
-	$(Q)$(MAKE) --no-print-directory check-tsan
+	$(Q)start=$$(date +%s); for stage in $(CHECK_STAGES); do \
+		t=$$(date +%s); \
+		$(MAKE) --no-print-directory $$stage || { echo "check: $$stage failed"; exit 1; }; \
+		echo "check: $$stage took $$(( $$(date +%s) - t )) s"; \
+	done; echo "check: everything passed in $$(( $$(date +%s) - start )) s"
+
+fuzz-smoke:
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
-	$(Q)$(MAKE) --no-print-directory check-deb
 
 # --- Install, man pages, Debian package -------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=...]: binaries, man pages, the

@@ -3,7 +3,7 @@
 # does nothing when everything is present, so `make` may call it every time.
 set -eu
 pkgs="gcc make pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 libinih-dev
-libssl-dev python3-pytest clang libclang-rt-14-dev valgrind
+libssl-dev python3-pytest python3-pytest-xdist clang libclang-rt-14-dev valgrind
 man-db groff-base systemd build-essential dpkg-dev debhelper lintian
 python3-matplotlib libmicrohttpd-dev prometheus chromium fonts-dejavu-core
 python3-prometheus-client"
