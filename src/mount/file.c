@@ -528,7 +528,9 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		error = orch_fs_punch(m->m_cl, &cred, &a, (uint64_t)off, (uint64_t)len);
 	} else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > a.size) {
 		in.size = end;
-		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &in, &a);
+		/* The kernel sends fallocate only for a descriptor opened for writing. */
+		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE | ORCH_SET_HANDLE, &in,
+					&a);
 		if (!error)
 			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 	}

@@ -518,7 +518,6 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	uint32_t valid = 0;
 	int error;
 
-	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_SETATTR);
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		valid |= ORCH_SET_MODE;
@@ -554,6 +553,13 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		valid |= ORCH_SET_CTIME;
 		in.ctime_ns = mnt_ts_ns(&attr->st_ctim);
 	}
+	/*
+	 * ftruncate: the kernel lets only a descriptor opened for writing
+	 * send it, and the open checked the permission; a check now would
+	 * refuse what open(O_CREAT|O_RDWR, 0) allowed (issue 17).
+	 */
+	if (fi && (valid & ORCH_SET_SIZE))
+		valid |= ORCH_SET_HANDLE;
 	orch_mnt_cred(req, &cred);
 	error = (valid & ORCH_SET_SIZE) ? orch_mnt_publish_size(m, &cred, ino) : 0;
 	sent_ms = orch_time_now_ms();

@@ -1,0 +1,142 @@
+"""POSIX conformance through orchard-mount (issue 17): what a local file
+system (XFS, ext4) does, checked on real servers and real FUSE mounts, as
+root and as uid 65534, with and without default_permissions.
+
+The syscalls of another user run in a forked child that switches with
+os.setresuid; it sends back, through a pipe, what it saw (errno numbers,
+stat fields)."""
+import ctypes
+import errno
+import json
+import os
+import shutil
+import stat
+import tempfile
+
+import pytest
+
+from mount import ORCHARD_MOUNT, write_file
+
+pytestmark = [
+    pytest.mark.skipif(
+        not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
+        or shutil.which("fusermount3") is None,
+        reason="needs /dev/fuse, fusermount3 and orchard-mount"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users"),
+]
+
+NOBODY = 65534
+PERMS = ["server", "default_permissions"]
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE, ZERO_RANGE = 0x01, 0x02, 0x08, 0x10
+
+
+def fallocate(fd, mode, off, length):
+    if _libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY):
+    """Runs fn() in a forked child as @uid/@gid (no supplementary groups);
+    returns what it returned (JSON), or raises what it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            out = {"ok": fn()}
+        except OSError as e:
+            out = {"errno": e.errno, "what": str(e)}
+        except BaseException as e:  # noqa: B902 - reported to the parent
+            out = {"error": repr(e)}
+        try:
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    out = json.loads(data.decode())
+    if "errno" in out:
+        raise OSError(out["errno"], out["what"])
+    assert "error" not in out, out["error"]
+    return out["ok"]
+
+
+def err(fn, *args):
+    """0, or the errno fn(*args) failed with."""
+    try:
+        fn(*args)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+@pytest.fixture
+def public_dir():
+    """A directory every user can traverse (pytest's tmp_path is 0700)."""
+    d = tempfile.mkdtemp(prefix="orch-posix-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(public_dir, mounts, request):
+    """A mount that uid 65534 may use (allow_other, with default_permissions
+    when the test's perms parameter says so), and its directory "shared"
+    (mode 0777)."""
+    perms = request.node.callspec.params.get("perms")
+    opts = {"allow_other": None}
+    if perms == "default_permissions":
+        opts["default_permissions"] = None
+    m = mounts(opts, where=public_dir)
+    os.chmod(m.mnt, 0o755)
+    os.mkdir(m.path("shared"))
+    os.chmod(m.path("shared"), 0o777)
+    return m
+
+
+def mode_of(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# --- Item 2: ftruncate through a descriptor opened for writing -------------------
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_ftruncate_through_write_descriptor(shared, perms):
+    """open(O_CREAT|O_RDWR, 0) gives a writable descriptor on a file its
+    mode forbids writing; ftruncate through it works (the open checked the
+    permission), while truncate by path is still refused."""
+    p = shared.path("shared", "f")
+
+    def child():
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0)
+        try:
+            os.write(fd, b"hello world")
+            os.ftruncate(fd, 0)
+            sizes = [os.fstat(fd).st_size]
+            os.ftruncate(fd, 5000)
+            sizes.append(os.fstat(fd).st_size)
+            fallocate(fd, 0, 0, 6000)       # mode 0 grows the size: the same rule
+            sizes.append(os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        return sizes + [err(os.truncate, p, 0), os.stat(p).st_size]
+
+    assert as_user(child) == [0, 5000, 6000, errno.EACCES, 6000]
+    assert mode_of(p) == 0
+    with open(p, "rb") as f:
+        assert f.read() == bytes(6000)
