@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "proto/perm.h"
 
 /*
  * Per open file (fi->fh).  The time of the last write, which the EXTEND
@@ -365,6 +366,33 @@ out_err:
 	orch_mnt_reply_err(req, error);
 }
 
+/*
+ * FUSE_CAP_HANDLE_KILLPRIV leaves it to us to take the set-id bits at a
+ * write (Linux file_remove_privs): before the first write of a caller who is
+ * not root into a file whose last known mode has them, the inode's server
+ * clears them (ORCH_SET_KILL_SUIDGID, through the descriptor: the writer
+ * need not own the file, nor still have write permission).  A file without
+ * them, the usual case, costs nothing more.
+ */
+static int mnt_write_kill_suidgid(struct orch_mnt *m, const struct orch_cred *cred,
+				  struct orch_attr *a)
+{
+	uint64_t stamp, sent_ms;
+	struct orch_attr got;
+	int error;
+
+	if (!orch_perm_kill_suidgid(cred, a, false))
+		return 0;
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_setattr_stamped(m->m_cl, cred, a->handle,
+					ORCH_SET_KILL_SUIDGID | ORCH_SET_HANDLE, a, &got, &stamp);
+	if (error)
+		return error;
+	orch_mnt_lc_put_attr(&m->m_lc, &got, stamp, sent_ms);
+	orch_mnt_inode_setattr_done(&m->m_itab, &got, false, false, a);
+	return 0;
+}
+
 void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		    off_t off, struct fuse_file_info *fi)
 {
@@ -377,6 +405,8 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
 	orch_mnt_cred(req, &cred);
 	error = mnt_file_attr(m, &cred, ino, &a);
+	if (!error)
+		error = mnt_write_kill_suidgid(m, &cred, &a);
 	if (!error)
 		error = mnt_writer_register(m, &cred, ino, NULL);
 	if (error < 0)

@@ -171,8 +171,15 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_TRUNC comes to open() (file.c), saving the kernel's extra SETATTR. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	/* Suid/sgid clearing on write is left to the kernel (it sends SETATTR). */
-	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * The set-id bits: taken by the servers at a chown or truncate, and by
+	 * the mount at a write (file.c).  Asked for, but libfuse 3.14 (Debian
+	 * 12) never passes FUSE_HANDLE_KILLPRIV on to the kernel, which then
+	 * clears them itself with a SETATTR of the mode, sent as the writer
+	 * (mnt_setattr_kill).
+	 */
+	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
+		conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
 	conn->max_write = ORCH_IO_MAX;
 	/* Inode times are nanoseconds. */
 	conn->time_gran = 1;
@@ -508,6 +515,33 @@ static int64_t mnt_ts_ns(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
+/*
+ * Without FUSE_CAP_HANDLE_KILLPRIV in effect (ops.c, mnt_init) the kernel
+ * clears the set-id bits of a file that someone without CAP_FSETID writes,
+ * truncates or chowns by a SETATTR of the mode, alone or with the size or
+ * owner, sent as that caller: who needs only write permission, not to own
+ * the file.  Such a SETATTR by a caller other than the owner and root, whose
+ * mode only takes set-id bits from the mode this mount last saw (the kernel
+ * has just asked for it), becomes ORCH_SET_KILL_SUIDGID: the server takes
+ * the bits by its rule (proto/perm.h, the kernel's), with write permission
+ * or through the caller's descriptor.  The one difference from a local file
+ * system: such a user's chmod u-s, g-s is served as that clearing, where
+ * Linux answers EPERM.
+ */
+static uint32_t mnt_setattr_kill(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+				 uint32_t valid, uint32_t mode)
+{
+	const uint32_t setid = S_ISUID | S_ISGID;
+	struct orch_attr cur;
+
+	if (!(valid & ORCH_SET_MODE) || cred->uid == 0 ||
+	    orch_mnt_inode_attr(&m->m_itab, h, &cur) || cred->uid == cur.uid ||
+	    (mode & ~setid) != (cur.mode & 07777 & ~setid) || (mode & setid & ~cur.mode) ||
+	    (mode & setid) == (cur.mode & setid))
+		return valid;
+	return (valid & ~(uint32_t)ORCH_SET_MODE) | ORCH_SET_KILL_SUIDGID;
+}
+
 static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			struct fuse_file_info *fi)
 {
@@ -561,6 +595,7 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	if (fi && (valid & ORCH_SET_SIZE))
 		valid |= ORCH_SET_HANDLE;
 	orch_mnt_cred(req, &cred);
+	valid = mnt_setattr_kill(m, &cred, ino, valid, in.mode);
 	error = (valid & ORCH_SET_SIZE) ? orch_mnt_publish_size(m, &cred, ino) : 0;
 	sent_ms = orch_time_now_ms();
 	if (!error)

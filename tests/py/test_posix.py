@@ -140,3 +140,92 @@ def test_ftruncate_through_write_descriptor(shared, perms):
     assert mode_of(p) == 0
     with open(p, "rb") as f:
         assert f.read() == bytes(6000)
+
+
+# --- Item 1: writing, truncating, chowning a set-id file --------------------------
+
+def _setid_file(m, name, mode, owner=0):
+    p = m.path("shared", name)
+    write_file(p, b"data")
+    os.chown(p, owner, owner)
+    os.chmod(p, mode)
+    assert mode_of(p) == mode
+    return p
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_write_clears_setid(shared, perms):
+    """A write by another user with write permission succeeds and clears
+    S_ISUID, and S_ISGID when group-execute is set or the writer is not in
+    the file's group (Linux 6.x); root's write keeps them (CAP_FSETID)."""
+    cases = {0o4777: 0o777, 0o2777: 0o777, 0o6777: 0o777, 0o6767: 0o767, 0o4666: 0o666}
+    paths = {mode: _setid_file(shared, "f%o" % mode, mode) for mode in cases}
+
+    def child():
+        out = []
+        for mode, p in sorted(paths.items()):
+            with open(p, "ab") as f:
+                f.write(b"x")
+            out.append([mode, stat.S_IMODE(os.stat(p).st_mode), os.stat(p).st_size])
+        return out
+
+    assert as_user(child) == [[mode, cases[mode], 5] for mode in sorted(cases)]
+    # A member of the file's group keeps S_ISGID when it is not group-executable.
+    p = _setid_file(shared, "member", 0o2767, owner=NOBODY)
+
+    def member():
+        with open(p, "ab") as f:
+            f.write(b"x")
+        return stat.S_IMODE(os.stat(p).st_mode)
+    assert as_user(member, uid=1000, gid=NOBODY) == 0o2767
+    # Root keeps them.
+    p = _setid_file(shared, "root", 0o6777)
+    with open(p, "ab") as f:
+        f.write(b"x")
+    assert mode_of(p) == 0o6777
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_truncate_clears_setid(shared, perms):
+    """truncate(2), ftruncate and open(O_TRUNC) by another user clear the
+    set-id bits; root's truncate keeps them."""
+    a = _setid_file(shared, "a", 0o6777)
+    b = _setid_file(shared, "b", 0o4777)
+    c = _setid_file(shared, "c", 0o2777)
+
+    def child():
+        os.truncate(a, 1)
+        fd = os.open(b, os.O_WRONLY)
+        os.ftruncate(fd, 2)
+        os.close(fd)
+        os.close(os.open(c, os.O_WRONLY | os.O_TRUNC))
+        return [[stat.S_IMODE(st.st_mode), st.st_size] for st in map(os.stat, (a, b, c))]
+
+    assert as_user(child) == [[0o777, 1], [0o777, 2], [0o777, 0]]
+    os.chmod(a, 0o6777)
+    os.truncate(a, 3)
+    assert mode_of(a) == 0o6777 and os.stat(a).st_size == 3
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_chown_clears_setid(shared, perms):
+    """A chown clears S_ISUID, and S_ISGID when group-executable, of anything
+    but a directory, root's chown included (Linux); a directory keeps them."""
+    p = _setid_file(shared, "f", 0o6777)
+    os.chown(p, NOBODY, NOBODY)
+    assert mode_of(p) == 0o777
+    q = _setid_file(shared, "g", 0o6767)
+    os.chown(q, NOBODY, NOBODY)
+    assert mode_of(q) == 0o2767        # root may keep a group it is not in
+    d = shared.path("shared", "d")
+    os.mkdir(d)
+    os.chmod(d, 0o3777)
+    os.chown(d, NOBODY, NOBODY)
+    assert mode_of(d) == 0o3777
+    # The owner's chgrp (to its own group): the same.
+    r = _setid_file(shared, "r", 0o6755, owner=NOBODY)
+
+    def child():
+        os.chown(r, -1, NOBODY)
+        return stat.S_IMODE(os.stat(r).st_mode)
+    assert as_user(child) == 0o755
