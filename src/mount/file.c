@@ -522,10 +522,14 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /*
  * fallocate.  PUNCH_HOLE (with KEEP_SIZE, as Linux requires) frees the range
- * on the servers.  Mode 0 and KEEP_SIZE succeed without reserving space: the
- * store is sparse and allocates at write time, so a later write can still
- * meet ENOSPC (documented); mode 0 extends the size.  Other modes
- * (COLLAPSE_RANGE, ZERO_RANGE, INSERT_RANGE) answer EOPNOTSUPP.
+ * on the servers.  ZERO_RANGE is a punch of the part below the size (the
+ * servers zero the unaligned edges and free the blocks between), then, without
+ * KEEP_SIZE, the size rule of mode 0: the part past the old size reads as
+ * zeros once the size grows, since growing cuts whatever lay past it.  Mode
+ * 0 and KEEP_SIZE succeed without reserving space: the store is sparse and
+ * allocates at write time, so a later write can still meet ENOSPC
+ * (documented); mode 0 extends the size.  Other modes (COLLAPSE_RANGE,
+ * INSERT_RANGE) answer EOPNOTSUPP.
  */
 void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			struct fuse_file_info *fi)
@@ -544,7 +548,8 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		goto out_reply;
 	}
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) &&
+	    (mode & ~FALLOC_FL_KEEP_SIZE) != FALLOC_FL_ZERO_RANGE) {
 		error = -EOPNOTSUPP;
 		goto out_reply;
 	}
@@ -554,9 +559,10 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
 	if (error)
 		goto out_reply;
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
+	/* Both punch only below the size (orch_fs_punch); nothing lies past it. */
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		error = orch_fs_punch(m->m_cl, &cred, &a, (uint64_t)off, (uint64_t)len);
-	} else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > a.size) {
+	if (!error && !(mode & (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) && end > a.size) {
 		in.size = end;
 		/* The kernel sends fallocate only for a descriptor opened for writing. */
 		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE | ORCH_SET_HANDLE, &in,

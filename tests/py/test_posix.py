@@ -229,3 +229,56 @@ def test_chown_clears_setid(shared, perms):
         os.chown(r, -1, NOBODY)
         return stat.S_IMODE(os.stat(r).st_mode)
     assert as_user(child) == 0o755
+
+
+# --- Item 4: fallocate(FALLOC_FL_ZERO_RANGE) ----------------------------------------
+
+STRIP = 65536
+
+
+@pytest.mark.parametrize("perms", ["server"])
+def test_fallocate_zero_range(shared, perms):
+    """ZERO_RANGE zeroes the range (unaligned edges, across strips and
+    servers), keeps the size with KEEP_SIZE, and without it extends the size
+    like mode 0, also for a range wholly past the end; as another user,
+    through a descriptor."""
+    p = shared.path("shared", "z")
+    data = bytearray(os.urandom(7 * STRIP + 123))
+    write_file(p, bytes(data))
+    os.chmod(p, 0o666)
+
+    def zero(fd, mode, off, length):
+        fallocate(fd, mode, off, length)
+        end = off + length
+        if not mode & KEEP_SIZE and end > len(data):
+            data.extend(bytes(end - len(data)))
+        n = min(end, len(data)) - off
+        if n > 0:
+            data[off:off + n] = bytes(n)
+        return [os.fstat(fd).st_size, os.pread(fd, len(data) + 10, 0) == bytes(data)]
+
+    def child():
+        fd = os.open(p, os.O_RDWR)
+        try:
+            out = [zero(fd, ZERO_RANGE, 1000, 3 * STRIP + 5),            # 4 strips, 3 servers
+                   zero(fd, ZERO_RANGE | KEEP_SIZE, 5 * STRIP - 7, 14),  # across one edge
+                   zero(fd, ZERO_RANGE | KEEP_SIZE, 7 * STRIP, STRIP),   # past the end: nothing
+                   zero(fd, ZERO_RANGE, 7 * STRIP + 100, STRIP),         # grows the size
+                   zero(fd, ZERO_RANGE, 10 * STRIP, 10)]                 # wholly past the end
+            # Past the end with KEEP_SIZE, then a truncate up: zeros there too.
+            zero(fd, ZERO_RANGE | KEEP_SIZE, 10 * STRIP + 10, 4096)
+            os.ftruncate(fd, 10 * STRIP + 5000)
+            data.extend(bytes(10 * STRIP + 5000 - len(data)))
+            out.append([os.fstat(fd).st_size, os.pread(fd, len(data) + 10, 0) == bytes(data)])
+            return out
+        finally:
+            os.close(fd)
+
+    sizes = [7 * STRIP + 123, 7 * STRIP + 123, 7 * STRIP + 123, 8 * STRIP + 100,
+             10 * STRIP + 10, 10 * STRIP + 5000]
+    assert as_user(child) == [[s, True] for s in sizes]
+    with open(p, "rb") as f:
+        content = f.read()
+    assert len(content) == 10 * STRIP + 5000
+    assert content[:1000] != bytes(1000) and content[1000:1000 + 3 * STRIP + 5] == bytes(
+        3 * STRIP + 5)
