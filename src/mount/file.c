@@ -41,9 +41,13 @@ static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
 	return (struct mnt_file *)(uintptr_t)fi->fh;
 }
 
-/* Without default_permissions the kernel leaves the open check to us. */
-static int mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
-			  int flags)
+/*
+ * Without default_permissions the kernel leaves the open check to us, for
+ * files and directories (opendir) alike: read and write access by the open
+ * flags, O_TRUNC needs write, by the servers' rule on their attributes.
+ */
+int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			int flags)
 {
 	uint32_t mask = 0;
 
@@ -218,7 +222,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
 	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
-	error = mnt_open_check(m, &cred, ino, fi->flags);
+	error = orch_mnt_open_check(m, &cred, ino, fi->flags);
 	if (error)
 		goto out_err;
 	/* The revalidation of close-to-open; O_TRUNC's SETATTR doubles as it. */
@@ -295,7 +299,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	 * client made it meanwhile, this is an open of that file.
 	 */
 	if (!error && existed) {
-		error = mnt_open_check(m, &cred, a.handle, fi->flags);
+		error = orch_mnt_open_check(m, &cred, a.handle, fi->flags);
 		if (!error && (fi->flags & O_TRUNC)) {
 			int64_t wmtime;
 			bool cut = a.size || orch_mnt_inode_wend(&m->m_itab, a.handle, &wmtime);

@@ -574,6 +574,9 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
  * as on a local file system.  Returns 1 if it did (the name is gone), 0 if
  * the caller should go on, or -errno.
  */
+/* The open permission check (file.c): 0 with default_permissions or for root. */
+int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			int flags);
 int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
 			  const char *name);
 

@@ -282,3 +282,48 @@ def test_fallocate_zero_range(shared, perms):
     assert len(content) == 10 * STRIP + 5000
     assert content[:1000] != bytes(1000) and content[1000:1000 + 3 * STRIP + 5] == bytes(
         3 * STRIP + 5)
+
+
+# --- Item 5: the permission check at open, without default_permissions -------------
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_open_checks_permission(shared, perms):
+    """open(2) and opendir check read and write access by the open flags,
+    and O_TRUNC needs write, with or without default_permissions: a
+    directory the caller may not read cannot be opened, not only listed."""
+    d = shared.path("shared", "d")
+    os.mkdir(d)
+    os.chmod(d, 0o311)
+    wo = shared.path("shared", "wo")
+    write_file(wo, b"w")
+    os.chmod(wo, 0o622)
+    ro = shared.path("shared", "ro")
+    write_file(ro, b"r")
+    os.chmod(ro, 0o644)
+    ok = shared.path("shared", "ok")
+    os.mkdir(ok)
+    os.chmod(ok, 0o755)
+
+    def opens(path, flags):
+        fd = os.open(path, flags)
+        os.close(fd)
+
+    def child():
+        return [err(opens, d, os.O_RDONLY),
+                err(opens, d, os.O_RDONLY | os.O_DIRECTORY),
+                err(os.listdir, d),
+                err(os.stat, os.path.join(d, "absent")),     # search is allowed
+                err(opens, ok, os.O_RDONLY | os.O_DIRECTORY),
+                err(opens, wo, os.O_RDONLY),
+                err(opens, wo, os.O_WRONLY),
+                err(opens, wo, os.O_RDWR),
+                err(opens, ro, os.O_RDONLY),
+                err(opens, ro, os.O_WRONLY),
+                err(opens, ro, os.O_RDONLY | os.O_TRUNC)]
+
+    A = errno.EACCES
+    assert as_user(child) == [A, A, A, errno.ENOENT, 0, A, 0, A, 0, A, A]
+    assert os.stat(ro).st_size == 1
+    # Root may open them all.
+    opens(d, os.O_RDONLY)
+    assert os.listdir(d) == []
