@@ -564,8 +564,11 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 	if (error)
 		goto out_reply;
 	/* Both punch only below the size (orch_fs_punch); nothing lies past it. */
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
 		error = orch_fs_punch(m->m_cl, &cred, &a, (uint64_t)off, (uint64_t)len);
+		/* Blocks went, while size and times stay: count again. */
+		orch_mnt_inode_blocks_forget(&m->m_itab, ino);
+	}
 	if (!error && !(mode & (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) && end > a.size) {
 		in.size = end;
 		/* The kernel sends fallocate only for a descriptor opened for writing. */

@@ -78,7 +78,7 @@ void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st)
 	st->st_gid = a->gid;
 	st->st_rdev = a->rdev;
 	st->st_size = (off_t)size;
-	/* No allocation info on the wire: report the size, rounded up. */
+	/* What the size would need; mnt_stat puts the servers' count in its place. */
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
 	/* A whole strip per request suits the striped I/O path. */
 	st->st_blksize = a->layout.strip_size ? (blksize_t)a->layout.strip_size : 4096;
@@ -95,14 +95,36 @@ static double mnt_timeout(_Atomic uint32_t *knob)
 	return atomic_load(knob) / 1000.0;
 }
 
+/*
+ * The stat of reported attributes @a and how long the kernel may keep it.
+ * st_blocks of a regular file is what the servers hold (docs/DESIGN.md,
+ * "Allocated blocks"): the count the inode table keeps for these very
+ * attributes, or, not known, an estimate from the size that the kernel
+ * must not keep (timeout 0), so that its next stat asks GETATTR, which
+ * counts (mnt_getattr).  An empty file holds none.
+ */
+static double mnt_stat(struct orch_mnt *m, const struct orch_attr *a, struct stat *st)
+{
+	uint64_t blocks;
+
+	orch_mnt_attr_to_stat(a, st);
+	if (S_ISREG(a->mode) && a->size) {
+		if (!orch_mnt_inode_blocks(&m->m_itab, a, &blocks))
+			return 0;
+		st->st_blocks = (blkcnt_t)blocks;
+	} else if (S_ISREG(a->mode)) {
+		st->st_blocks = 0;
+	}
+	return mnt_timeout(&m->m_getattr_timeout_ms);
+}
+
 void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 			  struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->handle;
 	e->generation = 0;
-	orch_mnt_attr_to_stat(a, &e->attr);
-	e->attr_timeout = mnt_timeout(&m->m_getattr_timeout_ms);
+	e->attr_timeout = mnt_stat(m, a, &e->attr);
 	e->entry_timeout = mnt_timeout(&m->m_dcache_timeout_ms);
 }
 
@@ -143,9 +165,9 @@ static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct stat st;
+	double timeout = mnt_stat(m, a, &st);
 
-	orch_mnt_attr_to_stat(a, &st);
-	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_timeout_ms));
+	fuse_reply_attr(req, &st, timeout);
 }
 
 /* --- Lifecycle ---------------------------------------------------------------------- */
@@ -494,7 +516,7 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a, rep;
-	uint64_t asked;
+	uint64_t asked, bytes;
 	int error;
 
 	(void)fi;
@@ -507,6 +529,10 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	orch_mnt_inode_update(&m->m_itab, &a, asked, &rep);
+	/* st_blocks: counted on the servers once per change of the attributes. */
+	if (S_ISREG(rep.mode) && rep.size && !orch_mnt_inode_blocks(&m->m_itab, &rep, &bytes) &&
+	    !orch_fs_allocated(m->m_cl, &cred, &rep, rep.size, &bytes))
+		orch_mnt_inode_blocks_set(&m->m_itab, &rep, bytes / 512);
 	mnt_reply_attr(req, &rep);
 }
 

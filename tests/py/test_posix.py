@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 
 import pytest
@@ -327,3 +328,49 @@ def test_open_checks_permission(shared, perms):
     # Root may open them all.
     opens(d, os.O_RDONLY)
     assert os.listdir(d) == []
+
+
+# --- Item 6: st_blocks is what the servers hold ------------------------------------
+
+def test_st_blocks_allocated(mounts):
+    """st_blocks counts the blocks the servers' stores hold for the file
+    (4 KiB each), summed over the servers of its strips, clones included as
+    on XFS: a sparse file is not full to du, a punched hole gives blocks
+    back, and another mount sees the same."""
+    m = mounts()
+    other = mounts()
+    blocks = lambda p: os.stat(p).st_blocks  # noqa: E731
+    p = m.path("sparse")
+    with open(p, "wb") as f:
+        f.truncate(1 << 30)
+    assert os.stat(p).st_size == 1 << 30 and blocks(p) == 0
+    assert subprocess.run(["du", "-k", p], capture_output=True, text=True,
+                          check=True).stdout.split()[0] == "0"
+    fd = os.open(p, os.O_RDWR)
+    try:
+        os.pwrite(fd, os.urandom(1 << 20), 0)          # 16 strips: every server
+        os.pwrite(fd, b"x", 100 << 20)                  # one block far away
+        os.fsync(fd)
+        assert blocks(p) == (1 << 20) // 512 + 8
+        fallocate(fd, PUNCH_HOLE | KEEP_SIZE, 3 * STRIP, 2 * STRIP)
+        assert blocks(p) == (1 << 20) // 512 + 8 - 2 * STRIP // 512
+        fallocate(fd, ZERO_RANGE | KEEP_SIZE, 0, STRIP)
+        assert blocks(p) == (1 << 20) // 512 + 8 - 3 * STRIP // 512
+    finally:
+        os.close(fd)
+    assert blocks(other.path("sparse")) == (1 << 20) // 512 + 8 - 3 * STRIP // 512
+    # Small and empty files.
+    write_file(m.path("small"), b"x" * 100)
+    assert blocks(m.path("small")) == 8
+    write_file(m.path("empty"), b"")
+    assert blocks(m.path("empty")) == 0
+    # A clone (copy_file_range shares whole blocks) counts in both files.
+    src = m.path("src")
+    write_file(src, os.urandom(4 * STRIP))
+    with open(src, "rb") as fi, open(m.path("dst"), "wb") as fo:
+        assert os.copy_file_range(fi.fileno(), fo.fileno(), 4 * STRIP) == 4 * STRIP
+    assert blocks(src) == blocks(m.path("dst")) == 4 * STRIP // 512
+    # ls -l's listing (readdirplus) gives du the same counts.
+    os.listdir(other.mnt)
+    assert {n: blocks(other.path(n)) for n in ("small", "empty", "dst")} == {
+        "small": 8, "empty": 0, "dst": 4 * STRIP // 512}
