@@ -360,16 +360,6 @@ def test_executables(mounts):
     assert r.returncode == 0 and r.stdout == "hello from %s\n" % script
 
 
-@pytest.fixture
-def public_dir():
-    """A directory every user can traverse (pytest's tmp_path is 0700)."""
-    import tempfile
-    d = tempfile.mkdtemp(prefix="orch-mnt-", dir="/tmp")
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _as_nobody(code):
     """Runs Python @code as uid/gid 65534; returns (returncode, stdout)."""
     def drop():

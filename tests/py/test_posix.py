@@ -12,7 +12,6 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 
 import pytest
 
@@ -83,15 +82,6 @@ def err(fn, *args):
         return 0
     except OSError as e:
         return e.errno
-
-
-@pytest.fixture
-def public_dir():
-    """A directory every user can traverse (pytest's tmp_path is 0700)."""
-    d = tempfile.mkdtemp(prefix="orch-posix-", dir="/tmp")
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
