@@ -616,7 +616,7 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	/*
 	 * ftruncate: the kernel lets only a descriptor opened for writing
 	 * send it, and the open checked the permission; a check now would
-	 * refuse what open(O_CREAT|O_RDWR, 0) allowed (issue 17).
+	 * refuse what open(O_CREAT|O_RDWR, 0) allowed, as no local file system does.
 	 */
 	if (fi && (valid & ORCH_SET_SIZE))
 		valid |= ORCH_SET_HANDLE;

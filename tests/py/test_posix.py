@@ -1,4 +1,4 @@
-"""POSIX conformance through orchard-mount (issue 17): what a local file
+"""POSIX conformance through orchard-mount: what a local file
 system (XFS, ext4) does, checked on real servers and real FUSE mounts, as
 root and as uid 65534, with and without default_permissions.
 
