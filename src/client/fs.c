@@ -1071,6 +1071,32 @@ int orch_fs_writer_release(struct orch_client *cl, const struct orch_cred *cred,
  * stripe_count-1, strip 0 on the inode's own server), so each is asked in
  * parallel; anything else lives on its inode's server only.
  */
+static void fs_allocated_add(void *arg, const struct orch_msg *rep)
+{
+	*(uint64_t *)arg += rep->size;
+}
+
+int orch_fs_allocated(struct orch_client *cl, const struct orch_cred *cred,
+		      const struct orch_attr *a, uint64_t size, uint64_t *out)
+{
+	bool want[ORCH_SERVERS_MAX] = { false };
+	struct orch_msg req;
+	bool any = false;
+
+	*out = 0;
+	if (!S_ISREG(a->mode) || !orch_layout_is_valid(&a->layout))
+		return 0;
+	for (unsigned int i = 0; i < a->layout.stripe_count && i < ORCH_SERVERS_MAX; i++) {
+		want[i] = orch_layout_local_size(&a->layout, size, i) > 0;
+		any |= want[i];
+	}
+	if (!any)
+		return 0;
+	fs_req_init(&req, ORCH_CL2SV_ALLOCATED, cred);
+	req.handle = a->handle;
+	return fs_fanout(cl, &req, want, a->layout.stripe_count, fs_allocated_add, out);
+}
+
 int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
 		  const struct orch_attr *a, uint64_t off, uint64_t len)
 {

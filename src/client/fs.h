@@ -179,6 +179,15 @@ int orch_fs_dedupe(struct orch_client *cl, const struct orch_cred *cred,
 		   uint64_t *deduped);
 
 /*
+ * The bytes of storage file @a holds (st_blocks * 512): the blocks each
+ * server's store maps for its strips, clones included, summed over the
+ * servers holding a strip below @size (the size the caller reports, which
+ * may be ahead of @a's).  One request per such server, all in flight at once.
+ */
+int orch_fs_allocated(struct orch_client *cl, const struct orch_cred *cred,
+		      const struct orch_attr *a, uint64_t size, uint64_t *out);
+
+/*
  * Frees [@off, @off+@len) of file @a on every server of its layout (holes
  * read as zeros); the size does not change.
  */

@@ -652,14 +652,19 @@ static int inode_setattr_check(const struct orch_cred *cred, const struct orch_a
 {
 	bool root = cred->uid == 0, owner = root || cred->uid == a->uid;
 
+	/* Through a descriptor opened for writing, the open checked it (ftruncate). */
+	bool handle = valid & ORCH_SET_HANDLE;
+
 	if (valid & ORCH_SET_SIZE) {
 		if (S_ISDIR(a->mode))
 			return -EISDIR;
 		if (!S_ISREG(a->mode))
 			return -EINVAL;
-		if (orch_perm(cred, a, ORCH_MAY_WRITE))
+		if (!handle && orch_perm(cred, a, ORCH_MAY_WRITE))
 			return -EACCES;
 	}
+	if ((valid & ORCH_SET_KILL_SUIDGID) && !handle && orch_perm(cred, a, ORCH_MAY_WRITE))
+		return -EACCES;
 	if ((valid & ORCH_SET_UID) && !root && !(owner && in->uid == a->uid))
 		return -EPERM;
 	if ((valid & ORCH_SET_GID) && !root &&
@@ -697,6 +702,7 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	struct orch_attr *a = &ir.i_attr;
 	int64_t now = orch_time_real_ns();
 	bool root = cred->uid == 0;
+	uint32_t kill = 0;
 	int error;
 
 	error = orch_sqldb_inode_lookup(m, h, &ir);
@@ -706,10 +712,24 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	error = inode_setattr_check(cred, a, valid, in);
 	if (error)
 		return error;
-	if (!valid) {
+	/*
+	 * The set-id bits a chown, a truncate or a write takes (the mount
+	 * asks for FUSE_CAP_HANDLE_KILLPRIV, so the kernel leaves this to
+	 * us), from the attributes before the change; an explicit mode wins.
+	 */
+	if (!(valid & ORCH_SET_MODE)) {
+		if (valid & (ORCH_SET_UID | ORCH_SET_GID))
+			kill |= orch_perm_kill_suidgid(cred, a, true);
+		if (valid & (ORCH_SET_SIZE | ORCH_SET_KILL_SUIDGID))
+			kill |= orch_perm_kill_suidgid(cred, a, false);
+	}
+	/* Nothing else asked and nothing to take: no change, no new ctime. */
+	valid &= ~(uint32_t)(ORCH_SET_HANDLE | ORCH_SET_KILL_SUIDGID);
+	if (!valid && !kill) {
 		*out = *a;
 		return 0;
 	}
+	a->mode &= ~kill;
 	if (valid & ORCH_SET_UID)
 		a->uid = in->uid;
 	if (valid & ORCH_SET_GID)
@@ -718,12 +738,6 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 		a->mode = (a->mode & S_IFMT) | (in->mode & 07777);
 		/* Linux: only a member of the (new) group may keep S_ISGID. */
 		if (!root && !orch_cred_in_group(cred, a->gid))
-			a->mode &= ~(uint32_t)S_ISGID;
-	}
-	if ((valid & (ORCH_SET_UID | ORCH_SET_GID)) && !root && !S_ISDIR(a->mode)) {
-		/* A chown must not hand out set-id programs. */
-		a->mode &= ~(uint32_t)S_ISUID;
-		if (a->mode & S_IXGRP)
 			a->mode &= ~(uint32_t)S_ISGID;
 	}
 	if (valid & ORCH_SET_SIZE) {

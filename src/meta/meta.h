@@ -130,8 +130,11 @@ int orch_meta_inode_create(struct orch_meta *m, const struct orch_attr *in,
  * not root); uid by root only; gid by root, or the owner to a group he is in;
  * size needs write permission and a regular file (-EISDIR for a directory,
  * -EINVAL for others); *_NOW need owner or write permission, explicit times
- * need the owner or root.  chown by non-root clears S_ISUID/S_ISGID.  ctime is
- * set to now on every change.  The caller frees data beyond a smaller size.
+ * need the owner or root.  A chown (root's too), a truncate and
+ * ORCH_SET_KILL_SUIDGID (a write) clear the set-id bits as Linux does
+ * (orch_perm_kill_suidgid); KILL_SUIDGID needs write permission, and with
+ * ORCH_SET_HANDLE neither it nor the size needs it.  ctime is set to now on
+ * every change.  The caller frees data beyond a smaller size.
  * *@out gets the new attributes, *@old_size the size before.
  */
 int orch_meta_inode_setattr(struct orch_meta *m, const struct orch_cred *cred,

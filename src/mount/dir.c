@@ -57,9 +57,18 @@ static struct mnt_dir *mnt_dir_of(const struct fuse_file_info *fi)
 void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
+	struct orch_cred cred;
 	struct mnt_dir *d;
+	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_OPENDIR);
+	/* A directory the caller may not read cannot be opened (not only listed). */
+	orch_mnt_cred(req, &cred);
+	error = orch_mnt_open_check(m, &cred, ino, fi->flags);
+	if (error) {
+		orch_mnt_reply_err(req, error);
+		return;
+	}
 	d = calloc(1, sizeof(*d));
 	if (d)
 		d->d_ents = malloc(MNT_DIR_BATCH * sizeof(*d->d_ents));

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "proto/perm.h"
 
 /*
  * Per open file (fi->fh).  The time of the last write, which the EXTEND
@@ -40,9 +41,13 @@ static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
 	return (struct mnt_file *)(uintptr_t)fi->fh;
 }
 
-/* Without default_permissions the kernel leaves the open check to us. */
-static int mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
-			  int flags)
+/*
+ * Without default_permissions the kernel leaves the open check to us, for
+ * files and directories (opendir) alike: read and write access by the open
+ * flags, O_TRUNC needs write, by the servers' rule on their attributes.
+ */
+int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			int flags)
 {
 	uint32_t mask = 0;
 
@@ -217,7 +222,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
 	orch_mnt_readahead_once(m);
 	orch_mnt_cred(req, &cred);
-	error = mnt_open_check(m, &cred, ino, fi->flags);
+	error = orch_mnt_open_check(m, &cred, ino, fi->flags);
 	if (error)
 		goto out_err;
 	/* The revalidation of close-to-open; O_TRUNC's SETATTR doubles as it. */
@@ -294,7 +299,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	 * client made it meanwhile, this is an open of that file.
 	 */
 	if (!error && existed) {
-		error = mnt_open_check(m, &cred, a.handle, fi->flags);
+		error = orch_mnt_open_check(m, &cred, a.handle, fi->flags);
 		if (!error && (fi->flags & O_TRUNC)) {
 			int64_t wmtime;
 			bool cut = a.size || orch_mnt_inode_wend(&m->m_itab, a.handle, &wmtime);
@@ -365,6 +370,33 @@ out_err:
 	orch_mnt_reply_err(req, error);
 }
 
+/*
+ * FUSE_CAP_HANDLE_KILLPRIV leaves it to us to take the set-id bits at a
+ * write (Linux file_remove_privs): before the first write of a caller who is
+ * not root into a file whose last known mode has them, the inode's server
+ * clears them (ORCH_SET_KILL_SUIDGID, through the descriptor: the writer
+ * need not own the file, nor still have write permission).  A file without
+ * them, the usual case, costs nothing more.
+ */
+static int mnt_write_kill_suidgid(struct orch_mnt *m, const struct orch_cred *cred,
+				  struct orch_attr *a)
+{
+	uint64_t stamp, sent_ms;
+	struct orch_attr got;
+	int error;
+
+	if (!orch_perm_kill_suidgid(cred, a, false))
+		return 0;
+	sent_ms = orch_time_now_ms();
+	error = orch_fs_setattr_stamped(m->m_cl, cred, a->handle,
+					ORCH_SET_KILL_SUIDGID | ORCH_SET_HANDLE, a, &got, &stamp);
+	if (error)
+		return error;
+	orch_mnt_lc_put_attr(&m->m_lc, &got, stamp, sent_ms);
+	orch_mnt_inode_setattr_done(&m->m_itab, &got, false, false, a);
+	return 0;
+}
+
 void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		    off_t off, struct fuse_file_info *fi)
 {
@@ -377,6 +409,8 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
 	orch_mnt_cred(req, &cred);
 	error = mnt_file_attr(m, &cred, ino, &a);
+	if (!error)
+		error = mnt_write_kill_suidgid(m, &cred, &a);
 	if (!error)
 		error = mnt_writer_register(m, &cred, ino, NULL);
 	if (error < 0)
@@ -492,10 +526,14 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /*
  * fallocate.  PUNCH_HOLE (with KEEP_SIZE, as Linux requires) frees the range
- * on the servers.  Mode 0 and KEEP_SIZE succeed without reserving space: the
- * store is sparse and allocates at write time, so a later write can still
- * meet ENOSPC (documented); mode 0 extends the size.  Other modes
- * (COLLAPSE_RANGE, ZERO_RANGE, INSERT_RANGE) answer EOPNOTSUPP.
+ * on the servers.  ZERO_RANGE is a punch of the part below the size (the
+ * servers zero the unaligned edges and free the blocks between), then, without
+ * KEEP_SIZE, the size rule of mode 0: the part past the old size reads as
+ * zeros once the size grows, since growing cuts whatever lay past it.  Mode
+ * 0 and KEEP_SIZE succeed without reserving space: the store is sparse and
+ * allocates at write time, so a later write can still meet ENOSPC
+ * (documented); mode 0 extends the size.  Other modes (COLLAPSE_RANGE,
+ * INSERT_RANGE) answer EOPNOTSUPP.
  */
 void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			struct fuse_file_info *fi)
@@ -514,7 +552,8 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		goto out_reply;
 	}
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	    mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) &&
+	    (mode & ~FALLOC_FL_KEEP_SIZE) != FALLOC_FL_ZERO_RANGE) {
 		error = -EOPNOTSUPP;
 		goto out_reply;
 	}
@@ -524,11 +563,17 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
 	if (error)
 		goto out_reply;
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
+	/* Both punch only below the size (orch_fs_punch); nothing lies past it. */
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
 		error = orch_fs_punch(m->m_cl, &cred, &a, (uint64_t)off, (uint64_t)len);
-	} else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > a.size) {
+		/* Blocks went, while size and times stay: count again. */
+		orch_mnt_inode_blocks_forget(&m->m_itab, ino);
+	}
+	if (!error && !(mode & (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) && end > a.size) {
 		in.size = end;
-		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE, &in, &a);
+		/* The kernel sends fallocate only for a descriptor opened for writing. */
+		error = orch_fs_setattr(m->m_cl, &cred, ino, ORCH_SET_SIZE | ORCH_SET_HANDLE, &in,
+					&a);
 		if (!error)
 			orch_mnt_inode_setattr_done(&m->m_itab, &a, true, true, &rep);
 	}

@@ -235,6 +235,51 @@ void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a, u
 	pthread_mutex_unlock(&t->t_lock);
 }
 
+bool orch_mnt_inode_blocks(struct orch_mnt_itab *t, const struct orch_attr *rep,
+			   uint64_t *blocks)
+{
+	struct orch_mnt_inode *in;
+	bool known = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, rep->handle);
+	if (in && in->i_blk_valid && in->i_blk_size == rep->size &&
+	    in->i_blk_mtime_ns == rep->mtime_ns && in->i_blk_ctime_ns == rep->ctime_ns) {
+		*blocks = in->i_blk;
+		known = true;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return known;
+}
+
+void orch_mnt_inode_blocks_set(struct orch_mnt_itab *t, const struct orch_attr *rep,
+			       uint64_t blocks)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, rep->handle);
+	if (in) {
+		in->i_blk_valid = true;
+		in->i_blk = blocks;
+		in->i_blk_size = rep->size;
+		in->i_blk_mtime_ns = rep->mtime_ns;
+		in->i_blk_ctime_ns = rep->ctime_ns;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+void orch_mnt_inode_blocks_forget(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_blk_valid = false;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
 int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *out)
 {
 	struct orch_mnt_inode *in;

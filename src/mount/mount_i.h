@@ -141,6 +141,16 @@ struct orch_mnt_inode {
 	bool i_cto_valid;
 	uint64_t i_cto_size;
 	int64_t i_cto_mtime_ns;
+	/*
+	 * st_blocks (512-byte units) as the servers last counted them
+	 * (orch_fs_allocated), good while the reported size, mtime and ctime
+	 * are those it was counted for (i_blk_valid).
+	 */
+	bool i_blk_valid;
+	uint64_t i_blk;
+	uint64_t i_blk_size;
+	int64_t i_blk_mtime_ns;
+	int64_t i_blk_ctime_ns;
 };
 
 struct orch_mnt_itab {
@@ -430,6 +440,17 @@ void orch_mnt_inode_update(struct orch_mnt_itab *t, const struct orch_attr *a, u
  */
 int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *out);
 
+/*
+ * st_blocks of @rep (reported attributes): true with *@blocks if the table
+ * holds a count made for the same size, mtime and ctime.  _set records one;
+ * _forget drops it (after a punch, which changes none of the three).
+ */
+bool orch_mnt_inode_blocks(struct orch_mnt_itab *t, const struct orch_attr *rep,
+			   uint64_t *blocks);
+void orch_mnt_inode_blocks_set(struct orch_mnt_itab *t, const struct orch_attr *rep,
+			       uint64_t blocks);
+void orch_mnt_inode_blocks_forget(struct orch_mnt_itab *t, uint64_t h);
+
 /* Records that this mount wrote up to @end in @h at wall time @mtime_ns. */
 void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
 			    int64_t mtime_ns);
@@ -574,6 +595,9 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
  * as on a local file system.  Returns 1 if it did (the name is gone), 0 if
  * the caller should go on, or -errno.
  */
+/* The open permission check (file.c): 0 with default_permissions or for root. */
+int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			int flags);
 int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
 			  const char *name);
 

@@ -78,7 +78,7 @@ void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st)
 	st->st_gid = a->gid;
 	st->st_rdev = a->rdev;
 	st->st_size = (off_t)size;
-	/* No allocation info on the wire: report the size, rounded up. */
+	/* What the size would need; mnt_stat puts the servers' count in its place. */
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
 	/* A whole strip per request suits the striped I/O path. */
 	st->st_blksize = a->layout.strip_size ? (blksize_t)a->layout.strip_size : 4096;
@@ -95,14 +95,36 @@ static double mnt_timeout(_Atomic uint32_t *knob)
 	return atomic_load(knob) / 1000.0;
 }
 
+/*
+ * The stat of reported attributes @a and how long the kernel may keep it.
+ * st_blocks of a regular file is what the servers hold (docs/DESIGN.md,
+ * "Allocated blocks"): the count the inode table keeps for these very
+ * attributes, or, not known, an estimate from the size that the kernel
+ * must not keep (timeout 0), so that its next stat asks GETATTR, which
+ * counts (mnt_getattr).  An empty file holds none.
+ */
+static double mnt_stat(struct orch_mnt *m, const struct orch_attr *a, struct stat *st)
+{
+	uint64_t blocks;
+
+	orch_mnt_attr_to_stat(a, st);
+	if (S_ISREG(a->mode) && a->size) {
+		if (!orch_mnt_inode_blocks(&m->m_itab, a, &blocks))
+			return 0;
+		st->st_blocks = (blkcnt_t)blocks;
+	} else if (S_ISREG(a->mode)) {
+		st->st_blocks = 0;
+	}
+	return mnt_timeout(&m->m_getattr_timeout_ms);
+}
+
 void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 			  struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->handle;
 	e->generation = 0;
-	orch_mnt_attr_to_stat(a, &e->attr);
-	e->attr_timeout = mnt_timeout(&m->m_getattr_timeout_ms);
+	e->attr_timeout = mnt_stat(m, a, &e->attr);
 	e->entry_timeout = mnt_timeout(&m->m_dcache_timeout_ms);
 }
 
@@ -143,9 +165,9 @@ static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct stat st;
+	double timeout = mnt_stat(m, a, &st);
 
-	orch_mnt_attr_to_stat(a, &st);
-	fuse_reply_attr(req, &st, mnt_timeout(&m->m_getattr_timeout_ms));
+	fuse_reply_attr(req, &st, timeout);
 }
 
 /* --- Lifecycle ---------------------------------------------------------------------- */
@@ -171,8 +193,15 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_TRUNC comes to open() (file.c), saving the kernel's extra SETATTR. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	/* Suid/sgid clearing on write is left to the kernel (it sends SETATTR). */
-	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * The set-id bits: taken by the servers at a chown or truncate, and by
+	 * the mount at a write (file.c).  Asked for, but libfuse 3.14 (Debian
+	 * 12) never passes FUSE_HANDLE_KILLPRIV on to the kernel, which then
+	 * clears them itself with a SETATTR of the mode, sent as the writer
+	 * (mnt_setattr_kill).
+	 */
+	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
+		conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
 	conn->max_write = ORCH_IO_MAX;
 	/* Inode times are nanoseconds. */
 	conn->time_gran = 1;
@@ -487,7 +516,7 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a, rep;
-	uint64_t asked;
+	uint64_t asked, bytes;
 	int error;
 
 	(void)fi;
@@ -500,12 +529,43 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	orch_mnt_inode_update(&m->m_itab, &a, asked, &rep);
+	/* st_blocks: counted on the servers once per change of the attributes. */
+	if (S_ISREG(rep.mode) && rep.size && !orch_mnt_inode_blocks(&m->m_itab, &rep, &bytes) &&
+	    !orch_fs_allocated(m->m_cl, &cred, &rep, rep.size, &bytes))
+		orch_mnt_inode_blocks_set(&m->m_itab, &rep, bytes / 512);
 	mnt_reply_attr(req, &rep);
 }
 
 static int64_t mnt_ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/*
+ * Without FUSE_CAP_HANDLE_KILLPRIV in effect (ops.c, mnt_init) the kernel
+ * clears the set-id bits of a file that someone without CAP_FSETID writes,
+ * truncates or chowns by a SETATTR of the mode, alone or with the size or
+ * owner, sent as that caller: who needs only write permission, not to own
+ * the file.  Such a SETATTR by a caller other than the owner and root, whose
+ * mode only takes set-id bits from the mode this mount last saw (the kernel
+ * has just asked for it), becomes ORCH_SET_KILL_SUIDGID: the server takes
+ * the bits by its rule (proto/perm.h, the kernel's), with write permission
+ * or through the caller's descriptor.  The one difference from a local file
+ * system: such a user's chmod u-s, g-s is served as that clearing, where
+ * Linux answers EPERM.
+ */
+static uint32_t mnt_setattr_kill(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+				 uint32_t valid, uint32_t mode)
+{
+	const uint32_t setid = S_ISUID | S_ISGID;
+	struct orch_attr cur;
+
+	if (!(valid & ORCH_SET_MODE) || cred->uid == 0 ||
+	    orch_mnt_inode_attr(&m->m_itab, h, &cur) || cred->uid == cur.uid ||
+	    (mode & ~setid) != (cur.mode & 07777 & ~setid) || (mode & setid & ~cur.mode) ||
+	    (mode & setid) == (cur.mode & setid))
+		return valid;
+	return (valid & ~(uint32_t)ORCH_SET_MODE) | ORCH_SET_KILL_SUIDGID;
 }
 
 static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -518,7 +578,6 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	uint32_t valid = 0;
 	int error;
 
-	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_SETATTR);
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		valid |= ORCH_SET_MODE;
@@ -554,7 +613,15 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		valid |= ORCH_SET_CTIME;
 		in.ctime_ns = mnt_ts_ns(&attr->st_ctim);
 	}
+	/*
+	 * ftruncate: the kernel lets only a descriptor opened for writing
+	 * send it, and the open checked the permission; a check now would
+	 * refuse what open(O_CREAT|O_RDWR, 0) allowed, as no local file system does.
+	 */
+	if (fi && (valid & ORCH_SET_SIZE))
+		valid |= ORCH_SET_HANDLE;
 	orch_mnt_cred(req, &cred);
+	valid = mnt_setattr_kill(m, &cred, ino, valid, in.mode);
 	error = (valid & ORCH_SET_SIZE) ? orch_mnt_publish_size(m, &cred, ino) : 0;
 	sent_ms = orch_time_now_ms();
 	if (!error)

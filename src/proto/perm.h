@@ -55,4 +55,28 @@ static inline int orch_perm(const struct orch_cred *cred, const struct orch_attr
 	return (mask & ~bits) ? -EACCES : 0;
 }
 
+/*
+ * The set-id bits a change by @cred takes from a file (Linux
+ * setattr_should_drop_suidgid, setattr_should_drop_sgid): S_ISUID, and
+ * S_ISGID if the file is group-executable or the caller (not root) is not
+ * in its group.  A write or a truncate takes them from a regular file,
+ * unless the caller is root (CAP_FSETID); a change of owner (@chown) takes
+ * them from anything but a directory, root's changes included.
+ */
+static inline uint32_t orch_perm_kill_suidgid(const struct orch_cred *cred,
+					      const struct orch_attr *a, bool chown)
+{
+	bool root = cred->uid == 0;
+	uint32_t kill = 0;
+
+	if (chown ? S_ISDIR(a->mode) : (!S_ISREG(a->mode) || root))
+		return 0;
+	if (a->mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((a->mode & S_ISGID) &&
+	    ((a->mode & S_IXGRP) || (!root && !orch_cred_in_group(cred, a->gid))))
+		kill |= S_ISGID;
+	return kill;
+}
+
 #endif

@@ -443,3 +443,20 @@ int sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	sv_reply_status(r, error);
 	return 0;
 }
+
+/*
+ * The blocks the store holds for this server's strips of the file, shared
+ * ones included: the object record's count, one index probe on the loop,
+ * like the size a GETATTR reads.  The client sums the servers' answers.
+ */
+int sv_data_allocated(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct orch_msg rep;
+	uint64_t nblocks = 0;
+
+	orch_msg_init(&rep, 0);
+	rep.status = orch_store_object_blocks(sv->s_store, m->handle, &nblocks);
+	rep.size = nblocks * ORCH_STORE_BLOCK;
+	sv_reply(r, &rep);
+	return 0;
+}

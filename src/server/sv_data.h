@@ -20,5 +20,7 @@ int sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg
 int sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 /* CL2SV_PUNCH: frees the pieces of a range held here. */
 int sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/* ALLOCATED: the bytes of blocks this server's store holds for the object (st_blocks). */
+int sv_data_allocated(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 #endif

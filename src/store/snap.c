@@ -177,9 +177,12 @@ static int read_bad_record(struct orch_store *st, enum orch_rec_tbl t, const cha
 	return -EIO;
 }
 
-/* Looks up the object: 0 and *nid (0 if absent or being deleted). */
+/*
+ * Looks up the object: 0 and *nid (0 if absent or being deleted), its size
+ * and, if @nblocks is not NULL, the blocks its extents map.
+ */
 static int read_obj(struct orch_store *st, struct store_conn *c, uint64_t h, int64_t *nid,
-		    uint64_t *size)
+		    uint64_t *size, uint64_t *nblocks)
 {
 	struct orch_obj_irec o;
 	orch_failaddr_t fa;
@@ -205,6 +208,8 @@ static int read_obj(struct orch_store *st, struct store_conn *c, uint64_t h, int
 			continue;
 		*nid = o.nid;
 		*size = o.size;
+		if (nblocks)
+			*nblocks = o.nblocks;
 	}
 	return rc;
 }
@@ -442,7 +447,7 @@ static int snap_read(struct orch_store *st, struct store_conn *c, bool end_txn,
 	*got = 0;
 	if (len > ORCH_STORE_MAX_IO)
 		return -EINVAL;
-	error = read_obj(st, c, h, &nid, &size);
+	error = read_obj(st, c, h, &nid, &size, NULL);
 	if (error || !nid || off >= size || len == 0) {
 		if (end_txn)
 			snap_end_txn(c);
@@ -587,9 +592,27 @@ int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size)
 	error = orch_snap_get(st, &c);
 	if (error)
 		return error;
-	error = read_obj(st, c, h, &nid, size);
+	error = read_obj(st, c, h, &nid, size, NULL);
 	orch_snap_put(st, c);
 	if (!error && !nid)
 		error = -ENOENT;
+	return error;
+}
+
+int orch_store_object_blocks(struct orch_store *st, uint64_t h, uint64_t *nblocks)
+{
+	struct store_conn *c;
+	uint64_t size;
+	int64_t nid = 0;
+	int error;
+
+	*nblocks = 0;
+	error = orch_snap_get(st, &c);
+	if (error)
+		return error;
+	error = read_obj(st, c, h, &nid, &size, nblocks);
+	orch_snap_put(st, c);
+	if (!error && !nid)
+		*nblocks = 0;   /* no object: nothing allocated */
 	return error;
 }

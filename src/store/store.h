@@ -200,6 +200,13 @@ bool orch_store_nothing_past(struct orch_store *st, uint64_t h, uint64_t size);
 int orch_store_object_size(struct orch_store *st, uint64_t h, uint64_t *size);
 
 /*
+ * The blocks object @h holds now (a fresh snapshot), shared ones (clones)
+ * included, as XFS counts them: the obj record's nblocks, kept by every
+ * change of the extent map, so one index probe.  0 if there is no object.
+ */
+int orch_store_object_blocks(struct orch_store *st, uint64_t h, uint64_t *nblocks);
+
+/*
  * Frees bytes [@off, @off + @len) of object @h: they read as zeros after,
  * and the object's size does not change (a range past the end is ignored).
  * Nothing to do, and 0, if the object does not exist.

@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -58,3 +60,13 @@ def mounts(cluster3, tmp_path):
         except AssertionError as e:
             errors.append(str(e))
     assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def public_dir():
+    """A directory every user can traverse (pytest's tmp_path is 0700), for
+    mounts that another uid uses."""
+    d = tempfile.mkdtemp(prefix="orch-mnt-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -532,7 +532,8 @@ ORCH_TEST(setattr_rules)
 	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_MODE, &in, &out, &old));
 	in.uid = 1001;
 	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_UID, &in, &out, &old));
-	ORCH_CHECK(out.uid == 1001 && (out.mode & S_ISUID)); /* root keeps them */
+	/* Root's chown clears them too, as Linux does for anything but a directory. */
+	ORCH_CHECK(out.uid == 1001 && out.mode == (S_IFREG | 0755));
 
 	/* size */
 	in.size = 100;
@@ -551,6 +552,39 @@ ORCH_TEST(setattr_rules)
 		      -EINVAL);
 	ORCH_CHECK_RC(orch_meta_inode_setattr(M, &ROOT, 999, ORCH_SET_SIZE, &in, &out, &old),
 		      -ENOENT);
+	/* Through a descriptor opened for writing, no write permission is needed. */
+	in.size = 20;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_SIZE | ORCH_SET_HANDLE, &in,
+					      &out, &old));
+	ORCH_CHECK(out.size == 20 && old == 10);
+
+	/* A write or a truncate by non-root takes the set-id bits (file gid 1000). */
+	in.mode = 06777;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_MODE, &in, &out, &old));
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_KILL_SUIDGID, &in, &out, &old));
+	ORCH_CHECK(out.mode == (S_IFREG | 06777));       /* root: CAP_FSETID */
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_KILL_SUIDGID, &in, &out,
+					      &old));
+	ORCH_CHECK(out.mode == (S_IFREG | 0777) && out.size == 20);
+	in.mode = 02767;                                  /* not group-executable */
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_MODE, &in, &out, &old));
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_KILL_SUIDGID, &in, &out,
+					      &old));
+	ORCH_CHECK(out.mode == (S_IFREG | 02767));       /* a member of the group keeps it */
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &BOB, f, ORCH_SET_SIZE, &in, &out, &old));
+	ORCH_CHECK(out.mode == (S_IFREG | 0767));        /* not a member: gone */
+	in.mode = 04700;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_MODE, &in, &out, &old));
+	ORCH_CHECK_RC(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_KILL_SUIDGID, &in, &out,
+					      &old), -EACCES);
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f,
+					      ORCH_SET_KILL_SUIDGID | ORCH_SET_HANDLE, &in, &out,
+					      &old));
+	ORCH_CHECK(out.mode == (S_IFREG | 0700));
+	in.mode = 0755;
+	in.size = 10;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_MODE | ORCH_SET_SIZE, &in,
+					      &out, &old));
 
 	/* times: explicit needs the owner, "now" is enough with write access. */
 	in.atime_ns = 1000;
