@@ -57,6 +57,8 @@
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
 #define RPC_RECV_SLICE_MS 1000    /* a reader's blocking recv gives up this often */
+#define RPC_PROBE_MS 500          /* deadline of a probe of a sick server (at most) */
+#define RPC_PROBE_GAP_MS 250      /* between the end of one probe and the next */
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -69,6 +71,8 @@ struct orch_call {
 	uint16_t ca_type;            /* of the request, to check the reply */
 	struct rpc_conn *ca_conn;
 	uint64_t ca_deadline_ms;     /* CLOCK_MONOTONIC */
+	uint64_t ca_sent_ms;         /* when it was made */
+	bool ca_probe;               /* the probe of a sick server (c_probing) */
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
 	bool ca_done;                /* protected by conn->c_lock */
 	bool ca_queued;              /* in the table; protected by conn->c_lock */
@@ -103,6 +107,17 @@ struct rpc_conn {
 	/* The last handshake proved the server holds another key (rpc.h). */
 	_Atomic bool c_key_mismatch;
 	bool c_reading;              /* a caller holds the reader role */
+	/*
+	 * Health (rpc.h, "Sick servers"): the server let a call's whole
+	 * deadline pass without sending us anything.  While sick, calls fail at
+	 * once with -ETIMEDOUT but one at a time, the probe, which reconnects
+	 * with a short deadline, no sooner than c_probe_at_ms.  A connect that
+	 * succeeds, or any frame read, makes it healthy again.
+	 */
+	bool c_sick;
+	bool c_probing;
+	uint64_t c_probe_at_ms;
+	uint64_t c_last_rx_ms;       /* when the last frame came (or we connected) */
 	unsigned int c_inflight;     /* calls in the table */
 	struct orch_call *c_calls[RPC_BUCKETS]; /* in flight, by reqid */
 
@@ -558,6 +573,35 @@ static void rpc_conn_broken_locked(struct rpc_conn *c, int fd)
 	shutdown(fd, SHUT_RDWR);
 }
 
+/* The server answered (c_lock held). */
+static void rpc_healthy_locked(struct rpc_conn *c)
+{
+	if (c->c_sick) {
+		c->c_sick = false;
+		ORCH_NOTICE("server answers again: server='%s'",
+			    c->c_client->cl_cfg.servers[c->c_index].name);
+	}
+}
+
+/*
+ * The server let a deadline pass in silence (c_lock held): it is sick
+ * until it answers a probe.  Its connection is dropped, failing the calls
+ * that wait on it, and the probe dials afresh: a new connection sees the
+ * network as soon as it is back, where the old one would wait out TCP's
+ * retransmission backoff.
+ */
+static void rpc_sick_locked(struct rpc_conn *c)
+{
+	if (!c->c_sick) {
+		c->c_sick = true;
+		c->c_probe_at_ms = rpc_now_ms() + RPC_PROBE_GAP_MS;
+		ORCH_NOTICE("server not answering: failing its requests at once until it does: server='%s'",
+			    c->c_client->cl_cfg.servers[c->c_index].name);
+	}
+	if (c->c_state == RPC_UP)
+		rpc_conn_broken_locked(c, c->c_fd);
+}
+
 /*
  * Hands frame @h (@payload is consumed) to its call, or a push to the push
  * handler, stamped in stream order.  c_lock held.  Returns the call it
@@ -571,6 +615,8 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 	uint64_t stamp = ++c->c_stamp;
 	struct orch_call *to;
 
+	c->c_last_rx_ms = rpc_now_ms();
+	rpc_healthy_locked(c);
 	if (h->flags & ORCH_FRAME_PUSH) {
 		struct orch_msg m;
 
@@ -837,6 +883,8 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	c->c_fd = fd;
 	c->c_gen++;
 	c->c_state = RPC_UP;
+	c->c_last_rx_ms = rpc_now_ms();
+	rpc_healthy_locked(c);
 	rpc_push_reset_locked(c);
 	pthread_mutex_unlock(&c->c_lock);
 	ORCH_INFO("connected: server='%s' address=%s:%u", sv->name, sv->host, sv->port);
@@ -857,7 +905,8 @@ out_close:
  * or with c_lock released and -errno.  One caller connects at a time; the
  * others wait for its result until their own deadline.
  */
-static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint64_t *gen)
+static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, bool probe,
+				 uint64_t *gen)
 {
 	struct timespec ts;
 	int error;
@@ -879,6 +928,10 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 		}
 		if (c->c_state == RPC_DOWN)
 			break;
+		if (c->c_sick && !probe) {
+			pthread_mutex_unlock(&c->c_lock);
+			return -ETIMEDOUT;
+		}
 		if (pthread_cond_timedwait(&c->c_state_cond, &c->c_lock, &ts) == ETIMEDOUT &&
 		    c->c_state == RPC_CONNECTING) {
 			pthread_mutex_unlock(&c->c_lock);
@@ -893,6 +946,9 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 	pthread_mutex_lock(&c->c_lock);
 	if (error)
 		c->c_state = RPC_DOWN;
+	/* Not even a connection within the deadline: as silent as a hung server. */
+	if (error == -ETIMEDOUT || (error == -EHOSTDOWN && rpc_remaining_ms(deadline_ms) == 0))
+		rpc_sick_locked(c);
 	pthread_cond_broadcast(&c->c_state_cond);
 	if (error) {
 		pthread_mutex_unlock(&c->c_lock);
@@ -904,10 +960,23 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 
 /* --- Calls ----------------------------------------------------------------------------- */
 
+/* The end of a probe: the next may start a gap later, if still sick. */
+static void rpc_probe_end(struct orch_call *call)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	c->c_probing = false;
+	c->c_probe_at_ms = rpc_now_ms() + RPC_PROBE_GAP_MS;
+	pthread_mutex_unlock(&c->c_lock);
+}
+
 static void rpc_call_free(struct orch_call *call)
 {
 	if (!call)
 		return;
+	if (call->ca_probe)
+		rpc_probe_end(call);
 	free(call->ca_payload);
 	pthread_cond_destroy(&call->ca_cond);
 	free(call);
@@ -992,7 +1061,8 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	call->ca_conn = c;
 	call->ca_type = req->type;
 	call->ca_reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
-	call->ca_deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+	call->ca_sent_ms = rpc_now_ms();
+	call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 
 	m = *req;
 	m.reqid = call->ca_reqid;
@@ -1018,9 +1088,27 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 		goto out_free_frame;
 	}
 
-	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, &gen);
+	/* A sick server: this call is its probe, or fails at once. */
+	pthread_mutex_lock(&c->c_lock);
+	if (c->c_sick) {
+		if (c->c_probing || call->ca_sent_ms < c->c_probe_at_ms) {
+			pthread_mutex_unlock(&c->c_lock);
+			error = -ETIMEDOUT;
+			goto out_free_frame;
+		}
+		c->c_probing = true;
+		call->ca_probe = true;
+		call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms,
+						call->ca_sent_ms + RPC_PROBE_MS);
+	}
+	pthread_mutex_unlock(&c->c_lock);
+
+	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, call->ca_probe, &gen);
 	if (error)
 		goto out_free_frame;
+	/* A probe that connected found the server well: the call has its full time. */
+	if (call->ca_probe)
+		call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 	call->ca_gen = gen;
 	/* In the table before the frame leaves, so a fast reply finds it. */
 	rpc_table_insert(c, call);
@@ -1123,6 +1211,12 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			if (call->ca_queued)
 				rpc_table_take(c, call->ca_reqid);
 			error = -ETIMEDOUT;
+			/*
+			 * Nothing at all from the server in a whole deadline
+			 * (a busy server still answers the others): sick.
+			 */
+			if (c->c_last_rx_ms < call->ca_sent_ms && c->c_gen == call->ca_gen)
+				rpc_sick_locked(c);
 			break;
 		}
 	}
