@@ -59,6 +59,16 @@
 #define RPC_RECV_SLICE_MS 1000    /* a reader's blocking recv gives up this often */
 #define RPC_PROBE_MS 500          /* deadline of a probe of a sick server (at most) */
 #define RPC_PROBE_GAP_MS 250      /* between the end of one probe and the next */
+/*
+ * A silent server (nothing from it since its oldest call in flight was
+ * sent) keeps this many callers waiting to their deadline; the others give
+ * up after a grace of a quarter of the deadline, in [250 ms, 1 s]: so a
+ * server that hangs holds few of the caller's threads (a mount's FUSE
+ * workers), and calls to the other servers find threads to run on.
+ */
+#define RPC_SILENT_KEEP 2
+#define RPC_SILENT_GRACE_MIN_MS 250
+#define RPC_SILENT_GRACE_MAX_MS 1000
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -960,6 +970,16 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, bool 
 
 /* --- Calls ----------------------------------------------------------------------------- */
 
+/* How long a silent server may hold more than RPC_SILENT_KEEP callers. */
+static uint64_t rpc_silent_grace_ms(struct orch_client *cl)
+{
+	return ORCH_MIN(ORCH_MAX(atomic_load(&cl->cl_timeout_ms) / 4, RPC_SILENT_GRACE_MIN_MS),
+			RPC_SILENT_GRACE_MAX_MS);
+}
+
+static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
+				     uint64_t grace_ms);
+
 /* The end of a probe: the next may start a gap later, if still sick. */
 static void rpc_probe_end(struct orch_call *call)
 {
@@ -1100,6 +1120,12 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 		call->ca_probe = true;
 		call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms,
 						call->ca_sent_ms + RPC_PROBE_MS);
+	} else if (c->c_state == RPC_UP &&
+		   rpc_silent_excess_locked(c, call, rpc_silent_grace_ms(cl))) {
+		/* Enough callers wait for a server that says nothing already. */
+		pthread_mutex_unlock(&c->c_lock);
+		error = -ETIMEDOUT;
+		goto out_free_frame;
 	}
 	pthread_mutex_unlock(&c->c_lock);
 
@@ -1183,14 +1209,43 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 	return 0;
 }
 
+/*
+ * True if @call (in flight, or about to be sent) should give up before its
+ * deadline: its server has said nothing since the oldest call in flight
+ * was sent, the grace has passed since then, and RPC_SILENT_KEEP calls
+ * older than @call wait for it.  c_lock held.
+ */
+static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
+				     uint64_t grace_ms)
+{
+	uint64_t oldest = call->ca_sent_ms;
+	unsigned int older = 0;
+
+	if (c->c_inflight < RPC_SILENT_KEEP)
+		return false;
+	for (size_t i = 0; i < RPC_BUCKETS; i++) {
+		for (const struct orch_call *o = c->c_calls[i]; o; o = o->ca_next) {
+			oldest = ORCH_MIN(oldest, o->ca_sent_ms);
+			if (o->ca_sent_ms < call->ca_sent_ms ||
+			    (o->ca_sent_ms == call->ca_sent_ms && o->ca_reqid < call->ca_reqid))
+				older++;
+		}
+	}
+	return older >= RPC_SILENT_KEEP && c->c_last_rx_ms < oldest &&
+	       rpc_now_ms() >= oldest + grace_ms;
+}
+
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
 {
 	struct rpc_conn *c = call->ca_conn;
-	struct timespec ts;
+	uint64_t grace_ms = rpc_silent_grace_ms(cl);
+	bool graced = false;
+	struct timespec ts, gts;
 	int error = 0;
 
 	memset(rep, 0, sizeof(*rep));
 	rpc_timespec(call->ca_deadline_ms, &ts);
+	rpc_timespec(call->ca_sent_ms + grace_ms, &gts);
 	pthread_mutex_lock(&c->c_lock);
 	while (!call->ca_done) {
 		if (!c->c_reading && c->c_state == RPC_UP && call->ca_queued) {
@@ -1201,8 +1256,18 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			int rc;
 
 			call->ca_waiting = true;
-			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts);
+			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, graced ? &ts : &gts);
 			call->ca_waiting = false;
+			if (rc == ETIMEDOUT && !graced && !call->ca_done) {
+				/* Once, after the grace: one caller too many on a silent server? */
+				graced = true;
+				if (rpc_silent_excess_locked(c, call, grace_ms)) {
+					rpc_table_take(c, call->ca_reqid);
+					error = -ETIMEDOUT;
+					break;
+				}
+				continue;
+			}
 			if (rc != ETIMEDOUT)
 				continue;
 		}
