@@ -132,6 +132,60 @@ def test_cut_link_one_deadline_per_call_and_quick_recovery(netc, mnt):
         max(recovery)
 
 
+def test_frozen_server_does_not_stall_the_others(netc, mnt):
+    """s2 is stopped (SIGSTOP) while threads keep calling on its files:
+    calls on files and directories of s0 and s1 go at normal speed all
+    along, and those on s2 fail within a deadline."""
+    c, m = netc, mnt
+    dirs = dirs_by_server(c, m)
+    for s in range(3):
+        for i in range(8):
+            with open(m.path(dirs[s], "g%d" % i), "wb") as f:
+                f.write(b"%d\n" % s * 100)
+    c.freeze("s2")
+    time.sleep(LEASE_MS / 1000 + 0.2)   # what s2 leased us is stale now
+    stop = threading.Event()
+    sick = []
+
+    def hammer(k):
+        while not stop.is_set():
+            for what, fn, arg in (("stat", os.stat, m.path(dirs[2], "g%d" % k)),
+                                  ("readdir", os.listdir, m.path(dirs[2])),
+                                  ("read", cat, m.path(dirs[2], "g%d" % k))):
+                dt, r = timed(fn, arg)
+                sick.append((what, dt, r))
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(24)]
+    for t in threads:
+        t.start()
+    slow = []
+    try:
+        end = time.monotonic() + 2 * T_MS / 1000 + 1
+        n = 0
+        while time.monotonic() < end:
+            for s in (0, 1):
+                g = m.path(dirs[s], "g%d" % (n % 8))
+                for what, fn, arg in (("stat", os.stat, g), ("readdir", os.listdir,
+                                                             m.path(dirs[s])),
+                                      ("read", cat, g)):
+                    dt, r = timed(fn, arg)
+                    assert not isinstance(r, OSError), "%s on s%d: %r" % (what, s, r)
+                    slow.append((dt, what, s))
+            n += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        c.thaw("s2")
+    worst = max(slow)
+    print("frozen s2: %d calls on s0/s1, slowest %.2f s (%s on s%d); %d on s2, slowest %.2f s"
+          % (len(slow), worst[0], worst[1], worst[2], len(sick), max(x[1] for x in sick)))
+    assert worst[0] <= FAST, "%s on s%d took %.1f s while s2 was frozen" % (
+        worst[1], worst[2], worst[0])
+    for what, dt, r in sick:
+        assert dt <= BOUND, "%s on s2 took %.1f s" % (what, dt)
+        assert isinstance(r, OSError) and r.errno in (errno.EIO, errno.ETIMEDOUT), (what, r)
+
+
 def test_lossy_link_checksummed_workload(netc, mnt, tmp_path):
     """2 ms round trip and 1% loss each way (seeded): files written through
     one mount read back the same through another (no page cache), and the
