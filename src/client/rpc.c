@@ -278,6 +278,82 @@ static bool rpc_is_self_connect(int fd)
 }
 
 /*
+ * Connects to @ai before the deadline.  A SYN that gets no answer is
+ * retransmitted by TCP only after 1 s, and a connection whose SYN was
+ * retransmitted starts with a 3 s retransmission timeout; so while no
+ * attempt has connected, a fresh one starts every RPC_DIAL_RETRY_MS (at
+ * most RPC_DIAL_MAX at once), and the first to connect wins: on a lossy
+ * link, or one that just healed, the connection is made within a round
+ * trip of a SYN getting through.  Returns a connected non-blocking socket,
+ * or -1 (refused, unreachable, or the deadline).
+ */
+#define RPC_DIAL_RETRY_MS 300
+#define RPC_DIAL_MAX 4
+static int rpc_dial_one(const struct addrinfo *ai, uint64_t deadline_ms)
+{
+	struct pollfd pfd[RPC_DIAL_MAX];
+	int n = 0, won = -1;
+	uint64_t next_ms = 0;
+
+	for (;;) {
+		uint64_t now = rpc_now_ms();
+		int ms, rc;
+
+		if (now >= deadline_ms)
+			break;
+		if (n < RPC_DIAL_MAX && now >= next_ms) {
+			int fd = socket(ai->ai_family,
+					ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+
+			if (fd < 0)
+				break;
+			rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+			if (rc == 0) {
+				won = fd;
+				break;
+			}
+			if (errno != EINPROGRESS) {
+				close(fd);
+				break; /* refused, unreachable: no use trying again now */
+			}
+			pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLOUT };
+			next_ms = now + RPC_DIAL_RETRY_MS;
+		}
+		ms = rpc_remaining_ms(deadline_ms);
+		if (n < RPC_DIAL_MAX)
+			ms = (int)ORCH_MIN((uint64_t)ms, next_ms > now ? next_ms - now : 0);
+		rc = poll(pfd, (nfds_t)n, ms);
+		if (rc < 0 && errno != EINTR)
+			break;
+		for (int i = 0; rc > 0 && i < n; i++) {
+			int soerr = 0;
+			socklen_t slen = sizeof(soerr);
+
+			if (!pfd[i].revents)
+				continue;
+			if (getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
+			    soerr == 0) {
+				won = pfd[i].fd;
+				pfd[i].fd = -1;
+				break;
+			}
+			/* This one failed (refused): so would a new one. */
+			next_ms = UINT64_MAX;
+			close(pfd[i].fd);
+			pfd[i] = pfd[--n];
+			i--;
+			rc--;
+		}
+		if (won >= 0 || (n == 0 && next_ms == UINT64_MAX))
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	return won;
+}
+
+/*
  * Connects to @host:@port before the deadline, trying every address.
  * Returns a blocking TCP_NODELAY socket, or -EHOSTDOWN.
  */
@@ -293,32 +369,16 @@ static int rpc_dial(const struct orch_server_cfg *sv, uint64_t deadline_ms)
 	if (getaddrinfo(sv->host, port, &hints, &res) != 0)
 		return -EHOSTDOWN;
 	for (ai = res; ai; ai = ai->ai_next) {
-		struct pollfd pfd;
-		int one = 1, soerr = 0, rc;
-		socklen_t slen = sizeof(soerr);
+		int one = 1;
 
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			    ai->ai_protocol);
-		if (fd < 0)
-			continue;
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (rc < 0 && errno == EINPROGRESS) {
-			pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
-			do {
-				rc = poll(&pfd, 1, rpc_remaining_ms(deadline_ms));
-			} while (rc < 0 && errno == EINTR);
-			if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
-			    soerr == 0)
-				rc = 0;
-			else
-				rc = -1;
-		}
-		if (rc == 0 && !rpc_is_self_connect(fd) &&
+		fd = rpc_dial_one(ai, deadline_ms);
+		if (fd >= 0 && !rpc_is_self_connect(fd) &&
 		    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		fd = -1;
 		if (rpc_remaining_ms(deadline_ms) == 0)
 			break;

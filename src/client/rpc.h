@@ -12,6 +12,10 @@
  * 250 ms, that probes it (reconnects with a deadline of 500 ms).  A
  * connect or any frame from it makes it well (docs/mount.md, "Failures").
  *
+ * Connecting races fresh SYNs every 300 ms (at most four at once) rather
+ * than wait for TCP's 1 s SYN retransmission: a lossy or just-healed link
+ * connects within a round trip of a SYN getting through.
+ *
  * Threads: every function may be called from any thread concurrently.  The
  * library starts no threads: callers waiting for replies take turns reading
  * each connection.  No lock is held while waiting for a reply.
