@@ -218,3 +218,17 @@ def test_lossy_link_checksummed_workload(netc, mnt, tmp_path):
     assert st["out_lost"] + st["in_lost"] > 0, st
     out = c.cli("ping").stdout
     assert all(re.search(r"^s%d\s+\S+\s+up\b" % i, out, re.M) for i in range(3)), out
+
+
+def test_ping_calls_no_live_server_down_on_a_lossy_link(netc):
+    """5% loss each way: a SYN lost cost the connect 1 s, and TCP's 3 s
+    timeout after it made `orchard ping` (2 s) call a live server down in
+    about one run of ten; the client now races fresh SYNs."""
+    c = netc
+    c.net.shape("client", delay_ms=1, loss=0.05, seed=11)
+    downs = []
+    for i in range(20):
+        r = c.cli("ping", check=False)
+        if r.returncode != 0:
+            downs.append(r.stdout + r.stderr)
+    assert not downs, "%d of 20 pings called a live server down:\n%s" % (len(downs), downs[0])
