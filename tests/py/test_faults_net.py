@@ -30,7 +30,7 @@ T_MS = 10000 if SOAK else 3000   # the mount's op_timeout_ms
 FROZEN_S = 45 if SOAK else 2 * T_MS / 1000 + 1
 LOSS = 0.05 if SOAK else 0.01
 BOUND = T_MS / 1000 + 1.0    # one syscall against a sick server
-FAST = 1.0                   # a call that touches only healthy servers
+FAST = 2.0                   # a call that touches only healthy servers
 RECOVER = 2.0                # heal -> first call that succeeds (target 1 s)
 LEASE_MS = 1000              # what the mount may answer from its lease cache
 
