@@ -152,10 +152,12 @@ test-py: $(BINS) $(TOOL_BINS)
 		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
 
 # The power-cut campaign of tests/py/test_pcut_campaign.py: 200 rounds of
-# cuts of random servers (one or two) under a mixed workload.  Long.
+# cuts of random servers (one or two) under a mixed workload, and the
+# network faults of tests/py/test_faults_net.py at issue 17's scale.  Long.
 SOAK_CUTS ?= 200
 soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_pcut_campaign.py $(TESTFLAGS)
+	$(Q)ORCH_NET_SOAK=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_faults_net.py $(TESTFLAGS)
 
 # Most integration tests wait on servers, fsyncs and timers rather than
 # computing, so two run side by side (PYTEST_JOBS) even on two CPUs.
@@ -350,7 +352,7 @@ help:
 	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan and TSan tests, a short fuzz run"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
 	@echo "make spec       rewrite docs/SPEC-wire.md's tables from src/proto/msg.def and flags.def"
-	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N)"
+	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N), long network faults"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make check-tsan unit tests and the mount, data, lease and metrics tests under TSan in build-tsan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"

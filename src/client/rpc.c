@@ -57,6 +57,18 @@
 #define RPC_RBUF (64u << 10)      /* read buffer: many small replies per recv */
 #define RPC_TAIL_MIN (16u << 10)  /* data this large is sent, not copied into the frame */
 #define RPC_RECV_SLICE_MS 1000    /* a reader's blocking recv gives up this often */
+#define RPC_PROBE_MS 500          /* deadline of a probe of a sick server (at most) */
+#define RPC_PROBE_GAP_MS 250      /* between the end of one probe and the next */
+/*
+ * A silent server (nothing from it since its oldest call in flight was
+ * sent) keeps this many callers waiting to their deadline; the others give
+ * up after a grace of a quarter of the deadline, in [250 ms, 1 s]: so a
+ * server that hangs holds few of the caller's threads (a mount's FUSE
+ * workers), and calls to the other servers find threads to run on.
+ */
+#define RPC_SILENT_KEEP 2
+#define RPC_SILENT_GRACE_MIN_MS 250
+#define RPC_SILENT_GRACE_MAX_MS 1000
 
 enum rpc_state {
 	RPC_DOWN,       /* no socket; the next call connects */
@@ -69,6 +81,8 @@ struct orch_call {
 	uint16_t ca_type;            /* of the request, to check the reply */
 	struct rpc_conn *ca_conn;
 	uint64_t ca_deadline_ms;     /* CLOCK_MONOTONIC */
+	uint64_t ca_sent_ms;         /* when it was made */
+	bool ca_probe;               /* the probe of a sick server (c_probing) */
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
 	bool ca_done;                /* protected by conn->c_lock */
 	bool ca_queued;              /* in the table; protected by conn->c_lock */
@@ -103,6 +117,17 @@ struct rpc_conn {
 	/* The last handshake proved the server holds another key (rpc.h). */
 	_Atomic bool c_key_mismatch;
 	bool c_reading;              /* a caller holds the reader role */
+	/*
+	 * Health (rpc.h, "Sick servers"): the server let a call's whole
+	 * deadline pass without sending us anything.  While sick, calls fail at
+	 * once with -ETIMEDOUT but one at a time, the probe, which reconnects
+	 * with a short deadline, no sooner than c_probe_at_ms.  A connect that
+	 * succeeds, or any frame read, makes it healthy again.
+	 */
+	bool c_sick;
+	bool c_probing;
+	uint64_t c_probe_at_ms;
+	uint64_t c_last_rx_ms;       /* when the last frame came (or we connected) */
 	unsigned int c_inflight;     /* calls in the table */
 	struct orch_call *c_calls[RPC_BUCKETS]; /* in flight, by reqid */
 
@@ -253,6 +278,82 @@ static bool rpc_is_self_connect(int fd)
 }
 
 /*
+ * Connects to @ai before the deadline.  A SYN that gets no answer is
+ * retransmitted by TCP only after 1 s, and a connection whose SYN was
+ * retransmitted starts with a 3 s retransmission timeout; so while no
+ * attempt has connected, a fresh one starts every RPC_DIAL_RETRY_MS (at
+ * most RPC_DIAL_MAX at once), and the first to connect wins: on a lossy
+ * link, or one that just healed, the connection is made within a round
+ * trip of a SYN getting through.  Returns a connected non-blocking socket,
+ * or -1 (refused, unreachable, or the deadline).
+ */
+#define RPC_DIAL_RETRY_MS 300
+#define RPC_DIAL_MAX 4
+static int rpc_dial_one(const struct addrinfo *ai, uint64_t deadline_ms)
+{
+	struct pollfd pfd[RPC_DIAL_MAX];
+	int n = 0, won = -1;
+	uint64_t next_ms = 0;
+
+	for (;;) {
+		uint64_t now = rpc_now_ms();
+		int ms, rc;
+
+		if (now >= deadline_ms)
+			break;
+		if (n < RPC_DIAL_MAX && now >= next_ms) {
+			int fd = socket(ai->ai_family,
+					ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+
+			if (fd < 0)
+				break;
+			rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+			if (rc == 0) {
+				won = fd;
+				break;
+			}
+			if (errno != EINPROGRESS) {
+				close(fd);
+				break; /* refused, unreachable: no use trying again now */
+			}
+			pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLOUT };
+			next_ms = now + RPC_DIAL_RETRY_MS;
+		}
+		ms = rpc_remaining_ms(deadline_ms);
+		if (n < RPC_DIAL_MAX)
+			ms = (int)ORCH_MIN((uint64_t)ms, next_ms > now ? next_ms - now : 0);
+		rc = poll(pfd, (nfds_t)n, ms);
+		if (rc < 0 && errno != EINTR)
+			break;
+		for (int i = 0; rc > 0 && i < n; i++) {
+			int soerr = 0;
+			socklen_t slen = sizeof(soerr);
+
+			if (!pfd[i].revents)
+				continue;
+			if (getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
+			    soerr == 0) {
+				won = pfd[i].fd;
+				pfd[i].fd = -1;
+				break;
+			}
+			/* This one failed (refused): so would a new one. */
+			next_ms = UINT64_MAX;
+			close(pfd[i].fd);
+			pfd[i] = pfd[--n];
+			i--;
+			rc--;
+		}
+		if (won >= 0 || (n == 0 && next_ms == UINT64_MAX))
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	return won;
+}
+
+/*
  * Connects to @host:@port before the deadline, trying every address.
  * Returns a blocking TCP_NODELAY socket, or -EHOSTDOWN.
  */
@@ -268,32 +369,16 @@ static int rpc_dial(const struct orch_server_cfg *sv, uint64_t deadline_ms)
 	if (getaddrinfo(sv->host, port, &hints, &res) != 0)
 		return -EHOSTDOWN;
 	for (ai = res; ai; ai = ai->ai_next) {
-		struct pollfd pfd;
-		int one = 1, soerr = 0, rc;
-		socklen_t slen = sizeof(soerr);
+		int one = 1;
 
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			    ai->ai_protocol);
-		if (fd < 0)
-			continue;
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (rc < 0 && errno == EINPROGRESS) {
-			pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
-			do {
-				rc = poll(&pfd, 1, rpc_remaining_ms(deadline_ms));
-			} while (rc < 0 && errno == EINTR);
-			if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
-			    soerr == 0)
-				rc = 0;
-			else
-				rc = -1;
-		}
-		if (rc == 0 && !rpc_is_self_connect(fd) &&
+		fd = rpc_dial_one(ai, deadline_ms);
+		if (fd >= 0 && !rpc_is_self_connect(fd) &&
 		    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		fd = -1;
 		if (rpc_remaining_ms(deadline_ms) == 0)
 			break;
@@ -558,6 +643,35 @@ static void rpc_conn_broken_locked(struct rpc_conn *c, int fd)
 	shutdown(fd, SHUT_RDWR);
 }
 
+/* The server answered (c_lock held). */
+static void rpc_healthy_locked(struct rpc_conn *c)
+{
+	if (c->c_sick) {
+		c->c_sick = false;
+		ORCH_NOTICE("server answers again: server='%s'",
+			    c->c_client->cl_cfg.servers[c->c_index].name);
+	}
+}
+
+/*
+ * The server let a deadline pass in silence (c_lock held): it is sick
+ * until it answers a probe.  Its connection is dropped, failing the calls
+ * that wait on it, and the probe dials afresh: a new connection sees the
+ * network as soon as it is back, where the old one would wait out TCP's
+ * retransmission backoff.
+ */
+static void rpc_sick_locked(struct rpc_conn *c)
+{
+	if (!c->c_sick) {
+		c->c_sick = true;
+		c->c_probe_at_ms = rpc_now_ms() + RPC_PROBE_GAP_MS;
+		ORCH_NOTICE("server not answering: failing its requests at once until it does: server='%s'",
+			    c->c_client->cl_cfg.servers[c->c_index].name);
+	}
+	if (c->c_state == RPC_UP)
+		rpc_conn_broken_locked(c, c->c_fd);
+}
+
 /*
  * Hands frame @h (@payload is consumed) to its call, or a push to the push
  * handler, stamped in stream order.  c_lock held.  Returns the call it
@@ -571,6 +685,8 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 	uint64_t stamp = ++c->c_stamp;
 	struct orch_call *to;
 
+	c->c_last_rx_ms = rpc_now_ms();
+	rpc_healthy_locked(c);
 	if (h->flags & ORCH_FRAME_PUSH) {
 		struct orch_msg m;
 
@@ -837,6 +953,8 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	c->c_fd = fd;
 	c->c_gen++;
 	c->c_state = RPC_UP;
+	c->c_last_rx_ms = rpc_now_ms();
+	rpc_healthy_locked(c);
 	rpc_push_reset_locked(c);
 	pthread_mutex_unlock(&c->c_lock);
 	ORCH_INFO("connected: server='%s' address=%s:%u", sv->name, sv->host, sv->port);
@@ -857,7 +975,8 @@ out_close:
  * or with c_lock released and -errno.  One caller connects at a time; the
  * others wait for its result until their own deadline.
  */
-static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint64_t *gen)
+static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, bool probe,
+				 uint64_t *gen)
 {
 	struct timespec ts;
 	int error;
@@ -879,6 +998,10 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 		}
 		if (c->c_state == RPC_DOWN)
 			break;
+		if (c->c_sick && !probe) {
+			pthread_mutex_unlock(&c->c_lock);
+			return -ETIMEDOUT;
+		}
 		if (pthread_cond_timedwait(&c->c_state_cond, &c->c_lock, &ts) == ETIMEDOUT &&
 		    c->c_state == RPC_CONNECTING) {
 			pthread_mutex_unlock(&c->c_lock);
@@ -893,6 +1016,9 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 	pthread_mutex_lock(&c->c_lock);
 	if (error)
 		c->c_state = RPC_DOWN;
+	/* Not even a connection within the deadline: as silent as a hung server. */
+	if (error == -ETIMEDOUT || (error == -EHOSTDOWN && rpc_remaining_ms(deadline_ms) == 0))
+		rpc_sick_locked(c);
 	pthread_cond_broadcast(&c->c_state_cond);
 	if (error) {
 		pthread_mutex_unlock(&c->c_lock);
@@ -904,10 +1030,33 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, uint6
 
 /* --- Calls ----------------------------------------------------------------------------- */
 
+/* How long a silent server may hold more than RPC_SILENT_KEEP callers. */
+static uint64_t rpc_silent_grace_ms(struct orch_client *cl)
+{
+	return ORCH_MIN(ORCH_MAX(atomic_load(&cl->cl_timeout_ms) / 4, RPC_SILENT_GRACE_MIN_MS),
+			RPC_SILENT_GRACE_MAX_MS);
+}
+
+static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
+				     uint64_t grace_ms);
+
+/* The end of a probe: the next may start a gap later, if still sick. */
+static void rpc_probe_end(struct orch_call *call)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	c->c_probing = false;
+	c->c_probe_at_ms = rpc_now_ms() + RPC_PROBE_GAP_MS;
+	pthread_mutex_unlock(&c->c_lock);
+}
+
 static void rpc_call_free(struct orch_call *call)
 {
 	if (!call)
 		return;
+	if (call->ca_probe)
+		rpc_probe_end(call);
 	free(call->ca_payload);
 	pthread_cond_destroy(&call->ca_cond);
 	free(call);
@@ -992,7 +1141,8 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	call->ca_conn = c;
 	call->ca_type = req->type;
 	call->ca_reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
-	call->ca_deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+	call->ca_sent_ms = rpc_now_ms();
+	call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 
 	m = *req;
 	m.reqid = call->ca_reqid;
@@ -1018,9 +1168,33 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 		goto out_free_frame;
 	}
 
-	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, &gen);
+	/* A sick server: this call is its probe, or fails at once. */
+	pthread_mutex_lock(&c->c_lock);
+	if (c->c_sick) {
+		if (c->c_probing || call->ca_sent_ms < c->c_probe_at_ms) {
+			pthread_mutex_unlock(&c->c_lock);
+			error = -ETIMEDOUT;
+			goto out_free_frame;
+		}
+		c->c_probing = true;
+		call->ca_probe = true;
+		call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms,
+						call->ca_sent_ms + RPC_PROBE_MS);
+	} else if (c->c_state == RPC_UP &&
+		   rpc_silent_excess_locked(c, call, rpc_silent_grace_ms(cl))) {
+		/* Enough callers wait for a server that says nothing already. */
+		pthread_mutex_unlock(&c->c_lock);
+		error = -ETIMEDOUT;
+		goto out_free_frame;
+	}
+	pthread_mutex_unlock(&c->c_lock);
+
+	error = rpc_conn_ready_locked(c, call->ca_deadline_ms, call->ca_probe, &gen);
 	if (error)
 		goto out_free_frame;
+	/* A probe that connected found the server well: the call has its full time. */
+	if (call->ca_probe)
+		call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 	call->ca_gen = gen;
 	/* In the table before the frame leaves, so a fast reply finds it. */
 	rpc_table_insert(c, call);
@@ -1095,14 +1269,43 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 	return 0;
 }
 
+/*
+ * True if @call (in flight, or about to be sent) should give up before its
+ * deadline: its server has said nothing since the oldest call in flight
+ * was sent, the grace has passed since then, and RPC_SILENT_KEEP calls
+ * older than @call wait for it.  c_lock held.
+ */
+static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
+				     uint64_t grace_ms)
+{
+	uint64_t oldest = call->ca_sent_ms;
+	unsigned int older = 0;
+
+	if (c->c_inflight < RPC_SILENT_KEEP)
+		return false;
+	for (size_t i = 0; i < RPC_BUCKETS; i++) {
+		for (const struct orch_call *o = c->c_calls[i]; o; o = o->ca_next) {
+			oldest = ORCH_MIN(oldest, o->ca_sent_ms);
+			if (o->ca_sent_ms < call->ca_sent_ms ||
+			    (o->ca_sent_ms == call->ca_sent_ms && o->ca_reqid < call->ca_reqid))
+				older++;
+		}
+	}
+	return older >= RPC_SILENT_KEEP && c->c_last_rx_ms < oldest &&
+	       rpc_now_ms() >= oldest + grace_ms;
+}
+
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
 {
 	struct rpc_conn *c = call->ca_conn;
-	struct timespec ts;
+	uint64_t grace_ms = rpc_silent_grace_ms(cl);
+	bool graced = false;
+	struct timespec ts, gts;
 	int error = 0;
 
 	memset(rep, 0, sizeof(*rep));
 	rpc_timespec(call->ca_deadline_ms, &ts);
+	rpc_timespec(call->ca_sent_ms + grace_ms, &gts);
 	pthread_mutex_lock(&c->c_lock);
 	while (!call->ca_done) {
 		if (!c->c_reading && c->c_state == RPC_UP && call->ca_queued) {
@@ -1113,8 +1316,18 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			int rc;
 
 			call->ca_waiting = true;
-			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, &ts);
+			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, graced ? &ts : &gts);
 			call->ca_waiting = false;
+			if (rc == ETIMEDOUT && !graced && !call->ca_done) {
+				/* Once, after the grace: one caller too many on a silent server? */
+				graced = true;
+				if (rpc_silent_excess_locked(c, call, grace_ms)) {
+					rpc_table_take(c, call->ca_reqid);
+					error = -ETIMEDOUT;
+					break;
+				}
+				continue;
+			}
 			if (rc != ETIMEDOUT)
 				continue;
 		}
@@ -1123,6 +1336,12 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			if (call->ca_queued)
 				rpc_table_take(c, call->ca_reqid);
 			error = -ETIMEDOUT;
+			/*
+			 * Nothing at all from the server in a whole deadline
+			 * (a busy server still answers the others): sick.
+			 */
+			if (c->c_last_rx_ms < call->ca_sent_ms && c->c_gen == call->ca_gen)
+				rpc_sick_locked(c);
 			break;
 		}
 	}

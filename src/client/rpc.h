@@ -6,6 +6,16 @@
  * connection fails the calls in flight on it (-EIO) and is re-established by
  * the next call, so the client recovers by itself when the server returns.
  *
+ * Sick servers: a server that lets a call's whole deadline pass without
+ * sending anything (a cut link, a frozen process) is sick; its calls then
+ * fail at once with -ETIMEDOUT, but for one at a time, at most every
+ * 250 ms, that probes it (reconnects with a deadline of 500 ms).  A
+ * connect or any frame from it makes it well (docs/mount.md, "Failures").
+ *
+ * Connecting races fresh SYNs every 300 ms (at most four at once) rather
+ * than wait for TCP's 1 s SYN retransmission: a lossy or just-healed link
+ * connects within a round trip of a SYN getting through.
+ *
  * Threads: every function may be called from any thread concurrently.  The
  * library starts no threads: callers waiting for replies take turns reading
  * each connection.  No lock is held while waiting for a reply.

@@ -328,7 +328,9 @@ static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg,
 	return fuse_opt_add_arg(args, opt) ? -ENOMEM : 0;
 }
 
-static int mnt_run(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+#define MNT_MAX_THREADS 32 /* FUSE workers unless max_threads=N says */
+
+static int mnt_run(struct fuse_session *se, const struct fuse_cmdline_opts *fo, bool mt_given)
 {
 	struct fuse_loop_config *lc;
 	int rc;
@@ -342,8 +344,12 @@ static int mnt_run(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 	/* UINT_MAX: not given on the command line, keep libfuse's default. */
 	if (fo->max_idle_threads != UINT_MAX)
 		fuse_loop_cfg_set_idle_threads(lc, fo->max_idle_threads);
-	if (fo->max_threads != UINT_MAX)
-		fuse_loop_cfg_set_max_threads(lc, fo->max_threads);
+	/*
+	 * More workers than libfuse's 10: a server that hangs holds a burst of
+	 * requests for a while (liborchard lets it keep only a few past a
+	 * grace, rpc.h), and the other servers' requests need threads meanwhile.
+	 */
+	fuse_loop_cfg_set_max_threads(lc, mt_given ? fo->max_threads : MNT_MAX_THREADS);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return rc;
@@ -358,6 +364,7 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	const struct fuse_lowlevel_ops *ops;
 	struct orch_cfg *cfg = NULL;
+	bool mt_given = false;
 	int rc = 1, error;
 
 	orch_log_set_ident("orchard-mount");
@@ -371,6 +378,10 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out_opts;
 	}
+	/* libfuse's max_threads is 10 whether given or not: was it? */
+	for (int i = 0; i < args.argc; i++)
+		if (strstr(args.argv[i], "max_threads="))
+			mt_given = true;
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_usage;
 	if (o.log && orch_log_open_file(o.log)) {
@@ -467,7 +478,7 @@ int main(int argc, char **argv)
 		    o.knob[ORCH_KNOB_ID_getattr_timeout_ms],
 		    o.knob[ORCH_KNOB_ID_negative_timeout_ms], cfg->op_timeout_ms,
 		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms);
-	error = mnt_run(se, &fo);
+	error = mnt_run(se, &fo, mt_given);
 	rc = error < 0 ? 1 : 0;
 	/* Before what its page reads stops (the write-behind, the client). */
 	orch_mnt_metrics_stop(&m);
