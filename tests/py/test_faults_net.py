@@ -1,4 +1,4 @@
-"""Network faults between a mount and its servers (issue 17), on the
+"""Network faults between a mount and its servers, on the
 multi-host harness of tests/lib/netns.py: every server in its own network
 namespace, the mount in the root one, linkemu as the wire.
 
@@ -9,7 +9,7 @@ The bounds asserted (docs/mount.md, "Failures"):
 * calls that touch only the other servers go at normal speed meanwhile;
 * the first call after the link heals succeeds within about 1 s.
 
-Each test takes some seconds.  `make soak` runs them as issue 17 measured
+Each test takes some seconds.  `make soak` runs them at the scale the faults were first measured at
 (ORCH_NET_SOAK=1): op_timeout_ms 10 s, a server frozen for 45 s, 5% loss.
 """
 import errno
