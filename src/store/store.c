@@ -554,10 +554,16 @@ int orch_store_sync(struct orch_store *st)
 		st->st_sync_done = gen;
 		st->st_stats.syncs++;
 		if (error) {
-			if (!st->st_sync_err)
-				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
+			if (!st->st_sync_err) {
+				ORCH_ERR("store in '%s' failed: cannot flush its blocks or its WAL: "
+					 "%s: read-only from now on, data not yet flushed may be "
+					 "lost; restart the server on healthy media "
+					 "(docs/ADMIN.md, \"Disk errors\")",
 					 st->st_dir, strerror(-error));
-			st->st_sync_err = error;
+				st->st_sync_err = error;
+				st->st_failed_s = (int64_t)time(NULL);
+				atomic_store(&st->st_failed, error);
+			}
 		} else if (st->st_sync_upto > st->st_durable) {
 			st->st_durable = st->st_sync_upto;
 		}
@@ -578,6 +584,20 @@ int orch_store_sync(struct orch_store *st)
 		return error;
 	}
 	error = st->st_sync_err;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	return error;
+}
+
+int orch_store_failed(struct orch_store *st, int64_t *since_s)
+{
+	int error;
+
+	if (!atomic_load(&st->st_failed))
+		return 0;
+	pthread_mutex_lock(&st->st_seq_lock);
+	error = st->st_sync_err;
+	if (since_s)
+		*since_s = st->st_failed_s;
 	pthread_mutex_unlock(&st->st_seq_lock);
 	return error;
 }
@@ -699,6 +719,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		pthread_condattr_destroy(&ca);
 	}
 	orch_bdev_killpoint_init();
+	orch_bdev_eio_init();
 	error = orch_pcut_vfs_register();
 	if (error)
 		goto fail;

@@ -333,6 +333,22 @@ void orch_store_snap_end(struct orch_store_snap *sn);
  */
 int orch_store_sync(struct orch_store *st);
 
+/*
+ * A store whose flush failed (an fdatasync of the blocks, or the sync of
+ * its WAL: data the kernel could not write back, which is lost) has
+ * failed: it is read-only until it is opened again.  Every mutation then
+ * fails with -EIO without touching the disk, every orch_store_sync()
+ * returns the error that failed it, and reads go on (data written since
+ * the last successful sync may read as it was before, or fail its
+ * checksum).  One line at ERR says so when it happens.  Returns 0 while
+ * the store is healthy, else that error (-EIO, -ENOSPC, ...), with the
+ * wall time of the failure in *@since_s (may be NULL).  Any thread.
+ *
+ * A data write that fails (pwrite) fails only its own operation, which
+ * changes nothing, and is logged; the store goes on.
+ */
+int orch_store_failed(struct orch_store *st, int64_t *since_s);
+
 /* --- Space and statistics --------------------------------------------------- */
 
 /*

@@ -1079,6 +1079,9 @@ static void wal_prefetch(struct store_writer *w)
 
 static int txn_begin(struct store_writer *w)
 {
+	/* A failed store changes nothing more (orch_store_failed). */
+	if (atomic_load_explicit(&w->w_st->st_failed, memory_order_relaxed))
+		return -EIO;
 	wal_prefetch(w);
 	orch_alloc_busy_release(w);
 	w->w_dobjects = w->w_dfree = 0;
