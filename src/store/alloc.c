@@ -60,15 +60,36 @@ static uint64_t host_avail(struct store_writer *w, bool fresh)
 	return w->w_host_avail;
 }
 
-/* 0 if @blocks new blocks leave the reserve free; -ENOSPC (logged) if not. */
+/* Do @blocks new blocks leave the reserve free on the host? */
+static bool host_space_ok(struct store_writer *w, uint32_t blocks)
+{
+	uint64_t reserve = atomic_load(&w->w_st->st_reserve);
+	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
+
+	return !reserve || host_avail(w, false) >= need || host_avail(w, true) >= need;
+}
+
+static void host_space_reclaim(struct store_writer *w);
+
+/*
+ * 0 if @blocks new blocks leave the reserve free; else the space freed
+ * blocks still hold is given back first (host_space_reclaim), and
+ * -ENOSPC (logged) if that was not enough.
+ */
 static int host_space_check(struct store_writer *w, uint32_t blocks)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t reserve = atomic_load(&st->st_reserve);
-	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
 
-	if (!reserve || host_avail(w, false) >= need || host_avail(w, true) >= need)
+	if (host_space_ok(w, blocks))
 		return 0;
+	if (w->w_nheld || w->w_nbusy) {
+		host_space_reclaim(w);
+		if (orch_store_failed(st, NULL))
+			return -EIO;
+		if (host_space_ok(w, blocks))
+			return 0;
+	}
 	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 			   "store in '%s': no space for new blocks: %llu KiB free on the "
 			   "file system of '%s', %llu KiB kept for the databases (store_reserve)",
@@ -367,6 +388,32 @@ bool orch_alloc_punch_held(struct store_writer *w, size_t max)
 		}
 	}
 	return w->w_nheld != 0;
+}
+
+/*
+ * The host is short of space for new blocks: gives it back what freed
+ * blocks still hold, at once, rather than answering ENOSPC to a write
+ * that comes right after a delete.  Held blocks are punched; busy ones
+ * are made durable (a sync, only on the way to ENOSPC, as when the store
+ * itself is full of busy blocks), then released (and punched: the host is
+ * short) as soon as no read can see them, waiting about a second at most
+ * for reads in progress.  Frees of the transaction still open stay busy.
+ */
+static void host_space_reclaim(struct store_writer *w)
+{
+	struct orch_store *st = w->w_st;
+	unsigned int waits = 0;
+
+	if (w->w_nbusy && !orch_store_sync(st)) {
+		for (;;) {
+			w->w_rel_durable = UINT64_MAX;
+			orch_alloc_busy_release(w);
+			if (!w->w_nbusy || waits++ >= STORE_ALLOC_WAITS ||
+			    !orch_snap_wait_end(st, 10))
+				break;
+		}
+	}
+	orch_alloc_punch_held(w, SIZE_MAX);
 }
 
 void orch_alloc_busy_free(struct store_writer *w)
