@@ -101,6 +101,7 @@ struct orch_store {
 	int st_blocks_fd;
 	int st_lock_fd;               /* flock()ed: one opener at a time */
 	bool st_sparse;               /* blocks is a regular file */
+	uint64_t st_host_fs;          /* ...on this file system of this host (orch_store_space) */
 
 	/* Geometry, fixed at mkfs. */
 	uint32_t st_ag_blocks, st_ag_shift, st_ag_count, st_maxext;

@@ -1,9 +1,11 @@
-"""Space on a shared, small host file system: what is freed goes back.
+"""Space on a shared, small host file system: what is freed goes back, and df
+says what is left.
 
 Three servers whose data directories share one small tmpfs, as several
 servers on one host share a disk.  Freed blocks must go back to the host
 (write/rm rounds do not grow its usage), a full mount fails writes with
-ENOSPC and works again as soon as files are deleted."""
+ENOSPC and works again as soon as files are deleted, and `df` on the
+mount reports what the servers can really still store."""
 import errno
 import os
 import shutil
@@ -161,6 +163,8 @@ def test_fill_enospc_delete_write_again(tmp_path):
                 break
         assert err == errno.ENOSPC, "filling failed with %s, not ENOSPC" % \
             errno.errorcode.get(err, err)
+        # df says so: no room left, however many servers share the disk.
+        assert mount_df(mnt)[1] <= min(8 * MiB, host_avail(fs.dir)), mount_df(mnt)
         for p in names:
             os.unlink(p)
         err, n = write_file(os.path.join(mnt, "again"), total * 3 // 4)
@@ -172,3 +176,37 @@ def test_fill_enospc_delete_write_again(tmp_path):
     finally:
         fs.close()
 
+
+def mount_df(mnt):
+    s = os.statvfs(mnt)
+    return s.f_blocks * s.f_frsize, s.f_bavail * s.f_frsize
+
+
+def test_df_is_what_the_servers_can_store(tmp_path):
+    """Three servers of the default store size (64 GiB each) on one 64 MiB
+    file system: df showed 192 GiB, and three times the host's free space."""
+    fs = SharedFs(tmp_path, "64m")
+    try:
+        mnt = fs.m.mnt
+        host_size = os.statvfs(fs.dir).f_blocks * os.statvfs(fs.dir).f_frsize
+        size, avail = mount_df(mnt)
+        print("df: size %d KiB, avail %d KiB; host: size %d KiB, avail %d KiB" %
+              (size >> 10, avail >> 10, host_size >> 10, host_avail(fs.dir) >> 10))
+        assert size <= host_size, (size, host_size)
+        assert 0 < avail <= host_avail(fs.dir), (avail, host_avail(fs.dir))
+        # What df says is free can be written (most of it: the databases
+        # take some as they go).
+        err, n = write_file(os.path.join(mnt, "f"), avail * 3 // 4)
+        assert err == 0, errno.errorcode.get(err, err)
+        size2, avail2 = mount_df(mnt)
+        assert avail2 <= host_avail(fs.dir) and avail2 <= avail - n // 2, (avail, avail2, n)
+        assert size2 - avail2 >= n, (size2, avail2, n)   # used: what the file holds
+        os.unlink(os.path.join(mnt, "f"))
+        wait_until(lambda: mount_df(mnt)[1] >= avail - (4 * MiB), timeout=20,
+                   what="df to show the space back (%d KiB, %d before)" %
+                   (mount_df(mnt)[1] >> 10, avail >> 10))
+        r = fs.c.cli("df")
+        f = r.stdout.splitlines()[1].split()
+        assert int(f[1]) * 1024 <= host_size and int(f[3]) * 1024 <= host_avail(fs.dir), r.stdout
+    finally:
+        fs.close()
