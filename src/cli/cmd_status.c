@@ -44,7 +44,10 @@ static void status_fill(struct status_row *row, const struct orch_server_cfg *sc
 	orch_status_duration(s->uptime_ms / 1000, up, sizeof(up));
 	orch_status_bytes(s->capacity, cap, sizeof(cap));
 	orch_status_bytes(used, u, sizeof(u));
-	snprintf(row->cell[2], sizeof(row->cell[2]), "up");
+	if (s->store_error[0])
+		snprintf(row->cell[2], sizeof(row->cell[2]), "failed (%s)", s->store_error);
+	else
+		snprintf(row->cell[2], sizeof(row->cell[2]), "up");
 	snprintf(row->cell[3], sizeof(row->cell[3]), "%s", s->version);
 	snprintf(row->cell[4], sizeof(row->cell[4]), "%s", up);
 	snprintf(row->cell[5], sizeof(row->cell[5]), "%s", cap);
@@ -134,11 +137,18 @@ int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
 	       cfg->cluster_name, up, cfg->nservers, usedt, capt,
 	       cap ? 100.0 * (double)used / (double)cap : 0.0, rate);
 	status_print(rows, cfg->nservers);
-	for (unsigned int i = 0; i < cfg->nservers; i++)
-		if (srv[i].error)
+	rc = up == cfg->nservers ? ORCH_CLI_OK : ORCH_CLI_FAIL;
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		if (srv[i].error) {
 			fprintf(stderr, "orchard: server '%s' is down: %s\n", cfg->servers[i].name,
 				orch_cli_strerror(srv[i].error, cfg->servers[i].name));
-	rc = up == cfg->nservers ? ORCH_CLI_OK : ORCH_CLI_FAIL;
+		} else if (srv[i].store_error[0]) {
+			fprintf(stderr, "orchard: server '%s' failed: its store is read-only after "
+				"an I/O error (%s); see docs/ADMIN.md, \"Disk errors\"\n",
+				cfg->servers[i].name, srv[i].store_error);
+			rc = ORCH_CLI_FAIL;
+		}
+	}
 	orch_cli_fs_close(&fs); /* @cfg is the client's: not past here */
 	return rc;
 }

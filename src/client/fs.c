@@ -589,29 +589,72 @@ static int fs_fanout(struct orch_client *cl, const struct orch_msg *req, const b
 	return error;
 }
 
+/*
+ * Servers whose blocks share one file system of one host (host_fs) can
+ * together store what their stores have free, but no more than that file
+ * system gives, counted once: summing each server's own figure showed a
+ * host's free space once per server.
+ */
+struct fs_statfs_sum {
+	struct orch_statfs *out;
+	uint64_t used, inodes, avail;   /* avail of servers sharing nothing */
+	struct fs_statfs_grp { uint64_t fs, avail, host; } g[ORCH_SERVERS_MAX];
+	unsigned int ng;
+};
+
 static void fs_statfs_add(void *arg, const struct orch_msg *rep)
 {
-	struct orch_statfs *out = arg;
+	struct fs_statfs_sum *s = arg;
+	const struct orch_statfs *r = &rep->statfs;
+	unsigned int i;
 
-	if (!out->bsize)
-		out->bsize = rep->statfs.bsize;
-	out->blocks += rep->statfs.blocks;
-	out->bfree += rep->statfs.bfree;
-	out->bavail += rep->statfs.bavail;
-	out->files += rep->statfs.files;
-	out->ffree += rep->statfs.ffree;
+	/* A server's own figures: blocks = used + bavail, files = inodes + ffree. */
+	if (r->bsize != 4096)
+		return;   /* the only block size servers answer */
+	s->used += r->blocks - ORCH_MIN(r->bavail, r->blocks);
+	s->inodes += r->files - ORCH_MIN(r->ffree, r->files);
+	if (!r->host_fs) {
+		s->avail += r->bavail;
+		return;
+	}
+	for (i = 0; i < s->ng && s->g[i].fs != r->host_fs; i++)
+		;
+	if (i == s->ng) {
+		if (s->ng == ORCH_SERVERS_MAX)
+			return;
+		s->g[s->ng++] = (struct fs_statfs_grp){ .fs = r->host_fs };
+	}
+	s->g[i].avail += r->bavail;
+	/* Each has its own reserve on it: the one with the least can go furthest. */
+	s->g[i].host = ORCH_MAX(s->g[i].host, r->host_bavail);
 }
 
 int orch_fs_statfs(struct orch_client *cl, const struct orch_cred *cred,
 		   struct orch_statfs *out)
 {
+	struct fs_statfs_sum *s = calloc(1, sizeof(*s));
 	struct orch_msg req;
+	uint64_t avail;
 	int error;
 
 	memset(out, 0, sizeof(*out));
+	if (!s)
+		return -ENOMEM;
 	fs_req_init(&req, ORCH_CL2SV_STATFS, cred);
-	error = fs_fanout(cl, &req, NULL, ORCH_SERVERS_MAX, fs_statfs_add, out);
-	out->namemax = ORCH_NAME_MAX;
+	error = fs_fanout(cl, &req, NULL, ORCH_SERVERS_MAX, fs_statfs_add, s);
+	avail = s->avail;
+	for (unsigned int i = 0; i < s->ng; i++)
+		avail += ORCH_MIN(s->g[i].avail, s->g[i].host);
+	*out = (struct orch_statfs){
+		.bsize = 4096,
+		.blocks = s->used + avail,
+		.bfree = avail,
+		.bavail = avail,
+		.files = s->inodes + avail,
+		.ffree = avail,
+		.namemax = ORCH_NAME_MAX,
+	};
+	free(s);
 	return error;
 }
 

@@ -30,6 +30,7 @@ static void status_parse(const char *j, size_t len, struct orch_status_srv *s)
 		s->scrub_data = data != 0;
 	}
 	orch_json_get_str(j, len, "scrub.last_error", s->scrub_error, sizeof(s->scrub_error));
+	orch_json_get_str(j, len, "store_error", s->store_error, sizeof(s->store_error));
 }
 
 void orch_status_fetch(struct orch_client *cl, struct orch_reply *reps, int *errors)

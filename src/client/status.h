@@ -30,6 +30,7 @@ struct orch_status_srv {
 	uint64_t scrub_findings;
 	bool scrub_data;
 	char scrub_error[32];     /* "" if the last scrub finished */
+	char store_error[32];     /* "" while the store is healthy; else why it failed */
 };
 
 /*

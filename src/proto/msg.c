@@ -284,6 +284,8 @@ static int field_encode(struct orch_buf *b, char code, const struct orch_msg *m)
 		orch_wr_u64(b, m->statfs.files);
 		orch_wr_u64(b, m->statfs.ffree);
 		orch_wr_u32(b, m->statfs.namemax);
+		orch_wr_u64(b, m->statfs.host_fs);
+		orch_wr_u64(b, m->statfs.host_bavail);
 		break;
 	case 'V':
 		orch_wr_u8(b, m->vmin);
@@ -486,6 +488,8 @@ static void field_decode(struct orch_rd *rd, char code, struct orch_msg *m)
 		m->statfs.files = orch_rd_u64(rd);
 		m->statfs.ffree = orch_rd_u64(rd);
 		m->statfs.namemax = orch_rd_u32(rd);
+		m->statfs.host_fs = orch_rd_u64(rd);
+		m->statfs.host_bavail = orch_rd_u64(rd);
 		break;
 	case 'V':
 		m->vmin = orch_rd_u8(rd);

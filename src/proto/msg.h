@@ -69,6 +69,13 @@ struct orch_statfs {
 	uint64_t files;
 	uint64_t ffree;
 	uint32_t namemax;
+	/*
+	 * The file system under the server's blocks, on its host (0: none
+	 * shared, a block device), and the blocks it can still give them.
+	 * Servers sharing one count it once (orch_fs_statfs).
+	 */
+	uint64_t host_fs;
+	uint64_t host_bavail;
 };
 
 /*

@@ -34,6 +34,8 @@
 #define ORCH_FEAT_LEASES (1ull << 0) /* cache under leases; take SV2CL_* pushes */
 #define ORCH_FEAT_BITS 0xffffffffull /* the rest: the acceptor's parameters */
 /* In the acceptor's reply: its lease term (lease_ms), when it grants leases. */
+/* AN2AN_PING's reply reuses the features word for the server's state. */
+#define ORCH_PING_STORE_FAILED (1ull << 0) /* the store failed: read-only (ADMIN.md) */
 #define ORCH_FEAT_LEASE_MS(f) ((uint32_t)((f) >> 32))
 
 /*

@@ -178,9 +178,8 @@ static int flush_sync(struct sv_server *sv, struct sv_flusher *f)
 {
 	int error, meta_error;
 
+	/* A failure is the store's failure, logged once there (orch_store_failed). */
 	error = orch_store_sync(sv->s_store);
-	if (error)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "cannot flush the store: %s", strerror(-error));
 	meta_error = orch_meta_sync_wal(f->f_ckpt);
 	return error ? error : meta_error;
 }

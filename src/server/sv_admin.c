@@ -678,8 +678,22 @@ static void adm_bad_report(struct sv_admin *a, struct adm_job *j)
 static int adm_scrub_run(struct sv_admin *a, struct adm_job *j)
 {
 	struct sv_server *sv = a->a_sv;
+	int64_t since;
+	int failed = orch_store_failed(sv->s_store, &since);
 	long n;
 
+	if (failed) {
+		/* Its indexes may look clean: what it lost is what it never wrote. */
+		char d[200], when[32];
+		time_t t = (time_t)since;
+		struct tm tm;
+
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
+		snprintf(d, sizeof(d), "the store failed at %s UTC: %s; read-only, data not "
+			 "flushed before may be lost: restart the server on healthy media",
+			 when, strerror(-failed));
+		adm_add(j, "F1", "store", -1, -1, 0, d);
+	}
 	n = orch_store_check(sv->s_store, false, adm_store_finding, j);
 	if (n < 0)
 		return (int)n;

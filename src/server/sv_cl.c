@@ -765,26 +765,38 @@ int sv_cl_readdir(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	return 0;
 }
 
+/*
+ * What this server can really still store, not the store's size at mkfs
+ * (64 GiB by default, whatever the disk): blocks = used + avail, where
+ * avail is the store's free blocks but no more than its host's file
+ * system can give.  Servers sharing that file system each see all of
+ * it, so the reply names it (host_fs) with what it can give, and the
+ * client counts that once (orch_fs_statfs).
+ */
 int sv_cl_statfs(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	uint64_t total, bfree, avail, objects, inodes, next;
+	struct orch_store_space sp;
+	uint64_t inodes, next, avail;
 	struct orch_msg rep;
 	int error;
 
 	(void)m;
 	orch_msg_init(&rep, 0);
-	error = orch_store_statfs(sv->s_store, &total, &bfree, &avail, &objects);
+	error = orch_store_space(sv->s_store, &sp);
 	if (!error)
 		error = orch_meta_counts(sv->s_meta, &inodes, &next);
 	if (!error) {
+		avail = sp.avail / 4096;
 		rep.statfs = (struct orch_statfs){
 			.bsize = 4096,
-			.blocks = total / 4096,
-			.bfree = bfree / 4096,
-			.bavail = avail / 4096,
-			.files = inodes + avail / 4096,
-			.ffree = avail / 4096,
+			.blocks = sp.used / 4096 + avail,
+			.bfree = avail,
+			.bavail = avail,
+			.files = inodes + avail,
+			.ffree = avail,
 			.namemax = ORCH_NAME_MAX,
+			.host_fs = sp.host_fs,
+			.host_bavail = sp.host_fs ? sp.host_avail / 4096 : 0,
 		};
 	}
 	rep.status = error;

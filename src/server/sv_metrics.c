@@ -307,6 +307,9 @@ static void sv_metrics_space(struct orch_buf *b, struct sv_metrics *m,
 		  (double)s->capacity },
 		{ "orchard_store_free_bytes", "gauge", "Free data bytes in the store.",
 		  (double)s->free },
+		{ "orchard_store_failed", "gauge",
+		  "1 if the store failed (an I/O error lost data: read-only until restarted, "
+		  "docs/ADMIN.md), else 0.", s->store_error ? 1.0 : 0.0 },
 		{ "orchard_store_available_bytes", "gauge",
 		  "Free bytes the store can still write (the host's file system may hold less "
 		  "than the store's free blocks).", (double)s->avail },
@@ -449,11 +452,13 @@ static void sv_status_row(struct orch_buf *b, const struct orch_cfg *cfg, unsign
 	bool bad;
 
 	snprintf(addr, sizeof(addr), "%s:%u", sc->host, sc->port);
-	orch_buf_printf(b, "<tr class=\"%s\"><td><b>", s->error ? "down" : "up");
+	orch_buf_printf(b, "<tr class=\"%s\"><td><b>",
+			s->error || s->store_error[0] ? "down" : "up");
 	orch_html_escape(b, sc->name);
 	orch_buf_printf(b, "</b>%s<td>", self ? " (this server)" : "");
 	orch_html_escape(b, addr);
-	orch_buf_printf(b, "<td><span class=\"st\">%s</span>", s->error ? "down" : "up");
+	orch_buf_printf(b, "<td><span class=\"st\">%s</span>",
+			s->error ? "down" : s->store_error[0] ? "failed" : "up");
 	if (s->error) {
 		orch_buf_printf(b, "<td colspan=\"7\">%s</tr>\n", orch_status_why(s->error));
 		return;

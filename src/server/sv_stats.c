@@ -23,10 +23,11 @@ int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 {
 	struct orch_msg rep;
 
-	(void)sv;
 	(void)m;
 	orch_msg_init(&rep, 0);
 	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
+	if (orch_store_failed(sv->s_store, NULL))
+		rep.features = ORCH_PING_STORE_FAILED;
 	sv_reply(r, &rep);
 	return 0;
 }
@@ -118,6 +119,7 @@ void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out)
 	sv_writers_counts(sv, &out->writer_inodes, &out->writer_regs, &out->writer_cuts);
 	orch_store_get_stats(sv->s_store, &out->store);
 	orch_store_statfs(sv->s_store, &out->capacity, &out->free, &out->avail, &out->objects);
+	out->store_error = orch_store_failed(sv->s_store, &out->store_failed_s);
 }
 
 /* --- The JSON ---------------------------------------------------------------------- */
@@ -207,6 +209,12 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "capacity_bytes", s.capacity, true);
 	sv_json_u64(b, "free_bytes", s.free, true);
 	sv_json_u64(b, "avail_bytes", s.avail, true);
+	/* "ok", or "failed": read-only after an I/O error (orch_store_failed). */
+	sv_json_raw(b, "store_state", s.store_error ? "\"failed\"" : "\"ok\"");
+	snprintf(tmp, sizeof(tmp), "\"%s\"",
+		 s.store_error ? orch_errno_name(-s.store_error, ename) : "");
+	sv_json_raw(b, "store_error", tmp);
+	sv_json_u64(b, "store_failed_s", (uint64_t)s.store_failed_s, true);
 	orch_buf_append(b, ", \"errors\": {", 13);
 	first = true;
 	for (int e = 1; e < SV_ERRNO_MAX; e++) {

@@ -34,6 +34,8 @@ struct sv_stats_snap {
 	uint64_t writes_queued;              /* data writes waiting for the store */
 	struct orch_store_stats store;
 	uint64_t capacity, free, avail, objects; /* the store's space, bytes */
+	int store_error;                     /* 0, or why the store failed (read-only) */
+	int64_t store_failed_s;              /* ...since this wall time */
 	struct sv_scrub_last scrub;
 	double requests_per_s;               /* over the last 10 s */
 	uint64_t uptime_ms;

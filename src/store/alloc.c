@@ -6,7 +6,10 @@
  * from a cursor, so a sequential writer gets contiguous blocks and its
  * extents merge; it skips busy blocks, which were freed by a transaction
  * that is not yet durable or that an open snapshot may still read (XFS's
- * busy extents; docs/SPEC-store.md, I20).
+ * busy extents; docs/SPEC-store.md, I20).  It takes free blocks below the
+ * high-water mark before any past it: a sparse blocks file then grows
+ * only when nothing freed can be used again, where a cursor going round
+ * the whole store (64 GiB) left every freed block taking host space.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,15 +60,36 @@ static uint64_t host_avail(struct store_writer *w, bool fresh)
 	return w->w_host_avail;
 }
 
-/* 0 if @blocks new blocks leave the reserve free; -ENOSPC (logged) if not. */
+/* Do @blocks new blocks leave the reserve free on the host? */
+static bool host_space_ok(struct store_writer *w, uint32_t blocks)
+{
+	uint64_t reserve = atomic_load(&w->w_st->st_reserve);
+	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
+
+	return !reserve || host_avail(w, false) >= need || host_avail(w, true) >= need;
+}
+
+static void host_space_reclaim(struct store_writer *w);
+
+/*
+ * 0 if @blocks new blocks leave the reserve free; else the space freed
+ * blocks still hold is given back first (host_space_reclaim), and
+ * -ENOSPC (logged) if that was not enough.
+ */
 static int host_space_check(struct store_writer *w, uint32_t blocks)
 {
 	struct orch_store *st = w->w_st;
 	uint64_t reserve = atomic_load(&st->st_reserve);
-	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
 
-	if (!reserve || host_avail(w, false) >= need || host_avail(w, true) >= need)
+	if (host_space_ok(w, blocks))
 		return 0;
+	if (w->w_nheld || w->w_nbusy) {
+		host_space_reclaim(w);
+		if (orch_store_failed(st, NULL))
+			return -EIO;
+		if (host_space_ok(w, blocks))
+			return 0;
+	}
 	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 			   "store in '%s': no space for new blocks: %llu KiB free on the "
 			   "file system of '%s', %llu KiB kept for the databases (store_reserve)",
@@ -81,32 +105,51 @@ static void host_space_take(struct store_writer *w, uint32_t blocks)
 	w->w_host_avail = w->w_host_avail > b ? w->w_host_avail - b : 0;
 }
 
-/*
- * Gives the host the space of freed blocks back (a hole), once they are
- * no longer busy: their free is durable and no snapshot reads them, and
- * the allocator cannot have handed them out again yet.  Not synced: a
- * punch lost in a crash only leaves the space taken.
- */
-static void host_punch(struct store_writer *w, const struct w_busy *b)
+/* Punches global blocks [g, g + n): true if their space went back to the host. */
+static bool host_punch_range(struct store_writer *w, uint64_t g, uint32_t n)
 {
 	struct orch_store *st = w->w_st;
-	uint64_t reserve = atomic_load(&st->st_reserve);
 	int error;
 
-	if (!st->st_sparse || w->w_no_punch)
-		return;
-	if (b->len < W_PUNCH_MIN_BLOCKS && (!reserve || host_avail(w, false) >= 4 * reserve))
-		return;
-	error = orch_bdev_punch(st, b->g, b->len);
+	if (!st->st_sparse || w->w_no_punch || orch_store_failed(st, NULL))
+		return false;
+	error = orch_bdev_punch(st, g, n);
 	if (error) {
 		if (error == -EOPNOTSUPP) {
 			w->w_no_punch = true;
 			ORCH_INFO("store in '%s': the file system of '%s' cannot punch holes: "
 				  "freed blocks keep their space", st->st_dir, st->st_blocks_path);
 		}
-		return;
+		return false;
 	}
 	w->w_host_ms = 0;   /* look again: the space is back */
+	return true;
+}
+
+static int held_set(struct store_writer *w, uint64_t g, uint32_t n, bool on);
+
+/*
+ * Gives the host the space of freed blocks back (a hole), once they are
+ * no longer busy: their free is durable and no snapshot reads them, and
+ * the allocator cannot have handed them out again yet.  Not synced: a
+ * punch lost in a crash only leaves the space taken until the blocks are
+ * used again.  Short extents wait, held, for the writer to be idle
+ * (orch_alloc_punch_held): the allocator may take them again at once.
+ */
+static void host_punch(struct store_writer *w, const struct w_busy *b)
+{
+	struct orch_store *st = w->w_st;
+	uint64_t reserve = atomic_load(&st->st_reserve);
+
+	if (!st->st_sparse || w->w_no_punch)
+		return;
+	if (b->len < W_PUNCH_MIN_BLOCKS && (!reserve || host_avail(w, false) >= 4 * reserve)) {
+		/* Not held if there is no memory for the map: the space stays
+		 * taken until the blocks are used again, as after a crash. */
+		(void)held_set(w, b->g, b->len, true);
+		return;
+	}
+	host_punch_range(w, b->g, b->len);
 }
 
 struct w_agdelta *orch_alloc_agd(struct store_writer *w, uint32_t ag)
@@ -142,7 +185,9 @@ int orch_alloc_busy_init(struct store_writer *w)
 
 	w->w_busy_bits = calloc(n, sizeof(*w->w_busy_bits));
 	w->w_busy_cnt = calloc(n, sizeof(*w->w_busy_cnt));
-	return w->w_busy_bits && w->w_busy_cnt ? 0 : -ENOMEM;
+	w->w_held_bits = calloc(n, sizeof(*w->w_held_bits));
+	w->w_held_cnt = calloc(n, sizeof(*w->w_held_cnt));
+	return w->w_busy_bits && w->w_busy_cnt && w->w_held_bits && w->w_held_cnt ? 0 : -ENOMEM;
 }
 
 static bool bit_get(const uint64_t *bits, uint32_t b)
@@ -168,10 +213,16 @@ static uint32_t bit_find(const uint64_t *bits, uint32_t b, uint32_t end, bool wa
 	return end;
 }
 
-/* Sets (or clears) the bits of AG blocks [b, b + len). */
-static int bits_set(struct store_writer *w, uint32_t ag, uint32_t b, uint32_t len, bool on)
+/*
+ * Sets (or clears) the bits of AG blocks [b, b + len) in the map of AG
+ * @ag in @maps, made on first use and freed when empty; @cnt[ag] counts
+ * its bits set.  Returns the number of bits changed, or -ENOMEM.
+ */
+static int64_t map_set(struct store_writer *w, uint64_t **maps, uint32_t *cnt, uint32_t ag,
+		       uint32_t b, uint32_t len, bool on)
 {
-	uint64_t *bits = w->w_busy_bits[ag];
+	uint64_t *bits = maps[ag];
+	int64_t changed = 0;
 
 	if (!bits) {
 		if (!on)
@@ -179,21 +230,31 @@ static int bits_set(struct store_writer *w, uint32_t ag, uint32_t b, uint32_t le
 		bits = calloc((w->w_st->st_ag_blocks + 63) / 64, sizeof(*bits));
 		if (!bits)
 			return -ENOMEM;
-		w->w_busy_bits[ag] = bits;
+		maps[ag] = bits;
 	}
-	for (uint32_t i = b; i < b + len; i++) {
-		if (on)
-			bits[i / 64] |= 1ull << (i % 64);
-		else
-			bits[i / 64] &= ~(1ull << (i % 64));
+	for (uint32_t i = b; i < b + len;) {
+		uint32_t k = i % 64, n = ORCH_MIN(64 - k, b + len - i);
+		uint64_t mask = (n == 64 ? ~0ull : (1ull << n) - 1) << k;
+		uint64_t old = bits[i / 64];
+
+		bits[i / 64] = on ? old | mask : old & ~mask;
+		changed += __builtin_popcountll(old ^ bits[i / 64]);
+		i += n;
 	}
 	if (on) {
-		w->w_busy_cnt[ag] += len;
-	} else if ((w->w_busy_cnt[ag] -= len) == 0) {
+		cnt[ag] += (uint32_t)changed;
+	} else if ((cnt[ag] -= (uint32_t)changed) == 0) {
 		free(bits);
-		w->w_busy_bits[ag] = NULL;
+		maps[ag] = NULL;
 	}
-	return 0;
+	return changed;
+}
+
+static int bits_set(struct store_writer *w, uint32_t ag, uint32_t b, uint32_t len, bool on)
+{
+	int64_t n = map_set(w, w->w_busy_bits, w->w_busy_cnt, ag, b, len, on);
+
+	return n < 0 ? (int)n : 0;
 }
 
 static int busy_unset(struct store_writer *w, const struct w_busy *b)
@@ -202,6 +263,26 @@ static int busy_unset(struct store_writer *w, const struct w_busy *b)
 
 	return bits_set(w, (uint32_t)(b->g >> st->st_ag_shift),
 			(uint32_t)(b->g & (st->st_ag_blocks - 1)), b->len, false);
+}
+
+/* Marks (or unmarks) global blocks [g, g + n), all in one AG, as held. */
+static int held_set(struct store_writer *w, uint64_t g, uint32_t n, bool on)
+{
+	struct orch_store *st = w->w_st;
+	uint32_t ag = (uint32_t)(g >> st->st_ag_shift);
+	int64_t c;
+
+	if (!on && !w->w_held_cnt[ag])
+		return 0;
+	c = map_set(w, w->w_held_bits, w->w_held_cnt, ag, (uint32_t)(g & (st->st_ag_blocks - 1)),
+		    n, on);
+	if (c < 0)
+		return (int)c;
+	if (on)
+		w->w_nheld += (uint64_t)c;
+	else
+		w->w_nheld -= (uint64_t)c;
+	return 0;
 }
 
 static int busy_add(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t len)
@@ -281,20 +362,77 @@ void orch_alloc_busy_release(struct store_writer *w)
 		busy_unset(w, &w->w_busy[w->w_bhead]);
 		w->w_bhead = (w->w_bhead + 1) % w->w_capbusy;
 		w->w_nbusy--;
+		w->w_reuse_none = false;   /* something below the mark may be free now */
 	}
+}
+
+bool orch_alloc_punch_held(struct store_writer *w, size_t max)
+{
+	struct orch_store *st = w->w_st;
+	size_t runs = 0;
+
+	for (uint32_t ag = 0; ag < st->st_ag_count && w->w_nheld; ag++) {
+		uint32_t b = 0, end = store_ag_len(st, ag);
+
+		while (w->w_held_bits[ag] && b < end) {
+			uint32_t s = bit_find(w->w_held_bits[ag], b, end, true), e;
+
+			if (s >= end)
+				break;
+			if (runs++ >= max)
+				return true;
+			e = bit_find(w->w_held_bits[ag], s, end, false);
+			host_punch_range(w, store_gblock(st, ag, s), e - s);
+			held_set(w, store_gblock(st, ag, s), e - s, false);
+			b = e;
+		}
+	}
+	return w->w_nheld != 0;
+}
+
+/*
+ * The host is short of space for new blocks: gives it back what freed
+ * blocks still hold, at once, rather than answering ENOSPC to a write
+ * that comes right after a delete.  Held blocks are punched; busy ones
+ * are made durable (a sync, only on the way to ENOSPC, as when the store
+ * itself is full of busy blocks), then released (and punched: the host is
+ * short) as soon as no read can see them, waiting about a second at most
+ * for reads in progress.  Frees of the transaction still open stay busy.
+ */
+static void host_space_reclaim(struct store_writer *w)
+{
+	struct orch_store *st = w->w_st;
+	unsigned int waits = 0;
+
+	if (w->w_nbusy && !orch_store_sync(st)) {
+		for (;;) {
+			w->w_rel_durable = UINT64_MAX;
+			orch_alloc_busy_release(w);
+			if (!w->w_nbusy || waits++ >= STORE_ALLOC_WAITS ||
+			    !orch_snap_wait_end(st, 10))
+				break;
+		}
+	}
+	orch_alloc_punch_held(w, SIZE_MAX);
 }
 
 void orch_alloc_busy_free(struct store_writer *w)
 {
-	if (w->w_busy_bits)
-		for (uint32_t i = 0; i < w->w_st->st_ag_count; i++)
+	for (uint32_t i = 0; i < w->w_st->st_ag_count; i++) {
+		if (w->w_busy_bits)
 			free(w->w_busy_bits[i]);
+		if (w->w_held_bits)
+			free(w->w_held_bits[i]);
+	}
 	free(w->w_busy_bits);
 	free(w->w_busy_cnt);
+	free(w->w_held_bits);
+	free(w->w_held_cnt);
 	free(w->w_busy);
 	free(w->w_pend);
-	w->w_busy_bits = NULL;
-	w->w_busy_cnt = NULL;
+	w->w_busy_bits = w->w_held_bits = NULL;
+	w->w_busy_cnt = w->w_held_cnt = NULL;
+	w->w_nheld = 0;
 	w->w_busy = w->w_pend = NULL;
 	w->w_nbusy = w->w_npend = w->w_capbusy = w->w_cappend = 0;
 }
@@ -335,12 +473,12 @@ static int fs_del(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_t 
 }
 
 /*
- * In AG @ag from block @from on, the first free run not busy: *@s and
- * *@len (0 if none; at most @want), and the free record (*@ra, *@rl) that
- * holds it.
+ * In AG @ag from block @from on, the first free run not busy that starts
+ * before block @end: *@s and *@len (0 if none; at most @want), and the
+ * free record (*@ra, *@rl) that holds it.
  */
-static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t want,
-		    uint32_t *s, uint32_t *len, uint32_t *ra, uint32_t *rl)
+static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t end,
+		    uint32_t want, uint32_t *s, uint32_t *len, uint32_t *ra, uint32_t *rl)
 {
 	sqlite3_stmt *q;
 	int rc;
@@ -372,6 +510,10 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 
 			if (x < e && bit_get(bits, x))
 				x = bit_find(bits, x, e, false);
+			if (x >= end && x < e) {
+				sqlite3_reset(q);   /* past the end, and the next records too */
+				return 0;
+			}
 			if (x < e) {
 				*s = x;
 				/* Look no further than needed: free extents can be huge. */
@@ -389,29 +531,114 @@ static int find_run(struct store_writer *w, uint32_t ag, uint32_t from, uint32_t
 	return 0;
 }
 
+/* Takes blocks [s, s + min(want, len)) of free record (ra, rl) of AG @ag. */
+static int take_run(struct store_writer *w, uint32_t ag, uint32_t want, uint32_t s,
+		    uint32_t len, uint32_t ra, uint32_t rl, uint32_t *agp, uint32_t *agbnop,
+		    uint32_t *got)
+{
+	struct orch_store *st = w->w_st;
+	uint32_t take = ORCH_MIN(want, len);
+	struct w_agdelta *d = orch_alloc_agd(w, ag);
+	uint64_t end;
+	int error;
+
+	if (!d)
+		return -ENOMEM;
+	error = fs_del(w, ag, ra, rl);
+	if (!error && s > ra)
+		error = fs_ins(w, ag, ra, s - ra);
+	if (!error && s + take < ra + rl)
+		error = fs_ins(w, ag, s + take, ra + rl - (s + take));
+	if (error)
+		return error;
+	d->freeblks -= take;
+	d->nfree += (s > ra) + (s + take < ra + rl) - 1;
+	*agp = ag;
+	*agbnop = s;
+	*got = take;
+	end = store_gblock(st, ag, s) + take;
+	w->w_cursor = end;
+	if (end > w->w_hwm)
+		w->w_hwm = end;
+	held_set(w, store_gblock(st, ag, s), take, false);
+	host_space_take(w, take);
+	return 0;
+}
+
+/*
+ * Next-fit over global blocks [@start, @end) only: the first free run not
+ * busy that starts there.  *@len 0 if none.
+ */
+static int find_below(struct store_writer *w, uint64_t start, uint64_t end, uint32_t want,
+		      uint32_t *ag, uint32_t *s, uint32_t *len, uint32_t *ra, uint32_t *rl)
+{
+	struct orch_store *st = w->w_st;
+
+	*len = 0;
+	for (uint64_t g = start; g < end;) {
+		uint32_t a = (uint32_t)(g >> st->st_ag_shift);
+		uint64_t ag_start = (uint64_t)a << st->st_ag_shift;
+		uint64_t ag_end = ag_start + store_ag_len(st, a);
+		int error;
+
+		if (a >= st->st_ag_count)
+			break;
+		error = find_run(w, a, (uint32_t)(g - ag_start),
+				 (uint32_t)(ORCH_MIN(end, ag_end) - ag_start), want, s, len, ra, rl);
+		if (error || *len) {
+			*ag = a;
+			return error;
+		}
+		g = ag_start + st->st_ag_blocks;
+	}
+	return 0;
+}
+
+/*
+ * Free blocks below the high-water mark are used first, next-fit from the
+ * cursor and round to the start of the store: only when none is free and
+ * not busy does the allocation go past the mark, growing a sparse blocks
+ * file.  A pass that found nothing is not made again until busy blocks
+ * are released (every flush, while frees come), so a sequential writer
+ * growing the file pays for one failed pass per release at most: two
+ * index lookups per AG below the mark when nothing there is free.
+ */
 int orch_alloc_extent(struct store_writer *w, uint32_t want, uint32_t *agp, uint32_t *agbnop,
 	    uint32_t *got)
 {
 	struct orch_store *st = w->w_st;
-	uint32_t ag = (uint32_t)(w->w_cursor >> st->st_ag_shift);
-	uint32_t from = (uint32_t)(w->w_cursor & (st->st_ag_blocks - 1));
+	uint64_t at = w->w_hwm;   /* past it every block is free: grow from there */
+	uint32_t ag = (uint32_t)(at >> st->st_ag_shift);
+	uint32_t from = (uint32_t)(at & (st->st_ag_blocks - 1));
 	unsigned int waits = 0;
 	bool synced = false;
 	int error;
 
-	if (ag >= st->st_ag_count) {
-		ag = 0;
-		from = 0;
-	}
 	want = ORCH_MIN(want, st->st_maxext);
 	error = host_space_check(w, want);
 	if (error)
 		return error;
-	for (uint32_t tries = 0; tries <= st->st_ag_count; tries++) {
-		uint32_t s, len, ra, rl, take;
-		struct w_agdelta *d;
+	if (!w->w_reuse_none && w->w_hwm > 0) {
+		uint64_t c = w->w_cursor < w->w_hwm ? w->w_cursor : 0;
+		uint32_t a = 0, s, len, ra, rl;
 
-		error = find_run(w, ag, from, want, &s, &len, &ra, &rl);
+		error = find_below(w, c, w->w_hwm, want, &a, &s, &len, &ra, &rl);
+		if (!error && !len && c > 0)
+			error = find_below(w, 0, c, want, &a, &s, &len, &ra, &rl);
+		if (error)
+			return error;
+		if (len)
+			return take_run(w, a, want, s, len, ra, rl, agp, agbnop, got);
+		w->w_reuse_none = true;
+	}
+	if (ag >= st->st_ag_count) {
+		ag = 0;
+		from = 0;
+	}
+	for (uint32_t tries = 0; tries <= st->st_ag_count; tries++) {
+		uint32_t s, len, ra, rl;
+
+		error = find_run(w, ag, from, UINT32_MAX, want, &s, &len, &ra, &rl);
 
 		if (error)
 			return error;
@@ -439,27 +666,34 @@ int orch_alloc_extent(struct store_writer *w, uint32_t want, uint32_t *agp, uint
 			tries = 0;
 			continue;
 		}
-		take = ORCH_MIN(want, len);
-		d = orch_alloc_agd(w, ag);
-		if (!d)
-			return -ENOMEM;
-		error = fs_del(w, ag, ra, rl);
-		if (!error && s > ra)
-			error = fs_ins(w, ag, ra, s - ra);
-		if (!error && s + take < ra + rl)
-			error = fs_ins(w, ag, s + take, ra + rl - (s + take));
-		if (error)
-			return error;
-		d->freeblks -= take;
-		d->nfree += (s > ra) + (s + take < ra + rl) - 1;
-		*agp = ag;
-		*agbnop = s;
-		*got = take;
-		w->w_cursor = store_gblock(st, ag, s) + take;
-		host_space_take(w, take);
-		return 0;
+		return take_run(w, ag, want, s, len, ra, rl, agp, agbnop, got);
 	}
 	return -ENOSPC;
+}
+
+int orch_alloc_hwm_init(struct store_writer *w)
+{
+	struct orch_store *st = w->w_st;
+
+	w->w_hwm = 0;
+	w->w_reuse_none = false;
+	for (uint32_t ag = st->st_ag_count; ag-- > 0;) {
+		uint32_t end = store_ag_len(st, ag), a = 0, l = 0;
+		int rc = orch_writer_row(w, ORCH_REC_FSB_LE, W_ARGS(ag, end));
+
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			fsb_from_row(w->w_sq.q_stmt[ORCH_REC_FSB_LE], &a, &l);
+			orch_rec_reset(&w->w_sq, ORCH_REC_FSB_LE);
+		}
+		if (rc && a + l == end && a == 0)
+			continue;   /* the whole AG is free */
+		w->w_hwm = ((uint64_t)ag << st->st_ag_shift) + (rc && a + l == end ? a : end);
+		break;
+	}
+	w->w_cursor = ORCH_MIN(w->w_cursor, w->w_hwm);
+	return 0;
 }
 
 /* Returns AG blocks [agbno, agbno + len) to free space, merged with their neighbours. */
@@ -511,6 +745,13 @@ static int free_run(struct store_writer *w, uint32_t ag, uint32_t agbno, uint32_
 	error = fs_ins(w, ag, start, end - start);
 	if (error)
 		return error;
+	if (end == store_ag_len(w->w_st, ag)) {
+		/* Free to the end of the AG: the mark may come down to here. */
+		uint64_t ag_start = (uint64_t)ag << w->w_st->st_ag_shift;
+
+		if (ag_start + start < w->w_hwm && w->w_hwm <= ag_start + end)
+			w->w_hwm = ag_start + start;
+	}
 	d->freeblks += len;
 	d->nfree += 1 - merged;
 	/* Their checksums go with them. */

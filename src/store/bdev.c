@@ -1,13 +1,17 @@
 /*
  * Block I/O of the blocks file, and the crash-test kill points: every read,
  * write, punch and sync of the store's data goes through here, so tests
- * can see (the power-cut shim, common/pcut) and stop (ORCH_STORE_KILL) the
- * store between the steps its durability depends on.
+ * can see (the power-cut shim, common/pcut), stop (ORCH_STORE_KILL) and
+ * fail (ORCH_STORE_EIO) the store between the steps its durability
+ * depends on.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,6 +61,65 @@ void orch_bdev_killpoint(enum orch_killpoint point)
 	}
 }
 
+/* --- Injected I/O errors ---------------------------------------------------------- */
+
+/*
+ * ORCH_STORE_EIO=OP[,OP...][@PATH] (common/fault.def): the reads, writes
+ * or syncs of the blocks file fail with EIO, always, or while the file
+ * PATH exists, so a test can start and stop the errors of a running
+ * server as a failing disk would.  Read at open; one branch when unset.
+ */
+#define BDEV_EIO_READ 1u
+#define BDEV_EIO_WRITE 2u
+#define BDEV_EIO_SYNC 4u
+
+static unsigned int eio_ops;
+static char eio_path[PATH_MAX];
+
+void orch_bdev_eio_init(void)
+{
+	static const struct { const char *name; unsigned int bit; } ops[] = {
+		{ "read", BDEV_EIO_READ }, { "write", BDEV_EIO_WRITE }, { "sync", BDEV_EIO_SYNC },
+	};
+	const char *e = orch_fault_env(ORCH_FAULT_STORE_EIO), *at;
+	unsigned int bits = 0;
+
+	eio_ops = 0;
+	eio_path[0] = '\0';
+	if (!e)
+		return;
+	at = strchr(e, '@');
+	for (const char *p = e; p < (at ? at : e + strlen(e));) {
+		size_t n = strcspn(p, ",@");
+		unsigned int bit = 0;
+
+		for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+			if (strlen(ops[k].name) == n && strncmp(p, ops[k].name, n) == 0)
+				bit = ops[k].bit;
+		if (!bit) {
+			ORCH_WARN("store: ORCH_STORE_EIO names no operation: '%s'", e);
+			return;
+		}
+		bits |= bit;
+		p += n + (p[n] == ',');
+	}
+	if (at && snprintf(eio_path, sizeof(eio_path), "%s", at + 1) >= (int)sizeof(eio_path)) {
+		ORCH_WARN("store: ORCH_STORE_EIO: path too long: '%s'", e);
+		eio_path[0] = '\0';
+		return;
+	}
+	eio_ops = bits;
+	ORCH_WARN("store: test hook ORCH_STORE_EIO='%s': I/O errors will be injected", e);
+}
+
+/* True if operation @op must fail now (ORCH_STORE_EIO). */
+static bool eio_now(unsigned int op)
+{
+	if (__builtin_expect(!(eio_ops & op), 1))
+		return false;
+	return !eio_path[0] || access(eio_path, F_OK) == 0;
+}
+
 /* --- Block I/O --------------------------------------------------------------------- */
 
 int orch_bdev_read(struct orch_store *st, uint64_t gblock, uint32_t n, void *buf)
@@ -64,6 +127,8 @@ int orch_bdev_read(struct orch_store *st, uint64_t gblock, uint32_t n, void *buf
 	size_t len = (size_t)n * ORCH_STORE_BLOCK, done = 0;
 	off_t off = (off_t)(gblock * ORCH_STORE_BLOCK);
 
+	if (eio_now(BDEV_EIO_READ))
+		return -EIO;
 	while (done < len) {
 		ssize_t r = pread(st->st_blocks_fd, (char *)buf + done, len - done,
 				  off + (off_t)done);
@@ -88,13 +153,22 @@ int orch_bdev_write(struct orch_store *st, uint64_t gblock, uint32_t n, const vo
 
 	orch_pcut_write_fd(st->st_blocks_fd, (uint64_t)off, len);
 	while (done < len) {
-		ssize_t r = pwrite(st->st_blocks_fd, (const char *)buf + done,
-				   len - done, off + (off_t)done);
+		ssize_t r = eio_now(BDEV_EIO_WRITE) ? (errno = EIO, -1) :
+			    pwrite(st->st_blocks_fd, (const char *)buf + done, len - done,
+				   off + (off_t)done);
 
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0)
-			return -errno;
+		if (r < 0) {
+			int error = -errno;
+
+			/* Its operation fails and changes nothing; no room is no news. */
+			if (error != -ENOSPC && error != -EDQUOT)
+				ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "store in '%s': cannot write "
+						   "blocks %" PRIu64 "+%u: %s", st->st_dir,
+						   gblock, n, strerror(-error));
+			return error;
+		}
 		done += (size_t)r;
 	}
 	/* Counted once written: a flush that saw the count before it began
@@ -116,5 +190,7 @@ int orch_bdev_punch(struct orch_store *st, uint64_t gblock, uint32_t n)
 
 int orch_bdev_sync(struct orch_store *st)
 {
+	if (eio_now(BDEV_EIO_SYNC))
+		return -EIO;
 	return fdatasync(st->st_blocks_fd) < 0 ? -errno : 0;
 }

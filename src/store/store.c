@@ -554,10 +554,16 @@ int orch_store_sync(struct orch_store *st)
 		st->st_sync_done = gen;
 		st->st_stats.syncs++;
 		if (error) {
-			if (!st->st_sync_err)
-				ORCH_ERR("store in '%s': flush failed, data may be lost: %s",
+			if (!st->st_sync_err) {
+				ORCH_ERR("store in '%s' failed: cannot flush its blocks or its WAL: "
+					 "%s: read-only from now on, data not yet flushed may be "
+					 "lost; restart the server on healthy media "
+					 "(docs/ADMIN.md, \"Disk errors\")",
 					 st->st_dir, strerror(-error));
-			st->st_sync_err = error;
+				st->st_sync_err = error;
+				st->st_failed_s = (int64_t)time(NULL);
+				atomic_store(&st->st_failed, error);
+			}
 		} else if (st->st_sync_upto > st->st_durable) {
 			st->st_durable = st->st_sync_upto;
 		}
@@ -581,6 +587,22 @@ int orch_store_sync(struct orch_store *st)
 	pthread_mutex_unlock(&st->st_seq_lock);
 	return error;
 }
+
+int orch_store_failed(struct orch_store *st, int64_t *since_s)
+{
+	int error;
+
+	if (!atomic_load(&st->st_failed))
+		return 0;
+	pthread_mutex_lock(&st->st_seq_lock);
+	error = st->st_sync_err;
+	if (since_s)
+		*since_s = st->st_failed_s;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	return error;
+}
+
+static uint64_t store_host_fs(dev_t dev);
 
 /* --- Open and close ----------------------------------------------------------------------- */
 
@@ -699,6 +721,7 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		pthread_condattr_destroy(&ca);
 	}
 	orch_bdev_killpoint_init();
+	orch_bdev_eio_init();
 	error = orch_pcut_vfs_register();
 	if (error)
 		goto fail;
@@ -738,6 +761,8 @@ int orch_store_open(const char *data_dir, struct orch_store **out)
 		goto fail;
 	}
 	st->st_sparse = S_ISREG(stb.st_mode);
+	if (st->st_sparse)
+		st->st_host_fs = store_host_fs(stb.st_dev);
 	orch_store_set_reserve(st, ORCH_STORE_RESERVE_AUTO);
 	error = store_load_geometry(st);
 	if (error)
@@ -788,32 +813,73 @@ void orch_store_set_reserve(struct orch_store *st, uint64_t bytes)
 	atomic_store(&st->st_reserve, bytes);
 }
 
+/*
+ * Names the file system under a sparse blocks file on this host: FNV-1a
+ * of the kernel's boot id (random per boot: distinct hosts differ, the
+ * containers of one kernel agree) and the device number.  Never 0.
+ */
+static uint64_t store_host_fs(dev_t dev)
+{
+	char boot[64] = "";
+	uint64_t h = 0xcbf29ce484222325ull;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(boot, 1, sizeof(boot) - 1, f);
+		fclose(f);
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)boot[i]) * 0x100000001b3ull;
+	for (size_t i = 0; i < sizeof(uint64_t); i++)
+		h = (h ^ (((uint64_t)dev >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+int orch_store_space(struct orch_store *st, struct orch_store_space *out)
+{
+	uint64_t reserve = atomic_load(&st->st_reserve);
+
+	*out = (struct orch_store_space){ .total = (st->st_blocks - 1) * ORCH_STORE_BLOCK,
+					  .host_avail = UINT64_MAX };
+	pthread_mutex_lock(&st->st_seq_lock);
+	out->free = st->st_freeblks * ORCH_STORE_BLOCK;
+	out->objects = st->st_objects;
+	pthread_mutex_unlock(&st->st_seq_lock);
+	out->free = ORCH_MIN(out->free, out->total);
+	out->used = out->total - out->free;
+	if (st->st_sparse) {
+		struct statvfs sv;
+		uint64_t b;
+
+		if (fstatvfs(st->st_blocks_fd, &sv) < 0)
+			return -errno;
+		/* The allocator refuses blocks that would eat into the reserve. */
+		b = (uint64_t)sv.f_bavail * sv.f_frsize;
+		out->host_avail = b > reserve ? b - reserve : 0;
+		out->host_fs = st->st_host_fs;
+	}
+	out->avail = ORCH_MIN(out->free, out->host_avail);
+	if (orch_store_failed(st, NULL))
+		out->avail = 0;   /* it stores nothing more */
+	return 0;
+}
+
 int orch_store_statfs(struct orch_store *st, uint64_t *total, uint64_t *free_bytes,
 		      uint64_t *avail, uint64_t *objects)
 {
-	uint64_t freeb, objs, av;
+	struct orch_store_space sp;
+	int error = orch_store_space(st, &sp);
 
-	pthread_mutex_lock(&st->st_seq_lock);
-	freeb = st->st_freeblks * ORCH_STORE_BLOCK;
-	objs = st->st_objects;
-	pthread_mutex_unlock(&st->st_seq_lock);
-	av = freeb;
-	if (st->st_sparse) {
-		struct statvfs sv;
-
-		if (fstatvfs(st->st_blocks_fd, &sv) == 0 &&
-		    (uint64_t)sv.f_bavail * sv.f_frsize < av)
-			av = (uint64_t)sv.f_bavail * sv.f_frsize;
-	}
 	if (total)
-		*total = (st->st_blocks - 1) * ORCH_STORE_BLOCK;
+		*total = sp.total;
 	if (free_bytes)
-		*free_bytes = freeb;
+		*free_bytes = sp.free;
 	if (avail)
-		*avail = av;
+		*avail = sp.avail;
 	if (objects)
-		*objects = objs;
-	return 0;
+		*objects = sp.objects;
+	return error;
 }
 
 void orch_store_get_stats(struct orch_store *st, struct orch_store_stats *out)

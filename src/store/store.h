@@ -333,12 +333,50 @@ void orch_store_snap_end(struct orch_store_snap *sn);
  */
 int orch_store_sync(struct orch_store *st);
 
+/*
+ * A store whose flush failed (an fdatasync of the blocks, or the sync of
+ * its WAL: data the kernel could not write back, which is lost) has
+ * failed: it is read-only until it is opened again.  Every mutation then
+ * fails with -EIO without touching the disk, every orch_store_sync()
+ * returns the error that failed it, and reads go on (data written since
+ * the last successful sync may read as it was before, or fail its
+ * checksum).  One line at ERR says so when it happens.  Returns 0 while
+ * the store is healthy, else that error (-EIO, -ENOSPC, ...), with the
+ * wall time of the failure in *@since_s (may be NULL).  Any thread.
+ *
+ * A data write that fails (pwrite) fails only its own operation, which
+ * changes nothing, and is logged; the store goes on.
+ */
+int orch_store_failed(struct orch_store *st, int64_t *since_s);
+
 /* --- Space and statistics --------------------------------------------------- */
 
 /*
- * Space in bytes: @total (data blocks of the store), @free_bytes (free
- * blocks), @avail (free blocks, but no more than the file system under a
- * sparse blocks file can still hold), and the number of objects.  Any
+ * The store's space in bytes, and what its host can still give it.  A
+ * sparse blocks file takes host space only for the blocks in use, and
+ * several stores may share one file system: what they can still store
+ * together is their free blocks, but no more than that file system can
+ * give (once), which the caller works out from @host_fs and @host_avail
+ * (orch_fs_statfs).
+ */
+struct orch_store_space {
+	uint64_t total;       /* data blocks of the store (its size at mkfs) */
+	uint64_t used;        /* ...in use: total - free */
+	uint64_t free;        /* free blocks of the store */
+	uint64_t host_avail;  /* what the file system under a sparse blocks file can
+				 still give new blocks (after store_reserve);
+				 UINT64_MAX on a block device */
+	uint64_t host_fs;     /* that file system on this host, never 0; 0 on a device */
+	uint64_t avail;       /* what this store can still write: min(free, host_avail),
+				 0 once the store failed (orch_store_failed) */
+	uint64_t objects;
+};
+
+/* Fills @out.  Returns 0, or the error of fstatvfs (@out holds the rest).  Any thread. */
+int orch_store_space(struct orch_store *st, struct orch_store_space *out);
+
+/*
+ * orch_store_space()'s @total, @free_bytes, @avail and objects.  Any
  * output pointer may be NULL.
  */
 int orch_store_statfs(struct orch_store *st, uint64_t *total,

@@ -101,6 +101,7 @@ struct orch_store {
 	int st_blocks_fd;
 	int st_lock_fd;               /* flock()ed: one opener at a time */
 	bool st_sparse;               /* blocks is a regular file */
+	uint64_t st_host_fs;          /* ...on this file system of this host (orch_store_space) */
 
 	/* Geometry, fixed at mkfs. */
 	uint32_t st_ag_blocks, st_ag_shift, st_ag_count, st_maxext;
@@ -124,7 +125,9 @@ struct orch_store {
 	 * st_sync_upto durable.  Before that, it covers every commit made. */
 	bool st_sync_captured;
 	uint64_t st_sync_upto;
-	int st_sync_err;              /* sticky: a flush failed */
+	int st_sync_err;              /* sticky: a flush failed (the store failed) */
+	int64_t st_failed_s;          /* ...at this wall time */
+	atomic_int st_failed;         /* st_sync_err, read without the lock */
 	/* Callers of orch_store_sync waiting for flush generation g sleep on
 	 * st_sync_cv[g % 2], so the end of one flush wakes only its own. */
 	pthread_cond_t st_sync_cv[2];
@@ -240,6 +243,8 @@ int orch_bdev_sync(struct orch_store *st);
  */
 void orch_bdev_killpoint_init(void);
 void orch_bdev_killpoint(enum orch_killpoint point);
+/* Test hook (common/fault.def): ORCH_STORE_EIO, read at open. */
+void orch_bdev_eio_init(void);
 
 /*
  * The checksums of every block of write @op, if its submitter computes

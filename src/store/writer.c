@@ -30,6 +30,8 @@
 #include "common/util.h"
 #include "store/writer_i.h"
 
+/* Runs of held blocks punched by an idle writer before it looks for work again. */
+#define W_PUNCH_BATCH 256
 /* Operations applied in one transaction at most. */
 #define W_BATCH_MAX 512
 /* ...or this many bytes of data written. */
@@ -1079,6 +1081,9 @@ static void wal_prefetch(struct store_writer *w)
 
 static int txn_begin(struct store_writer *w)
 {
+	/* A failed store changes nothing more (orch_store_failed). */
+	if (atomic_load_explicit(&w->w_st->st_failed, memory_order_relaxed))
+		return -EIO;
 	wal_prefetch(w);
 	orch_alloc_busy_release(w);
 	w->w_dobjects = w->w_dfree = 0;
@@ -1504,12 +1509,13 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&w->w_lock);
 	for (;;) {
 		struct orch_store_op *list;
+		bool more = false;
 
 		while (!w->w_head && !w->w_stop) {
 			struct timespec ts;
 
 			w->w_idle = true;
-			if (!w->w_nbusy) {
+			if (!more && !w->w_nbusy && !w->w_nheld) {
 				pthread_cond_wait(&w->w_cv, &w->w_lock);
 				continue;
 			}
@@ -1518,19 +1524,25 @@ static void *writer_main(void *arg)
 			 * at the next transaction: look again every 200 ms while
 			 * there are some, so that their space comes back to the
 			 * host (host_punch) without waiting for the next write.
+			 * Short freed extents are punched here too, once nothing
+			 * came for 200 ms, in batches between which a new
+			 * operation is taken first (orch_alloc_punch_held).
 			 */
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += 200 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
+			if (!more) {
+				clock_gettime(CLOCK_MONOTONIC, &ts);
+				ts.tv_nsec += 200 * 1000000L;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) != ETIMEDOUT ||
+				    w->w_head || w->w_stop)
+					continue;
 			}
-			if (pthread_cond_timedwait(&w->w_cv, &w->w_lock, &ts) == ETIMEDOUT &&
-			    !w->w_head && !w->w_stop) {
-				pthread_mutex_unlock(&w->w_lock);
-				orch_alloc_busy_release(w);
-				pthread_mutex_lock(&w->w_lock);
-			}
+			pthread_mutex_unlock(&w->w_lock);
+			orch_alloc_busy_release(w);
+			more = orch_alloc_punch_held(w, W_PUNCH_BATCH);
+			pthread_mutex_lock(&w->w_lock);
 		}
 		w->w_idle = false;
 		if (!w->w_head)
@@ -1694,6 +1706,8 @@ int orch_writer_start(struct orch_store *st)
 		error = work_resume(w);
 	if (!error)
 		error = load_counters(w);
+	if (!error)
+		error = orch_alloc_hwm_init(w);
 	if (!error) {
 		error = -pthread_create(&w->w_thread, NULL, writer_main, w);
 		w->w_started = !error;
@@ -1717,6 +1731,16 @@ void orch_writer_stop(struct orch_store *st)
 	pthread_mutex_unlock(&w->w_lock);
 	if (w->w_started)
 		pthread_join(w->w_thread, NULL);
+	/*
+	 * What was freed last goes back to the host before the store closes:
+	 * the frees made durable, no snapshot open (none may be, now), every
+	 * held block punched.  A store that failed keeps what it has.
+	 */
+	if (w->w_started && (w->w_nbusy || w->w_nheld) && !orch_store_sync(st)) {
+		w->w_rel_durable = UINT64_MAX;
+		orch_alloc_busy_release(w);
+		orch_alloc_punch_held(w, SIZE_MAX);
+	}
 	st->st_writer = NULL;
 	writer_free(w);
 }

@@ -52,6 +52,16 @@ struct store_writer {
 
 	/* Allocation. */
 	uint64_t w_cursor;            /* next-fit: global block to try next */
+	/*
+	 * High-water mark: every block at or past it is free (and, in a
+	 * sparse blocks file, a hole or punched), so allocating there grows
+	 * the host file.  The allocator takes blocks below it first
+	 * (orch_alloc_extent); a hint, raised by allocations and lowered
+	 * when a free reaches it, never wrong for correctness.
+	 */
+	uint64_t w_hwm;
+	bool w_reuse_none;            /* a pass below w_hwm found nothing since the
+					 last release of busy blocks */
 	uint64_t **w_busy_bits;       /* per AG, a bit per busy block (or NULL) */
 	uint32_t *w_busy_cnt;         /* per AG, busy blocks */
 	struct w_busy *w_busy;        /* committed frees, oldest first (a ring) */
@@ -59,6 +69,15 @@ struct store_writer {
 	struct w_busy *w_pend;        /* frees of the open transaction */
 	size_t w_npend, w_cappend;
 	uint64_t w_rel_durable, w_rel_oldest;  /* last release pass saw these */
+	/*
+	 * Free blocks, no longer busy, whose host space was not given back
+	 * yet (extents too short to punch at once): per AG a bit per block
+	 * (or NULL), punched in batches when the writer is idle, and
+	 * cleared when the allocator hands a block out again.
+	 */
+	uint64_t **w_held_bits;
+	uint32_t *w_held_cnt;
+	uint64_t w_nheld;
 	/*
 	 * Records in refc and bad, or more: raised before a transaction adds
 	 * one and lowered only by reopening, so 0 (the fast path: nothing is
@@ -133,5 +152,12 @@ void orch_alloc_busy_commit(struct store_writer *w, uint64_t seq);
 /* Returns busy blocks that no snapshot can see and that are durable. */
 void orch_alloc_busy_release(struct store_writer *w);
 void orch_alloc_busy_free(struct store_writer *w);
+/* Finds the high-water mark in store.db (at start, after work_resume). */
+int orch_alloc_hwm_init(struct store_writer *w);
+/*
+ * Gives the host the space of up to @max runs of held blocks (when the
+ * writer is idle, and all of them at close): true if some are left.
+ */
+bool orch_alloc_punch_held(struct store_writer *w, size_t max);
 
 #endif

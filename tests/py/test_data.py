@@ -367,7 +367,8 @@ def test_df_sums_every_server(cluster3, tmp_path):
 
 
 def test_df_is_the_stores_size(tmp_path):
-    """Space is the extent stores' (store_size of each), not the disk's;
+    """On a disk with room, space is the extent stores' (store_size of
+    each), not the disk's (test_store_space.py: a small disk caps it);
     written data takes blocks and deleting gives them back."""
     c = Cluster(tmp_path / "c", nservers=2, store_size="256M")
     c.start_all()

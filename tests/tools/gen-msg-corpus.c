@@ -65,7 +65,7 @@ static void fill(struct orch_msg *m, struct orch_dirent *d)
 	m->dirents = d;
 	m->ndirents = 2;
 	m->eof = true;
-	m->statfs = (struct orch_statfs){ 4096, 100, 50, 40, 1000, 900, 255 };
+	m->statfs = (struct orch_statfs){ 4096, 100, 50, 40, 1000, 900, 255, 7, 30 };
 	m->vmin = m->vmax = 1;
 	m->fsmap_key = (struct orch_fsmap_key){ 3, 9, 131072 }; /* the seeds of before */
 	memset(m->nonce, 0xab, sizeof(m->nonce));

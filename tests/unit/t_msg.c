@@ -266,6 +266,8 @@ static void fill(struct orch_msg *m, const char *fields, int variant, struct sto
 			m->statfs.files = mix(&st);
 			m->statfs.ffree = mix(&st);
 			m->statfs.namemax = (uint32_t)mix(&st);
+			m->statfs.host_fs = mix(&st);
+			m->statfs.host_bavail = mix(&st);
 			break;
 		case 'V':
 			m->vmin = (uint8_t)mix(&st);

@@ -17,6 +17,7 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -3434,6 +3435,135 @@ ORCH_TEST(i22_power_cut_concurrent_checkpoints)
 		}
 	}
 	sync_cut_ckpt_pages = 0;
+}
+
+/* --- Space on the host, and a failing disk ------------------------------- */
+
+static const struct orch_store_geom geom_reuse = {
+	.size = 64 * MiB, .ag_blocks = 1024, .maxext = 256,
+};
+
+/* Highest global block any owner holds, plus one (0 if none). */
+static int collect_top(void *arg, const struct orch_store_rmap *r)
+{
+	uint64_t *top = arg, end = (uint64_t)r->ag * geom_reuse.ag_blocks + r->agbno + r->len;
+
+	if (end > *top)
+		*top = end;
+	return 0;
+}
+
+static uint64_t blocks_host_bytes(const char *dir)
+{
+	char path[FX_DIR_MAX + 16];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/blocks", dir);
+	return stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : UINT64_MAX;
+}
+
+/*
+ * Rounds of small objects written and deleted: their blocks are used again
+ * (the next-fit cursor went round the whole store first), and freed
+ * short extents go back to the host (they stayed allocated).
+ */
+STORE_TEST(freed_blocks_reused_and_punched, &geom_reuse)
+{
+	static unsigned char buf[48 * BLK];
+	uint64_t top = 0, host;
+
+	fill(buf, sizeof(buf), 17, 1);
+	ORCH_CHECK_OK(orch_store_write(fx->st, 1, 0, buf, 40 * BLK));
+	ORCH_CHECK_OK(orch_store_write(fx->st, 2, 0, buf, 3 * BLK));
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	for (int round = 0; round < 20; round++) {
+		for (uint64_t h = 100; h < 110; h++)
+			ORCH_CHECK_OK(orch_store_write(fx->st, h, 0, buf + h, 5 * BLK - 7));
+		ORCH_CHECK_OK(orch_store_sync(fx->st));
+		ORCH_CHECK_OK(orch_store_owners(fx->st, 0, 16384, collect_top, &top));
+		for (uint64_t h = 100; h < 110; h++)
+			ORCH_CHECK_OK(orch_store_delete(fx->st, h));
+		/* Durable, so the next round may take them (busy until then). */
+		ORCH_CHECK_OK(orch_store_sync(fx->st));
+	}
+	/* 43 blocks live and 50 a round: without reuse, 20 rounds reach 1044. */
+	if (top > 200)
+		fprintf(stderr, "highest block used: %" PRIu64 "\n", top);
+	ORCH_CHECK(top <= 200);
+	/* A close punches every freed block; only the live ones hold space. */
+	ORCH_CHECK_OK(reopen(fx));
+	host = blocks_host_bytes(fx->dir);
+	if (host > 64 * BLK)
+		fprintf(stderr, "blocks file holds %" PRIu64 " bytes\n", host);
+	ORCH_CHECK(host <= 64 * BLK);
+	ORCH_CHECK(store_clean(fx->st, true, "after the rounds"));
+	{
+		static unsigned char got[40 * BLK];
+		size_t n = 0;
+
+		ORCH_CHECK_OK(orch_store_read(fx->st, 1, 0, got, sizeof(got), &n));
+		ORCH_CHECK(n == sizeof(got) && memcmp(got, buf, sizeof(got)) == 0);
+	}
+}
+
+/*
+ * ORCH_STORE_EIO: a failed flush fails the store, read-only until it is
+ * opened again, and stays failed once the disk works again; a reopen on
+ * healthy media has everything synced before.
+ */
+STORE_TEST(failed_flush_fails_the_store, NULL)
+{
+	static unsigned char buf[16 * BLK], got[16 * BLK];
+	char flag[FX_DIR_MAX + 16], spec[FX_DIR_MAX + 32];
+	int64_t since = 0;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(flag, sizeof(flag), "%s/flag", fx->dir);
+	snprintf(spec, sizeof(spec), "sync@%s", flag);
+	ORCH_CHECK_OK(orch_store_mkfs(fx->dir, &geom_small, false));
+	setenv("ORCH_STORE_EIO", spec, 1);
+	ORCH_CHECK_OK(orch_store_open(fx->dir, &fx->st));
+	unsetenv("ORCH_STORE_EIO");
+	if (!fx->st)
+		return;
+	fill(buf, sizeof(buf), 17, 2);
+	ORCH_CHECK_OK(orch_store_write(fx->st, 1, 0, buf, sizeof(buf)));
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	ORCH_CHECK(orch_store_failed(fx->st, NULL) == 0);
+
+	f = fopen(flag, "w");
+	ORCH_CHECK(f != NULL);
+	if (f)
+		fclose(f);
+	ORCH_CHECK_OK(orch_store_write(fx->st, 2, 0, buf, 8 * BLK));
+	ORCH_CHECK(orch_store_sync(fx->st) == -EIO);
+	ORCH_CHECK(orch_store_failed(fx->st, &since) == -EIO);
+	ORCH_CHECK(since > 0);
+	unlink(flag);
+	/* The disk works again: the store stays failed, and says why. */
+	ORCH_CHECK(orch_store_write(fx->st, 3, 0, buf, BLK) == -EIO);
+	ORCH_CHECK(orch_store_sync(fx->st) == -EIO);
+	ORCH_CHECK(orch_store_failed(fx->st, NULL) == -EIO);
+	ORCH_CHECK_OK(orch_store_read(fx->st, 1, 0, got, sizeof(got), &n));
+	ORCH_CHECK(n == sizeof(got) && memcmp(got, buf, sizeof(got)) == 0);
+	{
+		uint64_t avail = 1;
+
+		ORCH_CHECK_OK(orch_store_statfs(fx->st, NULL, NULL, &avail, NULL));
+		ORCH_CHECK(avail == 0);
+	}
+
+	ORCH_CHECK_OK(reopen(fx));
+	if (!fx->st)
+		return;
+	ORCH_CHECK(orch_store_failed(fx->st, NULL) == 0);
+	memset(got, 0, sizeof(got));
+	ORCH_CHECK_OK(orch_store_read(fx->st, 1, 0, got, sizeof(got), &n));
+	ORCH_CHECK(n == sizeof(got) && memcmp(got, buf, sizeof(got)) == 0);
+	ORCH_CHECK_OK(orch_store_write(fx->st, 3, 0, buf, BLK));
+	ORCH_CHECK_OK(orch_store_sync(fx->st));
+	ORCH_CHECK(store_clean(fx->st, true, "reopened after the failure"));
 }
 
 ORCH_TEST_MAIN()
