@@ -65,12 +65,16 @@ class Workload:
     KINDS = (("create", 5), ("rename", 4), ("link", 2), ("unlink", 2), ("extend", 2),
              ("mkdir", 1))
 
-    def __init__(self, rnd, files, dirs, counter, kinds=None, tag=""):
+    def __init__(self, rnd, files, dirs, counter, kinds=None, tag="", acked=False):
         """@files and @dirs: the model, which workloads of different @tag may
         share, each running in its own thread: each changes only the files it
         made, with names of its own; @counter ([n], one per tag) numbers
-        them."""
+        them.  @acked: a change is durable once the call that made it
+        returned (a name once the create, rename, link, unlink or mkdir
+        returned; bytes once the write's close or the truncate returned),
+        as it is against a SIGKILL of a server, not only once fsynced."""
         self.rnd = rnd
+        self.acked = acked
         self.tag = tag
         self.files = files
         self.dirs = dirs
@@ -104,7 +108,11 @@ class Workload:
         self.files[f.fid] = f
         f.names[path] = MAY
         f.handle = op.create(path)["handle"]
+        if self.acked:
+            f.names[path] = MUST
         op.write(path, 0, f.data)
+        if self.acked:
+            f.durable = True
         op.call("fsync", path)
         f.durable = True
         op.call("fsync", d)
@@ -123,6 +131,10 @@ class Workload:
         f.names[new] = MAY
         f.rename = (old, new)
         op.rename(old, new)
+        if self.acked:
+            f.names[old] = GONE
+            f.names[new] = MUST
+            f.rename = None
         op.call("fsync", parent(old))
         op.call("fsync", parent(new))
         f.names[old] = GONE
@@ -139,6 +151,8 @@ class Workload:
         new = d.rstrip("/") + "/" + self.fresh("l")
         f.names[new] = MAY
         op.link(src, new)
+        if self.acked:
+            f.names[new] = MUST
         op.call("fsync", parent(new))
         op.call("fsync", src)
         f.names[new] = MUST
@@ -151,6 +165,8 @@ class Workload:
         name = self.rnd.choice(f.must_names())
         f.names[name] = MAY
         op.unlink(name)
+        if self.acked:
+            f.names[name] = GONE
         op.call("fsync", parent(name))
         f.names[name] = GONE
         rest = f.must_names()
@@ -171,10 +187,14 @@ class Workload:
         data = self.rnd.randbytes(self.rnd.choice([1, 4096, 9000, 30000]))
         f.pend = f.data + bytes(off - len(f.data)) + data
         op.write(path, off, data)
+        if self.acked:
+            f.data, f.pend = f.pend, None
 
     def _change(self, op, f, path, new, do):
         f.pend = new
         do()
+        if self.acked:
+            f.data, f.pend = new, None
         op.call("fsync", path)
         f.data = new
         f.pend = None
@@ -216,6 +236,8 @@ class Workload:
         path = "/" + self.fresh("d")
         self.dirs[path] = MAY
         op.mkdir(path)
+        if self.acked:
+            self.dirs[path] = MUST
         op.call("fsync", "/")
         op.call("fsync", path)
         self.dirs[path] = MUST
