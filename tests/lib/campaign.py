@@ -16,6 +16,9 @@ step, so the model always allows every state a crash could leave:
   contents it makes, and the file then reads its old contents or the new,
   block by block, with the size of one or the other.
 
+Against a SIGKILL of a server, which loses nothing acknowledged, a change
+is durable once the call that made it returned (Workload's acked).
+
 check() walks the tree with orch-op (no cache between it and the servers)
 and tallies what it finds; settle() flushes every server and takes what is
 there as durable for the next round."""

@@ -6,39 +6,45 @@ The kill campaign: three servers, two mounts, and a workload through each
 truncates each fsynced, writes past the end without fsync, renames, also
 across directories and servers, links, unlinks and mkdirs, each followed by
 fsyncs of the directories it changed), each on files of its own in
-directories both use.  At a random moment while they run a random
-server, sometimes two, is SIGKILLed; a workload stops at its first
-failure (that operation's outcome is unknown, and the model allows
-both; a change is known durable once the call that made it returned,
-since a SIGKILL of a server loses nothing acknowledged: DESIGN.md,
-"Durability contract"); the victims' stores pass `store-check --data` as the kill left them,
-they are restarted, and once every intent has finished the tree is checked
-against the model (campaign.check): every file whose data was fsynced (or
-written and closed) is there under every name whose directory was
-fsynced (or whose call returned), with its bytes;
-nothing is there that nobody made; a change not known durable left the old
-bytes or the new, block by block; and each file reads the same through a
-mount.  Then `orchard scrub --all --data` must
-come clean (polled: the sweeps of what a dead writer or a lost inode left
-run at each start and every 5 s), every server is flushed, and the next
-round runs.  At the end every store passes `store-check --data` again and
-the figures are printed: kills, files verified, lost, corrupted, the
-longest system call of the workload, and the scrubs.
+directories both use.  At a random moment while they run a random server,
+sometimes two, is SIGKILLed.  A workload stops at its first failure: that
+operation's outcome is unknown, and the model allows both.  A change is
+known durable once the call that made it returned, since a SIGKILL of a
+server loses nothing acknowledged (DESIGN.md, "Durability contract"); this
+covers what an fsync covered.  The victims' stores pass `store-check
+--data` as the kill left them, they are restarted, and once every intent
+has finished the tree is checked against the model (campaign.check):
 
-ORCH_KILL_CAMPAIGN_KILLS sets the number of kills (20 in the suite; `make
-soak` runs 100, SOAK_KILLS) and ORCH_KILL_CAMPAIGN_SEED the seed.
+* every file whose data was fsynced, or written and closed, is there under
+  every name whose directory was fsynced, or whose call returned, with its
+  bytes;
+* nothing is there that nobody made;
+* a change not known durable left the old bytes or the new, block by block;
+* each file reads the same through a mount as through orch-op.
 
-A mount SIGKILLed mid-write: a mount writes files, some fsynced, some
-closed, one appended to in a loop (fsynced every few chunks) while the
-mount is SIGKILLed, a reader holding another file open.  The dead mount
-is unmounted (Mount.kill: `umount -l`, as the held file keeps a plain
-umount busy), the file system mounted again,
-and then every fsynced or closed file has its bytes; the file being
-written holds exactly a prefix of what was written to it, no shorter than
-what its last fsync covered and no longer than the writes that returned
-(the servers lost nothing, and only a flush, fsync or close publishes a
-size); the bytes the dead writer left past that size never come back, not
-even after a truncate up; and the scrub comes clean.
+Then `orchard scrub --all --data` must come clean (polled: the sweeps of
+what a dead writer or a lost inode left run at each start and every 5 s),
+every server is flushed, and the next round runs.  At the end every store
+passes `store-check --data` again and the figures are printed: kills,
+files verified, lost, corrupted, the longest system call of the workload,
+and the scrubs.  ORCH_KILL_CAMPAIGN_KILLS sets the number of kills (20 in
+the suite; `make soak` runs 100, SOAK_KILLS) and ORCH_KILL_CAMPAIGN_SEED
+the seed.
+
+A close that cannot publish: the minimal case the campaign's mount reads
+found (the test says what it was).
+
+A mount SIGKILLed mid-write: a mount writes files, some fsynced, some only
+closed, and one it appends to in a loop (fsynced every few chunks) when it
+is SIGKILLed, a reader holding another file open.  The dead mount is
+unmounted (Mount.kill: `umount -l`, as the held file keeps a plain umount
+busy) and the file system mounted again.  Then every fsynced or closed file
+has its bytes; the file being written holds exactly a prefix of what was
+written to it, no shorter than what its last fsync covered and no longer
+than the writes that returned (the servers lost nothing, and only a flush,
+fsync or close publishes a size); the bytes the dead writer left past that
+size never come back, not even after a truncate up; and the scrub comes
+clean.
 """
 import os
 import random
