@@ -27,7 +27,7 @@ import os
 import time
 
 from cluster import wait_until
-from op import OpError
+from op import Op, OpError
 
 BLOCK = 4096
 MUST, MAY, GONE = "must", "may", "gone"
@@ -135,14 +135,18 @@ class Workload:
         f.rename = (old, new)
         op.rename(old, new)
         if self.acked:
+            self._renamed(f)
+        op.call("fsync", parent(old))
+        op.call("fsync", parent(new))
+        self._renamed(f)
+
+    @staticmethod
+    def _renamed(f):
+        if f.rename:
+            old, new = f.rename
             f.names[old] = GONE
             f.names[new] = MUST
             f.rename = None
-        op.call("fsync", parent(old))
-        op.call("fsync", parent(new))
-        f.names[old] = GONE
-        f.names[new] = MUST
-        f.rename = None
 
     def op_link(self, op):
         f = self.pick_file(lambda f: f.durable and f.rename is None and
@@ -524,3 +528,34 @@ def scrub_clean(c, timeout=30):
     except AssertionError:
         raise AssertionError("scrub after the crash: " + last[0])
     return time.monotonic() - t0
+
+
+def restart_victims(c, victims, start):
+    """The crashed servers @victims of cluster @c: each store passes
+    `store-check --data` as the crash left it, then each is started with
+    @start(name) (not waiting) and waited for."""
+    for v in victims:
+        c.store_check(v)
+    for v in victims:
+        start(v)
+    for v in victims:
+        c.wait_up(v)
+
+
+def verify_round(c, files, dirs, gone_handles, tally, what, also=None, scrub_timeout=30):
+    """A round's end on cluster @c, its servers back up: waits for every
+    intent to finish, checks the tree (failing with @what, the crash, in
+    the message), runs @also(op, tree) if given, polls the scrub until it
+    is clean and settles.  Returns the seconds the scrub took."""
+    wait_until(lambda: all(c.intents(n) == 0 for n in c.names), 60,
+               what="every intent to finish")
+    with Op(c) as op:
+        try:
+            tree = check(op, files, dirs, gone_handles, tally)
+        except AssertionError as e:
+            raise AssertionError("%s: %s" % (what, e))
+        if also:
+            also(op, tree)
+        took = scrub_clean(c, scrub_timeout)
+        settle(op, files, dirs, tree, gone_handles)
+    return took

@@ -54,8 +54,8 @@ import time
 
 import pytest
 
-from campaign import (MUST, FuseOp, Workload, check, new_tally, read_all, scrub_clean,
-                      settle)
+from campaign import (MUST, FuseOp, Workload, new_tally, read_all, restart_victims,
+                      scrub_clean, verify_round)
 from cluster import Cluster, wait_until
 from mount import ORCHARD_MOUNT, Mount
 from op import Op
@@ -140,12 +140,7 @@ def test_kill_campaign(tmp_path):
                     c.procs[v].wait()
                 for w in ws:
                     w.stop = True
-                for v in victims:
-                    c.store_check(v)
-                for v in victims:
-                    c.start(v, wait=False)
-                for v in victims:
-                    c.wait_up(v)
+                restart_victims(c, victims, lambda v: c.start(v, wait=False))
                 for t in ts:
                     t.join(120)
                 assert not any(t.is_alive() for t in ts), "an operation hangs after the kill"
@@ -163,20 +158,17 @@ def test_kill_campaign(tmp_path):
             tally["rounds"] += 1
             tally["ops"] += sum(w.ops for w in ws)
             tally["hit"] += any(w.error is not None for w in ws)
-            wait_until(lambda: all(c.intents(n) == 0 for n in c.names), 60,
-                       what="every intent to finish")
-            with Op(c) as vop:
-                try:
-                    tree = check(vop, files, dirs, gone_handles, tally)
-                except AssertionError as e:
-                    raise AssertionError("round %d, kill of %s during %s: %s" % (
-                        tally["rounds"], victims,
-                        ["%s (%s)" % (w.current, w.error) for w in ws], e))
-                tally["mount_reads"] += mount_agrees(
-                    vop, mounts[tally["rounds"] % len(mounts)], tree)
-                tally["scrub_s"] = max(tally["scrub_s"], scrub_clean(c, 60))
-                tally["scrubs"] += 1
-                settle(vop, files, dirs, tree, gone_handles)
+            m = mounts[tally["rounds"] % len(mounts)]
+
+            def also(op, tree):
+                tally["mount_reads"] += mount_agrees(op, m, tree)
+            took = verify_round(c, files, dirs, gone_handles, tally,
+                                "round %d, kill of %s during %s" % (
+                                    tally["rounds"], victims,
+                                    ["%s (%s)" % (w.current, w.error) for w in ws]),
+                                also, 60)
+            tally["scrub_s"] = max(tally["scrub_s"], took)
+            tally["scrubs"] += 1
         while mounts:
             mounts.pop().stop()
         c.stop_all()

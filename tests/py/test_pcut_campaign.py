@@ -33,7 +33,7 @@ import random
 import signal
 import threading
 
-from campaign import MUST, Workload, check, new_tally, scrub_clean, settle
+from campaign import MUST, Workload, new_tally, restart_victims, verify_round
 from cluster import Cluster, wait_until
 from op import Op
 
@@ -74,12 +74,7 @@ def test_power_cut_campaign(tmp_path):
                 for v in victims:
                     c.wait_power_cut(v)
                     assert "power cut" in c.log_tail(v)
-                for v in victims:
-                    c.store_check(v)
-                for v in victims:
-                    c.start_pcut(v, wait=False)
-                for v in victims:
-                    c.wait_up(v)
+                restart_victims(c, victims, lambda v: c.start_pcut(v, wait=False))
                 t.join(120)
                 assert not t.is_alive(), "an operation hangs after the cut"
             finally:
@@ -89,16 +84,9 @@ def test_power_cut_campaign(tmp_path):
             assert w.crash is None, "the workload failed: %r" % w.crash
             tally["cuts"] += len(victims)
             tally["ops"] += w.ops
-            wait_until(lambda: all(c.intents(n) == 0 for n in c.names), 60,
-                       what="every intent to finish")
-            with Op(c) as vop:
-                try:
-                    tree = check(vop, files, dirs, gone_handles, tally)
-                except AssertionError as e:
-                    raise AssertionError("round %d, cut %s during %s (%s): %s" % (
-                        cut, victims, w.current, w.error, e))
-                scrub_clean(c)
-                settle(vop, files, dirs, tree, gone_handles)
+            verify_round(c, files, dirs, gone_handles, tally,
+                         "round %d, cut %s during %s (%s)" % (cut, victims, w.current,
+                                                             w.error))
         c.stop_all()
         c.store_check_all()
         print("\npower-cut campaign: cuts=%d rounds=%d operations=%d fsynced files verified=%d"
