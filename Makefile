@@ -151,12 +151,18 @@ test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
 		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
 
-# The power-cut campaign of tests/py/test_pcut_campaign.py: 200 rounds of
-# cuts of random servers (one or two) under a mixed workload, and the
-# network faults of tests/py/test_faults_net.py at the scale they were first measured at (10 s deadline, 45 s freeze, 5% loss).  Long.
+# The long campaigns: the power-cut campaign of tests/py/test_pcut_campaign.py,
+# 200 rounds of cuts of random servers (one or two) under a mixed workload;
+# the kill campaign of tests/py/test_kill_campaign.py, 100 SIGKILLs of
+# random servers under a workload through two FUSE mounts; and the network
+# faults of tests/py/test_faults_net.py at the scale they were first
+# measured at (10 s deadline, 45 s freeze, 5% loss).  Long.
 SOAK_CUTS ?= 200
+SOAK_KILLS ?= 100
 soak: $(BINS) $(TOOL_BINS)
-	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_pcut_campaign.py $(TESTFLAGS)
+	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_KILL_CAMPAIGN_KILLS=$(SOAK_KILLS) \
+		ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s \
+		tests/py/test_pcut_campaign.py tests/py/test_kill_campaign.py::test_kill_campaign $(TESTFLAGS)
 	$(Q)ORCH_NET_SOAK=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_faults_net.py $(TESTFLAGS)
 
 # Most integration tests wait on servers, fsyncs and timers rather than
@@ -352,7 +358,8 @@ help:
 	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan and TSan tests, a short fuzz run"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
 	@echo "make spec       rewrite docs/SPEC-wire.md's tables from src/proto/msg.def and flags.def"
-	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N), long network faults"
+	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N), the kill"
+	@echo "                campaign, 100 server kills (SOAK_KILLS=N), long network faults"
 	@echo "make check-asan the same under ASan+UBSan in build-asan/"
 	@echo "make check-tsan unit tests and the mount, data, lease and metrics tests under TSan in build-tsan/"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_TIME seconds"

@@ -500,6 +500,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct mnt_file *f = mnt_file_of(fi);
 	struct orch_cred cred = { 0 };
+	bool unpublished;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_RELEASE);
@@ -507,6 +508,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char silly[ORCH_MNT_SILLY_LEN];
 
 	error = mnt_file_extend(m, &cred, f, true);
+	unpublished = error != 0;
 	if (error)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 				   "at release: a write or the size could not be published: ino=%#llx: %s",
@@ -520,6 +522,9 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 					   "cannot remove a deleted open file: ino=%#llx name='%s': %s",
 					   (unsigned long long)ino, silly, strerror(-error));
 	}
+	/* The close that could not publish told the program; nobody retries now. */
+	if (unpublished)
+		orch_mnt_inode_unpublished_drop(&m->m_itab, ino);
 	free(f);
 	fuse_reply_err(req, 0);
 }

@@ -474,6 +474,19 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *pare
 	return silly;
 }
 
+void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && !in->i_opens) {
+		in->i_wend = 0;
+		in->i_wmtime_ns = 0;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
 /* t_lock held: waits until nobody registers or releases @h; NULL if it is gone. */
 static struct orch_mnt_inode *itab_wreg_wait(struct orch_mnt_itab *t, uint64_t h)
 {

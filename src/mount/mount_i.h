@@ -502,6 +502,17 @@ void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
 bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);
 
 /*
+ * After a release that could not publish what this mount wrote to @h (the
+ * inode's server down, say): if no file of @h is open here any more,
+ * forgets the pending written end and write time.  Nothing here would
+ * publish them now but a later open for writing, truncate or copy, which
+ * would make the file grow to an end whose bytes the servers cut in the
+ * meantime (a writer that went without publishing), and until then this
+ * mount alone would report that size.
+ */
+void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h);
+
+/*
  * One open file of @h less.  Returns true, with its directory and hidden
  * name, if that was the last one of an inode whose name was removed while
  * it was open (the caller removes the hidden name).

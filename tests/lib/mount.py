@@ -79,6 +79,28 @@ class Mount:
             subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
         return not self.mounted()
 
+    def kill(self):
+        """SIGKILLs the process (by PID) and unmounts what it leaves: the
+        kernel keeps the dead mount listed, every call in it failing with
+        ENOTCONN.  A plain `umount` (or `fusermount3 -u`) unmounts it once
+        nothing in it is open, and fails with EBUSY while a process still
+        holds a file there; `umount -l` then detaches it at once (the holder
+        keeps getting ENOTCONN until it closes).  Returns the way it took:
+        "umount" or "umount -l"."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if not self.mounted():
+            return None
+        way = "umount"
+        r = subprocess.run(["umount", self.mnt], capture_output=True, text=True)
+        if r.returncode != 0 and self.mounted():
+            way = "umount -l"
+            r = subprocess.run(["umount", "-l", self.mnt], capture_output=True, text=True)
+        assert not self.mounted(), "the dead mount %s stays: %s" % (self.mnt, r.stderr)
+        return way
+
     def stop(self, check=True, timeout=20.0):
         """Unmounts and waits for the process; returns its exit status."""
         if self.proc is None:
