@@ -106,7 +106,8 @@ int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext
 	return 0;
 }
 
-int orch_cfg_parse_bool(const char *s, uint32_t *out)
+/* Parses yes/no, true/false, on/off or 1/0 into @out.  Returns 0 or -EINVAL. */
+static int orch_cfg_parse_bool(const char *s, uint32_t *out)
 {
 	static const char *const yes[] = { "yes", "true", "on", "1" };
 	static const char *const no[] = { "no", "false", "off", "0" };

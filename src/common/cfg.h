@@ -136,8 +136,6 @@ int orch_cfg_check_store_geom(uint64_t size, uint32_t ag_blocks, uint32_t maxext
 			      const char *const names[3], const char *where, char *err,
 			      size_t errlen);
 
-/* Parses yes/no, true/false, on/off or 1/0 into @out.  Returns 0 or -EINVAL. */
-int orch_cfg_parse_bool(const char *s, uint32_t *out);
 
 /* Parses "HOST:PORT" into @host/@port.  Returns 0 or -EINVAL. */
 int orch_cfg_parse_address(const char *s, char *host, size_t hostlen, uint16_t *port);

@@ -255,8 +255,6 @@ int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 /* ops.c: attributes of @h, from the cache if it holds them, else from its server. */
 int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
 		     struct orch_attr *out);
-/* ops.c: attributes of @h from the cache (getattr_timeout_ms > 0); true on a hit. */
-bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out);
 /* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */
 void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,
 		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,
@@ -375,8 +373,6 @@ void orch_mnt_cred(fuse_req_t req, struct orch_cred *out);
  */
 void orch_mnt_reply_err(fuse_req_t req, int error);
 
-/* @a as struct stat (@a as reported: see orch_mnt_inode.i_wend, i_wmtime_ns). */
-void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st);
 
 /*
  * Registers @a in the inode table (one lookup more) and replies with the

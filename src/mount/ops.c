@@ -66,7 +66,8 @@ void orch_mnt_reply_err(fuse_req_t req, int error)
 	fuse_reply_err(req, -error);
 }
 
-void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st)
+/* @a as struct stat (@a as reported: see orch_mnt_inode.i_wend, i_wmtime_ns). */
+static void orch_mnt_attr_to_stat(const struct orch_attr *a, struct stat *st)
 {
 	uint64_t size = a->size;
 
@@ -212,9 +213,9 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 /*
  * Attributes of @h from the lease cache, after reading the invalidations
  * that reached us.  Off while getattr_timeout_ms is 0: then every stat
- * asks the servers, as that setting promises.
+ * asks the servers, as that setting promises.  True on a hit.
  */
-bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
+static bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
 {
 	return m->m_lc.l_on && atomic_load(&m->m_getattr_timeout_ms) &&
 	       orch_client_poll(m->m_cl, orch_handle_server(h)) &&

@@ -12,7 +12,7 @@
 
 #include "common/version.h"
 
-const uint64_t orch_hist_bounds_ns[ORCH_HIST_BOUNDS] = {
+static const uint64_t orch_hist_bounds_ns[ORCH_HIST_BOUNDS] = {
 	50000, 100000, 250000, 500000,                 /* 50 us .. 500 us */
 	1000000, 2500000, 5000000, 10000000,           /* 1 ms .. 10 ms */
 	25000000, 50000000, 100000000, 250000000,      /* 25 ms .. 250 ms */
@@ -58,14 +58,6 @@ uint64_t orch_hist_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-double orch_prom_time_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* --- The text format ------------------------------------------------------------ */
@@ -124,7 +116,7 @@ void orch_prom_u64(struct orch_buf *b, const char *name, const char *labels, uin
 		orch_buf_printf(b, "%s %" PRIu64 "\n", name, v);
 }
 
-void orch_prom_f64(struct orch_buf *b, const char *name, const char *labels, double v)
+static void orch_prom_f64(struct orch_buf *b, const char *name, const char *labels, double v)
 {
 	char num[64];
 

@@ -29,7 +29,6 @@
 
 /* Upper bounds of the buckets, in ns: 50 us, 100 us, 250 us ... 10 s. */
 #define ORCH_HIST_BOUNDS 17
-extern const uint64_t orch_hist_bounds_ns[ORCH_HIST_BOUNDS];
 
 struct orch_hist {
 	/* [i]: observations <= bound i and above bound i-1; [ORCH_HIST_BOUNDS]: above 10 s */
@@ -68,7 +67,6 @@ void orch_prom_family(struct orch_buf *b, const char *name, const char *type,
 		      const char *help);
 /* One sample line: @name{@labels} @v; @labels may be NULL or "". */
 void orch_prom_u64(struct orch_buf *b, const char *name, const char *labels, uint64_t v);
-void orch_prom_f64(struct orch_buf *b, const char *name, const char *labels, double v);
 /* A family and its one unlabelled sample. */
 void orch_prom_counter(struct orch_buf *b, const char *name, const char *help, uint64_t v);
 void orch_prom_gauge(struct orch_buf *b, const char *name, const char *help, double v);
@@ -105,7 +103,5 @@ void orch_prom_process(struct orch_buf *b, double start_s);
  */
 const char *orch_errno_name(int e, char *tmp);
 
-/* Wall-clock seconds since the epoch, with sub-second precision. */
-double orch_prom_time_now(void);
 
 #endif
