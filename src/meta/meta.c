@@ -493,6 +493,12 @@ void orch_meta_set_change_hook(struct orch_meta *m, orch_meta_change_fn fn, void
 	m->m_change_arg = arg;
 }
 
+void orch_meta_set_open_hook(struct orch_meta *m, orch_meta_open_fn fn, void *arg)
+{
+	m->m_is_open = fn;
+	m->m_is_open_arg = arg;
+}
+
 const struct orch_meta_ident *orch_meta_ident(const struct orch_meta *m)
 {
 	return &m->m_ident;
@@ -845,9 +851,20 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 		return -EISDIR;
 	if (delta > 0 && a->nlink == UINT32_MAX)
 		return -EMLINK;
+	if (delta > 0 && a->nlink == 0)
+		return -ENOENT;  /* an orphan: no name may come back */
 	a->nlink = (uint32_t)((int64_t)a->nlink + delta);
 	a->ctime_ns = now;
-	if (a->nlink == 0) {
+	if (a->nlink == 0 && S_ISREG(a->mode) && m->m_is_open &&
+	    m->m_is_open(m->m_is_open_arg, h)) {
+		sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_PUT);
+
+		error = orch_sqldb_inode_update(m, &ir);
+		orch_sqldb_bind_u64(st, 1, h);
+		sqlite3_bind_int64(st, 2, now);
+		if (!error)
+			error = orch_sqldb_exec(m, SQLDB_ORPHAN_PUT);
+	} else if (a->nlink == 0) {
 		error = orch_sqldb_inode_delete(m, h);
 		*freed = !error;
 	} else {
@@ -870,6 +887,53 @@ int orch_meta_inode_nlink_adjust(struct orch_meta *m, uint64_t h, int delta,
 	if (error)
 		*freed = false;
 	return orch_sqldb_op_end(m, error);
+}
+
+static int orphan_free_(struct orch_meta *m, uint64_t h, bool *freed)
+{
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_DELETE);
+	struct orch_inode_irec ir;
+	int error;
+
+	orch_sqldb_bind_u64(st, 1, h);
+	error = orch_sqldb_exec(m, SQLDB_ORPHAN_DELETE);
+	if (error || sqlite3_changes(m->m_db) == 0)
+		return error;  /* no orphan record: not ours to free */
+	error = orch_sqldb_inode_lookup(m, h, &ir);
+	if (error == -ENOENT)
+		return 0;
+	if (!error && ir.i_attr.nlink == 0) {
+		error = orch_sqldb_inode_delete(m, h);
+		*freed = !error;
+	}
+	return error;
+}
+
+int orch_meta_orphan_free(struct orch_meta *m, uint64_t h, bool *freed)
+{
+	int error;
+
+	*freed = false;
+	error = orch_sqldb_op_begin(m);
+	if (error)
+		return error;
+	error = orch_sqldb_op_end(m, orphan_free_(m, h, freed));
+	if (error)
+		*freed = false;
+	return error;
+}
+
+int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h)
+{
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_NEXT);
+	int rc;
+
+	orch_sqldb_bind_u64(st, 1, after);
+	rc = orch_sqldb_step(m, SQLDB_ORPHAN_NEXT);
+	if (rc > 0)
+		*h = (uint64_t)sqlite3_column_int64(st, 0);
+	orch_sqldb_reset(m, SQLDB_ORPHAN_NEXT);
+	return rc > 0 ? 0 : rc == 0 ? -ENOENT : rc;
 }
 
 /* --- Directories held for another server's entry ---------------------------------- */

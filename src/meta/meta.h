@@ -80,6 +80,15 @@ const struct orch_meta_ident *orch_meta_ident(const struct orch_meta *m);
 typedef void (*orch_meta_change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
 void orch_meta_set_change_hook(struct orch_meta *m, orch_meta_change_fn fn, void *arg);
 
+/*
+ * Asked when the link count of regular file @h drops to 0: true if a
+ * client has it open (server/sv_opens.c).  The inode is then kept with
+ * nlink 0 and recorded in the orphan table, in the same transaction,
+ * until orch_meta_orphan_free().
+ */
+typedef bool (*orch_meta_open_fn)(void *arg, uint64_t h);
+void orch_meta_set_open_hook(struct orch_meta *m, orch_meta_open_fn fn, void *arg);
+
 /* --- Transactions ------------------------------------------------------------ */
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK.  No nesting. */
@@ -152,7 +161,9 @@ int orch_meta_inode_extend(struct orch_meta *m, uint64_t h, uint64_t size,
 /*
  * Adds @delta (+1 or -1) to the link count of a non-directory inode; at zero
  * the inode and its xattrs are deleted and *@freed is set true (the caller
- * then frees its data everywhere).  Updates ctime.  -ENOENT if absent.
+ * then frees its data everywhere), unless the open hook says a client has
+ * the file open: then it stays, an orphan with nlink 0 (*@freed false).
+ * Updates ctime.  -ENOENT if absent, or +1 on an orphan.
  */
 int orch_meta_inode_nlink_adjust(struct orch_meta *m, uint64_t h, int delta,
 				 struct orch_attr *out, bool *freed);
@@ -383,6 +394,15 @@ int orch_meta_applied_get(struct orch_meta *m, uint32_t origin, uint64_t id,
 int orch_meta_applied_put(struct orch_meta *m, uint32_t origin, uint64_t id,
 			  uint64_t result);
 int orch_meta_applied_trim(struct orch_meta *m, uint32_t origin, uint64_t below);
+
+/*
+ * Orphans: inodes kept with nlink 0 while open.  free: in the caller's
+ * transaction, deletes orphan @h's inode, xattrs and record and sets
+ * *@freed (the caller frees the data); nothing (*@freed false) if @h is no
+ * orphan.  next: the smallest orphan above @after, -ENOENT past the last.
+ */
+int orch_meta_orphan_free(struct orch_meta *m, uint64_t h, bool *freed);
+int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h);
 
 /* --- Statistics --------------------------------------------------------------------- */
 

@@ -90,7 +90,12 @@
 	X(APPLIED_GET, "SELECT result FROM applied WHERE origin = ?1 AND id = ?2") \
 	X(APPLIED_PUT, "INSERT OR REPLACE INTO applied (origin, id, result) "  \
 		       "VALUES (?1, ?2, ?3)")                                  \
-	X(APPLIED_TRIM, "DELETE FROM applied WHERE origin = ?1 AND id < ?2")
+	X(APPLIED_TRIM, "DELETE FROM applied WHERE origin = ?1 AND id < ?2") \
+	X(ORPHAN_PUT, "INSERT OR REPLACE INTO orphan (handle, since) "         \
+		      "VALUES (?1, ?2)")                                       \
+	X(ORPHAN_DELETE, "DELETE FROM orphan WHERE handle = ?1")               \
+	X(ORPHAN_NEXT, "SELECT handle FROM orphan WHERE handle > ?1 "          \
+		       "ORDER BY handle LIMIT 1")
 
 enum orch_sqldb_stmt {
 #define ORCH_MDB_ENUM_(name, sql) SQLDB_##name,
@@ -142,6 +147,8 @@ struct orch_meta {
 	unsigned int m_nremote_owner;
 	orch_meta_change_fn m_change;         /* NULL: nobody listens */
 	void *m_change_arg;
+	orch_meta_open_fn m_is_open;          /* NULL: nothing is open */
+	void *m_is_open_arg;
 };
 
 static inline void orch_sqldb_changed(struct orch_meta *m, uint64_t h, const char *name,

@@ -84,10 +84,25 @@ static const char *const sqldb_stmt_name[SQLDB_NSTMT] = {
 static const char sqldb_index_child[] =
 	"CREATE INDEX IF NOT EXISTS dirent_child ON dirent (child)";
 
+/*
+ * Inodes whose last name went while a client had them open: kept (nlink
+ * 0) until the last close (docs/DESIGN.md, "Open files whose last name
+ * went").  Also created at open when missing; an older binary ignores it.
+ */
+static const char sqldb_table_orphan[] =
+	"CREATE TABLE IF NOT EXISTS orphan ("
+	" handle INTEGER NOT NULL PRIMARY KEY, since INTEGER NOT NULL"
+	") WITHOUT ROWID";
+
 int orch_sqldb_prepare_all(struct orch_meta *m)
 {
 	if (sqlite3_exec(m->m_db, sqldb_index_child, NULL, NULL, NULL) != SQLITE_OK) {
 		ORCH_ERR("cannot create index dirent_child: %s: db='%s'",
+			 sqlite3_errmsg(m->m_db), m->m_path);
+		return -EIO;
+	}
+	if (sqlite3_exec(m->m_db, sqldb_table_orphan, NULL, NULL, NULL) != SQLITE_OK) {
+		ORCH_ERR("cannot create table orphan: %s: db='%s'",
 			 sqlite3_errmsg(m->m_db), m->m_path);
 		return -EIO;
 	}
@@ -485,7 +500,8 @@ static orch_failaddr_t sqldb_inode_from_disk(sqlite3_stmt *st, uint64_t h,
 
 	if (!orch_sqldb_type_is_valid(a->mode & S_IFMT) || (a->mode & ~(S_IFMT | 07777)))
 		return ORCH_THIS_ADDRESS;
-	if (a->nlink == 0 || a->parent == 0)
+	/* A regular file with no link is an orphan (open, its last name gone). */
+	if ((a->nlink == 0 && !S_ISREG(a->mode)) || a->parent == 0)
 		return ORCH_THIS_ADDRESS;
 	if (S_ISDIR(a->mode) && (a->nlink < 2 || out->i_next_seq == 0))
 		return ORCH_THIS_ADDRESS;

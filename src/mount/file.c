@@ -91,35 +91,43 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	return 0;
 }
 
-int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
-			  const char *name)
+/*
+ * Registers this mount's opens of @h with the inode's server, on the
+ * connection up now, unless they are registered there (docs/DESIGN.md,
+ * "Open files whose last name went"): at the first open, and again after
+ * that server's connection changed.  While registered, the server keeps
+ * the file's inode and data even once its last name is gone.  A server
+ * without open registrations answers INVAL: nothing to do.
+ */
+static void mnt_open_register(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h)
 {
-	char silly[ORCH_MNT_SILLY_LEN];
-	struct orch_attr a;
+	uint64_t cur = orch_client_conn_gen(m->m_cl, orch_handle_server(h)), gen = 0;
 	int error;
 
-	/* Nothing open here: nothing to protect, and no lookup to pay for. */
-	if (!orch_mnt_itab_has_opens(&m->m_itab))
-		return 0;
-	error = orch_fs_lookup(m->m_cl, cred, parent, name, &a);
-	if (error == -ENOENT)
-		return 0;
-	if (error)
-		return error;
-	if (!S_ISREG(a.mode) || a.nlink > 1 || !orch_mnt_inode_is_open(&m->m_itab, a.handle))
-		return 0;
-	snprintf(silly, sizeof(silly), ORCH_MNT_SILLY_PREFIX "%016llx",
-		 (unsigned long long)a.handle);
-	error = orch_fs_rename(m->m_cl, cred, parent, name, parent, silly, 0);
-	if (error)
-		return error;
-	if (!orch_mnt_inode_set_silly(&m->m_itab, a.handle, parent, silly)) {
-		/* Closed meanwhile: nobody will remove the hidden name but us. */
-		error = orch_fs_unlink(m->m_cl, cred, parent, silly);
-		if (error && error != -ENOENT)
-			return error;
+	if (!orch_mnt_inode_oreg_claim(&m->m_itab, h, cur))
+		return;
+	error = orch_fs_writers(m->m_cl, cred, h, ORCH_WRITERS_OPEN, 0, 0, NULL, &gen);
+	if (!error && !orch_mnt_inode_oreg_set(&m->m_itab, h, gen ? gen : cur)) {
+		/* Closed meanwhile: its release found nothing registered. */
+		orch_fs_writers(m->m_cl, cred, h, ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
+		return;
 	}
-	return 1;
+	if (error)
+		orch_mnt_inode_oreg_set(&m->m_itab, h, 0);
+	if (error && error != -EINVAL && error != -ENOSYS && error != -ENOENT)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot register an open file: ino=%#llx: %s",
+				   (unsigned long long)h, strerror(-error));
+}
+
+/* One open file of @ino less: at the last, its registration goes. */
+static void mnt_open_release(struct orch_mnt *m, const struct orch_cred *cred, uint64_t ino)
+{
+	uint64_t gen = 0;
+
+	/* A registration lives on its connection: one that changed took it along. */
+	if (orch_mnt_inode_released(&m->m_itab, ino, &gen) &&
+	    gen == orch_client_conn_gen(m->m_cl, orch_handle_server(ino)))
+		orch_fs_writers(m->m_cl, cred, ino, ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
 }
 
 /*
@@ -258,12 +266,11 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		goto out_err;
 	fi->keep_cache = orch_mnt_inode_cto_check(&m->m_itab, &a);
 	orch_mnt_inode_set_fresh(&m->m_itab, ino, false);
-	orch_mnt_inode_opened(&m->m_itab, ino);
+	orch_mnt_inode_opened(&m->m_itab, ino, 0);
+	/* Before the reply: an unlink after the open must find it registered. */
+	mnt_open_register(m, &cred, ino);
 	if (fuse_reply_open(req, fi)) {
-		uint64_t p;
-		char silly[ORCH_MNT_SILLY_LEN];
-
-		orch_mnt_inode_released(&m->m_itab, ino, &p, silly);
+		mnt_open_release(m, &cred, ino);
 		free(mnt_file_of(fi));
 	}
 	return;
@@ -290,7 +297,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	/* A new file registers us as its writer: no round trip before its first write. */
 	error = orch_fs_create_stamped(m->m_cl, &cred, parent, name, S_IFREG | (mode & 07777), 0,
 				       ((fi->flags & O_EXCL) ? ORCH_CREATE_EXCL : 0) |
-				       ORCH_CREATE_WRITER, &a, &existed, &st);
+				       ORCH_CREATE_WRITER | ORCH_CREATE_OPEN, &a, &existed, &st);
 	if (!error)
 		orch_mnt_lc_fill(m, orch_mnt_lc_credkey(&m->m_lc, &cred), parent, name, 0, &a,
 				 &st, sent_ms);
@@ -318,13 +325,16 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	if (orch_mnt_reply_entry(req, &a, asked, fi)) {
+	if (orch_mnt_reply_entry(req, &a, asked, fi, existed ? 0 : st.gen)) {
 		free(mnt_file_of(fi)); /* no RELEASE will come for it */
 		if (!existed)
-			orch_fs_writers(m->m_cl, &cred, a.handle, ORCH_WRITERS_RELEASE, 0, 0, NULL,
-					NULL);
+			orch_fs_writers(m->m_cl, &cred, a.handle,
+					ORCH_WRITERS_RELEASE | ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
 		return;
 	}
+	/* A new file is registered as open by its CREATE (OPEN); an existing one is not. */
+	if (existed)
+		mnt_open_register(m, &cred, a.handle);
 	/* The reference for the next open's keep_cache. */
 	orch_mnt_inode_cto_set(&m->m_itab, &a);
 	if (!existed) {
@@ -348,6 +358,8 @@ void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	orch_mnt_cred(req, &cred);
 	/* A server answers a READ at once, a WRITE after its commit. */
 	orch_mnt_wb_wait(m, ino, false);
+	/* Registered again after the server's connection changed (a restart). */
+	mnt_open_register(m, &cred, ino);
 	error = mnt_file_attr(m, &cred, ino, &a);
 	if (error)
 		goto out_err;
@@ -408,6 +420,7 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
 	orch_mnt_cred(req, &cred);
+	mnt_open_register(m, &cred, ino);
 	error = mnt_file_attr(m, &cred, ino, &a);
 	if (!error)
 		error = mnt_write_kill_suidgid(m, &cred, &a);
@@ -504,9 +517,6 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_RELEASE);
-	uint64_t silly_parent;
-	char silly[ORCH_MNT_SILLY_LEN];
-
 	error = mnt_file_extend(m, &cred, f, true);
 	unpublished = error != 0;
 	if (error)
@@ -514,14 +524,8 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				   "at release: a write or the size could not be published: ino=%#llx: %s",
 				   (unsigned long long)ino, strerror(-error));
 	mnt_writer_release(m, &cred, f);
-	if (orch_mnt_inode_released(&m->m_itab, ino, &silly_parent, silly)) {
-		/* The last close of a file removed while open: now it goes. */
-		error = orch_fs_unlink(m->m_cl, &cred, silly_parent, silly);
-		if (error && error != -ENOENT)
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
-					   "cannot remove a deleted open file: ino=%#llx name='%s': %s",
-					   (unsigned long long)ino, silly, strerror(-error));
-	}
+	/* After the size is published: the last close of a removed file frees it. */
+	mnt_open_release(m, &cred, ino);
 	/* The close that could not publish told the program; nobody retries now. */
 	if (unpublished)
 		orch_mnt_inode_unpublished_drop(&m->m_itab, ino);

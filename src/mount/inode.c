@@ -431,47 +431,67 @@ bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h)
 	return fresh;
 }
 
-void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h)
+void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_gen)
 {
 	struct orch_mnt_inode *in;
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
 	if (in) {
+		/* A new file's CREATE registered it: before anyone can close it. */
+		if (oreg_gen && !in->i_opens)
+			in->i_oreg_gen = oreg_gen;
 		in->i_opens++;
 		t->t_opens++;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-bool orch_mnt_itab_has_opens(struct orch_mnt_itab *t)
-{
-	bool any;
-
-	pthread_mutex_lock(&t->t_lock);
-	any = t->t_opens > 0;
-	pthread_mutex_unlock(&t->t_lock);
-	return any;
-}
-
-bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *parent,
-			     char name[ORCH_MNT_SILLY_LEN])
+bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen)
 {
 	struct orch_mnt_inode *in;
-	bool silly = false;
+	bool last = false;
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
 	if (in && in->i_opens)
 		t->t_opens--;
-	if (in && in->i_opens && --in->i_opens == 0 && in->i_silly_parent) {
-		*parent = in->i_silly_parent;
-		memcpy(name, in->i_silly_name, ORCH_MNT_SILLY_LEN);
-		in->i_silly_parent = 0;
-		silly = true;
+	if (in && in->i_opens && --in->i_opens == 0 && in->i_oreg_gen) {
+		*gen = in->i_oreg_gen;
+		in->i_oreg_gen = 0;
+		last = true;
 	}
 	pthread_mutex_unlock(&t->t_lock);
-	return silly;
+	return last;
+}
+
+bool orch_mnt_inode_oreg_claim(struct orch_mnt_itab *t, uint64_t h, uint64_t cur)
+{
+	struct orch_mnt_inode *in;
+	bool claim = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && in->i_opens && (!in->i_oreg_gen || in->i_oreg_gen != cur)) {
+		in->i_oreg_gen = cur ? cur : UINT64_MAX;  /* claimed: nobody else sends */
+		claim = true;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return claim;
+}
+
+bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen)
+{
+	struct orch_mnt_inode *in;
+	bool open;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	open = in && in->i_opens;
+	if (open)
+		in->i_oreg_gen = gen;
+	pthread_mutex_unlock(&t->t_lock);
+	return open;
 }
 
 void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h)
@@ -567,23 +587,6 @@ bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h)
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
 	open = in && in->i_opens;
-	pthread_mutex_unlock(&t->t_lock);
-	return open;
-}
-
-bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
-			      const char *name)
-{
-	struct orch_mnt_inode *in;
-	bool open;
-
-	pthread_mutex_lock(&t->t_lock);
-	in = itab_find(t, h);
-	open = in && in->i_opens;
-	if (open) {
-		in->i_silly_parent = parent;
-		snprintf(in->i_silly_name, sizeof(in->i_silly_name), "%s", name);
-	}
 	pthread_mutex_unlock(&t->t_lock);
 	return open;
 }

@@ -68,8 +68,6 @@ enum orch_mnt_op {
 /* --- Inode table ------------------------------------------------------------ */
 
 /* ".orchard-deleted-" and 16 hex digits of the handle. */
-#define ORCH_MNT_SILLY_PREFIX ".orchard-deleted-"
-#define ORCH_MNT_SILLY_LEN 40
 #define ORCH_MNT_XWELLKNOWN 4
 
 /*
@@ -98,11 +96,14 @@ struct orch_mnt_inode {
 	 */
 	int64_t i_wmtime_ns;
 	/*
-	 * Files this mount has open on the inode, and, once its last name was
-	 * removed while open, the hidden name it was renamed to (NFS's "silly
-	 * rename"): removed at the last release.
+	 * Files this mount has open on the inode, and the generation of the
+	 * connection to the inode's server on which it registered them
+	 * (CL2SV_WRITERS OPEN; 0: not registered).  The server keeps the file
+	 * while it is registered, even once its last name is gone
+	 * (docs/DESIGN.md, "Open files whose last name went").
 	 */
 	uint32_t i_opens;
+	uint64_t i_oreg_gen;
 	/*
 	 * Created by this mount and neither opened again nor written since:
 	 * what cp(1) copies into, whose layout copy_file_range may change.
@@ -120,8 +121,6 @@ struct orch_mnt_inode {
 	 */
 	uint64_t i_wreg_gen;
 	bool i_wreg_busy;
-	uint64_t i_silly_parent;       /* 0 if none */
-	char i_silly_name[ORCH_MNT_SILLY_LEN];
 	/*
 	 * Well-known xattrs the servers said the inode lacks, and when (ms32):
 	 * the kernel asks for security.capability before every write and ls -l
@@ -378,10 +377,12 @@ void orch_mnt_reply_err(fuse_req_t req, int error);
  * Registers @a in the inode table (one lookup more) and replies with the
  * entry, or with @fi for CREATE (@fi non-NULL).  Returns 0, or -errno if the
  * kernel did not take the reply (interrupted): then the lookup is dropped
- * again and no RELEASE will come for @fi.
+ * again and no RELEASE will come for @fi.  @oreg_gen: with @fi, the
+ * connection generation on which the request registered the open (a
+ * CREATE with ORCH_CREATE_OPEN), 0 if none.
  */
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
-			 struct fuse_file_info *fi);
+			 struct fuse_file_info *fi, uint64_t oreg_gen);
 
 /* Fills @e for @a, as reported (timeouts from the knobs). */
 void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
@@ -491,8 +492,19 @@ void orch_mnt_inode_wreg_created(struct orch_mnt_itab *t, uint64_t h, uint64_t g
 bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool clean,
 				   uint64_t *gen);
 
-/* An open file of @h more (after a successful open or create). */
-void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h);
+/*
+ * An open file of @h more (after a successful open or create); @oreg_gen
+ * non-zero: the request registered it on that connection generation.
+ */
+void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_gen);
+/*
+ * Open registrations: claim returns true, recording @cur, if @h is open
+ * here and not registered on connection generation @cur (the caller then
+ * sends CL2SV_WRITERS OPEN, and oreg_set(0) if that failed).
+ */
+bool orch_mnt_inode_oreg_claim(struct orch_mnt_itab *t, uint64_t h, uint64_t cur);
+/* Records @gen; false (nothing recorded) if @h is not open here any more. */
+bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen);
 /* i_fresh: set by create, cleared by another open or a write; take clears it. */
 void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
 bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);
@@ -509,22 +521,12 @@ bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);
 void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h);
 
 /*
- * One open file of @h less.  Returns true, with its directory and hidden
- * name, if that was the last one of an inode whose name was removed while
- * it was open (the caller removes the hidden name).
+ * One open file of @h less.  Returns true if that was the last one and it
+ * was registered, with the registration's connection generation in
+ * *@gen (the caller sends CL2SV_WRITERS CLOSE on it if still up).
  */
-bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *parent,
-			     char name[ORCH_MNT_SILLY_LEN]);
-
-/*
- * If @h is open in this mount, records that its last name is now @name in
- * @parent and returns true; false (nothing recorded) if it is not open.
- */
-bool orch_mnt_inode_set_silly(struct orch_mnt_itab *t, uint64_t h, uint64_t parent,
-			      const char *name);
+bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen);
 bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h);
-/* True if any file is open in this mount (a cheap test before a lookup). */
-bool orch_mnt_itab_has_opens(struct orch_mnt_itab *t);
 
 /*
  * The absent-xattr cache: index of @name among the well-known names, or
@@ -595,18 +597,9 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			      struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			      struct fuse_file_info *fi_out, size_t len, int flags);
 
-/*
- * Before @name in @parent goes away (unlink, or replaced by rename): if it
- * is the last name of a file open in this mount, renames it to a hidden
- * name instead, removed at the last close, so the open files keep working
- * as on a local file system.  Returns 1 if it did (the name is gone), 0 if
- * the caller should go on, or -errno.
- */
 /* The open permission check (file.c): 0 with default_permissions or for root. */
 int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
 			int flags);
-int orch_mnt_silly_rename(struct orch_mnt *m, const struct orch_cred *cred, uint64_t parent,
-			  const char *name);
 
 void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void orch_mnt_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

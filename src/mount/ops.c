@@ -130,7 +130,7 @@ void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
 }
 
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
-			 struct fuse_file_info *fi)
+			 struct fuse_file_info *fi, uint64_t oreg_gen)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct fuse_entry_param e;
@@ -147,16 +147,16 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t ask
 	 * its RELEASE could come first and the count never drop back.
 	 */
 	if (fi)
-		orch_mnt_inode_opened(&m->m_itab, a->handle);
+		orch_mnt_inode_opened(&m->m_itab, a->handle, oreg_gen);
 	orch_mnt_entry_param(m, &rep, &e);
 	rc = fi ? fuse_reply_create(req, &e, fi) : fuse_reply_entry(req, &e);
 	/* An interrupted request: the kernel never took the reference. */
 	if (rc) {
-		uint64_t p;
-		char silly[ORCH_MNT_SILLY_LEN];
+		uint64_t gen;
 
+		/* The caller releases the server's registration (a new file's is the CREATE's). */
 		if (fi)
-			orch_mnt_inode_released(&m->m_itab, a->handle, &p, silly);
+			orch_mnt_inode_released(&m->m_itab, a->handle, &gen);
 		orch_mnt_inode_forget(&m->m_itab, a->handle, 1);
 	}
 	return rc ? -ENOENT : 0;
@@ -341,7 +341,7 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	neg = atomic_load(&m->m_negative_timeout_ms);
 	if (!error) {
-		orch_mnt_reply_entry(req, &a, asked, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
 	} else if (error == -ENOENT && neg) {
 		/* A negative entry: ino 0, cached for negative_timeout_ms. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = neg / 1000.0 };
@@ -391,7 +391,7 @@ static void mnt_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, asked, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
 }
 
 static void mnt_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -409,7 +409,7 @@ static void mnt_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, asked, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
 }
 
 static void mnt_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
@@ -428,7 +428,7 @@ static void mnt_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, asked, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
 }
 
 static void mnt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -446,7 +446,7 @@ static void mnt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	if (error)
 		orch_mnt_reply_err(req, error);
 	else
-		orch_mnt_reply_entry(req, &a, asked, NULL);
+		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
 }
 
 static void mnt_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -474,10 +474,9 @@ static void mnt_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	orch_mnt_count(m, ORCH_MNT_OP_UNLINK);
 	orch_mnt_cred(req, &cred);
-	error = orch_mnt_silly_rename(m, &cred, parent, name);
-	if (error == 0)
-		error = orch_fs_unlink(m->m_cl, &cred, parent, name);
-	orch_mnt_reply_err(req, error < 0 ? error : 0);
+	/* A file open anywhere stays on its server until its last close. */
+	error = orch_fs_unlink(m->m_cl, &cred, parent, name);
+	orch_mnt_reply_err(req, error);
 }
 
 static void mnt_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -501,11 +500,8 @@ static void mnt_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* RENAME_WHITEOUT (overlayfs) is not supported; nor both flags at once. */
 	if (flags == 0 || flags == RENAME_NOREPLACE || flags == RENAME_EXCHANGE) {
 		orch_mnt_cred(req, &cred);
-		/* A replaced file that is open here keeps working (hidden until closed). */
-		error = flags ? 0 : orch_mnt_silly_rename(m, &cred, newparent, newname);
-		if (error >= 0)
-			error = orch_fs_rename(m->m_cl, &cred, parent, name, newparent, newname,
-					       flags);
+		/* A replaced file that is open anywhere keeps working until closed. */
+		error = orch_fs_rename(m->m_cl, &cred, parent, name, newparent, newname, flags);
 	}
 	orch_mnt_reply_err(req, error);
 }

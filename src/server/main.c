@@ -35,6 +35,7 @@
 #include "server/sv_stats.h"
 #include "server/sv_work.h"
 #include "server/sv_write.h"
+#include "server/sv_opens.h"
 #include "server/sv_writers.h"
 
 
@@ -98,6 +99,7 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv->s_bytes_out += c->c_bytes_out;
 	sv_lease_conn_closed(sv, c);
 	sv_writers_conn_closed(sv, c);
+	sv_opens_conn_closed(sv, c);
 	sv_conns_remove(sv, c);
 	/* Its descriptor is free: a connection waiting for one may have it. */
 	sv_accept_resume(sv);
@@ -333,6 +335,10 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the intents");
 		goto out_listen;
 	}
+	if (sv_opens_init(&sv)) {
+		ORCH_ERR("cannot set up the open files table");
+		goto out_listen;
+	}
 	/* Leases are granted to clients that ask, unless lease_ms is 0. */
 	sv.s_client_ops = (struct orch_conn_ops){
 		.on_frame = sv_dispatch_frame,
@@ -361,10 +367,12 @@ int main(int argc, char **argv)
 	sv_work_stop(&sv);
 	sv_admin_stop(&sv);
 	sv_writers_stop(&sv);
+	sv_opens_stop(&sv);
 	sv_conns_close_all(&sv, -ESHUTDOWN);
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
 	sv_writers_fini(&sv);
+	sv_opens_fini(&sv);
 	sv_intent_fini(&sv);
 out_listen:
 	sv_metrics_stop(&sv); /* a failed start's (the clean stop's is done) */

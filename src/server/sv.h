@@ -142,6 +142,7 @@ struct sv_server {
 	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */
 	struct sv_intents *s_intents;      /* the intent machine (intent.c) */
 	struct sv_writers *s_writers;      /* the writers of files held here (sv_writers.c) */
+	struct sv_opens *s_opens;          /* open files and orphans held here (sv_opens.c) */
 	struct sv_admin *s_admin;          /* the admin thread (sv_admin.c); NULL: not running */
 	uint64_t s_started_ms;
 	int64_t s_started_real_ms;         /* wall clock, for process_start_time_seconds */

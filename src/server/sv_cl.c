@@ -22,6 +22,7 @@
 #include "server/sv.h"
 #include "server/sv_cl.h"
 #include "server/sv_req.h"
+#include "server/sv_opens.h"
 #include "server/sv_writers.h"
 
 static bool sv_is_local(const struct sv_server *sv, uint64_t h)
@@ -162,6 +163,10 @@ int sv_cl_create(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 	if (!error && (m->create_flags & ORCH_CREATE_WRITER) && !rep.eof &&
 	    S_ISREG(rep.entry.attr.mode))
 		error = sv_writers_created(sv, r->r_conn, rep.entry.attr.handle);
+	/* A mount's CREATE opens the file too (CL2SV_WRITERS OPEN), until its CLOSE. */
+	if (!error && (m->create_flags & ORCH_CREATE_OPEN) && !rep.eof &&
+	    S_ISREG(rep.entry.attr.mode))
+		error = sv_opens_request(sv, r->r_conn, rep.entry.attr.handle, true);
 	if (!error) {
 		rep.entry.handle = rep.entry.attr.handle;
 		/*

@@ -15,6 +15,7 @@
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
+#include "server/sv_opens.h"
 #include "server/sv_writers.h"
 
 #define SV_RATE_TICK_MS 1000
@@ -117,6 +118,7 @@ void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out)
 	sv_peers_bytes(sv, &out->bytes_in, &out->bytes_out);
 	orch_meta_counts(sv->s_meta, &out->inodes, &next);
 	sv_writers_counts(sv, &out->writer_inodes, &out->writer_regs, &out->writer_cuts);
+	sv_opens_counts(sv, &out->open_files, &out->open_regs, &out->orphans, &out->orphans_freed);
 	orch_store_get_stats(sv->s_store, &out->store);
 	orch_store_statfs(sv->s_store, &out->capacity, &out->free, &out->avail, &out->objects);
 	out->store_error = orch_store_failed(sv->s_store, &out->store_failed_s);
@@ -175,8 +177,13 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "writer_inodes", s.writer_inodes, true);
 	sv_json_u64(b, "writer_registrations", s.writer_regs, true);
 	sv_json_u64(b, "writer_cuts", s.writer_cuts, true);
+	sv_json_u64(b, "open_files", s.open_files, true);
+	sv_json_u64(b, "open_registrations", s.open_regs, true);
+	sv_json_u64(b, "orphans", s.orphans, true);
+	sv_json_u64(b, "orphans_freed", s.orphans_freed, true);
 	sv_json_u64(b, "data_bytes_written", st->bytes_written, true);
 	sv_json_u64(b, "data_bytes_read", st->bytes_read, true);
+	sv_json_u64(b, "data_objects", s.objects, true);
 	sv_json_u64(b, "data_objects_created", st->objects_created, true);
 	sv_json_u64(b, "data_objects_deleted", st->objects_deleted, true);
 	sv_json_u64(b, "data_objects_reclaimed", s.reclaimed, true);

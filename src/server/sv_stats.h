@@ -30,6 +30,7 @@ struct sv_stats_snap {
 	uint64_t leases, lease_grants, lease_pushes, lease_revokes;
 	uint64_t inodes;
 	uint64_t writer_inodes, writer_regs, writer_cuts;
+	uint64_t open_files, open_regs, orphans, orphans_freed;
 	uint64_t reclaimed, cut;             /* data objects the sweeps deleted or cut */
 	uint64_t writes_queued;              /* data writes waiting for the store */
 	struct orch_store_stats store;

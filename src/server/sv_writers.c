@@ -62,6 +62,7 @@
 #include "server/sv.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
+#include "server/sv_opens.h"
 #include "server/sv_writers.h"
 
 #define WR_BUCKETS 16384u  /* a power of two */
@@ -540,19 +541,28 @@ void sv_writers_conn_closed(struct sv_server *sv, struct orch_conn *c)
 int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_writers *wt = sv->s_writers;
-	uint32_t f = m->writers_flags;
+	uint32_t f = m->writers_flags, o = f & (ORCH_WRITERS_OPEN | ORCH_WRITERS_CLOSE);
 	struct orch_msg rep;
 	struct wr_node *n;
+	bool opened = false;
 	int error = 0;
 
 	orch_msg_init(&rep, 0);
-	if (!f || ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE))) {
+	f &= ~o;
+	if ((!f && !o) || ((f & ORCH_WRITERS_REGISTER) && (f & ORCH_WRITERS_RELEASE)) ||
+	    o == (ORCH_WRITERS_OPEN | ORCH_WRITERS_CLOSE) ||
+	    (o && (f & (ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM)))) {
 		sv_reply_status(r, -EINVAL);
 		return 0;
 	}
 	error = orch_meta_inode_get(sv->s_meta, m->handle, &rep.attr);
 	if (!error && !S_ISREG(rep.attr.mode))
 		error = -EINVAL;
+	/* An open registers before anything else is answered; a close ends the request. */
+	if (!error && (o & ORCH_WRITERS_OPEN)) {
+		error = sv_opens_request(sv, r->r_conn, m->handle, true);
+		opened = !error;
+	}
 	/* What the writer wrote first: then it is below the size any cut uses. */
 	if (!error && m->size && (f & (ORCH_WRITERS_REGISTER | ORCH_WRITERS_RELEASE))) {
 		error = orch_meta_inode_extend(sv->s_meta, m->handle, m->size, m->time_ns,
@@ -561,6 +571,8 @@ int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch
 			sv_flusher_dirty(sv);
 	}
 	if (error) {
+		if (opened)  /* not registered after all */
+			sv_opens_request(sv, r->r_conn, m->handle, false);
 		rep.status = error;
 		sv_reply(r, &rep);
 		return 0;
@@ -569,6 +581,11 @@ int sv_writers_request(struct sv_server *sv, struct sv_req *r, const struct orch
 	if (f & ORCH_WRITERS_RELEASE) {
 		if (n && wr_remove(wt, n, r->r_conn))
 			wr_left(sv, n);
+	}
+	if (!f || (f & ORCH_WRITERS_RELEASE)) {
+		/* The last close of an orphan frees it: after the release. */
+		if (o & ORCH_WRITERS_CLOSE)
+			sv_opens_request(sv, r->r_conn, m->handle, false);
 		sv_reply(r, &rep);
 		return 0;
 	}

@@ -1,0 +1,220 @@
+"""Open files whose last name goes (docs/DESIGN.md, "Open files whose last
+name went").
+
+As on a local file system: once the last name of an open file is removed,
+fstat says nlink 0, no name is left in the directory (which can then be
+removed), the file is still read and written through its descriptors on
+every mount, and its data goes at the last close anywhere.  The inode's
+server keeps such an orphan while a mount has it registered as open, a
+lease term after that mount's connection went, and a lease term after a
+restart of the server; then frees it as any removed file.
+
+The clusters run with a short lease term, so the holds end quickly."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from cluster import Cluster, wait_until
+from mount import Mount
+
+STRIP = 65536
+LEASE_MS = 1500
+DATA = bytes((i * 13 + 7) & 0xff or 1 for i in range(5 * STRIP + 123))  # no zero byte
+
+
+@pytest.fixture
+def cl(tmp_path):
+    c = Cluster(tmp_path / "c", nservers=2, strip_size=STRIP,
+                extra="\n[cluster]\nlease_ms = %d\n" % LEASE_MS)
+    c.start_all()
+    made = []
+
+    def mount(name):
+        m = Mount(c, tmp_path / name)
+        made.append(m)
+        return m.start()
+
+    c.mount = mount
+    try:
+        yield c
+    finally:
+        for m in reversed(made):
+            kill_mount(m)
+        c.stop_all()
+
+
+def kill_mount(m):
+    """SIGKILL of the mount by PID, then a lazy unmount."""
+    if m.proc is not None:
+        os.kill(m.proc.pid, signal.SIGKILL)
+        m.proc.wait()
+        m.proc = None
+    subprocess.run(["fusermount3", "-u", "-z", m.mnt], capture_output=True)
+
+
+def total(c, key):
+    return sum(s.get(key, 0) for s in c.server_stats().values())
+
+
+def orphans(c):
+    return sum(s["orphans"] for s in c.server_stats().values())
+
+
+def objects(c):
+    return total(c, "data_objects")
+
+
+def put(path, data=DATA):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_fd(fd, n=len(DATA)):
+    return os.pread(fd, n + 10, 0)
+
+
+def assert_scrub_clean(c):
+    p = c.cli("scrub", "--all", check=False, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_fstat_after_unlink_says_nlink_0_and_no_name_is_left(cl):
+    m = cl.mount("m")
+    os.mkdir(m.path("d"))
+    put(m.path("d", "f"))
+    fd = os.open(m.path("d", "f"), os.O_RDONLY)
+    try:
+        os.unlink(m.path("d", "f"))
+        st = os.fstat(fd)
+        assert st.st_nlink == 0
+        assert st.st_size == len(DATA)
+        assert os.listdir(m.path("d")) == []
+        os.rmdir(m.path("d"))
+        assert not os.path.exists(m.path("d"))
+        assert read_fd(fd) == DATA
+        assert orphans(cl) == 1
+    finally:
+        os.close(fd)
+    wait_until(lambda: orphans(cl) == 0 and objects(cl) == 0, 15,
+               what="the removed file freed at its last close")
+    assert total(cl, "orphans_freed") == 1
+    assert_scrub_clean(cl)
+
+
+def test_read_and_write_through_the_descriptor_after_unlink(cl):
+    m = cl.mount("m")
+    put(m.path("f"))
+    fd = os.open(m.path("f"), os.O_RDWR)
+    try:
+        os.unlink(m.path("f"))
+        assert os.pwrite(fd, b"tail", len(DATA)) == 4
+        os.fsync(fd)
+        assert os.fstat(fd).st_size == len(DATA) + 4
+        assert os.fstat(fd).st_nlink == 0
+        assert read_fd(fd) == DATA + b"tail"
+        os.ftruncate(fd, 10)
+        assert read_fd(fd) == DATA[:10]
+        assert os.listdir(m.mnt) == []
+    finally:
+        os.close(fd)
+    wait_until(lambda: orphans(cl) == 0 and objects(cl) == 0, 15,
+               what="the removed file freed at its last close")
+
+
+def test_open_on_another_mount_keeps_the_data_until_it_closes(cl):
+    a, b = cl.mount("a"), cl.mount("b")
+    put(a.path("f"))
+    put(a.path("other"), b"kept")
+    fd = os.open(b.path("f"), os.O_RDONLY)
+    try:
+        os.unlink(a.path("f"))
+        assert not os.path.exists(a.path("f"))
+        # b's kernel may trust its cached attributes for getattr_timeout_ms.
+        wait_until(lambda: os.fstat(fd).st_nlink == 0, 5, what="nlink 0 on mount b")
+        assert os.listdir(b.mnt) == ["other"]
+        assert read_fd(fd) == DATA
+        assert orphans(cl) == 1
+        # The intents that free removed files ran meanwhile: this one is kept.
+        wait_until(lambda: cl.intents("s0") == 0 and cl.intents("s1") == 0, 15,
+                   what="no intent pending")
+        assert read_fd(fd) == DATA
+    finally:
+        os.close(fd)
+    wait_until(lambda: orphans(cl) == 0 and objects(cl) == 1, 15,
+               what="the removed file freed at the last close on mount b")
+    with open(b.path("other"), "rb") as f:
+        assert f.read() == b"kept"
+    assert_scrub_clean(cl)
+
+
+def orphan_of_a_killed_mount(cl, other):
+    """Mount b opens /f (its inode on s0, the root's server), mount a
+    removes it and writes /other; then b is killed with /f open.  Returns
+    mount a."""
+    a, b = cl.mount("a"), cl.mount("b")
+    put(a.path("f"))
+    put(a.path("other"), other)
+    fd = os.open(b.path("f"), os.O_RDONLY)
+    try:
+        os.unlink(a.path("f"))
+        assert read_fd(fd) == DATA
+        assert orphans(cl) == 1
+        kill_mount(b)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    return a
+
+
+def assert_only_other_left(cl, a, other):
+    # One object per server that holds a strip of it.
+    wait_until(lambda: objects(cl) == min((len(other) + STRIP - 1) // STRIP, cl.n), 15,
+               what="only /other's objects left")
+    with open(a.path("other"), "rb") as f:
+        assert f.read() == other
+    assert os.listdir(a.mnt) == ["other"]
+    assert_scrub_clean(cl)
+
+
+def test_killed_mount_orphan_reclaimed_after_its_lease(cl):
+    a = orphan_of_a_killed_mount(cl, b"kept")
+    # Held for a lease term after b's connection went, then freed.
+    wait_until(lambda: orphans(cl) == 0, LEASE_MS / 1000 + 15,
+               what="the killed mount's orphan reclaimed")
+    assert_only_other_left(cl, a, b"kept")
+
+
+def test_orphan_pending_at_a_server_restart_reclaimed_after_the_lease(cl):
+    a = orphan_of_a_killed_mount(cl, DATA[::-1])
+    cl.kill("s0")
+    cl.start("s0")
+    # Kept at the start (a mount of before may come back), freed after a term.
+    assert "1 removed files were open: kept" in cl.log_text("s0")
+    wait_until(lambda: orphans(cl) == 0, LEASE_MS / 1000 + 15,
+               what="the orphan of before the restart reclaimed")
+    assert total(cl, "orphans_freed") == 1
+    assert_only_other_left(cl, a, DATA[::-1])
+
+
+def test_open_on_a_mount_survives_a_server_restart(cl):
+    a, b = cl.mount("a"), cl.mount("b")
+    put(a.path("f"))
+    fd = os.open(b.path("f"), os.O_RDONLY)
+    try:
+        os.unlink(a.path("f"))
+        cl.kill("s0")
+        cl.start("s0")
+        # b registers again with its next read on the new connection (not
+        # one the kernel's page cache answers).
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert read_fd(fd) == DATA
+        assert orphans(cl) == 1
+        assert read_fd(fd) == DATA
+    finally:
+        os.close(fd)
+    wait_until(lambda: orphans(cl) == 0 and objects(cl) == 0, LEASE_MS / 1000 + 15,
+               what="the orphan freed at its last close")
