@@ -66,7 +66,14 @@ static bool host_space_ok(struct store_writer *w, uint32_t blocks)
 	uint64_t reserve = atomic_load(&w->w_st->st_reserve);
 	uint64_t need = reserve + (uint64_t)blocks * ORCH_STORE_BLOCK;
 
-	return !reserve || host_avail(w, false) >= need || host_avail(w, true) >= need;
+	if (!reserve)
+		return true;
+	/* Far from the reserve the last look will do; near it every check
+	 * looks again, as other servers may share the file system and take
+	 * from it meanwhile. */
+	if (host_avail(w, false) >= need + 3 * reserve)
+		return true;
+	return host_avail(w, true) >= need;
 }
 
 static void host_space_reclaim(struct store_writer *w);

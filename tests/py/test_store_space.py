@@ -42,7 +42,10 @@ class SharedFs:
         self.c = self.m = None
         try:
             # store_size None: the store's default, 64 GiB per server
-            self.c = Cluster(self.dir, nservers=nservers, store_size=store_size)
+            # Servers sharing a file system need a reserve each for their
+            # databases (ADMIN.md, "A full file system").
+            self.c = Cluster(self.dir, nservers=nservers, store_size=store_size,
+                             extra="\n[cluster]\nstore_reserve = %dM\n" % (16 * nservers))
             self.c.start_all()
             self.m = Mount(self.c, str(tmp_path / "mnt")).start()
         except BaseException:
