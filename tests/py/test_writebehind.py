@@ -129,7 +129,7 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
         # server silent for a whole deadline is sick until then, its calls
         # failing at once, docs/mount.md "Failures"), the same descriptors
         # work.
-        wait_until(lambda: fsynced(fd, b"z" * 4096), 5, 0.05,
+        wait_until(lambda: fsynced(fd, b"z" * 4096), 30, 0.05,
                    "a write and fsync after the server came back")
         # An O_DIRECT write to a server that just went silent waits for it
         # (no write-behind) and fails itself.
@@ -141,7 +141,7 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
         assert time.monotonic() - t0 >= 0.9, "the O_DIRECT write did not wait"
         os.kill(c.pid(stopped), signal.SIGCONT)
         stopped = None
-        wait_until(lambda: fsynced(fd, b"w" * 4096), 5, 0.05,
+        wait_until(lambda: fsynced(fd, b"w" * 4096), 30, 0.05,
                    "a write and fsync after the server came back")
     finally:
         if stopped:
