@@ -1,9 +1,9 @@
 """The documentation stands alone: everything the code, the tests and the
 benchmarks rely on is in the repository.
 
-* No file cites a research note or a page outside the repository, nor an
-  issue number of a tracker readers cannot see (say the requirement
-  instead).
+* No file names a document the repository does not hold, or a relative
+  path that leads out of it, nor an issue number of a tracker readers
+  cannot see (say the requirement instead).
 * Every store invariant (I1, I2, ...) named in code, tests or docs, test
   names included (`i26_delete_frees_all_blocks`), is defined in
   docs/SPEC-store.md, and every test its tables name exists; every scrub
@@ -24,11 +24,11 @@ TREES = ("src", "tests", "docs", "bench", "man", "dist", "debian", "scripts")
 TOP_FILES = ("README.md", "Makefile")
 SKIP_DIRS = {"__pycache__", "build"}
 
-# Material outside the repository: the research notes (rmap.md, anchors-2.md,
-# features.md, orangefs.md, style.md) and the pages the project started from
-# (../shared/DESIGN.md, STYLE.md).
-OUTSIDE = re.compile(r"research/|\.\./shared\b|/work/shared\b|\banchors\b"
-                     r"|\b(?:rmap|features|orangefs|style|STYLE)\.md\b", re.I)
+# A Markdown document named anywhere (`SPEC-store.md`, docs/ADMIN.md,
+# [x](y.md)): it must be one of the repository's.
+MD_NAME = re.compile(r"(?<![\w./-])((?:\.{1,2}/|[\w-]+/)*[\w.-]+\.md)\b")
+# A relative path that climbs: ../x, ../../docs/y.md.
+CLIMB = re.compile(r"(?<![\w./)])((?:\.\./)+[\w-][\w.-]*(?:/[\w.-]+)*)")
 # "issue 16", "issue #3", "Issue 13, item 1", "issues 16 and 18", "ticket 7",
 # "bug #12", "(#42)", "(issue: store throughput)", "GH-7".
 ISSUE = re.compile(r"\b(?:issue|ticket|bug)s?\s*(?:no\.?\s*)?(?:#\s*)?\d+"
@@ -82,8 +82,42 @@ def hits(pattern):
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def repo_markdown():
+    """Base names of the repository's own Markdown files."""
+    names = set()
+    for d, dirs, files in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in SKIP_DIRS]
+        names |= {f for f in files if f.endswith(".md")}
+    return names
+
+
+def leads_inside(here, path):
+    """@path, relative to directory @here, names something the repository
+    holds (or a build makes)."""
+    full = os.path.normpath(os.path.join(here, path))
+    if not full.startswith(ROOT + os.sep):
+        return False
+    top = os.path.relpath(full, ROOT).split(os.sep)[0]
+    return os.path.exists(full) or top.startswith("build")
+
+
+def outside_citations():
+    """Lines naming a document the repository does not hold, or a path that
+    leads out of it: what they rely on would be out of a user's reach."""
+    out = []
+    for rel, text in tracked_files():
+        here = os.path.dirname(os.path.join(ROOT, rel))
+        for n, line in enumerate(text.splitlines(), 1):
+            why = [m for m in MD_NAME.findall(line) if os.path.basename(m) not in repo_markdown()]
+            why += [m for m in CLIMB.findall(line) if not leads_inside(here, m)]
+            if why:
+                out.append("%s:%d: %s: %s" % (rel, n, ", ".join(why), line.strip()))
+    return out
+
+
 def test_no_citation_of_material_outside_the_repository():
-    found = hits(OUTSIDE)
+    found = outside_citations()
     assert not found, ("these cite material that is not in the repository; bring what "
                        "they rely on into docs/ and cite that:\n" + "\n".join(found))
 
