@@ -520,6 +520,32 @@ void orch_rec_csum_bind(sqlite3_stmt *s, const struct orch_csum_irec *in)
 	sqlite3_bind_int64(s, 5, rec.crc);
 }
 
+int orch_rec_csum_get(struct orch_rec_sq *q, uint32_t ag, int64_t grp,
+		      struct orch_csum_irec *out)
+{
+	sqlite3_stmt *s;
+	int rc = orch_rec_stmt(q, ORCH_REC_CSUM_GET, &s);
+
+	memset(out, 0, sizeof(*out));
+	out->ag = ag;
+	out->grp = (uint32_t)grp;
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, grp);
+	rc = orch_rec_step(q, ORCH_REC_CSUM_GET);
+	if (rc == 1) {
+		if (orch_rec_csum_from_disk(NULL, s, 0, out)) {
+			out->valid = 0;   /* damaged: its blocks have no sums */
+			rc = 0;
+		}
+		orch_rec_reset(q, ORCH_REC_CSUM_GET);
+		out->ag = ag;
+		out->grp = (uint32_t)grp;
+	}
+	return rc;
+}
+
 /* --- bad ------------------------------------------------------------------------ */
 
 orch_failaddr_t orch_rec_bad_from_disk(const struct orch_store *st, sqlite3_stmt *s,
