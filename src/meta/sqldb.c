@@ -191,6 +191,16 @@ int orch_sqldb_exec(struct orch_meta *m, enum orch_sqldb_stmt id)
 	return rc;
 }
 
+/* orch_sqldb_exec() of an UPDATE or DELETE of one row: -ENOENT if none changed. */
+static int sqldb_exec_one(struct orch_meta *m, enum orch_sqldb_stmt id)
+{
+	int rc = orch_sqldb_exec(m, id);
+
+	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
+		return -ENOENT;
+	return rc;
+}
+
 /* --- Savepoints ------------------------------------------------------------- */
 
 /*
@@ -569,9 +579,7 @@ int orch_sqldb_inode_update(struct orch_meta *m, const struct orch_inode_irec *i
 	int rc;
 
 	sqldb_inode_bind(st, in);
-	rc = orch_sqldb_exec(m, SQLDB_INODE_UPDATE);
-	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
-		return -ENOENT;
+	rc = sqldb_exec_one(m, SQLDB_INODE_UPDATE);
 	if (rc == 0)
 		orch_sqldb_changed(m, in->i_attr.handle, NULL, 0);
 	return rc;
@@ -658,9 +666,7 @@ int orch_sqldb_dirent_update(struct orch_meta *m, uint64_t parent, const char *n
 	int rc;
 
 	sqldb_dirent_bind(orch_sqldb_stmt(m, SQLDB_DIRENT_UPDATE), parent, name, namelen, in);
-	rc = orch_sqldb_exec(m, SQLDB_DIRENT_UPDATE);
-	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
-		return -ENOENT;
+	rc = sqldb_exec_one(m, SQLDB_DIRENT_UPDATE);
 	if (rc == 0)
 		orch_sqldb_changed(m, parent, name, namelen);
 	return rc;
@@ -674,9 +680,7 @@ int orch_sqldb_dirent_delete(struct orch_meta *m, uint64_t parent, const char *n
 
 	orch_sqldb_bind_u64(st, 1, parent);
 	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	rc = orch_sqldb_exec(m, SQLDB_DIRENT_DELETE);
-	if (rc == 0 && sqlite3_changes(m->m_db) != 1)
-		return -ENOENT;
+	rc = sqldb_exec_one(m, SQLDB_DIRENT_DELETE);
 	if (rc == 0)
 		orch_sqldb_changed(m, parent, name, namelen);
 	return rc;

@@ -405,15 +405,12 @@ int orch_check_data(struct chk *ck, struct chk_ag *a)
 				const struct chk_srec *cs;
 				uint32_t bit = blk % ORCH_REC_CSUM_GROUP;
 				uint32_t want, got;
-				const uint8_t *p;
 
 				cs = chk_csum_find(a, blk / ORCH_REC_CSUM_GROUP);
 				if (!cs || !cs->sums_ok ||
 				    !(cs->valid & (1ull << bit)))
 					continue;  /* I16 said so */
-				p = cs->sums + 4 * bit;
-				want = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-				       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+				want = orch_get_le32(cs->sums + 4 * bit);
 				got = orch_crc32c(0, ck->buf +
 						  (size_t)j * ORCH_STORE_BLOCK,
 						  ORCH_STORE_BLOCK);

@@ -348,25 +348,13 @@ struct scan {
 /* Loads the csum row of group @grp of the scan's AG. */
 static int scan_csum(struct scan *sc, int64_t grp)
 {
-	sqlite3_stmt *s;
 	int rc;
 
 	if (sc->c_grp == grp)
 		return 0;
 	sc->c_grp = grp;
-	sc->c_rec.valid = 0;
-	rc = orch_rec_stmt(sc->q, ORCH_REC_CSUM_GET, &s);
-	if (rc)
-		return rc;
-	sqlite3_bind_int64(s, 1, sc->ag);
-	sqlite3_bind_int64(s, 2, grp);
-	rc = orch_rec_step(sc->q, ORCH_REC_CSUM_GET);
-	if (rc == 1) {
-		/* A damaged row vouches for nothing (the checker reports it). */
-		if (orch_rec_csum_from_disk(NULL, s, 0, &sc->c_rec))
-			sc->c_rec.valid = 0;
-		orch_rec_reset(sc->q, ORCH_REC_CSUM_GET);
-	}
+	/* A damaged row vouches for nothing (the checker reports it). */
+	rc = orch_rec_csum_get(sc->q, sc->ag, grp, &sc->c_rec);
 	return rc < 0 ? rc : 0;
 }
 

@@ -227,14 +227,6 @@ void orch_rec_agstat_to_disk(const struct orch_agstat_irec *in, struct orch_rec_
 	out->crc = rec_crc_of(ORCH_REC_AGSTAT, out, NULL, 0);
 }
 
-void orch_rec_agstat_bind(sqlite3_stmt *s, const struct orch_agstat_irec *in)
-{
-	struct orch_rec_agstat rec;
-
-	orch_rec_agstat_to_disk(in, &rec);
-	rec_bind(s, &rec, 8);
-}
-
 /* --- obj ------------------------------------------------------------------------ */
 
 orch_failaddr_t orch_rec_obj_from_disk(sqlite3_stmt *s, int col, struct orch_obj_irec *out)
@@ -271,14 +263,6 @@ void orch_rec_obj_to_disk(const struct orch_obj_irec *in, struct orch_rec_obj *o
 	out->crc = rec_crc_of(ORCH_REC_OBJ, out, NULL, 0);
 }
 
-void orch_rec_obj_bind(sqlite3_stmt *s, const struct orch_obj_irec *in)
-{
-	struct orch_rec_obj rec;
-
-	orch_rec_obj_to_disk(in, &rec);
-	rec_bind(s, &rec, 7);
-}
-
 /* --- bmap ----------------------------------------------------------------------- */
 
 orch_failaddr_t orch_rec_bmap_from_disk(const struct orch_store *st, sqlite3_stmt *s,
@@ -311,14 +295,6 @@ void orch_rec_bmap_to_disk(const struct orch_bmap_irec *in, struct orch_rec_bmap
 		.len = in->len, .flags = in->flags,
 	};
 	out->crc = rec_crc_of(ORCH_REC_BMAP, out, NULL, 0);
-}
-
-void orch_rec_bmap_bind(sqlite3_stmt *s, const struct orch_bmap_irec *in)
-{
-	struct orch_rec_bmap rec;
-
-	orch_rec_bmap_to_disk(in, &rec);
-	rec_bind(s, &rec, 7);
 }
 
 /* --- rmap ----------------------------------------------------------------------- */
@@ -354,14 +330,6 @@ void orch_rec_rmap_to_disk(const struct orch_rmap_irec *in, struct orch_rec_rmap
 		.len = in->len, .flags = in->flags,
 	};
 	out->crc = rec_crc_of(ORCH_REC_RMAP, out, NULL, 0);
-}
-
-void orch_rec_rmap_bind(sqlite3_stmt *s, const struct orch_rmap_irec *in)
-{
-	struct orch_rec_rmap rec;
-
-	orch_rec_rmap_to_disk(in, &rec);
-	rec_bind(s, &rec, 7);
 }
 
 /* --- fsb, fsc ------------------------------------------------------------------- */
@@ -409,22 +377,6 @@ void orch_rec_fsc_to_disk(const struct orch_fsb_irec *in, struct orch_rec_fsc *o
 	out->crc = rec_crc_of(ORCH_REC_FSC, out, NULL, 0);
 }
 
-void orch_rec_fsb_bind(sqlite3_stmt *s, const struct orch_fsb_irec *in)
-{
-	struct orch_rec_fsb rec;
-
-	orch_rec_fsb_to_disk(in, &rec);
-	rec_bind(s, &rec, 4);
-}
-
-void orch_rec_fsc_bind(sqlite3_stmt *s, const struct orch_fsb_irec *in)
-{
-	struct orch_rec_fsc rec;
-
-	orch_rec_fsc_to_disk(in, &rec);
-	rec_bind(s, &rec, 4);
-}
-
 /* --- refc ----------------------------------------------------------------------- */
 
 orch_failaddr_t orch_rec_refc_from_disk(const struct orch_store *st, sqlite3_stmt *s,
@@ -454,14 +406,6 @@ void orch_rec_refc_to_disk(const struct orch_refc_irec *in, struct orch_rec_refc
 	out->crc = rec_crc_of(ORCH_REC_REFC, out, NULL, 0);
 }
 
-void orch_rec_refc_bind(sqlite3_stmt *s, const struct orch_refc_irec *in)
-{
-	struct orch_rec_refc rec;
-
-	orch_rec_refc_to_disk(in, &rec);
-	rec_bind(s, &rec, 5);
-}
-
 /* --- csum ----------------------------------------------------------------------- */
 
 orch_failaddr_t orch_rec_csum_from_disk(const struct orch_store *st, sqlite3_stmt *s,
@@ -469,26 +413,22 @@ orch_failaddr_t orch_rec_csum_from_disk(const struct orch_store *st, sqlite3_stm
 {
 	struct orch_rec_csum r;
 	const uint8_t *blob;
-	bool typed;
+	bool typed, sized;
 	int fits;
-	int blen;
 
 	typed = rec_cols(s, col, 3, &r);
 	typed &= sqlite3_column_type(s, col + 4) == SQLITE_INTEGER;
 	r.crc = sqlite3_column_int64(s, col + 4);
 	blob = sqlite3_column_blob(s, col + 3);
-	blen = sqlite3_column_bytes(s, col + 3);
+	sized = blob && sqlite3_column_bytes(s, col + 3) == (int)sizeof(r.sums);
 	fits = rec_u32(r.ag, &out->ag) & rec_u32(r.grp, &out->grp);
-	out->valid = (uint64_t)r.valid;
+	out->valid = sized ? (uint64_t)r.valid : 0;   /* no sums: none is valid */
 	memset(r.sums, 0, sizeof(r.sums));
-	if (blob && blen == (int)sizeof(r.sums))
+	if (sized)
 		memcpy(r.sums, blob, sizeof(r.sums));
 	for (uint32_t i = 0; i < ORCH_REC_CSUM_GROUP; i++)
 		out->sums[i] = orch_get_le32(r.sums + 4 * i);
-	if (!blob || blen != (int)sizeof(r.sums))
-		out->valid = 0;   /* no sums: none is valid */
-	if (!typed || !fits || !blob || blen != (int)sizeof(r.sums) ||
-	    sqlite3_column_type(s, col + 3) != SQLITE_BLOB)
+	if (!typed || !fits || !sized || sqlite3_column_type(s, col + 3) != SQLITE_BLOB)
 		return ORCH_THIS_ADDRESS;
 	if (r.crc != rec_crc_of(ORCH_REC_CSUM, &r, r.sums, sizeof(r.sums)))
 		return ORCH_THIS_ADDRESS;
@@ -520,6 +460,32 @@ void orch_rec_csum_bind(sqlite3_stmt *s, const struct orch_csum_irec *in)
 	sqlite3_bind_int64(s, 5, rec.crc);
 }
 
+int orch_rec_csum_get(struct orch_rec_sq *q, uint32_t ag, int64_t grp,
+		      struct orch_csum_irec *out)
+{
+	sqlite3_stmt *s;
+	int rc = orch_rec_stmt(q, ORCH_REC_CSUM_GET, &s);
+
+	memset(out, 0, sizeof(*out));
+	out->ag = ag;
+	out->grp = (uint32_t)grp;
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(s, 1, ag);
+	sqlite3_bind_int64(s, 2, grp);
+	rc = orch_rec_step(q, ORCH_REC_CSUM_GET);
+	if (rc == 1) {
+		if (orch_rec_csum_from_disk(NULL, s, 0, out)) {
+			out->valid = 0;   /* damaged: its blocks have no sums */
+			rc = 0;
+		}
+		orch_rec_reset(q, ORCH_REC_CSUM_GET);
+		out->ag = ag;
+		out->grp = (uint32_t)grp;
+	}
+	return rc;
+}
+
 /* --- bad ------------------------------------------------------------------------ */
 
 orch_failaddr_t orch_rec_bad_from_disk(const struct orch_store *st, sqlite3_stmt *s,
@@ -547,14 +513,6 @@ void orch_rec_bad_to_disk(const struct orch_bad_irec *in, struct orch_rec_bad *o
 		.first_seen = in->first_seen, .source = in->source,
 	};
 	out->crc = rec_crc_of(ORCH_REC_BAD, out, NULL, 0);
-}
-
-void orch_rec_bad_bind(sqlite3_stmt *s, const struct orch_bad_irec *in)
-{
-	struct orch_rec_bad rec;
-
-	orch_rec_bad_to_disk(in, &rec);
-	rec_bind(s, &rec, 6);
 }
 
 /* --- work ----------------------------------------------------------------------- */
@@ -590,13 +548,28 @@ void orch_rec_work_to_disk(const struct orch_work_irec *in, struct orch_rec_work
 	out->crc = rec_crc_of(ORCH_REC_WORK, out, NULL, 0);
 }
 
-void orch_rec_work_bind(sqlite3_stmt *s, const struct orch_work_irec *in)
-{
-	struct orch_rec_work rec;
+/* --- Binders (smeta and csum, which bind a text or a blob, are above) ----------- */
 
-	orch_rec_work_to_disk(in, &rec);
-	rec_bind(s, &rec, 7);
-}
+/* Every column of the persistent form is an int64, crc last. */
+#define REC_BINDER(tbl, irec)                                                  \
+	void orch_rec_##tbl##_bind(sqlite3_stmt *s, const struct orch_##irec##_irec *in) \
+	{                                                                      \
+		struct orch_rec_##tbl rec;                                     \
+									       \
+		orch_rec_##tbl##_to_disk(in, &rec);                            \
+		rec_bind(s, &rec, (int)(sizeof(rec) / sizeof(int64_t)));       \
+	}
+
+REC_BINDER(agstat, agstat)
+REC_BINDER(obj, obj)
+REC_BINDER(bmap, bmap)
+REC_BINDER(rmap, rmap)
+REC_BINDER(fsb, fsb)
+REC_BINDER(fsc, fsb)
+REC_BINDER(refc, refc)
+REC_BINDER(bad, bad)
+REC_BINDER(work, work)
+#undef REC_BINDER
 
 /* --- Statements and errors --------------------------------------------------------- */
 

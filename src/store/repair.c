@@ -675,43 +675,18 @@ static int rp_rebuild_refc(struct rp *rp)
 /* The csum row being consulted while rebuilt extents are verified. */
 struct rp_sums {
 	struct orch_rec_sq *q;  /* the repair's statements */
-	int64_t ag, grp;        /* cached row; grp -1: none */
-	uint64_t valid;
-	bool ok;                /* row exists, its crc and size are good */
-	uint8_t sums[ORCH_REC_CSUM_GROUP * 4];
+	int64_t grp;            /* cached row: cs.ag, grp; -1: none */
+	struct orch_csum_irec cs;   /* valid 0: no row, or a damaged one */
 };
 
-static int rp_sums_load(struct rp *rp, struct rp_sums *cs, int64_t ag,
-			int64_t grp)
+static int rp_sums_load(struct rp_sums *cs, uint32_t ag, int64_t grp)
 {
-	sqlite3_stmt *s;
-	int64_t f[8];
-	uint32_t crc;
 	int rc;
 
-	(void)rp;
-	if (cs->grp == grp && cs->ag == ag)
+	if (cs->grp == grp && cs->cs.ag == ag)
 		return 0;
-	cs->ag = ag, cs->grp = grp, cs->ok = false, cs->valid = 0;
-	rc = orch_rec_stmt(cs->q, ORCH_REC_CSUM_GET, &s);
-	if (rc)
-		return rc;
-	sqlite3_bind_int64(s, 1, ag);
-	sqlite3_bind_int64(s, 2, grp);
-	rc = orch_rec_step(cs->q, ORCH_REC_CSUM_GET);
-	if (rc == 1) {
-		const void *blob = sqlite3_column_blob(s, 3);
-		int bytes = sqlite3_column_bytes(s, 3);
-
-		orch_rec_read(ORCH_REC_CSUM, s, 0, f);
-		if (blob && bytes == (int)sizeof(cs->sums) &&
-		    orch_rec_crc_ok(ORCH_REC_CSUM, f, blob, sizeof(cs->sums), &crc)) {
-			memcpy(cs->sums, blob, sizeof(cs->sums));
-			cs->valid = (uint64_t)f[2];
-			cs->ok = true;
-		}
-		orch_rec_reset(cs->q, ORCH_REC_CSUM_GET);
-	}
+	cs->grp = grp;
+	rc = orch_rec_csum_get(cs->q, ag, grp, &cs->cs);
 	return rc < 0 ? rc : 0;
 }
 
@@ -734,16 +709,13 @@ static int rp_verify(struct rp *rp, struct rp_sums *cs, const int64_t *f,
 			int64_t blk = f[3] + b + j;
 			uint32_t bit = (uint32_t)(blk % ORCH_REC_CSUM_GROUP);
 			uint32_t want, got;
-			const uint8_t *p;
 
-			error = rp_sums_load(rp, cs, f[2], blk / ORCH_REC_CSUM_GROUP);
+			error = rp_sums_load(cs, (uint32_t)f[2], blk / ORCH_REC_CSUM_GROUP);
 			if (error)
 				return error;
-			if (!cs->ok || !(cs->valid & (1ull << bit)))
+			if (!(cs->cs.valid & (1ull << bit)))
 				continue;       /* nothing to compare with */
-			p = cs->sums + 4 * bit;
-			want = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-			       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+			want = cs->cs.sums[bit];
 			got = orch_crc32c(0, buf + (size_t)j * ORCH_STORE_BLOCK,
 					  ORCH_STORE_BLOCK);
 			if (got == want)

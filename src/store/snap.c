@@ -172,7 +172,9 @@ static int read_bad_record(struct orch_store *st, enum orch_rec_tbl t, const cha
 	st->st_stats.bad_records++;
 	pthread_mutex_unlock(&st->st_seq_lock);
 	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-			   "corrupt record: table=%s %s object=%016" PRIx64 " check=%s",
+			   "corrupt record: table=%s %s object=%016" PRIx64 " check=%s;"
+			   " reads of the object fail with EIO: run orchard scrub to list the"
+			   " damage, orchard repair on the stopped server to rebuild an index",
 			   orch_rec_tbl_name(t), key, h, fa);
 	return -EIO;
 }

@@ -655,7 +655,9 @@ static int store_load_geometry(struct orch_store *st)
 	for (size_t i = 1; !error && i < ORCH_ARRAY_SIZE(keys); i++)
 		error = smeta_get(st->st_sync_db, keys[i], &v[i]);
 	if (error) {
-		ORCH_ERR("store in '%s': store.db has no valid geometry", st->st_dir);
+		ORCH_ERR("store in '%s': store.db has no valid geometry; the store cannot be "
+			 "opened: restore the data directory, or re-create the store with "
+			 "orchard mkfs (which erases it)", st->st_dir);
 		goto out;
 	}
 	error = orch_bdev_read(st, 0, 1, blk);
@@ -674,12 +676,17 @@ static int store_load_geometry(struct orch_store *st)
 	    (int64_t)(uh & INT64_MAX) != v[6] || (int64_t)(ul & INT64_MAX) != v[7] ||
 	    v[1] != ORCH_STORE_BLOCK) {
 		ORCH_ERR("store in '%s': the superblock of '%s' is damaged or belongs to "
-			 "another store", st->st_dir, st->st_blocks_path);
+			 "another store; check that it is this store's blocks file or device, "
+			 "else restore the data directory or re-create the store with orchard "
+			 "mkfs (which erases it)", st->st_dir, st->st_blocks_path);
 		error = -ORCH_ECORRUPT;
 		goto out;
 	}
 	if ((uint64_t)v[3] != (sb.blocks + sb.ag_blocks - 1) / sb.ag_blocks) {
-		ORCH_ERR("store in '%s': impossible geometry", st->st_dir);
+		ORCH_ERR("store in '%s': impossible geometry (ag_count %" PRId64 " for %" PRIu64
+			 " blocks of AGs of %" PRIu32 "): store.db is damaged; restore the data "
+			 "directory or re-create the store with orchard mkfs (which erases it)",
+			 st->st_dir, v[3], sb.blocks, sb.ag_blocks);
 		error = -ORCH_ECORRUPT;
 		goto out;
 	}

@@ -553,6 +553,14 @@ int orch_rec_exec(struct orch_rec_sq *q, enum orch_rec_stmt id);
 		put_e_;                                                        \
 	})
 
+/*
+ * Reads the csum row of group @grp of AG @ag (CSUM_GET) into *@out: 1 if it
+ * is there and verifies, 0 if there is none or it fails verification (then
+ * out->valid is 0: its blocks have no sums; the checker reports the row),
+ * or -errno.  out->ag and out->grp are @ag and @grp whatever the answer.
+ */
+int orch_rec_csum_get(struct orch_rec_sq *q, uint32_t ag, int64_t grp,
+		      struct orch_csum_irec *out);
 /* Resets @id (after reading the row of orch_rec_step). */
 void orch_rec_reset(struct orch_rec_sq *q, enum orch_rec_stmt id);
 /*

@@ -28,26 +28,12 @@ struct sums_walk {
 /* Loads the csum row of group @grp of AG @ag, unless it is loaded. */
 static int sums_group(struct sums_walk *w, uint32_t ag, int64_t grp)
 {
-	sqlite3_stmt *s;
 	int rc;
 
 	if (w->grp == grp && w->cs.ag == ag)
 		return 0;
 	w->grp = grp;
-	memset(&w->cs, 0, sizeof(w->cs));
-	w->cs.ag = ag;
-	rc = orch_rec_stmt(w->q, ORCH_REC_CSUM_GET, &s);
-	if (rc)
-		return rc;
-	sqlite3_bind_int64(s, 1, ag);
-	sqlite3_bind_int64(s, 2, grp);
-	rc = orch_rec_step(w->q, ORCH_REC_CSUM_GET);
-	if (rc == 1) {
-		if (orch_rec_csum_from_disk(NULL, s, 0, &w->cs))
-			w->cs.valid = 0;   /* damaged: its blocks have no sums */
-		orch_rec_reset(w->q, ORCH_REC_CSUM_GET);
-		w->cs.ag = ag;
-	}
+	rc = orch_rec_csum_get(w->q, ag, grp, &w->cs);
 	return rc < 0 ? rc : 0;
 }
 
