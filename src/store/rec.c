@@ -157,6 +157,9 @@ static bool rec_ext_ok(const struct orch_store *st, uint32_t ag, uint32_t agbno,
 
 orch_failaddr_t orch_rec_smeta_from_disk(sqlite3_stmt *s, int col, struct orch_smeta_irec *out)
 {
+	/* A column's type is asked before its value: reading a value may
+	 * convert it, and then its type is undefined (sqlite3_column_type). */
+	int ktype = sqlite3_column_type(s, col);
 	const unsigned char *k = sqlite3_column_text(s, col);
 	int klen = sqlite3_column_bytes(s, col);
 	struct orch_rec_smeta rec;
@@ -165,7 +168,7 @@ orch_failaddr_t orch_rec_smeta_from_disk(sqlite3_stmt *s, int col, struct orch_s
 	memset(out, 0, sizeof(*out));
 	out->v = rec.v;
 	if (!k || klen < 1 || (size_t)klen >= sizeof(out->k) ||
-	    sqlite3_column_type(s, col) != SQLITE_TEXT || memchr(k, 0, (size_t)klen))
+	    ktype != SQLITE_TEXT || memchr(k, 0, (size_t)klen))
 		return ORCH_THIS_ADDRESS;
 	memcpy(out->k, k, (size_t)klen);
 	if (!typed)
@@ -419,6 +422,7 @@ orch_failaddr_t orch_rec_csum_from_disk(const struct orch_store *st, sqlite3_stm
 	typed = rec_cols(s, col, 3, &r);
 	typed &= sqlite3_column_type(s, col + 4) == SQLITE_INTEGER;
 	r.crc = sqlite3_column_int64(s, col + 4);
+	typed &= sqlite3_column_type(s, col + 3) == SQLITE_BLOB;   /* before the value */
 	blob = sqlite3_column_blob(s, col + 3);
 	sized = blob && sqlite3_column_bytes(s, col + 3) == (int)sizeof(r.sums);
 	fits = rec_u32(r.ag, &out->ag) & rec_u32(r.grp, &out->grp);
@@ -428,7 +432,7 @@ orch_failaddr_t orch_rec_csum_from_disk(const struct orch_store *st, sqlite3_stm
 		memcpy(r.sums, blob, sizeof(r.sums));
 	for (uint32_t i = 0; i < ORCH_REC_CSUM_GROUP; i++)
 		out->sums[i] = orch_get_le32(r.sums + 4 * i);
-	if (!typed || !fits || !sized || sqlite3_column_type(s, col + 3) != SQLITE_BLOB)
+	if (!typed || !fits || !sized)
 		return ORCH_THIS_ADDRESS;
 	if (r.crc != rec_crc_of(ORCH_REC_CSUM, &r, r.sums, sizeof(r.sums)))
 		return ORCH_THIS_ADDRESS;
@@ -657,8 +661,13 @@ int orch_rec_step(struct orch_rec_sq *q, enum orch_rec_stmt id)
 
 	if (rc == SQLITE_ROW)
 		return 1;
+	/* The error is logged before the reset, which may replace its message. */
+	if (rc != SQLITE_DONE)
+		rc = orch_rec_sql_err(q->q_db, rc, rec_stmt_names[id]);
+	else
+		rc = 0;
 	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : orch_rec_sql_err(q->q_db, rc, rec_stmt_names[id]);
+	return rc;
 }
 
 int orch_rec_exec(struct orch_rec_sq *q, enum orch_rec_stmt id)
