@@ -726,9 +726,12 @@ def test_server_restart(cluster3, mounts):
     assert read_file(p) == b"before"
 
     # A hung server (stopped): ETIMEDOUT at the deadline, then it answers again.
-    # A name the kernel never saw costs one LOOKUP; a cached one two, as the
-    # kernel revalidates it (LOOKUP), drops it on the error and looks it up
-    # afresh (LOOKUP).
+    # A name the kernel never saw costs one LOOKUP.  A cached one costs two
+    # (the kernel revalidates it, drops it on the error and looks it up
+    # afresh), unless the first timeout already marked the server sick: then
+    # both fail at once (docs/DESIGN.md, "Sick servers").  The first timeout
+    # does not mark it when a frame of an earlier call (the release of the
+    # read above, say) reached us after that LOOKUP left: the server spoke.
     pid = cluster3.pid("s0")
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -742,7 +745,9 @@ def test_server_restart(cluster3, mounts):
     print("hung server: new name %s after %.2f s, cached name %s after %.2f s"
           % (errno.errorcode[e_new], t1 - t0, errno.errorcode[e_old], t2 - t1))
     assert e_new == errno.ETIMEDOUT and 1.9 <= t1 - t0 < 2.0 + 1.0
-    assert e_old == errno.ETIMEDOUT and 1.9 <= t2 - t1 < 2 * 2.0 + 1.0
+    assert e_old == errno.ETIMEDOUT and t2 - t1 < 2 * 2.0 + 1.0
+    if t2 - t1 < 1.9:
+        assert "server not answering" in m.stderr(), m.stderr()
     wait_until(lambda: stat_errno(p) == 0, 30, what="the mount to work again")
     write_file(m.path("g"), b"after")
     assert read_file(m.path("g")) == b"after"
