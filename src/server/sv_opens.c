@@ -66,10 +66,7 @@ struct sv_opens {
 
 static size_t op_bucket(uint64_t h)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return (size_t)(h & (OP_BUCKETS - 1));
+	return (size_t)(orch_hash_u64(h) & (OP_BUCKETS - 1));
 }
 
 static struct op_node *op_find(struct sv_opens *ot, uint64_t h)
