@@ -3,6 +3,7 @@
 #define ORCH_COMMON_UTIL_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,6 +26,18 @@ static inline int orch_hex_digit(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+/*
+ * Mixes the bits of @h for a hash table's bucket (a power-of-two mask of
+ * the result): handles of one server are sequential.
+ */
+static inline uint64_t orch_hash_u64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
 }
 
 /* Names the check that failed, for corruption reports. */

@@ -214,6 +214,24 @@ int sv_intent_insert(struct sv_server *sv, struct sv_intent *in)
 	return error;
 }
 
+int sv_intent_insert_free_data(struct sv_server *sv, uint64_t h, struct sv_intent **out)
+{
+	struct sv_intent *in = calloc(1, sizeof(*in));
+	int error;
+
+	if (!in)
+		return -ENOMEM;
+	in->i_kind = SV_INTENT_FREE_DATA;
+	in->i_handle = h;
+	error = sv_intent_insert(sv, in);
+	if (error) {
+		free(in);
+		return error;
+	}
+	*out = in;
+	return 0;
+}
+
 /* --- Running ---------------------------------------------------------------------------------- */
 
 static void intent_trim_done(struct sv_server *sv, void *arg, int error,

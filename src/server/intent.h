@@ -54,6 +54,13 @@ struct sv_intent {
 int sv_intent_insert(struct sv_server *sv, struct sv_intent *in);
 
 /*
+ * Writes, in the caller's open transaction, a FREE_DATA intent for @h: the
+ * file's data on every server goes in the background once it commits.
+ * *@out is for sv_intent_start, or for free() if the transaction aborts.
+ */
+int sv_intent_insert_free_data(struct sv_server *sv, uint64_t h, struct sv_intent **out);
+
+/*
  * Drives a committed intent to completion; if @waiter is not NULL it is
  * answered when the intent finishes (or fails for good, or its deadline
  * passes, in which case the intent still completes later).  Consumes @in.

@@ -356,25 +356,6 @@ out_reply:
 	return 0;
 }
 
-/* Frees a deleted file's data on every server, in the background. */
-static int sv_free_data_intent(struct sv_server *sv, uint64_t h, struct sv_intent **out)
-{
-	struct sv_intent *in = calloc(1, sizeof(*in));
-	int error;
-
-	if (!in)
-		return -ENOMEM;
-	in->i_kind = SV_INTENT_FREE_DATA;
-	in->i_handle = h;
-	error = sv_intent_insert(sv, in);
-	if (error) {
-		free(in);
-		return error;
-	}
-	*out = in;
-	return 0;
-}
-
 int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	bool want_dir = m->unlink_flags & ORCH_UNLINK_RMDIR, remote = false, freed = false;
@@ -431,7 +412,7 @@ int sv_cl_unlink(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 			if (error)
 				goto out_abort;
 		} else if (freed && S_ISREG(de.type)) {
-			error = sv_free_data_intent(sv, de.handle, &in);
+			error = sv_intent_insert_free_data(sv, de.handle, &in);
 			if (error)
 				goto out_abort;
 		}
@@ -686,7 +667,7 @@ int sv_cl_rename(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 		return sv_rename_over_remote_dir(sv, r, m, victim);
 	}
 	if (freed && !S_ISDIR(victim_type)) {
-		error = sv_free_data_intent(sv, freed, &ins[nin]);
+		error = sv_intent_insert_free_data(sv, freed, &ins[nin]);
 		if (error)
 			goto out_abort;
 		nin++;

@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/time.h"
+#include "common/util.h"
 #include "server/sv.h"
 #include "server/sv_conns.h"
 #include "server/sv_lease.h"
@@ -62,11 +63,7 @@ struct sv_leases {
 
 static size_t lease_bucket(uint64_t h, size_t nbuckets)
 {
-	/* Handles of one server are sequential: mix the bits. */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return (size_t)h & (nbuckets - 1);
+	return (size_t)orch_hash_u64(h) & (nbuckets - 1);
 }
 
 static void lease_grow(struct sv_leases *t)

@@ -66,10 +66,7 @@ struct sv_opens {
 
 static size_t op_bucket(uint64_t h)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return (size_t)(h & (OP_BUCKETS - 1));
+	return (size_t)(orch_hash_u64(h) & (OP_BUCKETS - 1));
 }
 
 static struct op_node *op_find(struct sv_opens *ot, uint64_t h)
@@ -129,7 +126,7 @@ static void op_node_free(struct sv_server *sv, struct op_node *n)
 }
 
 /*
- * Frees orphan @n: its inode and record go with a FREE_DATA intent, in one
+ * Frees orphan @h: its inode and record go with a FREE_DATA intent, in one
  * transaction.  On failure the orphan stays, held for another term (the
  * next start frees it at the latest).
  */
@@ -143,19 +140,10 @@ static int op_orphan_free(struct sv_server *sv, uint64_t h)
 	if (error)
 		return error;
 	error = orch_meta_orphan_free(sv->s_meta, h, &freed);
-	if (!error && freed) {
-		in = calloc(1, sizeof(*in));
-		if (!in)
-			error = -ENOMEM;
-	}
-	if (!error && in) {
-		in->i_kind = SV_INTENT_FREE_DATA;
-		in->i_handle = h;
-		error = sv_intent_insert(sv, in);
-	}
+	if (!error && freed)
+		error = sv_intent_insert_free_data(sv, h, &in);
 	if (error) {
 		orch_meta_abort(sv->s_meta);
-		free(in);
 		return error;
 	}
 	error = orch_meta_commit(sv->s_meta);

@@ -92,19 +92,10 @@ int sv_sv_nlink_adj(struct sv_server *sv, struct sv_req *r, const struct orch_ms
 	error = orch_meta_inode_nlink_adjust(sv->s_meta, m->handle, delta, &rep.attr, &freed);
 	if (!error)
 		error = orch_meta_applied_put(sv->s_meta, m->origin, m->id, m->handle);
-	if (!error && freed && S_ISREG(a.mode)) {
-		in = calloc(1, sizeof(*in));
-		if (!in)
-			error = -ENOMEM;
-		else {
-			in->i_kind = SV_INTENT_FREE_DATA;
-			in->i_handle = m->handle;
-			error = sv_intent_insert(sv, in);
-		}
-	}
+	if (!error && freed && S_ISREG(a.mode))
+		error = sv_intent_insert_free_data(sv, m->handle, &in);
 	if (error) {
 		orch_meta_abort(sv->s_meta);
-		free(in);
 		goto out_reply;
 	}
 	error = orch_meta_commit(sv->s_meta);

@@ -123,10 +123,7 @@ struct sv_writers {
 
 static size_t wr_bucket(uint64_t h)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return (size_t)(h & (WR_BUCKETS - 1));
+	return (size_t)(orch_hash_u64(h) & (WR_BUCKETS - 1));
 }
 
 static struct wr_node *wr_find(struct sv_writers *wt, uint64_t h)
