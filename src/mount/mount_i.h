@@ -160,7 +160,11 @@ struct orch_mnt_itab {
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
 	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
 	pthread_cond_t t_wreg_cv;        /* an i_wreg_busy was cleared */
-	uint64_t t_changes;              /* own attribute changes applied (i_changed) */
+	/*
+	 * Own attribute changes applied (i_changed): raised under t_lock, read
+	 * without it (orch_mnt_inode_asked, on every lookup and getattr).
+	 */
+	_Atomic uint64_t t_changes;
 };
 
 /* --- Write-behind (wb.c) ------------------------------------------------------ */
