@@ -438,7 +438,6 @@ void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_ge
 		if (oreg_gen && !in->i_opens)
 			in->i_oreg_gen = oreg_gen;
 		in->i_opens++;
-		t->t_opens++;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
@@ -450,8 +449,6 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen)
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in && in->i_opens)
-		t->t_opens--;
 	if (in && in->i_opens && --in->i_opens == 0 && in->i_oreg_gen) {
 		*gen = in->i_oreg_gen;
 		in->i_oreg_gen = 0;
@@ -573,18 +570,6 @@ bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool cle
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return take;
-}
-
-bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h)
-{
-	struct orch_mnt_inode *in;
-	bool open;
-
-	pthread_mutex_lock(&t->t_lock);
-	in = itab_find(t, h);
-	open = in && in->i_opens;
-	pthread_mutex_unlock(&t->t_lock);
-	return open;
 }
 
 /* --- Absent well-known xattrs ---------------------------------------------------- */
