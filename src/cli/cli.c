@@ -565,3 +565,43 @@ bool orch_cli_args_quiet(struct orch_cli *cli, int argc, char **argv, int min, i
 	*rc = ORCH_CLI_OK;
 	return true;
 }
+
+bool orch_cli_args_connect(struct orch_cli *cli, int argc, char **argv, uint32_t default_ms,
+			   struct orch_cli_fs *fs, int *rc)
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		ORCH_CLI_OPTS_END
+	};
+	uint32_t timeout_ms = default_ms;
+	uint64_t v;
+	int opt;
+
+	while ((opt = orch_cli_getopt(cli, argc, argv, "c:t:", opts)) != -1) {
+		switch (opt) {
+		case 't':
+			if (orch_cli_uint_parse(optarg, 1, 3600000, &v)) {
+				*rc = orch_cli_usage_err(cli, "--timeout: bad milliseconds '%s'",
+							 optarg);
+				return false;
+			}
+			timeout_ms = (uint32_t)v;
+			break;
+		case ORCH_CLI_OPT_HELP:
+			*rc = orch_cli_usage(cli, ORCH_CLI_OK);
+			return false;
+		default:
+			*rc = orch_cli_usage(cli, ORCH_CLI_USAGE);
+			return false;
+		}
+	}
+	if (optind != argc) {
+		*rc = orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
+		return false;
+	}
+	*rc = orch_cli_connect(cli, fs);
+	if (*rc)
+		return false;
+	orch_client_set_timeout(fs->cl, timeout_ms);
+	return true;
+}

@@ -133,6 +133,15 @@ bool orch_cli_args(struct orch_cli *cli, int argc, char **argv, int min, int max
 bool orch_cli_args_quiet(struct orch_cli *cli, int argc, char **argv, int min, int max,
 			 bool *quiet, int *rc);
 
+/*
+ * The whole start of a command that asks every server (status, ping): -c,
+ * --help, -t/--timeout MS (@default_ms if not given) and no operands, then
+ * orch_cli_connect() with that timeout.  Returns true with *@fs open (the
+ * caller closes it); false with the exit code in *@rc.
+ */
+bool orch_cli_args_connect(struct orch_cli *cli, int argc, char **argv, uint32_t default_ms,
+			   struct orch_cli_fs *fs, int *rc);
+
 /* --- Parsing -------------------------------------------------------------- */
 
 /* Decimal with an optional K/M/G/T suffix (powers of 1024).  0 or -EINVAL. */

@@ -39,36 +39,12 @@ static int ping_one(struct orch_client *cl, unsigned int i, uint8_t *vmin, uint8
 
 int orch_cmd_ping(struct orch_cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "timeout", required_argument, NULL, 't' },
-		ORCH_CLI_OPTS_END
-	};
-	uint32_t timeout_ms = PING_DEFAULT_MS;
 	const struct orch_cfg *cfg;
 	struct orch_cli_fs fs;
-	int opt, rc, namew = 4, addrw = 7, down = 0, failed = 0;
-	uint64_t v;
+	int rc, namew = 4, addrw = 7, down = 0, failed = 0;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:t:", opts)) != -1) {
-		switch (opt) {
-		case 't':
-			if (orch_cli_uint_parse(optarg, 1, 3600000, &v))
-				return orch_cli_usage_err(cli, "--timeout: bad milliseconds '%s'",
-							  optarg);
-			timeout_ms = (uint32_t)v;
-			break;
-		case ORCH_CLI_OPT_HELP:
-			return orch_cli_usage(cli, ORCH_CLI_OK);
-		default:
-			return orch_cli_usage(cli, ORCH_CLI_USAGE);
-		}
-	}
-	if (optind != argc)
-		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
-	rc = orch_cli_connect(cli, &fs);
-	if (rc)
+	if (!orch_cli_args_connect(cli, argc, argv, PING_DEFAULT_MS, &fs, &rc))
 		return rc;
-	orch_client_set_timeout(fs.cl, timeout_ms);
 	cfg = orch_client_cfg(fs.cl);
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
 		char addr[300];

@@ -86,41 +86,18 @@ static void status_print(const struct status_row *rows, unsigned int n)
 
 int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "timeout", required_argument, NULL, 't' },
-		ORCH_CLI_OPTS_END
-	};
 	struct orch_status_srv srv[ORCH_SERVERS_MAX];
 	struct status_row rows[ORCH_SERVERS_MAX];
-	uint32_t timeout_ms = STATUS_DEFAULT_MS;
 	const struct orch_cfg *cfg;
 	struct orch_cli_fs fs;
-	uint64_t cap = 0, used = 0, v;
+	uint64_t cap = 0, used = 0;
 	double rate = 0;
 	char capt[32], usedt[32];
 	unsigned int up;
-	int opt, rc;
+	int rc;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "c:t:", opts)) != -1) {
-		switch (opt) {
-		case 't':
-			if (orch_cli_uint_parse(optarg, 1, 3600000, &v))
-				return orch_cli_usage_err(cli, "--timeout: bad milliseconds '%s'",
-							  optarg);
-			timeout_ms = (uint32_t)v;
-			break;
-		case ORCH_CLI_OPT_HELP:
-			return orch_cli_usage(cli, ORCH_CLI_OK);
-		default:
-			return orch_cli_usage(cli, ORCH_CLI_USAGE);
-		}
-	}
-	if (optind != argc)
-		return orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
-	rc = orch_cli_connect(cli, &fs);
-	if (rc)
+	if (!orch_cli_args_connect(cli, argc, argv, STATUS_DEFAULT_MS, &fs, &rc))
 		return rc;
-	orch_client_set_timeout(fs.cl, timeout_ms);
 	cfg = orch_client_cfg(fs.cl);
 	up = orch_status_query(fs.cl, srv);
 	for (unsigned int i = 0; i < cfg->nservers; i++) {

@@ -1278,10 +1278,15 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
 				     uint64_t grace_ms)
 {
-	uint64_t oldest = call->ca_sent_ms;
+	uint64_t oldest = call->ca_sent_ms, now = rpc_now_ms();
 	unsigned int older = 0;
 
-	if (c->c_inflight < RPC_SILENT_KEEP)
+	/*
+	 * A server heard from within the last grace answered after any call
+	 * that has waited a grace was sent: no scan of the table, which
+	 * every call to a busy server would otherwise pay.
+	 */
+	if (c->c_inflight < RPC_SILENT_KEEP || c->c_last_rx_ms + grace_ms > now)
 		return false;
 	for (size_t i = 0; i < RPC_BUCKETS; i++) {
 		for (const struct orch_call *o = c->c_calls[i]; o; o = o->ca_next) {
@@ -1291,8 +1296,7 @@ static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call 
 				older++;
 		}
 	}
-	return older >= RPC_SILENT_KEEP && c->c_last_rx_ms < oldest &&
-	       rpc_now_ms() >= oldest + grace_ms;
+	return older >= RPC_SILENT_KEEP && c->c_last_rx_ms < oldest && now >= oldest + grace_ms;
 }
 
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)

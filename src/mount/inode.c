@@ -144,12 +144,8 @@ static void itab_set_attr(struct orch_mnt_inode *in, const struct orch_attr *a)
 
 uint64_t orch_mnt_inode_asked(struct orch_mnt_itab *t)
 {
-	uint64_t asked;
-
-	pthread_mutex_lock(&t->t_lock);
-	asked = t->t_changes;
-	pthread_mutex_unlock(&t->t_lock);
-	return asked;
+	/* A change counted after this load is one i_changed > the value loaded. */
+	return atomic_load(&t->t_changes);
 }
 
 /* An answer to a question asked at @asked: newer than what @in has? */
@@ -164,7 +160,7 @@ static void itab_changed(struct orch_mnt_itab *t, struct orch_mnt_inode *in,
 			 const struct orch_attr *a)
 {
 	itab_set_attr(in, a);
-	in->i_changed = ++t->t_changes;
+	in->i_changed = atomic_fetch_add(&t->t_changes, 1) + 1;
 }
 
 int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
@@ -442,7 +438,6 @@ void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_ge
 		if (oreg_gen && !in->i_opens)
 			in->i_oreg_gen = oreg_gen;
 		in->i_opens++;
-		t->t_opens++;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
@@ -454,8 +449,6 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen)
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in && in->i_opens)
-		t->t_opens--;
 	if (in && in->i_opens && --in->i_opens == 0 && in->i_oreg_gen) {
 		*gen = in->i_oreg_gen;
 		in->i_oreg_gen = 0;
@@ -577,18 +570,6 @@ bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool cle
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return take;
-}
-
-bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h)
-{
-	struct orch_mnt_inode *in;
-	bool open;
-
-	pthread_mutex_lock(&t->t_lock);
-	in = itab_find(t, h);
-	open = in && in->i_opens;
-	pthread_mutex_unlock(&t->t_lock);
-	return open;
 }
 
 /* --- Absent well-known xattrs ---------------------------------------------------- */

@@ -158,9 +158,12 @@ struct orch_mnt_itab {
 	size_t t_nbuckets;               /* a power of two */
 	size_t t_count;                  /* inodes in the table */
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
-	uint64_t t_opens;                /* open files, all inodes: i_opens summed */
 	pthread_cond_t t_wreg_cv;        /* an i_wreg_busy was cleared */
-	uint64_t t_changes;              /* own attribute changes applied (i_changed) */
+	/*
+	 * Own attribute changes applied (i_changed): raised under t_lock, read
+	 * without it (orch_mnt_inode_asked, on every lookup and getattr).
+	 */
+	_Atomic uint64_t t_changes;
 };
 
 /* --- Write-behind (wb.c) ------------------------------------------------------ */
@@ -526,7 +529,6 @@ void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h);
  * *@gen (the caller sends CL2SV_WRITERS CLOSE on it if still up).
  */
 bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen);
-bool orch_mnt_inode_is_open(struct orch_mnt_itab *t, uint64_t h);
 
 /*
  * The absent-xattr cache: index of @name among the well-known names, or
