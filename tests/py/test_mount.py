@@ -373,17 +373,11 @@ def _as_nobody(code):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 @pytest.mark.parametrize("perms", ["server", "default_permissions"])
-def test_credentials(public_dir, mounts, perms):
+def test_credentials(shared, perms):
     """Each request carries the caller's uid and gid: the servers (or the
     kernel, with default_permissions) refuse what the caller may not do."""
-    opts = {"allow_other": None}
-    if perms == "default_permissions":
-        opts["default_permissions"] = None
-    m = mounts(opts, where=public_dir)
-    os.chmod(m.mnt, 0o755)
+    m = shared
     os.mkdir(m.path("private"), 0o700)
-    os.mkdir(m.path("shared"))
-    os.chmod(m.path("shared"), 0o777)  # mkdir's mode went through our umask
     write_file(m.path("secret"), b"s")
     os.chmod(m.path("secret"), 0o600)
     code = """

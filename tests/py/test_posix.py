@@ -84,22 +84,6 @@ def err(fn, *args):
         return e.errno
 
 
-@pytest.fixture
-def shared(public_dir, mounts, request):
-    """A mount that uid 65534 may use (allow_other, with default_permissions
-    when the test's perms parameter says so), and its directory "shared"
-    (mode 0777)."""
-    perms = request.node.callspec.params.get("perms")
-    opts = {"allow_other": None}
-    if perms == "default_permissions":
-        opts["default_permissions"] = None
-    m = mounts(opts, where=public_dir)
-    os.chmod(m.mnt, 0o755)
-    os.mkdir(m.path("shared"))
-    os.chmod(m.path("shared"), 0o777)
-    return m
-
-
 def mode_of(path):
     return stat.S_IMODE(os.stat(path).st_mode)
 
