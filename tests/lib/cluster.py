@@ -302,36 +302,29 @@ class Cluster:
 
     def set_cluster_option(self, key, value):
         """Adds or replaces `key = value` in the [cluster] section of the config."""
+        self._set_option("[cluster]", key, value)
+
+    def set_server_option(self, name, key, value):
+        """Adds or replaces `key = value` in the [server NAME] section of the config."""
+        self._set_option("[server %s]" % name, key, value)
+
+    def _set_option(self, header, key, value):
         with open(self.conf) as f:
             lines = f.read().splitlines(True)
-        out, in_cluster, done = [], False, False
+        out, inside, done = [], False, False
         for line in lines:
             s = line.strip()
             if s.startswith("["):
-                in_cluster = s == "[cluster]"
+                inside = s == header
                 out.append(line)
-                if in_cluster and not done:
+                if inside and not done:
                     out.append("%s = %s\n" % (key, value))
                     done = True
                 continue
-            if in_cluster and re.match(r"%s\s*=" % re.escape(key), s):
+            if inside and re.match(r"%s\s*=" % re.escape(key), s):
                 continue
             out.append(line)
-        assert done, "no [cluster] section in " + self.conf
-        with open(self.conf, "w") as f:
-            f.write("".join(out))
-
-    def set_server_option(self, name, key, value):
-        """Adds `key = value` to the [server NAME] section of the config."""
-        with open(self.conf) as f:
-            lines = f.read().splitlines(True)
-        out, done = [], False
-        for line in lines:
-            out.append(line)
-            if line.strip() == "[server %s]" % name:
-                out.append("%s = %s\n" % (key, value))
-                done = True
-        assert done, "no [server %s] in %s" % (name, self.conf)
+        assert done, "no %s section in %s" % (header, self.conf)
         with open(self.conf, "w") as f:
             f.write("".join(out))
 
