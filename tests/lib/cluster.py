@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -50,6 +51,13 @@ def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for " + what)
         time.sleep(interval)
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port free on @host now (for a listener the test configures)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 # Blocks file of each test server: sparse, so its size costs nothing until
