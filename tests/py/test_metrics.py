@@ -104,10 +104,10 @@ def env(tmp_path_factory):
     for name in e.c.names:
         e.addr[name] = ("127.0.0.1", free_port())
         e.c.set_server_option(name, "metrics", "127.0.0.1:%d" % e.addr[name][1])
-    e.c.start_all()
     e.maddr = ("127.0.0.1", free_port())
     e.m = Mount(e.c, base / "mnt", {"metrics": "%s:%d" % e.maddr})
     try:
+        e.c.start_all()
         e.m.start()
         yield e
     finally:
