@@ -156,13 +156,17 @@ class Cluster:
 
         def limit():
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.procs[name] = subprocess.Popen(
-            [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
+        self.procs[name] = self._spawn(
+            name, [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, env=penv,
             preexec_fn=limit if nofile else None)
         log.close()
         if wait:
             self.wait_up(name)
+
+    def _spawn(self, name, args, **kw):
+        """Server NAME's process (netns.NetCluster runs it in its host's namespace)."""
+        return subprocess.Popen(args, **kw)
 
     def start_all(self):
         for name in self.names:
