@@ -162,7 +162,7 @@ class Cluster:
             preexec_fn=limit if nofile else None)
         log.close()
         if wait:
-            self.wait_up(name)
+            self._up_or_stopped([name])
 
     def _spawn(self, name, args, **kw):
         """Server NAME's process (netns.NetCluster runs it in its host's namespace)."""
@@ -171,8 +171,22 @@ class Cluster:
     def start_all(self):
         for name in self.names:
             self.start(name, wait=False)
-        for name in self.names:
-            self.wait_up(name)
+        self._up_or_stopped(self.names)
+
+    def _up_or_stopped(self, names):
+        """Waits for @names to answer; should one not, stops them all before
+        failing, so that a test that started them outside its try leaves
+        no server behind."""
+        try:
+            for name in names:
+                self.wait_up(name)
+        except BaseException:
+            for name in names:
+                try:
+                    self.stop(name)
+                except AssertionError:
+                    pass        # killed by stop()
+            raise
 
     def wait_up(self, name, timeout=20.0):
         idx = self.names.index(name)
