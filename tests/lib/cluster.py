@@ -42,14 +42,16 @@ def run(args, check=True, input=None, timeout=120):
 
 
 def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
-    """Polls cond() until it is true; fails after timeout seconds."""
+    """Polls cond() until it is true; fails after timeout seconds, saying
+    what it waited for: @what, or what() (a message that tells the state
+    at the time out, not at the call)."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
+            raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
         time.sleep(interval)
 
 
