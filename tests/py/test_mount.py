@@ -616,7 +616,7 @@ def test_fallocate(mounts):
     """fallocate: mode 0 extends the size, KEEP_SIZE does not, PUNCH_HOLE
     frees a range (reads as zeros) across strips and servers, COLLAPSE_RANGE
     and INSERT_RANGE are EOPNOTSUPP (ZERO_RANGE: test_posix.py)."""
-    KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE = 0x01, 0x02, 0x08
+    KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE, INSERT_RANGE = 0x01, 0x02, 0x08, 0x20
     m = mounts()
     data = os.urandom(5 * 65536 + 100)
     write_file(m.path("f"), data)
@@ -632,6 +632,7 @@ def test_fallocate(mounts):
         assert os.fstat(fd).st_size == len(data) + 4096
         assert os.pread(fd, 4096, len(data)) == bytes(4096)
         expect_errno(errno.EOPNOTSUPP, fallocate, fd, COLLAPSE_RANGE, 0, 65536)
+        expect_errno(errno.EOPNOTSUPP, fallocate, fd, INSERT_RANGE, 0, 65536)
     finally:
         os.close(fd)
     assert read_file(m.path("f")) == want + bytes(4096)
