@@ -76,6 +76,11 @@ def stat_layout(c, path):
             "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
 
 
+def server_of(c, path):
+    """The index of the server holding @path's inode, from `orchard stat`."""
+    return int(re.search(r"Server:\s+(\d+)", c.cli("stat", path).stdout).group(1))
+
+
 def dirs_on_two_servers(c, tries=12):
     """Two new directories whose inodes (and so whose new files' first
     strips) sit on different servers: files made in them get layouts that
@@ -83,8 +88,7 @@ def dirs_on_two_servers(c, tries=12):
     firsts = {}
     for i in range(tries):
         c.cli("mkdir", "/d%d" % i)
-        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
-        firsts.setdefault(srv, "/d%d" % i)
+        firsts.setdefault(server_of(c, "/d%d" % i), "/d%d" % i)
     assert len(firsts) >= 2
     return list(firsts.values())[:2]
 
