@@ -355,8 +355,10 @@ clean:
 help:
 	@echo "make            build binaries and unit tests into $(BUILDDIR)/"
 	@echo "make deps       install the Debian packages the build and tests need"
-	@echo "make check      what CI runs: deps, build, tests, ASan+UBSan and TSan tests, a short fuzz run"
-	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest)"
+	@echo "make check      what CI runs: deps, build, unit tests, clang, valgrind, ASan+UBSan and TSan"
+	@echo "                tests, a short fuzz run, the Debian packages (CHECK_STAGES)"
+	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest,"
+	@echo "                PYTEST_JOBS=N for N test files at a time)"
 	@echo "make spec       rewrite docs/SPEC-wire.md's tables from src/proto/msg.def and flags.def"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N), the kill"
 	@echo "                campaign, 100 server kills (SOAK_KILLS=N), long network faults"

@@ -103,9 +103,13 @@ class Workload:
     def pick_dir(self):
         return self.rnd.choice([p for p, s in list(self.dirs.items()) if s == MUST])
 
-    def op_create(self, op):
+    def new_path(self, prefix):
+        """(a directory picked, a fresh name with @prefix in it)."""
         d = self.pick_dir()
-        path = d.rstrip("/") + "/" + self.fresh("f")
+        return d, d.rstrip("/") + "/" + self.fresh(prefix)
+
+    def op_create(self, op):
+        d, path = self.new_path("f")
         size = self.rnd.choice([1, 100, 4096, 5000, 9000, 13000, 20000])
         f = File(self.fresh(""), self.rnd.randbytes(size))
         f.owner = self.tag
@@ -129,8 +133,7 @@ class Workload:
         if f is None:
             return
         old = f.live_names()[0]
-        d = self.pick_dir()
-        new = d.rstrip("/") + "/" + self.fresh("r")
+        _, new = self.new_path("r")
         f.names[old] = MAY
         f.names[new] = MAY
         f.rename = (old, new)
@@ -155,8 +158,7 @@ class Workload:
         if f is None:
             return
         src = f.must_names()[0]
-        d = self.pick_dir()
-        new = d.rstrip("/") + "/" + self.fresh("l")
+        _, new = self.new_path("l")
         f.names[new] = MAY
         op.link(src, new)
         if self.acked:

@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -41,15 +42,24 @@ def run(args, check=True, input=None, timeout=120):
 
 
 def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
-    """Polls cond() until it is true; fails after timeout seconds."""
+    """Polls cond() until it is true; fails after timeout seconds, saying
+    what it waited for: @what, or what() (a message that tells the state
+    at the time out, not at the call)."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
+            raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
         time.sleep(interval)
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port free on @host now (for a listener the test configures)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 # Blocks file of each test server: sparse, so its size costs nothing until
@@ -66,6 +76,11 @@ def stat_layout(c, path):
             "stripe_count": int(m.group(2)), "first_server": int(m.group(3))}
 
 
+def server_of(c, path):
+    """The index of the server holding @path's inode, from `orchard stat`."""
+    return int(re.search(r"Server:\s+(\d+)", c.cli("stat", path).stdout).group(1))
+
+
 def dirs_on_two_servers(c, tries=12):
     """Two new directories whose inodes (and so whose new files' first
     strips) sit on different servers: files made in them get layouts that
@@ -73,8 +88,7 @@ def dirs_on_two_servers(c, tries=12):
     firsts = {}
     for i in range(tries):
         c.cli("mkdir", "/d%d" % i)
-        srv = int(c.cli("stat", "/d%d" % i).stdout.split("Server: ")[1].split()[0])
-        firsts.setdefault(srv, "/d%d" % i)
+        firsts.setdefault(server_of(c, "/d%d" % i), "/d%d" % i)
     assert len(firsts) >= 2
     return list(firsts.values())[:2]
 
@@ -148,19 +162,37 @@ class Cluster:
 
         def limit():
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.procs[name] = subprocess.Popen(
-            [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
+        self.procs[name] = self._spawn(
+            name, [ORCHARDD, "-c", conf or self.conf, "-n", name], stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, env=penv,
             preexec_fn=limit if nofile else None)
         log.close()
         if wait:
-            self.wait_up(name)
+            self._up_or_stopped([name])
+
+    def _spawn(self, name, args, **kw):
+        """Server NAME's process (netns.NetCluster runs it in its host's namespace)."""
+        return subprocess.Popen(args, **kw)
 
     def start_all(self):
         for name in self.names:
             self.start(name, wait=False)
-        for name in self.names:
-            self.wait_up(name)
+        self._up_or_stopped(self.names)
+
+    def _up_or_stopped(self, names):
+        """Waits for @names to answer; should one not, stops them all before
+        failing, so that a test that started them outside its try leaves
+        no server behind."""
+        try:
+            for name in names:
+                self.wait_up(name)
+        except BaseException:
+            for name in names:
+                try:
+                    self.stop(name)
+                except AssertionError:
+                    pass        # killed by stop()
+            raise
 
     def wait_up(self, name, timeout=20.0):
         idx = self.names.index(name)
@@ -302,36 +334,29 @@ class Cluster:
 
     def set_cluster_option(self, key, value):
         """Adds or replaces `key = value` in the [cluster] section of the config."""
+        self._set_option("[cluster]", key, value)
+
+    def set_server_option(self, name, key, value):
+        """Adds or replaces `key = value` in the [server NAME] section of the config."""
+        self._set_option("[server %s]" % name, key, value)
+
+    def _set_option(self, header, key, value):
         with open(self.conf) as f:
             lines = f.read().splitlines(True)
-        out, in_cluster, done = [], False, False
+        out, inside, done = [], False, False
         for line in lines:
             s = line.strip()
             if s.startswith("["):
-                in_cluster = s == "[cluster]"
+                inside = s == header
                 out.append(line)
-                if in_cluster and not done:
+                if inside and not done:
                     out.append("%s = %s\n" % (key, value))
                     done = True
                 continue
-            if in_cluster and re.match(r"%s\s*=" % re.escape(key), s):
+            if inside and re.match(r"%s\s*=" % re.escape(key), s):
                 continue
             out.append(line)
-        assert done, "no [cluster] section in " + self.conf
-        with open(self.conf, "w") as f:
-            f.write("".join(out))
-
-    def set_server_option(self, name, key, value):
-        """Adds `key = value` to the [server NAME] section of the config."""
-        with open(self.conf) as f:
-            lines = f.read().splitlines(True)
-        out, done = [], False
-        for line in lines:
-            out.append(line)
-            if line.strip() == "[server %s]" % name:
-                out.append("%s = %s\n" % (key, value))
-                done = True
-        assert done, "no [server %s] in %s" % (name, self.conf)
+        assert done, "no %s section in %s" % (header, self.conf)
         with open(self.conf, "w") as f:
             f.write("".join(out))
 

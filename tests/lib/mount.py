@@ -6,6 +6,7 @@ failing at once if the process exits), and in stop() unmounts with
 `fusermount3 -u`, waits for the process to exit (killing it by PID if it
 does not) and scans its stderr for sanitizer reports.
 """
+import ctypes
 import json
 import os
 import signal
@@ -172,6 +173,63 @@ def stat_errno(path):
         return e.errno
 
 
+NOBODY = 65534
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def fallocate(fd, mode, off, length):
+    """fallocate(2) with any @mode (os.posix_fallocate has none)."""
+    if _libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY):
+    """Runs fn() in a forked child as @uid/@gid (no supplementary groups);
+    returns what it returned (JSON), or raises what it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            out = {"ok": fn()}
+        except OSError as e:
+            out = {"errno": e.errno, "what": str(e)}
+        except BaseException as e:  # noqa: B902 - reported to the parent
+            out = {"error": repr(e)}
+        try:
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    out = json.loads(data.decode())
+    if "errno" in out:
+        raise OSError(out["errno"], out["what"])
+    assert "error" not in out, out["error"]
+    return out["ok"]
+
+
+def err(fn, *args):
+    """0, or the errno fn(*args) failed with."""
+    try:
+        fn(*args)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
 def run_threads(n, fn):
     """Runs fn(k) on @n threads started together; re-raises the first
     failure.  The GIL is let go in every system call, so their FUSE requests
@@ -202,5 +260,5 @@ def requests_delta(before, after, names=None):
     return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
 
 
-__all__ = ["Mount", "mount_pids", "requests_delta", "ORCHARD_MOUNT", "run_threads",
-           "stat_errno", "write_file"]
+__all__ = ["Mount", "NOBODY", "as_user", "err", "fallocate", "mount_pids", "requests_delta",
+           "ORCHARD_MOUNT", "run_threads", "stat_errno", "write_file"]

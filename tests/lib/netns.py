@@ -289,19 +289,12 @@ class NetCluster(Cluster):
         with open(self.conf, "w") as f:
             f.write("".join(out))
 
-    def start(self, name, wait=True, env=None, conf=None):
-        assert name not in self.procs or self.procs[name].poll() is not None
-        log = open(self.log_path(name), "ab")
-        penv = dict(os.environ)
-        penv.update(env or {})
-        self.procs[name] = self.net.popen(
-            name, [os.path.join(BUILDDIR, "bin", "orchardd"), "-c", conf or self.conf,
-                   "-n", name], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True, env=penv)
-        log.close()
+    def _spawn(self, name, args, **kw):
+        return self.net.popen(name, args, **kw)
+
+    def start(self, name, *args, **kw):
         self.frozen.discard(name)
-        if wait:
-            self.wait_up(name)
+        super().start(name, *args, **kw)
 
     def freeze(self, name):
         """SIGSTOP: its connections stay open, nothing is answered."""

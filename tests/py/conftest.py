@@ -70,3 +70,19 @@ def public_dir():
     os.chmod(d, 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(public_dir, mounts, request):
+    """A mount that uid 65534 may use (allow_other, with default_permissions
+    when the test's perms parameter says so), and its directory "shared"
+    (mode 0777: mkdir's mode went through our umask)."""
+    perms = request.node.callspec.params.get("perms")
+    opts = {"allow_other": None}
+    if perms == "default_permissions":
+        opts["default_permissions"] = None
+    m = mounts(opts, where=public_dir)
+    os.chmod(m.mnt, 0o755)
+    os.mkdir(m.path("shared"))
+    os.chmod(m.path("shared"), 0o777)
+    return m

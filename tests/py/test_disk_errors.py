@@ -12,19 +12,12 @@ fsynced before intact."""
 import errno
 import hashlib
 import os
-import socket
 import urllib.request
 
-from cluster import Cluster, wait_until
+from cluster import Cluster, free_port, wait_until
 from mount import Mount
 
 MiB = 1 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_fsync(path, data):

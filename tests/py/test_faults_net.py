@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from cluster import server_of
 from mount import Mount
 from netns import NetCluster, skip_unless_usable, timed, wait_until
 
@@ -51,10 +52,6 @@ def mnt(netc, tmp_path):
         yield m
     finally:
         m.stop()
-
-
-def server_of(c, path):
-    return int(re.search(r"Server:\s+(\d+)", c.cli("stat", path).stdout).group(1))
 
 
 def dirs_by_server(c, m, n=3, tries=24):

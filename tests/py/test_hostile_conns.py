@@ -131,9 +131,9 @@ def test_unauthenticated_connections_close_after_the_handshake_timeout(tmp_path)
     idles past the timeout stays."""
     timeout_s = 2.0
     c = one_server(tmp_path, handshake_timeout_ms=int(timeout_s * 1000))
-    c.start_all()
     socks = []
     try:
+        c.start_all()
         addr = c.address(c.names[0])
         member = wire.Peer(addr)
         assert member.handshake(wire.read_key(c.dir)) == 0
@@ -172,9 +172,9 @@ def test_large_frame_before_auth_is_refused_unbuffered(tmp_path):
     what they sent (100 MiB in all)."""
     n, sent_each = 200, 512 * 1024
     c = one_server(tmp_path, handshake_timeout_ms=60000)
-    c.start_all()
     socks = []
     try:
+        c.start_all()
         pid = c.pid(c.names[0])
         assert ping_up(c)
         rss0, hwm0 = proc_status_kb(pid, "VmRSS"), proc_status_kb(pid, "VmHWM")
@@ -211,9 +211,9 @@ def test_out_of_descriptors_does_not_spin(tmp_path):
     stops accepting for a while instead of retrying accept(2) at full CPU;
     once they go, a real client is served at once."""
     c = one_server(tmp_path, handshake_timeout_ms=120000)
-    c.start(c.names[0], nofile=128)
     socks = []
     try:
+        c.start(c.names[0], nofile=128)
         pid = c.pid(c.names[0])
         addr = c.address(c.names[0])
         socks = connect_many(addr, 300)
@@ -245,9 +245,9 @@ def test_max_connections(tmp_path):
     served once it is below."""
     cap = 20
     c = one_server(tmp_path, max_connections=cap, handshake_timeout_ms=120000)
-    c.start_all()
     socks = []
     try:
+        c.start_all()
         addr = c.address(c.names[0])
         socks = connect_many(addr, cap + 5)
         wait_until(lambda: len([s for s in socks if is_closed(s)]) >= 5, timeout=SLACK,

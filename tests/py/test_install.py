@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from cluster import BIN, BUILDDIR, ORCHARD, ORCHARDD, Cluster, run, wait_until
+from cluster import BIN, BUILDDIR, ORCHARD, ORCHARDD, Cluster, free_port, run, wait_until
 from mount import ORCHARD_MOUNT
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -472,15 +472,6 @@ def test_example_config_parses(tmp_path):
 
 
 # --- genconfig for servers on other hosts -------------------------------------
-
-def free_port(host):
-    s = socket.socket()
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
 
 def test_genconfig_other_hosts(tmp_path):
     """--servers HOST:PORT,... writes one server per address, in order, with

@@ -27,18 +27,12 @@ import urllib.request
 
 import pytest
 
-from cluster import ORCHARD, ORCHARDD, Cluster, run, wait_until
+from cluster import ORCHARD, ORCHARDD, Cluster, free_port, run, wait_until
 from mount import ORCHARD_MOUNT, Mount
 
 PROMETHEUS = shutil.which("prometheus")
 CHROMIUM = shutil.which("chromium")
 SHOTS = "/tmp/orchard-status"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fetch(addr, path="/metrics", method="GET", body=None, headers=None):
@@ -110,10 +104,10 @@ def env(tmp_path_factory):
     for name in e.c.names:
         e.addr[name] = ("127.0.0.1", free_port())
         e.c.set_server_option(name, "metrics", "127.0.0.1:%d" % e.addr[name][1])
-    e.c.start_all()
     e.maddr = ("127.0.0.1", free_port())
     e.m = Mount(e.c, base / "mnt", {"metrics": "%s:%d" % e.maddr})
     try:
+        e.c.start_all()
         e.m.start()
         yield e
     finally:

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from cluster import wait_until
-from mount import ORCHARD_MOUNT, Mount, requests_delta, run_threads, stat_errno, write_file
+from mount import (ORCHARD_MOUNT, Mount, as_user, err, fallocate, requests_delta, run_threads,
+                   stat_errno, write_file)
 from mount import mount_pids as _mount_pids
 
 pytestmark = pytest.mark.skipif(
@@ -360,47 +361,23 @@ def test_executables(mounts):
     assert r.returncode == 0 and r.stdout == "hello from %s\n" % script
 
 
-def _as_nobody(code):
-    """Runs Python @code as uid/gid 65534; returns (returncode, stdout)."""
-    def drop():
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
-    r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
-                       preexec_fn=drop, timeout=60)
-    return r.returncode, r.stdout.strip() + r.stderr.strip()
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 @pytest.mark.parametrize("perms", ["server", "default_permissions"])
-def test_credentials(public_dir, mounts, perms):
+def test_credentials(shared, perms):
     """Each request carries the caller's uid and gid: the servers (or the
     kernel, with default_permissions) refuse what the caller may not do."""
-    opts = {"allow_other": None}
-    if perms == "default_permissions":
-        opts["default_permissions"] = None
-    m = mounts(opts, where=public_dir)
-    os.chmod(m.mnt, 0o755)
+    m = shared
     os.mkdir(m.path("private"), 0o700)
-    os.mkdir(m.path("shared"))
-    os.chmod(m.path("shared"), 0o777)  # mkdir's mode went through our umask
     write_file(m.path("secret"), b"s")
     os.chmod(m.path("secret"), 0o600)
-    code = """
-import errno, os
-def err(fn, *a):
-    try:
-        fn(*a)
-        return 0
-    except OSError as e:
-        return e.errno
-print(err(os.listdir, %r), err(os.open, %r, os.O_RDONLY), err(os.mkdir, %r))
-fd = os.open(%r, os.O_WRONLY | os.O_CREAT, 0o644)
-os.close(fd)
-""" % (m.path("private"), m.path("secret"), m.path("private", "x"), m.path("shared", "mine"))
-    rc, out = _as_nobody(code)
-    assert rc == 0, out
-    assert out.split() == [str(errno.EACCES)] * 3
+    def child():
+        out = [err(os.listdir, m.path("private")),
+               err(os.open, m.path("secret"), os.O_RDONLY),
+               err(os.mkdir, m.path("private", "x"))]
+        os.close(os.open(m.path("shared", "mine"), os.O_WRONLY | os.O_CREAT, 0o644))
+        return out
+
+    assert as_user(child) == [errno.EACCES] * 3
     st = os.stat(m.path("shared", "mine"))
     assert (st.st_uid, st.st_gid) == (65534, 65534)
 
@@ -639,15 +616,7 @@ def test_fallocate(mounts):
     """fallocate: mode 0 extends the size, KEEP_SIZE does not, PUNCH_HOLE
     frees a range (reads as zeros) across strips and servers, COLLAPSE_RANGE
     and INSERT_RANGE are EOPNOTSUPP (ZERO_RANGE: test_posix.py)."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-
-    def fallocate(fd, mode, off, length):
-        if libc.fallocate(fd, mode, off, length) != 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-
-    KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE = 0x01, 0x02, 0x08
+    KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE, INSERT_RANGE = 0x01, 0x02, 0x08, 0x20
     m = mounts()
     data = os.urandom(5 * 65536 + 100)
     write_file(m.path("f"), data)
@@ -663,6 +632,7 @@ def test_fallocate(mounts):
         assert os.fstat(fd).st_size == len(data) + 4096
         assert os.pread(fd, 4096, len(data)) == bytes(4096)
         expect_errno(errno.EOPNOTSUPP, fallocate, fd, COLLAPSE_RANGE, 0, 65536)
+        expect_errno(errno.EOPNOTSUPP, fallocate, fd, INSERT_RANGE, 0, 65536)
     finally:
         os.close(fd)
     assert read_file(m.path("f")) == want + bytes(4096)

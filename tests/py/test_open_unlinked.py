@@ -11,8 +11,6 @@ restart of the server; then frees it as any removed file.
 
 The clusters run with a short lease term, so the holds end quickly."""
 import os
-import signal
-import subprocess
 
 import pytest
 
@@ -28,7 +26,6 @@ DATA = bytes((i * 13 + 7) & 0xff or 1 for i in range(5 * STRIP + 123))  # no zer
 def cl(tmp_path):
     c = Cluster(tmp_path / "c", nservers=2, strip_size=STRIP,
                 extra="\n[cluster]\nlease_ms = %d\n" % LEASE_MS)
-    c.start_all()
     made = []
 
     def mount(name):
@@ -38,20 +35,14 @@ def cl(tmp_path):
 
     c.mount = mount
     try:
+        c.start_all()
         yield c
     finally:
-        for m in reversed(made):
-            kill_mount(m)
-        c.stop_all()
-
-
-def kill_mount(m):
-    """SIGKILL of the mount by PID, then a lazy unmount."""
-    if m.proc is not None:
-        os.kill(m.proc.pid, signal.SIGKILL)
-        m.proc.wait()
-        m.proc = None
-    subprocess.run(["fusermount3", "-u", "-z", m.mnt], capture_output=True)
+        try:
+            for m in reversed(made):
+                m.kill()
+        finally:
+            c.stop_all()
 
 
 def total(c, key):
@@ -161,7 +152,7 @@ def orphan_of_a_killed_mount(cl, other):
         os.unlink(a.path("f"))
         assert read_fd(fd) == DATA
         assert orphans(cl) == 1
-        kill_mount(b)
+        b.kill()
     finally:
         try:
             os.close(fd)

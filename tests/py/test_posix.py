@@ -5,9 +5,7 @@ root and as uid 65534, with and without default_permissions.
 The syscalls of another user run in a forked child that switches with
 os.setresuid; it sends back, through a pipe, what it saw (errno numbers,
 stat fields)."""
-import ctypes
 import errno
-import json
 import os
 import shutil
 import stat
@@ -15,7 +13,7 @@ import subprocess
 
 import pytest
 
-from mount import ORCHARD_MOUNT, write_file
+from mount import NOBODY, ORCHARD_MOUNT, as_user, err, fallocate, write_file
 
 pytestmark = [
     pytest.mark.skipif(
@@ -25,79 +23,9 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users"),
 ]
 
-NOBODY = 65534
 PERMS = ["server", "default_permissions"]
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 KEEP_SIZE, PUNCH_HOLE, COLLAPSE_RANGE, ZERO_RANGE = 0x01, 0x02, 0x08, 0x10
-
-
-def fallocate(fd, mode, off, length):
-    if _libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
-
-def as_user(fn, uid=NOBODY, gid=NOBODY):
-    """Runs fn() in a forked child as @uid/@gid (no supplementary groups);
-    returns what it returned (JSON), or raises what it raised."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            out = {"ok": fn()}
-        except OSError as e:
-            out = {"errno": e.errno, "what": str(e)}
-        except BaseException as e:  # noqa: B902 - reported to the parent
-            out = {"error": repr(e)}
-        try:
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    out = json.loads(data.decode())
-    if "errno" in out:
-        raise OSError(out["errno"], out["what"])
-    assert "error" not in out, out["error"]
-    return out["ok"]
-
-
-def err(fn, *args):
-    """0, or the errno fn(*args) failed with."""
-    try:
-        fn(*args)
-        return 0
-    except OSError as e:
-        return e.errno
-
-
-@pytest.fixture
-def shared(public_dir, mounts, request):
-    """A mount that uid 65534 may use (allow_other, with default_permissions
-    when the test's perms parameter says so), and its directory "shared"
-    (mode 0777)."""
-    perms = request.node.callspec.params.get("perms")
-    opts = {"allow_other": None}
-    if perms == "default_permissions":
-        opts["default_permissions"] = None
-    m = mounts(opts, where=public_dir)
-    os.chmod(m.mnt, 0o755)
-    os.mkdir(m.path("shared"))
-    os.chmod(m.path("shared"), 0o777)
-    return m
 
 
 def mode_of(path):

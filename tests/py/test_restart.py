@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from cluster import ORCHARD, Cluster, wait_until  # noqa: E402
+from cluster import ORCHARD, Cluster, server_of, wait_until  # noqa: E402
 
 STRIP = 65536
 SERVER_DOWN = re.compile(r"timed out|Input/output error|Host is down|Connection refused")
@@ -54,11 +54,6 @@ def put_bytes(c, tmp_path, data, dest, check=True):
     with open(src, "wb") as f:
         f.write(data)
     return c.cli("put", src, dest, check=check)
-
-
-def server_of(c, path):
-    out = c.cli("stat", path).stdout
-    return int(re.search(r"Server:\s+(\d+)", out).group(1))
 
 
 def snapshot(c, root="/"):

@@ -49,7 +49,7 @@ def fill_delete_refill(c, tmp_path):
     # The deleted files' space comes back to the host (their frees are
     # made durable by the next flush, then their blocks punched).
     wait_until(lambda: free_bytes(s0) >= start_free - (8 << 20), timeout=20,
-               what="s0's tmpfs to get its space back (%d of %d free)" %
+               what=lambda: "s0's tmpfs to get its space back (%d of %d free)" %
                (free_bytes(s0), start_free))
     print("free on s0: %d at start, %d when full, %d after rm; %d files" %
           (start_free, full_free, free_bytes(s0), len(names)))

@@ -136,8 +136,8 @@ def test_write_rm_rounds_give_space_back(tmp_path):
             # The frees become durable at the next flush, then the blocks
             # are punched: poll for it.
             wait_until(lambda: blocks_allocated(c.dir, c.names) <= 1 << 20, timeout=20,
-                       what="round %d's blocks to go back to the host (%d KiB left of %d)"
-                       % (i, blocks_allocated(c.dir, c.names) >> 10, grown >> 10))
+                       what=lambda: "round %d's blocks to go back to the host (%d KiB left"
+                       " of %d)" % (i, blocks_allocated(c.dir, c.names) >> 10, grown >> 10))
             rounds.append((grown >> 10, host_used(fs.dir) >> 20))
             assert host_used(fs.dir) < 200 * MiB, (rounds, listing(fs.dir)[:12])
         print("blocks files' KiB when written, host MiB used after the rm: %s "
@@ -206,7 +206,7 @@ def test_df_is_what_the_servers_can_store(tmp_path):
         assert size2 - avail2 >= n, (size2, avail2, n)   # used: what the file holds
         os.unlink(os.path.join(mnt, "f"))
         wait_until(lambda: mount_df(mnt)[1] >= avail - (4 * MiB), timeout=20,
-                   what="df to show the space back (%d KiB, %d before)" %
+                   what=lambda: "df to show the space back (%d KiB, %d before)" %
                    (mount_df(mnt)[1] >> 10, avail >> 10))
         r = fs.c.cli("df")
         f = r.stdout.splitlines()[1].split()

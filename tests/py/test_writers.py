@@ -106,7 +106,8 @@ def test_crashed_mount_bytes_never_come_back(cluster2, tmp_path):
         m.stop()
     # Nothing allocated past the size, nobody registered any more.
     wait_until(lambda: used_kb(c) - base < 1024, timeout=15,
-               what="the dead writer's space freed (used %d KiB, was %d)" % (used_kb(c), base))
+               what=lambda: "the dead writer's space freed (used %d KiB, was %d)" % (
+                   used_kb(c), base))
     assert writer_registrations(c) == 0
 
 
@@ -328,7 +329,7 @@ def test_sweep_cuts_dead_bytes_after_an_inode_server_restart(cluster2, tmp_path)
     assert scrub(c).returncode == 0, scrub(c).stdout
     dead_bytes_after_a_restart(c, tmp_path, "s")
     wait_until(lambda: used_kb(c) - base < 1024, timeout=30,
-               what="the dead bytes cut (used %d KiB, was %d)" % (used_kb(c), base))
+               what=lambda: "the dead bytes cut (used %d KiB, was %d)" % (used_kb(c), base))
     assert sum(s["data_objects_cut"] for s in c.server_stats().values()) >= 1
     r = scrub(c)
     assert r.returncode == 0, r.stdout + r.stderr
