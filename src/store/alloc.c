@@ -99,7 +99,9 @@ static int host_space_check(struct store_writer *w, uint32_t blocks)
 	}
 	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 			   "store in '%s': no space for new blocks: %llu KiB free on the "
-			   "file system of '%s', %llu KiB kept for the databases (store_reserve)",
+			   "file system of '%s', %llu KiB kept for the databases (store_reserve): "
+			   "writes answer ENOSPC until files are removed or the file system grows "
+			   "(docs/ADMIN.md, \"A full file system\")",
 			   st->st_dir, (unsigned long long)(w->w_host_avail >> 10),
 			   st->st_blocks_path, (unsigned long long)(reserve >> 10));
 	return -ENOSPC;
