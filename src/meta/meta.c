@@ -857,13 +857,14 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 	a->ctime_ns = now;
 	if (a->nlink == 0 && S_ISREG(a->mode) && m->m_is_open &&
 	    m->m_is_open(m->m_is_open_arg, h)) {
-		sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_PUT);
-
 		error = orch_sqldb_inode_update(m, &ir);
-		orch_sqldb_bind_u64(st, 1, h);
-		sqlite3_bind_int64(st, 2, now);
-		if (!error)
+		if (!error) {
+			sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_PUT);
+
+			orch_sqldb_bind_u64(st, 1, h);
+			sqlite3_bind_int64(st, 2, now);
 			error = orch_sqldb_exec(m, SQLDB_ORPHAN_PUT);
+		}
 	} else if (a->nlink == 0) {
 		error = orch_sqldb_inode_delete(m, h);
 		*freed = !error;
@@ -923,6 +924,10 @@ int orch_meta_orphan_free(struct orch_meta *m, uint64_t h, bool *freed)
 	return error;
 }
 
+/*
+ * Handles are below 2^63 (server index < ORCH_SERVERS_MAX, shifted by
+ * ORCH_HANDLE_SERVER_SHIFT), so SQLite's signed order of the column is theirs.
+ */
 int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h)
 {
 	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_ORPHAN_NEXT);
