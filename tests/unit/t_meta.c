@@ -484,16 +484,25 @@ ORCH_TEST(create_owner_and_setgid)
 
 /* --- setattr, extend, access -------------------------------------------------- */
 
+/* fx_setup, then "home" (0777, root's) in the root and "f" (0644, ALICE's) in it. */
+static int fx_setup_home(uint64_t *d, uint64_t *f)
+{
+	int error = fx_setup(0);
+
+	if (error)
+		return error;
+	*d = mk(&ROOT, 1, "home", S_IFDIR | 0777);
+	*f = *d ? mk(&ALICE, *d, "f", S_IFREG | 0644) : 0;
+	return *f ? 0 : -EIO;
+}
+
 ORCH_TEST(setattr_rules)
 {
 	struct orch_cred alice2 = ALICE;
 	struct orch_attr in = { 0 }, out, a;
 	uint64_t f, d, old;
 
-	ORCH_CHECK_OK(fx_setup(0));
-	d = mk(&ROOT, 1, "home", S_IFDIR | 0777);
-	f = mk(&ALICE, d, "f", S_IFREG | 0644);
-	ORCH_CHECK(d && f);
+	ORCH_CHECK_OK(fx_setup_home(&d, &f));
 
 	/* chmod: owner yes, others EPERM; type bits never change. */
 	in.mode = S_IFDIR | 0600;
@@ -629,10 +638,7 @@ ORCH_TEST(killpriv_drops_caps)
 	struct orch_attr in = { 0 }, out, a;
 	uint64_t f, d, old;
 
-	ORCH_CHECK_OK(fx_setup(0));
-	d = mk(&ROOT, 1, "home", S_IFDIR | 0777);
-	f = mk(&ALICE, d, "f", S_IFREG | 0644);
-	ORCH_CHECK(d && f);
+	ORCH_CHECK_OK(fx_setup_home(&d, &f));
 
 	/* Anyone may remove it (the kernel checked); only root sets it. */
 	ORCH_CHECK_RC(orch_meta_xattr_set(M, &ALICE, f, ORCH_XATTR_CAPS, "x", 1, 0), -EPERM);
