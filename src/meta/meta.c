@@ -707,7 +707,7 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	struct orch_inode_irec ir;
 	struct orch_attr *a = &ir.i_attr;
 	int64_t now = orch_time_real_ns();
-	bool root = cred->uid == 0;
+	bool root = cred->uid == 0, caps = false;
 	uint32_t kill = 0;
 	int error;
 
@@ -729,9 +729,22 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 		if (valid & (ORCH_SET_SIZE | ORCH_SET_KILL_SUIDGID))
 			kill |= orch_perm_kill_suidgid(cred, a, false);
 	}
+	/*
+	 * The file capabilities go at the same changes, root's included
+	 * (Linux file_remove_privs, chown_common: ATTR_KILL_PRIV, whatever the
+	 * mode).  A mount's kernel removes them first itself, as the caller
+	 * (REMOVEXATTR, xattr.c); this is for the clients that do not (orchard
+	 * put's truncate, a kernel that leaves killpriv to the file system).
+	 */
+	if (((valid & (ORCH_SET_UID | ORCH_SET_GID)) && !S_ISDIR(a->mode)) ||
+	    ((valid & (ORCH_SET_SIZE | ORCH_SET_KILL_SUIDGID)) && S_ISREG(a->mode))) {
+		error = orch_meta_xattr_kill_priv_(m, h, &caps);
+		if (error)
+			return error;
+	}
 	/* Nothing else asked and nothing to take: no change, no new ctime. */
 	valid &= ~(uint32_t)(ORCH_SET_HANDLE | ORCH_SET_KILL_SUIDGID);
-	if (!valid && !kill) {
+	if (!valid && !kill && !caps) {
 		*out = *a;
 		return 0;
 	}

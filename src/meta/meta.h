@@ -141,7 +141,8 @@ int orch_meta_inode_create(struct orch_meta *m, const struct orch_attr *in,
  * -EINVAL for others); *_NOW need owner or write permission, explicit times
  * need the owner or root.  A chown (root's too), a truncate and
  * ORCH_SET_KILL_SUIDGID (a write) clear the set-id bits as Linux does
- * (orch_perm_kill_suidgid); KILL_SUIDGID needs write permission, and with
+ * (orch_perm_kill_suidgid), and drop the file capabilities (ORCH_XATTR_CAPS)
+ * whoever asks; KILL_SUIDGID needs write permission, and with
  * ORCH_SET_HANDLE neither it nor the size needs it.  ctime is set to now on
  * every change.  The caller frees data beyond a smaller size.
  * *@out gets the new attributes, *@old_size the size before.
@@ -345,8 +346,9 @@ void orch_meta_remote_owner_clear(struct orch_meta *m);
 
 /*
  * Namespaces: "user." needs read/write permission on the inode (and a file or
- * directory); "trusted." and "security." need uid 0 to set; other prefixes
- * are -EOPNOTSUPP.  Values up to ORCH_XATTR_SIZE_MAX.
+ * directory); "trusted." and "security." need uid 0 to set or remove, but
+ * anyone may remove ORCH_XATTR_CAPS (the client's kernel checks); other
+ * prefixes are -EOPNOTSUPP.  Values up to ORCH_XATTR_SIZE_MAX.
  * get: -ENODATA if absent; if @buflen is 0, returns the size in *@len only;
  * -ERANGE if too small.  set @flags: XATTR_CREATE (-EEXIST), XATTR_REPLACE
  * (-ENODATA).  list: NUL-separated names, same size protocol.

@@ -298,6 +298,15 @@ int orch_meta_inode_nlink_adjust_(struct orch_meta *m, uint64_t h, int delta,
 /* Reads directory @h for an entry operation: -ENOENT, -ENOTDIR. */
 int orch_meta_dir_get_(struct orch_meta *m, uint64_t h, struct orch_inode_irec *out);
 
+/* --- xattr.c: internal twin used by meta.c ----------------------------------- */
+
+/*
+ * Drops the file-capability xattr (ORCH_XATTR_CAPS) of @h, as Linux does at
+ * a write, a truncate or a chown; *@gone says whether it had one.  The
+ * caller updates the inode (ctime).
+ */
+int orch_meta_xattr_kill_priv_(struct orch_meta *m, uint64_t h, bool *gone);
+
 /* --- Permissions (Linux generic_permission; the checks are in proto/perm.h) --- */
 
 

@@ -48,20 +48,35 @@ static int xattr_name_parse(const char *name, size_t *len, enum xattr_ns *ns)
 	return -EOPNOTSUPP;
 }
 
+enum xattr_op {
+	XATTR_OP_GET,
+	XATTR_OP_SET,
+	XATTR_OP_REMOVE,
+};
+
 /*
  * Linux xattr_permission(): trusted.* is root's alone (hidden from others
  * on read), user.* only on files and directories and follows the mode bits,
- * security.* is readable by all and settable by root.
+ * security.* is readable by all and settable by root.  Anyone may remove
+ * security.capability: the client's kernel has checked (its LSM, as the VFS
+ * leaves security.* to it), demanding CAP_SETFCAP for a removexattr(2), and
+ * removes it itself as the caller at a write, truncate or chown by someone
+ * who need not own the file (cap_inode_killpriv).  Taking it only takes
+ * privilege away.
  */
 static int xattr_perm(const struct orch_cred *cred, const struct orch_attr *a,
-		      enum xattr_ns ns, bool write)
+		      enum xattr_ns ns, const char *name, enum xattr_op op)
 {
+	bool write = op != XATTR_OP_GET;
+
 	switch (ns) {
 	case XATTR_NS_TRUSTED:
 		if (cred->uid != 0)
 			return write ? -EPERM : -ENODATA;
 		return 0;
 	case XATTR_NS_SECURITY:
+		if (op == XATTR_OP_REMOVE && strcmp(name, ORCH_XATTR_CAPS) == 0)
+			return 0;
 		return write && cred->uid != 0 ? -EPERM : 0;
 	case XATTR_NS_USER:
 		if (!S_ISREG(a->mode) && !S_ISDIR(a->mode))
@@ -73,7 +88,7 @@ static int xattr_perm(const struct orch_cred *cred, const struct orch_attr *a,
 
 /* Looks up @h and checks access to attribute @name on it. */
 static int xattr_prepare(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
-			 const char *name, bool write, size_t *namelen,
+			 const char *name, enum xattr_op op, size_t *namelen,
 			 struct orch_inode_irec *ir)
 {
 	enum xattr_ns ns;
@@ -85,7 +100,7 @@ static int xattr_prepare(struct orch_meta *m, const struct orch_cred *cred, uint
 	error = orch_sqldb_inode_lookup(m, h, ir);
 	if (error)
 		return error;
-	return xattr_perm(cred, &ir->i_attr, ns, write);
+	return xattr_perm(cred, &ir->i_attr, ns, name, op);
 }
 
 int orch_meta_xattr_get(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
@@ -97,7 +112,7 @@ int orch_meta_xattr_get(struct orch_meta *m, const struct orch_cred *cred, uint6
 	int error, vlen;
 
 	*len = 0;
-	error = xattr_prepare(m, cred, h, name, false, &namelen, &ir);
+	error = xattr_prepare(m, cred, h, name, XATTR_OP_GET, &namelen, &ir);
 	if (error)
 		return error;
 	st = orch_sqldb_stmt(m, SQLDB_XATTR_GET);
@@ -134,7 +149,7 @@ static int xattr_set_(struct orch_meta *m, const struct orch_cred *cred, uint64_
 	size_t namelen;
 	int error, found;
 
-	error = xattr_prepare(m, cred, h, name, true, &namelen, &ir);
+	error = xattr_prepare(m, cred, h, name, XATTR_OP_SET, &namelen, &ir);
 	if (error)
 		return error;
 	st = orch_sqldb_stmt(m, SQLDB_XATTR_GET);
@@ -237,24 +252,40 @@ int orch_meta_xattr_list(struct orch_meta *m, const struct orch_cred *cred, uint
 	return 0;
 }
 
+/* Deletes attribute @name of @h, if it has one (*@gone). */
+static int xattr_delete(struct orch_meta *m, uint64_t h, const char *name, size_t namelen,
+			bool *gone)
+{
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_XATTR_DELETE);
+	int error;
+
+	orch_sqldb_bind_u64(st, 1, h);
+	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
+	error = orch_sqldb_exec(m, SQLDB_XATTR_DELETE);
+	*gone = !error && sqlite3_changes(m->m_db) > 0;
+	return error;
+}
+
+int orch_meta_xattr_kill_priv_(struct orch_meta *m, uint64_t h, bool *gone)
+{
+	return xattr_delete(m, h, ORCH_XATTR_CAPS, strlen(ORCH_XATTR_CAPS), gone);
+}
+
 static int xattr_remove_(struct orch_meta *m, const struct orch_cred *cred, uint64_t h,
 			 const char *name)
 {
 	struct orch_inode_irec ir;
-	sqlite3_stmt *st;
 	size_t namelen;
+	bool gone;
 	int error;
 
-	error = xattr_prepare(m, cred, h, name, true, &namelen, &ir);
+	error = xattr_prepare(m, cred, h, name, XATTR_OP_REMOVE, &namelen, &ir);
 	if (error)
 		return error;
-	st = orch_sqldb_stmt(m, SQLDB_XATTR_DELETE);
-	orch_sqldb_bind_u64(st, 1, h);
-	sqlite3_bind_blob(st, 2, name, (int)namelen, SQLITE_STATIC);
-	error = orch_sqldb_exec(m, SQLDB_XATTR_DELETE);
+	error = xattr_delete(m, h, name, namelen, &gone);
 	if (error)
 		return error;
-	if (sqlite3_changes(m->m_db) == 0)
+	if (!gone)
 		return -ENODATA;
 	ir.i_attr.ctime_ns = orch_time_real_ns();
 	return orch_sqldb_inode_update(m, &ir);

@@ -126,14 +126,15 @@ void orch_mnt_itab_counts(struct orch_mnt_itab *t, uint64_t *inodes, uint64_t *u
 }
 
 /*
- * New attributes for @in.  Attributes that say the inode has no xattr at
- * all make every well-known name absent as of now (for getattr_timeout_ms,
- * like the attributes themselves): `ls -l` then costs no GETXATTR.
+ * New attributes for @in, asked for at @asked.  Attributes that say the
+ * inode has no xattr at all make every well-known name absent as of now
+ * (for getattr_timeout_ms, like the attributes themselves): `ls -l` then
+ * costs no GETXATTR; unless this mount changed its xattrs since @asked.
  */
-static void itab_set_attr(struct orch_mnt_inode *in, const struct orch_attr *a)
+static void itab_set_attr(struct orch_mnt_inode *in, const struct orch_attr *a, uint64_t asked)
 {
 	in->i_attr = *a;
-	if (a->flags & ORCH_ATTR_NOXATTR) {
+	if ((a->flags & ORCH_ATTR_NOXATTR) && in->i_xchanged <= asked) {
 		uint32_t now = orch_time_now_ms32();
 
 		in->i_xabsent = (uint8_t)((1u << ORCH_MNT_XWELLKNOWN) - 1);
@@ -152,14 +153,14 @@ uint64_t orch_mnt_inode_asked(struct orch_mnt_itab *t)
 static void itab_answer(struct orch_mnt_inode *in, const struct orch_attr *a, uint64_t asked)
 {
 	if (in->i_changed <= asked)
-		itab_set_attr(in, a);
+		itab_set_attr(in, a, asked);
 }
 
 /* This mount's own change of @in, answered with @a. */
 static void itab_changed(struct orch_mnt_itab *t, struct orch_mnt_inode *in,
 			 const struct orch_attr *a)
 {
-	itab_set_attr(in, a);
+	itab_set_attr(in, a, UINT64_MAX);
 	in->i_changed = atomic_fetch_add(&t->t_changes, 1) + 1;
 }
 
@@ -575,7 +576,7 @@ bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool cle
 /* --- Absent well-known xattrs ---------------------------------------------------- */
 
 static const char *const itab_xwellknown[ORCH_MNT_XWELLKNOWN] = {
-	"security.capability",
+	ORCH_XATTR_CAPS,
 	"security.selinux",
 	"system.posix_acl_access",
 	"system.posix_acl_default",
@@ -605,7 +606,8 @@ bool orch_mnt_inode_xattr_is_absent(struct orch_mnt_itab *t, uint64_t h, int idx
 	return absent;
 }
 
-void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx)
+void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx,
+				     uint64_t asked)
 {
 	struct orch_mnt_inode *in;
 
@@ -613,7 +615,7 @@ void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int id
 		return;
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in) {
+	if (in && in->i_xchanged <= asked) {
 		in->i_xabsent |= (uint8_t)(1u << idx);
 		in->i_xabsent_at[idx] = orch_time_now_ms32();
 	}
@@ -626,7 +628,9 @@ void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h)
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in)
+	if (in) {
 		in->i_xabsent = 0;
+		in->i_xchanged = atomic_fetch_add(&t->t_changes, 1) + 1;
+	}
 	pthread_mutex_unlock(&t->t_lock);
 }

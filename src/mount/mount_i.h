@@ -130,6 +130,12 @@ struct orch_mnt_inode {
 	uint32_t i_xabsent_at[ORCH_MNT_XWELLKNOWN];
 	uint8_t i_xabsent;             /* bit i: name i is known absent */
 	/*
+	 * t_changes when a setxattr or removexattr through this mount last
+	 * ended: an absence learned from a question asked before (a GETXATTR,
+	 * attributes with NOXATTR) may predate it and is not recorded.
+	 */
+	uint64_t i_xchanged;
+	/*
 	 * t_changes when this mount last applied its own change of the
 	 * attributes (an EXTEND, a SETATTR): a reply to a question asked
 	 * before that (orch_mnt_inode_asked) may have been answered before the
@@ -533,13 +539,16 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen)
 /*
  * The absent-xattr cache: index of @name among the well-known names, or
  * -1.  is_absent: true if @h was found to lack name @idx less than @ttl_ms
- * ago.  set_absent records it now; forget_absent drops the inode's record
- * (after a setxattr or removexattr through this mount).
+ * ago.  set_absent records it now, from a GETXATTR sent at @asked
+ * (orch_mnt_inode_asked); forget drops the inode's record, when a setxattr
+ * or removexattr through this mount has ended, and so an answer asked for
+ * before.
  */
 int orch_mnt_xattr_wellknown(const char *name);
 bool orch_mnt_inode_xattr_is_absent(struct orch_mnt_itab *t, uint64_t h, int idx,
 				    uint32_t ttl_ms);
-void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx);
+void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int idx,
+				     uint64_t asked);
 void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h);
 
 /*

@@ -686,8 +686,8 @@ static void mnt_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	if (orch_mnt_ctl_is_ctl(ino, name)) {
 		error = orch_mnt_ctl_set(m, cred.uid, name, value, size, flags);
 	} else {
-		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 		error = orch_fs_setxattr(m->m_cl, &cred, ino, name, value, size, flags);
+		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 	}
 	orch_mnt_reply_err(req, error);
 }
@@ -733,10 +733,12 @@ static void mnt_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 						   atomic_load(&m->m_getattr_timeout_ms))) {
 			error = -ENODATA;
 		} else {
+			uint64_t asked = orch_mnt_inode_asked(&m->m_itab);
+
 			orch_mnt_cred(req, &cred);
 			error = orch_fs_getxattr(m->m_cl, &cred, ino, name, buf, size, &len);
 			if (error == -ENODATA)
-				orch_mnt_inode_xattr_set_absent(&m->m_itab, ino, known);
+				orch_mnt_inode_xattr_set_absent(&m->m_itab, ino, known, asked);
 		}
 	}
 	mnt_reply_xattr(req, error, buf, size, len);
@@ -778,8 +780,8 @@ static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	if (orch_mnt_ctl_is_ctl(ino, name)) {
 		error = -EPERM;
 	} else {
-		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 		error = orch_fs_removexattr(m->m_cl, &cred, ino, name);
+		orch_mnt_inode_xattr_forget(&m->m_itab, ino);
 	}
 	orch_mnt_reply_err(req, error);
 }

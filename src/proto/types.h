@@ -107,6 +107,12 @@ struct orch_attr {
 #define ORCH_ATTR_NOXATTR (1u << 0)
 #define ORCH_ATTR_KNOWN_ ORCH_ATTR_NOXATTR
 
+/*
+ * The file-capability xattr (Linux VFS_CAP_*): dropped at a write, a
+ * truncate or a change of owner, like the set-id bits.
+ */
+#define ORCH_XATTR_CAPS "security.capability"
+
 /* --- Credentials ----------------------------------------------------------- */
 
 struct orch_cred {

@@ -9,6 +9,7 @@ import errno
 import os
 import shutil
 import stat
+import struct
 import subprocess
 
 import pytest
@@ -148,6 +149,116 @@ def test_chown_clears_setid(shared, perms):
         os.chown(r, -1, NOBODY)
         return stat.S_IMODE(os.stat(r).st_mode)
     assert as_user(child) == 0o755
+
+
+# --- Item 1: file capabilities go as the set-id bits do --------------------------
+
+CAPS = "security.capability"
+# VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE; permitted: CAP_NET_RAW.
+CAPS_VALUE = struct.pack("<IIIII", 0x02000001, 1 << 13, 0, 0, 0)
+
+
+def _caps_file(m, name, mode=0o666, owner=0):
+    p = _setid_file(m, name, mode, owner)
+    os.setxattr(p, CAPS, CAPS_VALUE)
+    assert os.getxattr(p, CAPS) == CAPS_VALUE
+    return p
+
+
+def _has_caps(p):
+    """True if @p has the capability xattr, False if not (ENODATA)."""
+    try:
+        return os.getxattr(p, CAPS) == CAPS_VALUE
+    except OSError as e:
+        if e.errno != errno.ENODATA:
+            raise
+        return False
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_write_drops_capabilities(shared, perms):
+    """A write by another user with write permission succeeds and drops
+    security.capability (Linux: the kernel removes it as the writer), while
+    that user may neither remove nor set it directly (EPERM: CAP_SETFCAP).
+    Set again, the next write drops it again; with set-id bits, both go.
+    Root's write drops it too, as on ext4 (CAP_FSETID keeps only the bits)."""
+    p = _caps_file(shared, "w")
+
+    def refused():
+        return [err(os.removexattr, p, CAPS), err(os.setxattr, p, CAPS, CAPS_VALUE),
+                _has_caps(p)]
+
+    def append():
+        with open(p, "ab") as f:
+            f.write(b"x")
+        return os.stat(p).st_size
+
+    assert as_user(refused) == [errno.EPERM, errno.EPERM, True]
+    assert as_user(append) == 5
+    assert not _has_caps(p)
+    os.setxattr(p, CAPS, CAPS_VALUE)
+    assert _has_caps(p)
+    assert as_user(append) == 6
+    assert not _has_caps(p)
+    q = _caps_file(shared, "setid", 0o6777)
+
+    def setid():
+        with open(q, "ab") as f:
+            f.write(b"x")
+        return stat.S_IMODE(os.stat(q).st_mode)
+    assert as_user(setid) == 0o777
+    assert not _has_caps(q)
+    r = _caps_file(shared, "root")
+    with open(r, "ab") as f:
+        f.write(b"x")
+    assert not _has_caps(r)
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_truncate_drops_capabilities(shared, perms):
+    """truncate(2) with write permission, ftruncate through a descriptor
+    opened for writing and open(O_TRUNC) by another user succeed and drop
+    security.capability; root's truncate drops it too."""
+    a = _caps_file(shared, "a")
+    b = _caps_file(shared, "b")
+    c = _caps_file(shared, "c")
+
+    def child():
+        os.truncate(a, 1)
+        fd = os.open(b, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, 2)
+        finally:
+            os.close(fd)
+        os.close(os.open(c, os.O_WRONLY | os.O_TRUNC))
+        return [os.stat(x).st_size for x in (a, b, c)]
+
+    assert as_user(child) == [1, 2, 0]
+    assert [_has_caps(x) for x in (a, b, c)] == [False, False, False]
+    d = _caps_file(shared, "d")
+    os.truncate(d, 3)
+    assert not _has_caps(d) and os.stat(d).st_size == 3
+
+
+@pytest.mark.parametrize("perms", PERMS)
+def test_chown_drops_capabilities(shared, perms):
+    """A chown by root and the owner's chgrp (to its own group) succeed and
+    drop security.capability of a file; a directory keeps it (Linux)."""
+    p = _caps_file(shared, "f")
+    os.chown(p, NOBODY, NOBODY)
+    assert os.stat(p).st_uid == NOBODY and not _has_caps(p)
+    r = _caps_file(shared, "r", 0o755, owner=NOBODY)
+
+    def child():
+        os.chown(r, -1, NOBODY)
+        return os.stat(r).st_gid
+    assert as_user(child) == NOBODY
+    assert not _has_caps(r)
+    d = shared.path("shared", "d")
+    os.mkdir(d)
+    os.setxattr(d, CAPS, CAPS_VALUE)
+    os.chown(d, NOBODY, NOBODY)
+    assert _has_caps(d)
 
 
 # --- Item 4: fallocate(FALLOC_FL_ZERO_RANGE) ----------------------------------------

@@ -484,16 +484,25 @@ ORCH_TEST(create_owner_and_setgid)
 
 /* --- setattr, extend, access -------------------------------------------------- */
 
+/* fx_setup, then "home" (0777, root's) in the root and "f" (0644, ALICE's) in it. */
+static int fx_setup_home(uint64_t *d, uint64_t *f)
+{
+	int error = fx_setup(0);
+
+	if (error)
+		return error;
+	*d = mk(&ROOT, 1, "home", S_IFDIR | 0777);
+	*f = *d ? mk(&ALICE, *d, "f", S_IFREG | 0644) : 0;
+	return *f ? 0 : -EIO;
+}
+
 ORCH_TEST(setattr_rules)
 {
 	struct orch_cred alice2 = ALICE;
 	struct orch_attr in = { 0 }, out, a;
 	uint64_t f, d, old;
 
-	ORCH_CHECK_OK(fx_setup(0));
-	d = mk(&ROOT, 1, "home", S_IFDIR | 0777);
-	f = mk(&ALICE, d, "f", S_IFREG | 0644);
-	ORCH_CHECK(d && f);
+	ORCH_CHECK_OK(fx_setup_home(&d, &f));
 
 	/* chmod: owner yes, others EPERM; type bits never change. */
 	in.mode = S_IFDIR | 0600;
@@ -606,6 +615,87 @@ ORCH_TEST(setattr_rules)
 					      &old), -EACCES);
 	ORCH_CHECK_OK(orch_meta_inode_get(M, f, &a));
 	ORCH_CHECK(a.mode == (S_IFREG | 0644) && a.uid == 1001 && a.size == 10);
+	fx_teardown();
+}
+
+/* Has @h the file-capability xattr? */
+static bool has_caps(uint64_t h)
+{
+	size_t len;
+
+	return orch_meta_xattr_get(M, &ROOT, h, ORCH_XATTR_CAPS, NULL, 0, &len) == 0;
+}
+
+static int set_caps(uint64_t h)
+{
+	static const char caps[20] = { 1, 0, 0, 2, 0, 0x20 };   /* rev. 2, CAP_NET_RAW */
+
+	return orch_meta_xattr_set(M, &ROOT, h, ORCH_XATTR_CAPS, caps, sizeof(caps), 0);
+}
+
+ORCH_TEST(killpriv_drops_caps)
+{
+	struct orch_attr in = { 0 }, out, a;
+	uint64_t f, d, old;
+
+	ORCH_CHECK_OK(fx_setup_home(&d, &f));
+
+	/* Anyone may remove it (the kernel checked); only root sets it. */
+	ORCH_CHECK_RC(orch_meta_xattr_set(M, &ALICE, f, ORCH_XATTR_CAPS, "x", 1, 0), -EPERM);
+	ORCH_CHECK_OK(set_caps(f));
+	ORCH_CHECK_OK(orch_meta_xattr_remove(M, &BOB, f, ORCH_XATTR_CAPS));
+	ORCH_CHECK(!has_caps(f));
+	ORCH_CHECK_RC(orch_meta_xattr_remove(M, &BOB, f, ORCH_XATTR_CAPS), -ENODATA);
+	ORCH_CHECK_OK(orch_meta_xattr_set(M, &ROOT, f, "security.x", "1", 1, 0));
+	ORCH_CHECK_RC(orch_meta_xattr_remove(M, &ALICE, f, "security.x"), -EPERM);
+
+	/* chmod and times keep it. */
+	ORCH_CHECK_OK(set_caps(f));
+	in.mode = 0666;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_MODE | ORCH_SET_MTIME_NOW,
+					      &in, &out, &old));
+	ORCH_CHECK(has_caps(f));
+
+	/* A truncate, through a descriptor or not, root's included. */
+	in.size = 5;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &BOB, f, ORCH_SET_SIZE, &in, &out, &old));
+	ORCH_CHECK(!has_caps(f));
+	ORCH_CHECK_OK(set_caps(f));
+	ORCH_CHECK_OK(orch_meta_inode_get(M, f, &a));
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_SIZE | ORCH_SET_HANDLE, &in,
+					      &out, &old));
+	ORCH_CHECK(!has_caps(f) && out.ctime_ns > a.ctime_ns);
+
+	/* A write (KILL_SUIDGID) without set-id bits to take: still a change. */
+	ORCH_CHECK_OK(set_caps(f));
+	ORCH_CHECK_OK(orch_meta_inode_get(M, f, &a));
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &BOB, f, ORCH_SET_KILL_SUIDGID, &in, &out,
+					      &old));
+	ORCH_CHECK(!has_caps(f) && out.mode == (S_IFREG | 0666) && out.ctime_ns > a.ctime_ns);
+
+	/* A chgrp by the owner, a chown by root. */
+	ORCH_CHECK_OK(set_caps(f));
+	in.gid = 1000;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ALICE, f, ORCH_SET_GID, &in, &out, &old));
+	ORCH_CHECK(!has_caps(f));
+	ORCH_CHECK_OK(set_caps(f));
+	in.uid = 1001;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_UID, &in, &out, &old));
+	ORCH_CHECK(!has_caps(f));
+
+	/* A directory keeps it at a chown. */
+	ORCH_CHECK_OK(set_caps(d));
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, d, ORCH_SET_UID, &in, &out, &old));
+	ORCH_CHECK(has_caps(d));
+
+	/* A setattr that fails after the drop leaves it. */
+	in.size = 0;
+	ORCH_CHECK_OK(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_SIZE, &in, &out, &old));
+	ORCH_CHECK_OK(set_caps(f));
+	in.layout = (struct orch_layout){ .strip_size = 4096, .stripe_count = 0 };
+	ORCH_CHECK_RC(orch_meta_inode_setattr(M, &ROOT, f, ORCH_SET_SIZE | ORCH_SET_LAYOUT, &in,
+					      &out, &old), -EINVAL);
+	ORCH_CHECK(has_caps(f));
 	fx_teardown();
 }
 
