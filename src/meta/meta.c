@@ -719,9 +719,11 @@ static int inode_setattr_(struct orch_meta *m, const struct orch_cred *cred, uin
 	if (error)
 		return error;
 	/*
-	 * The set-id bits a chown, a truncate or a write takes (the mount
-	 * asks for FUSE_CAP_HANDLE_KILLPRIV, so the kernel leaves this to
-	 * us), from the attributes before the change; an explicit mode wins.
+	 * The set-id bits a chown, a truncate or a write takes, from the
+	 * attributes before the change; an explicit mode wins.  The servers
+	 * take them for every client: orchard put has no kernel to do it, and
+	 * a mount's kernel does it only while FUSE_CAP_HANDLE_KILLPRIV is not
+	 * in effect (src/mount/ops.c, mnt_init).
 	 */
 	if (!(valid & ORCH_SET_MODE)) {
 		if (valid & (ORCH_SET_UID | ORCH_SET_GID))
