@@ -23,6 +23,7 @@
 #define CONN_IN_MAX (ORCH_FRAME_HDR + ORCH_MAXFRAME + CONN_READ_CHUNK)
 
 static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg);
+static void conn_kicked(void *arg);
 
 static void conn_update_events(struct orch_conn *c)
 {
@@ -43,6 +44,35 @@ static void conn_update_events(struct orch_conn *c)
 		return;
 	if (orch_ev_mod(c->c_ev, c->c_fd, ev) == 0)
 		c->c_events = ev;
+}
+
+/*
+ * Backpressure, then the events to watch.  An acceptor whose output (what
+ * is queued, and ORCH_CONN_OWED_COST per reply owed) reaches
+ * ORCH_CONN_OUT_CAP stops reading requests; at ORCH_CONN_OUT_LOW it reads
+ * again, first the frames it had read and not parsed, from the loop (the
+ * kick: no byte may come to wake it, and here we may be deep in another
+ * connection's handler).  A connector always reads: what comes are the
+ * answers to its own requests, and not reading them would drain nothing.
+ */
+static void conn_pace(struct orch_conn *c)
+{
+	size_t load;
+
+	if (c->c_closed)
+		return;
+	if (c->c_auth.a_role == ORCH_AUTH_ACCEPTOR) {
+		load = c->c_out.b_len - c->c_out_off + (size_t)c->c_owed * ORCH_CONN_OWED_COST;
+		if (c->c_reading && load >= ORCH_CONN_OUT_CAP) {
+			c->c_reading = false;
+		} else if (!c->c_reading && load <= ORCH_CONN_OUT_LOW) {
+			c->c_reading = true;
+			/* While parsing, the parse goes on by itself. */
+			if (!c->c_parsing && c->c_in.b_len)
+				orch_ev_timer_arm(c->c_ev, &c->c_kick, 0, conn_kicked, c);
+		}
+	}
+	conn_update_events(c);
 }
 
 /*
@@ -201,6 +231,7 @@ void orch_conn_close(struct orch_conn *c, int reason)
 	if (c->c_closed)
 		return;
 	c->c_closed = true;
+	orch_ev_timer_cancel(c->c_ev, &c->c_kick);
 	orch_ev_del(c->c_ev, c->c_fd);
 	close(c->c_fd);
 	c->c_fd = -1;
@@ -245,14 +276,7 @@ static void conn_flush(struct orch_conn *c)
 		orch_buf_consume(&c->c_out, c->c_out_off);
 		c->c_out_off = 0;
 	}
-	/* Backpressure: stop reading requests from a peer that is not reading replies. */
-	size_t queued = c->c_out.b_len - c->c_out_off;
-
-	if (c->c_reading && queued > ORCH_CONN_OUT_HIGH)
-		c->c_reading = false;
-	else if (!c->c_reading && queued < ORCH_CONN_OUT_HIGH / 2)
-		c->c_reading = true;
-	conn_update_events(c);
+	conn_pace(c);
 }
 
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
@@ -287,6 +311,19 @@ void orch_conn_flush(struct orch_conn *c)
 	}
 	if (conn_is_writable(c))
 		conn_flush(c);
+}
+
+void orch_conn_owe(struct orch_conn *c)
+{
+	c->c_owed++;
+	conn_pace(c);
+}
+
+void orch_conn_paid(struct orch_conn *c)
+{
+	if (c->c_owed)
+		c->c_owed--;
+	conn_pace(c);
 }
 
 int orch_conn_send(struct orch_conn *c, const struct orch_msg *m)
@@ -376,10 +413,14 @@ static void conn_handshake(struct orch_conn *c, const struct orch_frame_hdr *h,
 
 /* --- Input --------------------------------------------------------------------------- */
 
-/* Hands every complete frame in c_in to its consumer. */
+/*
+ * Hands every complete frame in c_in to its consumer, until backpressure
+ * stops reading: the rest waits in c_in (conn_read parses it first).
+ */
 static void conn_parse(struct orch_conn *c)
 {
-	while (!c->c_closed && c->c_in.b_len - c->c_in_off >= ORCH_FRAME_HDR) {
+	c->c_parsing = true;
+	while (!c->c_closed && c->c_reading && c->c_in.b_len - c->c_in_off >= ORCH_FRAME_HDR) {
 		const uint8_t *p = c->c_in.b_data + c->c_in_off;
 		struct orch_frame_hdr h;
 
@@ -408,6 +449,7 @@ static void conn_parse(struct orch_conn *c)
 		else
 			conn_handshake(c, &h, p + ORCH_FRAME_HDR);
 	}
+	c->c_parsing = false;
 	if (c->c_closed)
 		return;
 	orch_buf_consume(&c->c_in, c->c_in_off);
@@ -426,9 +468,16 @@ static size_t conn_read_size(const struct orch_conn *c)
 	return c->c_in.b_len < ORCH_CONN_HS_IN_MAX ? ORCH_CONN_HS_IN_MAX - c->c_in.b_len : 0;
 }
 
+/*
+ * Parses what c_in holds, then reads and parses until the socket is dry or
+ * reading stops.  Only a partial frame is left in c_in when it reads (the
+ * parse took every whole one, or reading stopped), so c_in stays within
+ * CONN_IN_MAX.
+ */
 static void conn_read(struct orch_conn *c)
 {
-	for (;;) {
+	conn_parse(c);
+	while (!c->c_closed && c->c_reading) {
 		size_t room, want = conn_read_size(c);
 		ssize_t n;
 
@@ -455,9 +504,30 @@ static void conn_read(struct orch_conn *c)
 		c->c_in.b_len += (size_t)n;
 		c->c_bytes_in += (uint64_t)n;
 		conn_parse(c);
-		if (c->c_closed || !c->c_reading || (size_t)n < room)
+		if ((size_t)n < room)
 			return;
 	}
+}
+
+/* The socket's pending error (SO_ERROR), 0 if none. */
+static int conn_sock_error(const struct orch_conn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	getsockopt(c->c_fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	return err;
+}
+
+/* Reading resumed with frames waiting in c_in (conn_pace). */
+static void conn_kicked(void *arg)
+{
+	struct orch_conn *c = arg;
+
+	orch_conn_get(c);
+	if (c->c_reading)
+		conn_read(c);
+	orch_conn_put(c);
 }
 
 static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg)
@@ -468,10 +538,8 @@ static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 	(void)fd;
 	orch_conn_get(c);
 	if (c->c_state == ORCH_CONN_CONNECTING) {
-		int err = 0;
-		socklen_t len = sizeof(err);
+		int err = conn_sock_error(c);
 
-		getsockopt(c->c_fd, SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err) {
 			orch_conn_close(c, -err);
 			goto out_put;
@@ -480,8 +548,15 @@ static void conn_io(struct orch_ev *ev, int fd, uint32_t events, void *arg)
 		conn_handshake(c, NULL, NULL);
 		goto out_put;
 	}
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+	if (c->c_reading && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		conn_read(c);
+	} else if (events & (EPOLLHUP | EPOLLERR)) {
+		/* Not reading (backpressure), and epoll reports these regardless: gone. */
+		int err = conn_sock_error(c);
+
+		orch_conn_close(c, err ? -err : -ECONNRESET);
+		goto out_put;
+	}
 	if (!c->c_closed && (events & EPOLLOUT))
 		conn_flush(c);
 out_put:

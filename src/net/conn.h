@@ -11,10 +11,12 @@
  * the bound is the handshake's (ORCH_AUTH_MAXFRAME): a longer frame is
  * refused from its header, and no more than ORCH_CONN_HS_IN_MAX bytes are
  * read ahead, so a stranger holds a few KiB at most (docs/DESIGN.md,
- * "Connections: what a stranger can hold").  Output is queued; past
- * ORCH_CONN_OUT_HIGH queued bytes the connection stops reading (backpressure)
- * until the queue drains.  How long a handshake may take is the owner's
- * call (c_since_ms says when it began).
+ * "Connections: what a stranger can hold").  Output is queued, and bounded
+ * by backpressure: an acceptor whose output (queued, plus what the replies
+ * its owner still owes will add) reaches ORCH_CONN_OUT_CAP stops reading
+ * requests, before the next frame it would hand out, and reads again once
+ * it is down to ORCH_CONN_OUT_LOW.  How long a handshake may take is the owner's call
+ * (c_since_ms says when it began).
  *
  * Lifetime: refcounted.  orch_conn_close() closes the socket, calls
  * ops->on_close once and drops the loop's reference; holders of other
@@ -35,7 +37,31 @@
 #include "proto/msg.h"
 #include "proto/wire.h"
 
-#define ORCH_CONN_OUT_HIGH (64u << 20)
+/*
+ * What an acceptor's output may hold before it stops reading requests: a
+ * peer that sends requests and reads no reply holds this much, plus the
+ * one reply that crossed it (at most ORCH_MAXFRAME), plus what it sent and
+ * we had read but not parsed (c_in, at most a frame and a read).  8 MiB is
+ * seven replies of ORCH_IO_MAX, eight times a mount's default readahead
+ * (readahead_kb): a client that reads its replies rarely reaches it, and
+ * one that does, reading more ahead, loses no throughput, since reading
+ * resumes with ORCH_CONN_OUT_LOW (4 MiB) and the socket's buffers still
+ * queued for it.  4096 connections (the default max_connections) at the
+ * cap are 32 GiB at worst, where the 64 MiB of before made 256 GiB.  Low
+ * water at half, so a stream of large replies toggles reading once per
+ * few MiB sent, not once per reply.
+ */
+#define ORCH_CONN_OUT_CAP (8u << 20)
+#define ORCH_CONN_OUT_LOW (ORCH_CONN_OUT_CAP / 2)
+/*
+ * What a reply the owner owes (orch_conn_owe) counts against the cap until
+ * it is queued: more than the state of a request that waits (a data
+ * worker's job is 2.4 KiB) and than the replies that wait (status,
+ * attributes, an entry), so a peer that floods requests the loop answers
+ * later holds at most ORCH_CONN_OUT_CAP / ORCH_CONN_OWED_COST (2048) of
+ * them, not as many as it can send.
+ */
+#define ORCH_CONN_OWED_COST 4096u
 /* What a connection reads ahead before its peer is authenticated: one handshake frame. */
 #define ORCH_CONN_HS_IN_MAX (ORCH_FRAME_HDR + ORCH_AUTH_MAXFRAME)
 
@@ -70,6 +96,9 @@ struct orch_conn {
 	int c_refs;
 	bool c_closed;
 	bool c_reading;                 /* EPOLLIN armed (off under backpressure) */
+	bool c_parsing;                 /* conn_parse is handing frames out */
+	uint32_t c_owed;                /* replies the owner owes (orch_conn_owe) */
+	struct orch_ev_timer c_kick;    /* parses what c_in holds once reading resumes */
 	uint32_t c_events;              /* what epoll watches for now */
 	enum orch_conn_state c_state;
 	struct orch_ev *c_ev;
@@ -128,6 +157,14 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
  */
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
 void orch_conn_flush(struct orch_conn *c);
+/*
+ * The owner took a request it will answer later or elsewhere (a worker
+ * thread, a peer's answer): until orch_conn_paid(), it counts
+ * ORCH_CONN_OWED_COST against @c's output cap.  Loop thread, like the rest.
+ */
+void orch_conn_owe(struct orch_conn *c);
+/* The reply is queued, or will never be: the charge goes. */
+void orch_conn_paid(struct orch_conn *c);
 /* Closes (idempotent); @reason (-errno or 0) goes to on_close. */
 void orch_conn_close(struct orch_conn *c, int reason);
 

@@ -24,7 +24,10 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_lease_dir = 0;
 	r->r_nowners = 0;
 	r->r_need_owner = 0;
+	r->r_owed = c->c_origin >= sv->s_cfg.nservers;
 	orch_conn_get(c);
+	if (r->r_owed)
+		orch_conn_owe(c);
 	return r;
 }
 
@@ -57,6 +60,8 @@ void sv_reply(struct sv_req *r, struct orch_msg *m)
 		e.status = -EIO;
 		orch_conn_send(r->r_conn, &e);
 	}
+	if (r->r_owed)
+		orch_conn_paid(r->r_conn);
 	orch_conn_put(r->r_conn);
 	free(r);
 }

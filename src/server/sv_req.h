@@ -15,7 +15,12 @@
  * A request being answered.  Handlers that finish at once reply through
  * sv_reply(); those that wait (fsync, cross-server) keep the sv_req and reply
  * later; sv_reply() frees it.  The connection is referenced so it outlives
- * the wait; if it closed meanwhile the reply is dropped.
+ * the wait; if it closed meanwhile the reply is dropped.  A client's
+ * request is owed on its connection (orch_conn_owe) until answered, so one
+ * that sends requests the loop answers later stops being read past the
+ * output cap like one that reads no reply.  A peer server's is not: its
+ * requests may wait on our calls to it, which the same count on its side
+ * could hold back while it waits on us.
  */
 struct sv_req {
 	struct sv_server *r_sv;
@@ -33,6 +38,12 @@ struct sv_req {
 		uint32_t uid;
 	} r_owners[2];
 	uint64_t r_need_owner;        /* the inode whose owner a handler asked for */
+	/*
+	 * Owed on r_conn until sv_reply().  One dropped off the loop (the data
+	 * worker or admin thread could not post its reply) keeps its charge
+	 * until the connection closes.
+	 */
+	bool r_owed;
 };
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */

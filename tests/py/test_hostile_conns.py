@@ -5,21 +5,25 @@ Raw sockets against a one-server cluster: strangers that connect and say
 nothing, strangers that announce a large frame before authenticating, more
 connections than the server has descriptors, and more than max_connections.
 The server must close what it must, stay small and idle, and serve a real
-client (`orchard ping`) meanwhile or right after.  Nothing here sleeps to
-wait for the server: every wait polls for the state it expects (the one
-sleep is the window over which the CPU time is measured).
+client (`orchard ping`) meanwhile or right after.  Then a client that holds
+the key: it pipelines large READs and reads no reply, and the server must
+stop reading it instead of queueing the replies.  Nothing here sleeps to
+wait for the server: every wait polls for the state it expects (the
+windows over which CPU time and memory are watched are bounded, not waits).
 """
 import os
 import select
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import wire  # noqa: E402
-from cluster import Cluster, wait_until  # noqa: E402
+from cluster import ORCHARD, Cluster, stat_layout, wait_until  # noqa: E402
 
 # Generous for a loaded 2-core machine and the sanitizer builds.
 SLACK = 15.0
@@ -268,4 +272,101 @@ def test_max_connections(tmp_path):
         assert c.alive(c.names[0])
     finally:
         close_all(socks)
+        c.stop_all()
+
+
+# --- (e) an authenticated client that reads no reply -------------------------------------
+
+READ = 0x0201
+CRED_ROOT = struct.pack("<IIH", 0, 0, 0)
+
+
+def read_request(handle, offset, length, reqid):
+    """CL2SV_READ "chol": credentials, handle, offset, length."""
+    return wire.frame(READ, CRED_ROOT + struct.pack("<QQI", handle, offset, length),
+                      reqid=reqid)
+
+
+def recv_into(sock, view):
+    """Fills @view from @sock (blocking)."""
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise EOFError("connection closed after %d of %d bytes" % (got, len(view)))
+        got += n
+
+
+def test_unread_replies_stop_reading_not_fill_memory(tmp_path):
+    """A client with the key sends 2,000 READs of 1 MiB (2 GiB of replies)
+    and reads none: the server stops reading it once its output passes the
+    cap (DESIGN.md, "Connections: what a stranger can hold"), so its memory
+    grows by megabytes, not gigabytes, while other clients are served.
+    Once the client reads, every reply comes, in order, with the data."""
+    n, size = 2000, 1 << 20
+    bound_kb = 64 * 1024
+    window = 4.0                 # seconds over which the memory is watched
+    c = one_server(tmp_path)
+    hostile = None
+    try:
+        c.start_all()
+        pid = c.pid(c.names[0])
+        data = os.urandom(size)
+        src = tmp_path / "big"
+        src.write_bytes(data)
+        c.cli("put", src, "/big")
+        handle = stat_layout(c, "/big")["handle"]
+        assert ping_up(c)
+        rss0, hwm0 = proc_status_kb(pid, "VmRSS"), proc_status_kb(pid, "VmHWM")
+        hostile = wire.Peer(c.address(c.names[0]))
+        assert hostile.handshake(wire.read_key(c.dir)) == 0
+        reqs = memoryview(b"".join(read_request(handle, 0, size, 1000 + i)
+                                   for i in range(n)))
+        hostile.sock.setblocking(False)
+        sent, grew = 0, 0
+        deadline = time.monotonic() + window
+        while time.monotonic() < deadline:
+            if sent < len(reqs):
+                try:
+                    sent += hostile.sock.send(reqs[sent:])
+                except BlockingIOError:
+                    pass         # the server stopped reading: what we want
+            rss, hwm = proc_status_kb(pid, "VmRSS"), proc_status_kb(pid, "VmHWM")
+            grew = max(grew, rss - rss0, hwm - hwm0)
+            if grew >= bound_kb:
+                break            # failed: do not let it take the machine's memory
+            select.select([], [hostile.sock] if sent < len(reqs) else [], [], 0.05)
+        assert grew < bound_kb, "RSS grew by %d MiB with %d of %d READs sent" % (
+            grew // 1024, sent // len(read_request(0, 0, 0, 0)), n)
+        # Others are served meanwhile, on the loop that holds the hostile output.
+        assert ping_up(c)
+        p = subprocess.run([ORCHARD, "-c", c.conf, "cat", "/big"], capture_output=True,
+                           timeout=60)
+        assert p.returncode == 0 and p.stdout == data, p.stderr
+        # Now it reads: what it had not sent yet goes, and every reply comes in order.
+        hostile.sock.setblocking(True)
+        hostile.sock.settimeout(SLACK)
+        if sent < len(reqs):
+            threading.Thread(target=hostile.sock.sendall, args=(reqs[sent:],),
+                             daemon=True).start()
+        hdr = bytearray(wire.HDR.size)
+        body = bytearray(8 + size)
+        for i in range(n):
+            recv_into(hostile.sock, memoryview(hdr))
+            length, type_, _, flags, reqid = wire.HDR.unpack(hdr)
+            assert (type_, reqid) == (READ, 1000 + i) and flags & wire.REPLY, \
+                "reply %d: type %#x reqid %d" % (i, type_, reqid)
+            assert length == len(body), "reply %d: %d bytes" % (i, length)
+            recv_into(hostile.sock, memoryview(body))
+            status, dlen = struct.unpack_from("<II", body)
+            assert (status, dlen) == (0, size), "reply %d: status %d, %d bytes" % (
+                i, status, dlen)
+            assert body[8:] == data, "reply %d: wrong data" % i
+        hostile.close()
+        hostile = None
+        assert ping_up(c)
+        assert c.alive(c.names[0])
+    finally:
+        if hostile:
+            hostile.close()
         c.stop_all()

@@ -8,7 +8,11 @@
  * ahead, however much the peer sends; after it a full-size frame passes.
  * The registry closes the connections that are not authenticated
  * handshake_timeout_ms after they were made, not before, and only those;
- * it is full at max_connections.
+ * it is full at max_connections.  After authentication, output is bounded:
+ * an acceptor stops reading at ORCH_CONN_OUT_CAP, queued or owed, and
+ * reads again at ORCH_CONN_OUT_LOW, first the frames it had read and not
+ * parsed; every reply comes, in order; a paused connection whose peer goes
+ * is closed, not watched for ever.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +47,8 @@ struct peer {
 	int closed_reason;
 	bool closed;
 	uint32_t frames, last_len;  /* frames the owner got, the last one's length */
+	uint32_t reply_len;         /* each frame is answered with this much data */
+	bool owe;                   /* each frame is owed an answer (orch_conn_owe) */
 };
 
 struct fx {
@@ -59,6 +65,18 @@ static void fx_on_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 	(void)payload;
 	p->frames++;
 	p->last_len = h->length;
+	if (p->owe)
+		orch_conn_owe(c);
+	if (p->reply_len) {
+		static uint8_t data[ORCH_IO_MAX];
+		struct orch_msg m;
+
+		orch_msg_init(&m, ORCH_CL2SV_READ);
+		m.flags = ORCH_FRAME_REPLY;
+		m.reqid = h->reqid;
+		m.data = orch_str_of((const char *)data, p->reply_len);
+		orch_conn_send(c, &m);
+	}
 }
 
 static int fx_setup(struct fx *fx, uint32_t hs_timeout_ms, uint32_t max_conns)
@@ -150,11 +168,16 @@ static bool send_all(int fd, const void *data, size_t len)
 	return true;
 }
 
-static void put_hdr(uint8_t *b, uint32_t length, uint16_t type)
+static void put_hdr_id(uint8_t *b, uint32_t length, uint16_t type, uint64_t reqid)
 {
-	struct orch_frame_hdr h = { .length = length, .type = type, .version = 1, .reqid = 1 };
+	struct orch_frame_hdr h = { .length = length, .type = type, .version = 1, .reqid = reqid };
 
 	orch_frame_hdr_encode(b, &h);
+}
+
+static void put_hdr(uint8_t *b, uint32_t length, uint16_t type)
+{
+	put_hdr_id(b, length, type, 1);
 }
 
 /*
@@ -305,6 +328,127 @@ ORCH_TEST(authenticated_peer_sends_a_full_size_frame)
 	free(body);
 	ORCH_CHECK(!p->closed);
 	ORCH_CHECK(p->frames == 1 && p->last_len == ORCH_MAXFRAME);
+	fx_teardown(&fx);
+}
+
+/* --- Output after authentication: backpressure ------------------------------------- */
+
+/* An authenticated peer, non-blocking, that sent @n empty requests numbered 1..@n. */
+static struct peer *member_sending(struct fx *fx, uint32_t n)
+{
+	uint8_t *reqs = calloc(n, ORCH_FRAME_HDR);
+	struct peer *p;
+	bool ok;
+
+	if (!reqs || fx_setup(fx, 0, 0) || !(p = fx_accept(fx)) || peer_handshake(fx, p)) {
+		free(reqs);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		put_hdr_id(reqs + (size_t)i * ORCH_FRAME_HDR, 0, 0x7ff0, i + 1);
+	fcntl(p->fd, F_SETFL, O_NONBLOCK);
+	ok = send_all(p->fd, reqs, (size_t)n * ORCH_FRAME_HDR);
+	free(reqs);
+	return ok ? p : NULL;
+}
+
+static size_t out_queued(const struct orch_conn *c)
+{
+	return c->c_out.b_len - c->c_out_off;
+}
+
+ORCH_TEST(unread_replies_stop_reading_at_the_cap)
+{
+	const uint32_t n = 40, reply = ORCH_IO_MAX;
+	/* A reply's frame: header, status, the data's length, the data. */
+	const size_t frame = ORCH_FRAME_HDR + 8 + reply;
+	uint8_t *buf = malloc(frame);
+	size_t have = 0;
+	uint32_t got = 0;
+	struct fx fx;
+	struct peer *p = member_sending(&fx, n);
+
+	ORCH_CHECK(buf && p);
+	p->reply_len = reply;
+	fx_run(&fx, 50);
+	/* It stopped at the cap: one reply over it at most, the rest unread. */
+	ORCH_CHECK(!p->closed);
+	ORCH_CHECK(!p->c->c_reading);
+	ORCH_CHECK(out_queued(p->c) >= ORCH_CONN_OUT_CAP);
+	ORCH_CHECK(out_queued(p->c) < ORCH_CONN_OUT_CAP + frame);
+	ORCH_CHECK(p->frames < n);
+	fx_run(&fx, 50);
+	ORCH_CHECK(p->frames < n && !p->c->c_reading);
+	/*
+	 * The peer reads: every reply comes, in order, and the requests left
+	 * in c_in are parsed once the output is down to the low mark, though
+	 * no byte comes to wake the connection.
+	 */
+	for (int tries = 0; tries < 2000 && got < n; tries++) {
+		ssize_t r = recv(p->fd, buf + have, frame - have, 0);
+		struct orch_frame_hdr h;
+
+		if (r > 0)
+			have += (size_t)r;
+		if (have == frame) {
+			orch_frame_hdr_decode(buf, &h);
+			ORCH_CHECK(h.reqid == got + 1 && h.length == frame - ORCH_FRAME_HDR);
+			ORCH_CHECK(h.flags & ORCH_FRAME_REPLY);
+			got++;
+			have = 0;
+			ORCH_CHECK(out_queued(p->c) < ORCH_CONN_OUT_CAP + frame);
+		}
+		if (r <= 0)
+			fx_run(&fx, 1);
+	}
+	free(buf);
+	ORCH_CHECK(got == n && p->frames == n);
+	ORCH_CHECK(!p->closed && p->c->c_reading);
+	fx_teardown(&fx);
+}
+
+ORCH_TEST(owed_replies_count_against_the_cap)
+{
+	const uint32_t owed_max = ORCH_CONN_OUT_CAP / ORCH_CONN_OWED_COST, n = owed_max + 900;
+	struct fx fx;
+	struct peer *p = member_sending(&fx, n);
+
+	ORCH_CHECK(p);
+	p->owe = true;
+	fx_run(&fx, 50);
+	/* Nothing queued: the owed replies alone stopped it. */
+	ORCH_CHECK(p->frames == owed_max && p->c->c_owed == owed_max);
+	ORCH_CHECK(!p->c->c_reading && out_queued(p->c) == 0);
+	/* Paid down to just above the low mark: still stopped. */
+	for (uint32_t i = 0; i < owed_max / 2 - 1; i++)
+		orch_conn_paid(p->c);
+	fx_run(&fx, 20);
+	ORCH_CHECK(p->frames == owed_max && !p->c->c_reading);
+	/* At the mark it reads again, the frames already read first. */
+	orch_conn_paid(p->c);
+	ORCH_CHECK(p->c->c_reading);
+	for (int i = 0; i < 100 && p->frames < n; i++)
+		fx_run(&fx, 10);
+	ORCH_CHECK(p->frames == n && p->c->c_reading);
+	ORCH_CHECK(p->c->c_owed == n - owed_max / 2);
+	fx_teardown(&fx);
+}
+
+ORCH_TEST(stopped_connection_whose_peer_goes_is_closed)
+{
+	const uint32_t owed_max = ORCH_CONN_OUT_CAP / ORCH_CONN_OWED_COST;
+	struct fx fx;
+	struct peer *p = member_sending(&fx, owed_max + 10);
+
+	ORCH_CHECK(p);
+	p->owe = true;
+	fx_run(&fx, 50);
+	ORCH_CHECK(!p->c->c_reading && !p->closed);
+	close(p->fd);
+	p->fd = -1;
+	for (int i = 0; i < 100 && !p->closed; i++)
+		fx_run(&fx, 10);
+	ORCH_CHECK(p->closed && p->closed_reason < 0);
 	fx_teardown(&fx);
 }
 
