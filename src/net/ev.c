@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -152,13 +153,18 @@ void orch_ev_timer_arm(struct orch_ev *ev, struct orch_ev_timer *t, uint32_t del
 	*p = t;
 }
 
-int orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg)
+void orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg)
 {
-	struct ev_post *p = malloc(sizeof(*p));
+	struct ev_post *p;
 	uint64_t one = 1;
 
-	if (!p)
-		return -ENOMEM;
+	while (!(p = malloc(sizeof(*p)))) {
+		struct timespec pause = { 0, 1000000 };
+
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "event loop: out of memory for posted work, "
+				   "retrying");
+		nanosleep(&pause, NULL);
+	}
 	p->fn = fn;
 	p->arg = arg;
 	pthread_mutex_lock(&ev->post_lock);
@@ -168,7 +174,6 @@ int orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg)
 	if (write(ev->wakefd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: the counter is saturated, so the loop wakes anyway. */
 	}
-	return 0;
 }
 
 void orch_ev_stop(struct orch_ev *ev)

@@ -41,10 +41,13 @@ void orch_ev_timer_arm(struct orch_ev *ev, struct orch_ev_timer *t, uint32_t del
 void orch_ev_timer_cancel(struct orch_ev *ev, struct orch_ev_timer *t);
 
 /*
- * Any thread: runs fn(arg) on the loop thread soon.  0 or -ENOMEM.  If it
- * returns 0, fn runs exactly once (or never, if the loop is destroyed first).
+ * Any thread: runs fn(arg) on the loop thread soon, exactly once (or never,
+ * if the loop is destroyed first).  It cannot fail: posted work is a reply
+ * or a completion nothing else would deliver, so without memory it waits
+ * for some, retrying every millisecond (with a rate-limited log line),
+ * rather than leave its caller to free, off the loop, what the loop owns.
  */
-int orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg);
+void orch_ev_post(struct orch_ev *ev, orch_ev_fn fn, void *arg);
 
 /*
  * Runs the work other threads posted and the loop has not run yet, now

@@ -234,11 +234,7 @@ static void *flush_main(void *arg)
 		orch_hist_observe(&sv->s_flush_hist, orch_hist_now_ns() - t0);
 		b->error = error;
 		waiters = b->n != 0;
-		if (orch_ev_post(sv->s_ev, flush_done, b)) {
-			/* Cannot reach the loop: the waiters' clients will time out. */
-			free(b->waits);
-			free(b);
-		}
+		orch_ev_post(sv->s_ev, flush_done, b);
 		/*
 		 * After the answers are on their way.  fsyncs arriving meanwhile
 		 * wait for the checkpoint too, so while they keep coming it runs

@@ -851,12 +851,7 @@ static void adm_scrub(struct sv_admin *a, struct adm_job *j)
 		adm_render_text(j, &j->j_out);
 	}
 	ORCH_NOTICE("scrub done: findings=%ld ms=%" PRIu64, j->j_count, j->j_ms);
-	if (orch_ev_post(a->a_sv->s_ev, adm_scrub_done, j)) {
-		/* The loop is gone: nobody is left to answer. */
-		orch_conn_put(j->j_req->r_conn);
-		free(j->j_req);
-		adm_job_free(j);
-	}
+	orch_ev_post(a->a_sv->s_ev, adm_scrub_done, j);
 }
 
 /* --- Reclaiming orphaned data objects (admin thread) ----------------------------- */
@@ -1028,7 +1023,7 @@ static void adm_tell(struct sv_admin *a, uint64_t peers)
 	pthread_mutex_lock(&a->a_lock);
 	a->a_telling |= peers;
 	pthread_mutex_unlock(&a->a_lock);
-	orch_ev_post(a->a_sv->s_ev, adm_tell_loop, a); /* fails only if the loop is gone */
+	orch_ev_post(a->a_sv->s_ev, adm_tell_loop, a);
 }
 
 /*

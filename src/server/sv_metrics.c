@@ -117,11 +117,12 @@ static int sv_metrics_snapshot(struct sv_metrics *m, struct sv_stats_snap *out)
 	pthread_condattr_destroy(&ca);
 	j->j_refs = 2;
 	j->j_sv = m->m_sv;
-	if (atomic_load(&m->m_stopping) || orch_ev_post(m->m_sv->s_ev, snap_job_run, j)) {
+	if (atomic_load(&m->m_stopping)) {
 		j->j_refs = 1;
 		snap_job_put(j);
 		return -ESHUTDOWN;
 	}
+	orch_ev_post(m->m_sv->s_ev, snap_job_run, j);
 	pthread_mutex_lock(&j->j_lock);
 	for (unsigned int waited = 0; !j->j_done && waited < SV_METRICS_WAIT_MS &&
 	     !atomic_load(&m->m_stopping); waited += SV_METRICS_SLICE_MS) {

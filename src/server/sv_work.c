@@ -97,13 +97,7 @@ static void *work_main(void *arg)
 		work_gate(wk);
 		orch_msg_init(&j->j_rep, 0);
 		j->j_fn(j->j_sv, &j->j_msg, &j->j_rep);
-		if (orch_ev_post(j->j_sv->s_ev, work_done, j)) {
-			/* The loop is gone: nobody is left to answer. */
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "data worker: a reply was dropped");
-			orch_conn_put(j->j_req->r_conn);
-			free(j->j_req);
-			free(j);
-		}
+		orch_ev_post(j->j_sv->s_ev, work_done, j);
 		pthread_mutex_lock(&wk->w_lock);
 	}
 	pthread_mutex_unlock(&wk->w_lock);

@@ -92,18 +92,10 @@ static void sv_write_done(struct orch_store_op *op)
 	post = !ws->w_posted;
 	ws->w_posted = true;
 	pthread_mutex_unlock(&ws->w_lock);
-	/*
-	 * A post only fails without memory, and nothing else would answer the
-	 * writes linked here, so retry.  A loop that has stopped still runs it
-	 * (orch_ev_run_posts), and sv_writes_wait drains as well.
-	 */
-	while (post && orch_ev_post(sv->s_ev, sv_writes_drain, sv)) {
-		struct timespec pause = { 0, 1000000 };
-
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot post write completions: out of memory, "
-				   "retrying");
-		nanosleep(&pause, NULL);
-	}
+	/* A loop that has stopped still runs it (orch_ev_run_posts), and
+	 * sv_writes_wait drains as well. */
+	if (post)
+		orch_ev_post(sv->s_ev, sv_writes_drain, sv);
 	/* Counted last: once sv_writes_wait sees it, this thread is done with the loop. */
 	pthread_mutex_lock(&ws->w_lock);
 	ws->w_completed++;
