@@ -27,7 +27,7 @@ import urllib.request
 
 import pytest
 
-from cluster import ORCHARD, ORCHARDD, Cluster, free_port, run, wait_until
+from cluster import ORCHARD, ORCHARDD, Cluster, free_port, run, server_of, wait_until
 from mount import ORCHARD_MOUNT, Mount
 
 PROMETHEUS = shutil.which("prometheus")
@@ -172,7 +172,8 @@ SERVER_FAMILIES = [
     "orchard_server_flush_duration_seconds", "orchard_store_operations",
     "orchard_store_commits", "orchard_store_ag_free_blocks", "orchard_store_ag_used_blocks",
     "orchard_server_leases", "orchard_server_lease_pushes", "orchard_scrub_last_findings",
-    "orchard_scrub_last_end_timestamp_seconds",
+    "orchard_scrub_last_end_timestamp_seconds", "orchard_namespace_open_files",
+    "orchard_namespace_orphans", "orchard_namespace_orphans_freed",
 ]
 MOUNT_FAMILIES = [
     "orchard_build_info", "orchard_mount_info", "process_start_time_seconds",
@@ -214,6 +215,29 @@ def test_metrics_text_parses_and_counts(env):
     assert sample(fams, "orchard_mount_request_duration_seconds_count", type="WRITE") >= 8
     assert sample(fams, "orchard_mount_request_errors_total", errno="ENOENT") >= 1
     assert sample(fams, "orchard_mount_connections") == 2
+
+
+def test_orphans_counted(env):
+    """A file open through the mount whose last name goes is an orphan of
+    its inode's server until the last close frees it."""
+    p = env.m.path("orphan-metric")
+    with open(p, "wb") as f:
+        f.write(b"o" * 4096)
+    addr = env.addr["s%d" % server_of(env.c, "/orphan-metric")]
+    before = families(metrics(addr))
+    freed0 = sample(before, "orchard_namespace_orphans_freed_total")
+    orphans0 = sample(before, "orchard_namespace_orphans")
+    f = open(p, "rb")
+    try:
+        assert sample(families(metrics(addr)), "orchard_namespace_open_files") >= 1
+        os.unlink(p)
+        assert sample(families(metrics(addr)), "orchard_namespace_orphans") == orphans0 + 1
+        assert f.read() == b"o" * 4096
+    finally:
+        f.close()
+    wait_until(lambda: sample(families(metrics(addr)), "orchard_namespace_orphans_freed_total")
+               == freed0 + 1, 10, what="the orphan freed at its last close")
+    assert sample(families(metrics(addr)), "orchard_namespace_orphans") == orphans0
 
 
 def test_endpoint_is_read_only_and_bounded(env):
