@@ -1,9 +1,10 @@
 /*
  * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
  * main.c (options, session), ops.c (namespace, attributes, xattrs),
- * file.c (open files and data), wb.c (write-behind), dir.c (directory
- * listing), inode.c (the inode table), ctl.c (runtime knobs as virtual
- * xattrs, counters) and metrics.c (GET /metrics, FUSE request latency).
+ * file.c (open files and data), wb.c (write-behind), reopen.c (open files
+ * registered again after a reconnect), dir.c (directory listing), inode.c
+ * (the inode table), ctl.c (runtime knobs as virtual xattrs, counters) and
+ * metrics.c (GET /metrics, FUSE request latency).
  *
  * The FUSE nodeid is the Orchard handle (the root's handle is 1 =
  * FUSE_ROOT_ID) and the generation is always 0: handles are never reused.
@@ -196,6 +197,17 @@ struct orch_mnt_wb {
 	pthread_t w_thread;
 };
 
+/* --- The keeper of open registrations (reopen.c) -------------------------------- */
+
+struct orch_mnt_reopen {
+	pthread_mutex_t r_lock;           /* for r_wake */
+	pthread_cond_t r_wake;            /* r_stop was set (CLOCK_MONOTONIC) */
+	uint32_t r_tick_ms;
+	atomic_bool r_stop;               /* set under r_lock; read anywhere */
+	bool r_running;
+	pthread_t r_thread;
+};
+
 /* --- The lease cache (lcache.c) ------------------------------------------------- */
 
 struct lc_ent;
@@ -301,6 +313,7 @@ struct orch_mnt {
 	atomic_bool m_readahead_done;
 	struct orch_mnt_wb m_wb;
 	struct orch_mnt_lc m_lc;          /* names and attributes under leases */
+	struct orch_mnt_reopen m_reopen;  /* registers open files again after a reconnect */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 
@@ -330,6 +343,13 @@ void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out);
  * keeps it for the file's next write, flush or fsync.
  */
 int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error);
+
+/*
+ * The keeper of open registrations (reopen.c): start after the client
+ * exists, stop after the session loop (before the client is destroyed).
+ */
+int orch_mnt_reopen_start(struct orch_mnt *m);
+void orch_mnt_reopen_stop(struct orch_mnt *m);
 
 /*
  * Sets the mount's kernel readahead to m_readahead_kb, once: at the first
