@@ -75,10 +75,21 @@ static void reopen_send(struct orch_mnt *m, uint64_t *gens, unsigned int nserver
 	for (;;) {
 		size_t k = 0;
 
-		for (unsigned int s = 0; s < nservers && k < ORCH_FS_WRITERS_MANY; s++)
-			for (size_t take = gens[s] ? REOPEN_PER_SERVER : 1;
-			     take && next[s] < end[s] && k < ORCH_FS_WRITERS_MANY; take--)
-				batch[k++] = hs[next[s]++];
+		/*
+		 * The connected servers' first: sending to one that is not
+		 * connects, which may take a whole deadline (a host that is
+		 * down), and the sends after it would wait for it.
+		 */
+		for (int up = 1; up >= 0; up--) {
+			for (unsigned int s = 0; s < nservers && k < ORCH_FS_WRITERS_MANY; s++) {
+				size_t take = up ? REOPEN_PER_SERVER : 1;
+
+				if ((gens[s] != 0) != (up != 0))
+					continue;
+				while (take-- && next[s] < end[s] && k < ORCH_FS_WRITERS_MANY)
+					batch[k++] = hs[next[s]++];
+			}
+		}
 		if (!k)
 			break;
 		orch_fs_writers_many(m->m_cl, &root, ORCH_WRITERS_OPEN, batch, k, errors, got);
