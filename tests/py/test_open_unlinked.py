@@ -222,39 +222,53 @@ def test_open_on_a_mount_survives_a_server_restart(cl):
                what="the orphan freed at its last close")
 
 
-def test_idle_open_file_survives_a_server_restart(cl):
+def test_idle_open_files_survive_a_server_restart(cl):
     """The mount registers its open files again as soon as it is connected
-    to the restarted server, not at their next read or write: a file held
+    to the restarted server, not at their next read or write: files held
     open and left idle for longer than the server's hold after its start
-    keeps its data."""
+    keep their data.  Enough of them that the mount sends their OPENs in
+    several rounds."""
     m = cl.mount("m")
     fd = os.open(m.path("f"), os.O_RDWR | os.O_CREAT, 0o644)
+    small = {}
     try:
         assert os.pwrite(fd, DATA, 0) == len(DATA)
         os.fsync(fd)
         name = cl.names[server_of(cl, "/f")]
+        for i in range(40):
+            put(m.path("s%d" % i), b"small %d" % i)
+            small[i] = os.open(m.path("s%d" % i), os.O_RDONLY)
+        for i in small:
+            os.unlink(m.path("s%d" % i))
         os.unlink(m.path("f"))
-        assert orphans(cl) == 1
+        assert orphans(cl) == 41
+        before = registrations(cl, name)
+        assert before >= 17
         cl.kill(name)
         cl.start(name)
         started = time.monotonic()
-        # Nothing touches the descriptor: the mount registers it by itself,
-        # well before the hold ends.
-        wait_until(lambda: registrations(cl, name) == 1, HOLD_S - 0.5,
-                   what="the open file registered again after the restart")
+        # Nothing touches the descriptors: the mount registers them by
+        # itself, well before the hold ends.
+        wait_until(lambda: registrations(cl, name) == before, HOLD_S - 0.5,
+                   what="the open files registered again after the restart")
         # Idle past the hold (an orphan nobody registered goes then).
         time.sleep(max(0.0, started + HOLD_S + 1.0 - time.monotonic()))
-        assert orphans(cl) == 1
+        assert orphans(cl) == 41
         assert total(cl, "orphans_freed") == 0
-        # The read goes to the servers, not to the kernel's page cache.
+        # The reads go to the servers, not to the kernel's page cache.
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         assert read_fd(fd) == DATA
         assert os.fstat(fd).st_nlink == 0
+        for i, sfd in small.items():
+            os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_DONTNEED)
+            assert os.pread(sfd, 100, 0) == b"small %d" % i
     finally:
         os.close(fd)
+        for sfd in small.values():
+            os.close(sfd)
     wait_until(lambda: orphans(cl) == 0 and objects(cl) == 0, 15,
-               what="the orphan freed at its last close")
-    assert total(cl, "orphans_freed") == 1
+               what="the orphans freed at their last close")
+    assert total(cl, "orphans_freed") == 41
     assert registrations(cl, name) == 0
     assert_scrub_clean(cl)
 
