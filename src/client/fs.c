@@ -1099,6 +1099,34 @@ int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64
 			    gen);
 }
 
+int orch_fs_writers_many(struct orch_client *cl, const struct orch_cred *cred, uint32_t flags,
+			 const uint64_t *hs, size_t n, int *errors, uint64_t *gens)
+{
+	struct orch_call *calls[ORCH_FS_WRITERS_MANY];
+	struct orch_msg req;
+
+	if (n > ORCH_FS_WRITERS_MANY)
+		return -EINVAL;
+	fs_req_init(&req, ORCH_CL2SV_WRITERS, cred);
+	req.writers_flags = flags;
+	for (size_t i = 0; i < n; i++) {
+		req.handle = hs[i];
+		gens[i] = 0;
+		errors[i] = orch_client_send(cl, orch_handle_server(hs[i]), &req, &calls[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct orch_reply rep;
+
+		if (errors[i])
+			continue;
+		errors[i] = orch_client_wait(cl, calls[i], &rep);
+		gens[i] = rep.gen;
+		if (!errors[i])
+			orch_reply_release(&rep);
+	}
+	return 0;
+}
+
 int orch_fs_writer_release(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 			   uint64_t size, int64_t mtime_ns, struct orch_attr *out)
 {

@@ -213,6 +213,17 @@ int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64
 		    uint64_t *gen);
 
 /*
+ * orch_fs_writers(@flags) for each of the @n handles @hs, without size or
+ * mtime, all in flight at once (each to its inode's server; at most
+ * ORCH_FS_WRITERS_MANY): errors[i] gets the result for hs[i], 0 or -errno
+ * as orch_fs_writers, and gens[i] the generation of the connection it
+ * went on (0 if never sent).  -EINVAL for too many, else 0.
+ */
+#define ORCH_FS_WRITERS_MANY 64
+int orch_fs_writers_many(struct orch_client *cl, const struct orch_cred *cred, uint32_t flags,
+			 const uint64_t *hs, size_t n, int *errors, uint64_t *gens);
+
+/*
  * orch_fs_writers(RELEASE), or with a server that predates it, EXTEND
  * (nothing if @size is 0 and @out NULL).
  */

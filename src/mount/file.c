@@ -91,13 +91,28 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	return 0;
 }
 
+bool orch_mnt_open_registered(struct orch_mnt *m, uint64_t h, int error, uint64_t gen)
+{
+	struct orch_cred root = { 0 };
+	bool none = error == -EINVAL || error == -ENOSYS || error == -ENOENT;
+
+	if (orch_mnt_inode_oreg_set(&m->m_itab, h, error && !none ? 0 : gen, none) && !error &&
+	    gen == orch_client_conn_gen(m->m_cl, orch_handle_server(h)))
+		/* Closed meanwhile (its release found nothing registered), or counted twice. */
+		orch_fs_writers(m->m_cl, &root, h, ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
+	if (error && !none)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot register an open file: ino=%#llx: %s",
+				   (unsigned long long)h, strerror(-error));
+	return !error || none;
+}
+
 /*
  * Registers this mount's opens of @h with the inode's server, on the
  * connection up now, unless they are registered there (docs/DESIGN.md,
  * "Open files whose last name went"): at the first open, and again after
- * that server's connection changed.  While registered, the server keeps
- * the file's inode and data even once its last name is gone.  A server
- * without open registrations answers INVAL: nothing to do.
+ * that server's connection changed if the keeper (reopen.c) has not yet.
+ * While registered, the server keeps the file's inode and data even once
+ * its last name is gone.
  */
 static void mnt_open_register(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h)
 {
@@ -107,16 +122,7 @@ static void mnt_open_register(struct orch_mnt *m, const struct orch_cred *cred, 
 	if (!orch_mnt_inode_oreg_claim(&m->m_itab, h, cur))
 		return;
 	error = orch_fs_writers(m->m_cl, cred, h, ORCH_WRITERS_OPEN, 0, 0, NULL, &gen);
-	if (!error && !orch_mnt_inode_oreg_set(&m->m_itab, h, gen ? gen : cur)) {
-		/* Closed meanwhile: its release found nothing registered. */
-		orch_fs_writers(m->m_cl, cred, h, ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
-		return;
-	}
-	if (error)
-		orch_mnt_inode_oreg_set(&m->m_itab, h, 0);
-	if (error && error != -EINVAL && error != -ENOSYS && error != -ENOENT)
-		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot register an open file: ino=%#llx: %s",
-				   (unsigned long long)h, strerror(-error));
+	orch_mnt_open_registered(m, h, error, gen ? gen : cur);
 }
 
 /* One open file of @ino less: at the last, its registration goes. */

@@ -191,6 +191,44 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint6
 	return 0;
 }
 
+/* The t_open list and its counts by server: @in's first open, its last close. */
+static uint32_t *itab_open_srv(struct orch_mnt_itab *t, const struct orch_mnt_inode *in)
+{
+	unsigned int s = orch_handle_server(in->i_attr.handle);
+
+	return s < ORCH_SERVERS_MAX ? &t->t_open_srv[s] : NULL;
+}
+
+static void itab_open_link(struct orch_mnt_itab *t, struct orch_mnt_inode *in)
+{
+	uint32_t *srv = itab_open_srv(t, in);
+
+	in->i_oprev = NULL;
+	in->i_onext = t->t_open;
+	if (t->t_open)
+		t->t_open->i_oprev = in;
+	t->t_open = in;
+	t->t_nopen++;
+	if (srv)
+		(*srv)++;
+}
+
+static void itab_open_unlink(struct orch_mnt_itab *t, struct orch_mnt_inode *in)
+{
+	uint32_t *srv = itab_open_srv(t, in);
+
+	if (in->i_oprev)
+		in->i_oprev->i_onext = in->i_onext;
+	else
+		t->t_open = in->i_onext;
+	if (in->i_onext)
+		in->i_onext->i_oprev = in->i_oprev;
+	in->i_onext = in->i_oprev = NULL;
+	t->t_nopen--;
+	if (srv)
+		(*srv)--;
+}
+
 void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n)
 {
 	struct orch_mnt_inode **pp, *in;
@@ -209,6 +247,9 @@ void orch_mnt_inode_forget(struct orch_mnt_itab *t, uint64_t h, uint64_t n)
 	ORCH_ASSERT(in->i_nlookup >= n || in->i_pinned);
 	in->i_nlookup = in->i_nlookup > n ? in->i_nlookup - n : 0;
 	if (in->i_nlookup == 0 && !in->i_pinned) {
+		/* The kernel holds an open file's inode: a FORGET gone wrong. */
+		if (in->i_opens)
+			itab_open_unlink(t, in);
 		*pp = in->i_next;
 		t->t_count--;
 		free(in);
@@ -436,9 +477,12 @@ void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_ge
 	in = itab_find(t, h);
 	if (in) {
 		/* A new file's CREATE registered it: before anyone can close it. */
-		if (oreg_gen && !in->i_opens)
+		if (oreg_gen && !in->i_opens && !in->i_oreg_busy) {
 			in->i_oreg_gen = oreg_gen;
-		in->i_opens++;
+			in->i_oreg_none = false;
+		}
+		if (!in->i_opens++)
+			itab_open_link(t, in);
 	}
 	pthread_mutex_unlock(&t->t_lock);
 }
@@ -450,13 +494,23 @@ bool orch_mnt_inode_released(struct orch_mnt_itab *t, uint64_t h, uint64_t *gen)
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in && in->i_opens && --in->i_opens == 0 && in->i_oreg_gen) {
-		*gen = in->i_oreg_gen;
+	if (in && in->i_opens && --in->i_opens == 0) {
+		itab_open_unlink(t, in);
+		if (in->i_oreg_gen && !in->i_oreg_none) {
+			*gen = in->i_oreg_gen;
+			last = true;
+		}
 		in->i_oreg_gen = 0;
-		last = true;
+		in->i_oreg_none = false;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return last;
+}
+
+/* t_lock held: may a thread register @in on generation @cur now? */
+static bool itab_oreg_stale(const struct orch_mnt_inode *in, uint64_t cur)
+{
+	return in->i_opens && !in->i_oreg_busy && (!cur || in->i_oreg_gen != cur);
 }
 
 bool orch_mnt_inode_oreg_claim(struct orch_mnt_itab *t, uint64_t h, uint64_t cur)
@@ -466,26 +520,96 @@ bool orch_mnt_inode_oreg_claim(struct orch_mnt_itab *t, uint64_t h, uint64_t cur
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	if (in && in->i_opens && (!in->i_oreg_gen || in->i_oreg_gen != cur)) {
-		in->i_oreg_gen = cur ? cur : UINT64_MAX;  /* claimed: nobody else sends */
+	if (in && itab_oreg_stale(in, cur)) {
+		in->i_oreg_busy = true;
 		claim = true;
 	}
 	pthread_mutex_unlock(&t->t_lock);
 	return claim;
 }
 
-bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen)
+static int itab_handle_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+size_t orch_mnt_inode_oreg_claim_stale(struct orch_mnt_itab *t, const uint64_t *gens,
+				       unsigned int nservers, uint64_t **out)
+{
+	uint64_t *hs;
+	size_t cap, n = 0;
+
+	*out = NULL;
+	pthread_mutex_lock(&t->t_lock);
+	cap = t->t_nopen;
+	pthread_mutex_unlock(&t->t_lock);
+	/* Files opened meanwhile registered at their open; the next pass sees the rest. */
+	hs = cap ? malloc(cap * sizeof(*hs)) : NULL;
+	if (!hs)
+		return 0;
+	pthread_mutex_lock(&t->t_lock);
+	for (struct orch_mnt_inode *in = t->t_open; in && n < cap; in = in->i_onext) {
+		unsigned int s = orch_handle_server(in->i_attr.handle);
+
+		if (s < nservers && itab_oreg_stale(in, gens[s])) {
+			in->i_oreg_busy = true;
+			hs[n++] = in->i_attr.handle;
+		}
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	if (!n) {
+		free(hs);
+		return 0;
+	}
+	qsort(hs, n, sizeof(*hs), itab_handle_cmp);
+	*out = hs;
+	return n;
+}
+
+void orch_mnt_inode_oreg_unclaim(struct orch_mnt_itab *t, uint64_t h)
 {
 	struct orch_mnt_inode *in;
-	bool open;
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, h);
-	open = in && in->i_opens;
-	if (open)
-		in->i_oreg_gen = gen;
+	if (in)
+		in->i_oreg_busy = false;
 	pthread_mutex_unlock(&t->t_lock);
-	return open;
+}
+
+bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen, bool none)
+{
+	struct orch_mnt_inode *in;
+	bool undo = true;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		in->i_oreg_busy = false;
+		if (in->i_opens) {
+			/* Registered there already: the server counted this OPEN twice. */
+			undo = gen && !none && in->i_oreg_gen == gen && !in->i_oreg_none;
+			in->i_oreg_gen = gen;
+			in->i_oreg_none = none;
+		}
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return undo;
+}
+
+bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned int n)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&t->t_lock);
+	for (unsigned int s = 0; s < n; s++) {
+		want[s] = s < ORCH_SERVERS_MAX && t->t_open_srv[s];
+		any |= want[s];
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return any;
 }
 
 void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h)

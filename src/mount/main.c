@@ -465,6 +465,10 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
 		goto out_unmount;
 	}
+	/* Without the keeper, open files are registered again at their next read or write. */
+	error = orch_mnt_reopen_start(&m);
+	if (error)
+		ORCH_WARN("cannot start the keeper of open registrations: %s", strerror(-error));
 	/* Metrics off if their threads cannot start: the file system is mounted. */
 	if (orch_mnt_metrics_start(&m))
 		orch_mnt_metrics_stop(&m);
@@ -482,6 +486,7 @@ int main(int argc, char **argv)
 	rc = error < 0 ? 1 : 0;
 	/* Before what its page reads stops (the write-behind, the client). */
 	orch_mnt_metrics_stop(&m);
+	orch_mnt_reopen_stop(&m);
 	/* Every write in flight acknowledged (or logged) before the end. */
 	orch_mnt_wb_stop(&m);
 	m.m_se = NULL;

@@ -1,9 +1,10 @@
 /*
  * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
  * main.c (options, session), ops.c (namespace, attributes, xattrs),
- * file.c (open files and data), wb.c (write-behind), dir.c (directory
- * listing), inode.c (the inode table), ctl.c (runtime knobs as virtual
- * xattrs, counters) and metrics.c (GET /metrics, FUSE request latency).
+ * file.c (open files and data), wb.c (write-behind), reopen.c (open files
+ * registered again after a reconnect), dir.c (directory listing), inode.c
+ * (the inode table), ctl.c (runtime knobs as virtual xattrs, counters) and
+ * metrics.c (GET /metrics, FUSE request latency).
  *
  * The FUSE nodeid is the Orchard handle (the root's handle is 1 =
  * FUSE_ROOT_ID) and the generation is always 0: handles are never reused.
@@ -101,9 +102,17 @@ struct orch_mnt_inode {
 	 * (CL2SV_WRITERS OPEN; 0: not registered).  The server keeps the file
 	 * while it is registered, even once its last name is gone
 	 * (docs/DESIGN.md, "Open files whose last name went").
+	 * i_oreg_none: that server answered that it keeps no registration (a
+	 * server of before them, a file already gone): not asked again on
+	 * that connection, nothing to close.  i_oreg_busy: a thread is
+	 * registering it (claimed); nobody else sends meanwhile.  While open,
+	 * the inode is on the table's t_open list (i_onext, i_oprev).
 	 */
 	uint32_t i_opens;
 	uint64_t i_oreg_gen;
+	bool i_oreg_none;
+	bool i_oreg_busy;
+	struct orch_mnt_inode *i_onext, *i_oprev;
 	/*
 	 * Created by this mount and neither opened again nor written since:
 	 * what cp(1) copies into, whose layout copy_file_range may change.
@@ -165,6 +174,9 @@ struct orch_mnt_itab {
 	size_t t_count;                  /* inodes in the table */
 	uint64_t t_forget_unknown;       /* FORGETs of a handle not in the table */
 	pthread_cond_t t_wreg_cv;        /* an i_wreg_busy was cleared */
+	struct orch_mnt_inode *t_open;   /* inodes with files open here */
+	size_t t_nopen;                  /* ... how many */
+	uint32_t t_open_srv[ORCH_SERVERS_MAX]; /* ... by the server of their handle */
 	/*
 	 * Own attribute changes applied (i_changed): raised under t_lock, read
 	 * without it (orch_mnt_inode_asked, on every lookup and getattr).
@@ -189,6 +201,17 @@ struct orch_mnt_wb {
 	uint64_t w_writes, w_waits;       /* counters: writes queued, waits that slept */
 	bool w_stop, w_running;
 	pthread_t w_thread;
+};
+
+/* --- The keeper of open registrations (reopen.c) -------------------------------- */
+
+struct orch_mnt_reopen {
+	pthread_mutex_t r_lock;           /* for r_wake */
+	pthread_cond_t r_wake;            /* r_stop was set (CLOCK_MONOTONIC) */
+	uint32_t r_tick_ms;
+	atomic_bool r_stop;               /* set under r_lock; read anywhere */
+	bool r_running;
+	pthread_t r_thread;
 };
 
 /* --- The lease cache (lcache.c) ------------------------------------------------- */
@@ -296,6 +319,7 @@ struct orch_mnt {
 	atomic_bool m_readahead_done;
 	struct orch_mnt_wb m_wb;
 	struct orch_mnt_lc m_lc;          /* names and attributes under leases */
+	struct orch_mnt_reopen m_reopen;  /* registers open files again after a reconnect */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 
@@ -325,6 +349,13 @@ void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out);
  * keeps it for the file's next write, flush or fsync.
  */
 int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error);
+
+/*
+ * The keeper of open registrations (reopen.c): start after the client
+ * exists, stop after the session loop (before the client is destroyed).
+ */
+int orch_mnt_reopen_start(struct orch_mnt *m);
+void orch_mnt_reopen_stop(struct orch_mnt *m);
 
 /*
  * Sets the mount's kernel readahead to m_readahead_kb, once: at the first
@@ -507,13 +538,30 @@ bool orch_mnt_inode_wreg_take_last(struct orch_mnt_itab *t, uint64_t h, bool cle
  */
 void orch_mnt_inode_opened(struct orch_mnt_itab *t, uint64_t h, uint64_t oreg_gen);
 /*
- * Open registrations: claim returns true, recording @cur, if @h is open
- * here and not registered on connection generation @cur (the caller then
- * sends CL2SV_WRITERS OPEN, and oreg_set(0) if that failed).
+ * Open registrations: claim returns true if @h is open here, nobody is
+ * registering it, and it is not registered on connection generation @cur
+ * (0: the connection is down); the caller then owns its registration
+ * (i_oreg_busy), sends CL2SV_WRITERS OPEN and ends the claim with
+ * oreg_set.  claim_stale claims so every open inode whose server @s has
+ * gens[s] (0: down) as its generation and that is not registered on it,
+ * for the keeper (reopen.c): *@out gets a malloc'd array of their
+ * handles, sorted (so by server), and the count is returned.
  */
 bool orch_mnt_inode_oreg_claim(struct orch_mnt_itab *t, uint64_t h, uint64_t cur);
-/* Records @gen; false (nothing recorded) if @h is not open here any more. */
-bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen);
+size_t orch_mnt_inode_oreg_claim_stale(struct orch_mnt_itab *t, const uint64_t *gens,
+				       unsigned int nservers, uint64_t **out);
+/* Ends a claim of @h that sent nothing: as it was. */
+void orch_mnt_inode_oreg_unclaim(struct orch_mnt_itab *t, uint64_t h);
+/*
+ * Ends a claim: the OPEN went on generation @gen (0: it failed, not
+ * registered; @none: the server answered that it keeps no registration).
+ * Returns true if the caller must send CLOSE on @gen to undo its OPEN: @h
+ * was closed meanwhile, or it was registered on @gen already (a claim made
+ * on a generation read before another thread registered it).
+ */
+bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen, bool none);
+/* Servers (@want, @n of them) this mount has files open on; false if none. */
+bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned int n);
 /* i_fresh: set by create, cleared by another open or a write; take clears it. */
 void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
 bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);
@@ -607,6 +655,14 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			      struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			      struct fuse_file_info *fi_out, size_t len, int flags);
+
+/*
+ * Ends a claimed open registration of @h (orch_mnt_inode_oreg_claim) with
+ * the result @error of its OPEN, sent on connection generation @gen: records
+ * it, and undoes an OPEN that was one too many.  Returns false if the
+ * server did not answer (the transport failed: try again later).
+ */
+bool orch_mnt_open_registered(struct orch_mnt *m, uint64_t h, int error, uint64_t gen);
 
 /* The open permission check (file.c): 0 with default_permissions or for root. */
 int orch_mnt_open_check(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,

@@ -15,7 +15,7 @@
  * transaction, so the data on every server goes as a removed file's does.
  *
  * A closed connection is not proof of a dead client: it may reconnect and
- * register again (the mount does on its next request for the file).  So
+ * register again (the mount does as soon as it is connected again).  So
  * the opens of a closed connection are held for a lease term, the time
  * after which the client's leases are gone too.  After a restart this
  * server knows no opens: every orphan in the table is held for a lease
