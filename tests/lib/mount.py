@@ -9,6 +9,7 @@ does not) and scans its stderr for sanitizer reports.
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -110,11 +111,12 @@ class Mount:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            stacks = thread_stacks(self.proc.pid)
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             if check:
                 raise AssertionError("orchard-mount did not exit after unmount:\n"
-                                     + self.stderr()[-4000:])
+                                     + self.stderr()[-4000:] + stacks)
             rc = None
         self.proc = None
         if check:
@@ -138,6 +140,17 @@ class Mount:
 
     def path(self, *parts):
         return os.path.join(self.mnt, *parts)
+
+
+def thread_stacks(pid):
+    """Every thread's stack of process @pid, from gdb if it is installed
+    (for the message of a process that hangs), else ""."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return ""
+    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
+                       capture_output=True, text=True, timeout=60)
+    return "\nthreads of %d:\n%s" % (pid, r.stdout[-8000:])
 
 
 def mount_pids(mnt):
