@@ -219,9 +219,14 @@ class Net:
 
     # --- processes in a host's namespace ------------------------------------------
     def popen(self, host, args, **kw):
-        """Starts @args in @host's namespace (`ip netns exec`, which execs it:
-        the PID is the program's)."""
-        return subprocess.Popen(["ip", "netns", "exec", self.ns[host]] + list(args), **kw)
+        """Starts @args in @host's network namespace (nsenter execs it: the
+        PID is the program's).  Not `ip netns exec`: that also gives the
+        program a mount namespace of its own, a copy of the host's mounts
+        (/ is private here), and a FUSE mount of another test copied into it
+        outlives that test's umount: its orchard-mount never sees the
+        unmount and never exits while this server runs."""
+        return subprocess.Popen(["nsenter", "--net=/run/netns/" + self.ns[host], "--"]
+                                + list(args), **kw)
 
     # --- teardown -----------------------------------------------------------
     def close(self):
