@@ -158,7 +158,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *  "cache": {"dcache_timeout_ms": n, ...},
  *  "inode_table": {"inodes": n, "forget_unknown": n},
  *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
- *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n},
+ *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
+ *                  "renewals": n, "renewals_dropped": n},
  *  "io": {"bytes_read": n, "bytes_written": n}}.
  * Every key is always present.
  */
@@ -205,8 +206,10 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	orch_mnt_lc_counts(&m->m_lc, &lcc);
 	ctl_printf(buf, size, &pos,
 		   "}, \"lease_cache\": {\"lease_ms\": %" PRIu64 ", \"entries\": %" PRIu64
-		   ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"pushes\": %" PRIu64,
-		   lcc.lease_ms, lcc.entries, lcc.hits, lcc.misses, lcc.pushes);
+		   ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"pushes\": %" PRIu64
+		   ", \"renewals\": %" PRIu64 ", \"renewals_dropped\": %" PRIu64,
+		   lcc.lease_ms, lcc.entries, lcc.hits, lcc.misses, lcc.pushes, lcc.renewals,
+		   lcc.renewals_dropped);
 	ctl_printf(buf, size, &pos,
 		   "}, \"io\": {\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64,
 		   atomic_load(&m->m_bytes_read), atomic_load(&m->m_bytes_written));

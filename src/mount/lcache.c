@@ -28,8 +28,17 @@
  * directory's attributes have not changed since.  Completeness answers
  * only LC_CRED_FREE callers.
  *
+ * Renewal (refresh ahead): a hit on a key in the last part of its term
+ * (lc_renew_margin_ms) lets the caller queue a renewal of it, the request a
+ * miss would make, which a few threads of this file send through a
+ * callback (the mount's: mnt_lc_renew in ops.c).  Its reply fills through
+ * lc_put like any other, so a push after it still wins.  A key is queued
+ * at most once per term (e_renewing, cleared by the next fill); a full
+ * queue drops the renewal and leaves the key unmarked, for its next hit.
+ *
  * The pushes come on liborchard's reader threads with its connection lock
- * held: lc_lock is a leaf, and nothing calls liborchard holding it.
+ * held: lc_lock is a leaf, and nothing calls liborchard holding it (the
+ * renewal threads wait on l_renew_cv under it, and call out without it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +49,7 @@
 
 #define LC_MAX (1u << 18)       /* entries; at the cap everything is dropped */
 #define LC_BUCKETS (1u << 16)
+#define LC_RENEW_QMAX 256u      /* renewals waiting; more are dropped */
 
 enum { LC_ATTR = 1, LC_NAME = 2, LC_DIR = 3 };
 
@@ -56,6 +66,7 @@ struct lc_ent {
 	struct orch_attr e_attr; /* LC_ATTR */
 	uint8_t e_kind;
 	bool e_valid;            /* false: a tombstone, kept for its stamp */
+	bool e_renewing;         /* a renewal is queued or in flight this term */
 	uint8_t e_namelen;
 	char e_name[];
 };
@@ -111,6 +122,29 @@ static void lc_clear_locked(struct orch_mnt_lc *lc)
 		lc->l_srv[s].reject = lc->l_srv[s].last;
 }
 
+/*
+ * How long before the end of its term a hit renews a key.  A quarter of
+ * the term, but at least 1 s and at most half the term:
+ * - it must cover the renewal: the wait in the queue behind the rest of
+ *   the working set, which enters its last part at about the same time,
+ *   and a round trip that may lose a segment or two on a lossy link
+ *   (TCP's first retransmission waits at least 200 ms, the next one
+ *   twice that), hence the second's floor;
+ * - it sets what renewal costs: a key used all the time is asked for once
+ *   per term minus the margin (4/3 of a miss's once per term at a
+ *   quarter), and a key used only once, inside the margin, is renewed once
+ *   more; so no more than half the term (twice per term) on short terms.
+ * For the default 30 s term that is 7.5 s; for 2 s, 1 s.
+ */
+static uint32_t lc_renew_margin_ms(uint32_t lease_ms)
+{
+	uint32_t margin = lease_ms / 4;
+
+	if (margin < 1000)
+		margin = 1000;
+	return margin < lease_ms / 2 ? margin : lease_ms / 2;
+}
+
 int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
 		     bool default_permissions)
 {
@@ -127,8 +161,10 @@ int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lea
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&lc->l_lock, NULL);
+	pthread_cond_init(&lc->l_renew_cv, NULL);
 	lc->l_nservers = nservers;
 	lc->l_lease_ms = lease_ms;
+	lc->l_renew_margin_ms = lc_renew_margin_ms(lease_ms);
 	lc->l_default_permissions = default_permissions;
 	lc->l_on = true;
 	return 0;
@@ -138,7 +174,10 @@ void orch_mnt_lc_fini(struct orch_mnt_lc *lc)
 {
 	if (!lc->l_on)
 		return;
+	orch_mnt_lc_renew_stop(lc);
+	free(lc->l_renew_q);
 	lc_clear_locked(lc);
+	pthread_cond_destroy(&lc->l_renew_cv);
 	pthread_mutex_destroy(&lc->l_lock);
 	free(lc->l_buckets);
 	free(lc->l_srv);
@@ -302,6 +341,7 @@ static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *n
 	mine->e_stamp = stamp;
 	mine->e_expire_ms = sent_ms + lc->l_lease_ms;
 	mine->e_valid = true;
+	mine->e_renewing = false;
 	if (kind == LC_NAME) {
 		/*
 		 * The reply renewed the directory's lease on the server: a
@@ -310,8 +350,10 @@ static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *n
 		struct lc_ent *d = lc_find_locked(lc, LC_DIR, key);
 
 		if (d && d->e_valid && orch_time_now_ms() < d->e_expire_ms &&
-		    d->e_expire_ms < mine->e_expire_ms)
+		    d->e_expire_ms < mine->e_expire_ms) {
 			d->e_expire_ms = mine->e_expire_ms;
+			d->e_renewing = false;
+		}
 	}
 out:
 	pthread_mutex_unlock(&lc->l_lock);
@@ -346,16 +388,27 @@ static struct lc_ent *lc_get_locked(struct orch_mnt_lc *lc, int kind, uint64_t k
 	return NULL;
 }
 
-bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out)
+/* A live entry in the last part of its term that no renewal was queued for. */
+static bool lc_due(const struct orch_mnt_lc *lc, const struct lc_ent *e, uint64_t now)
+{
+	return !e->e_renewing && now + lc->l_renew_margin_ms >= e->e_expire_ms;
+}
+
+bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out, bool *due)
 {
 	struct lc_ent *e;
 
+	if (due)
+		*due = false;
 	if (!lc->l_on)
 		return false;
 	pthread_mutex_lock(&lc->l_lock);
 	e = lc_get_locked(lc, LC_ATTR, h, NULL, 0, 0);
-	if (e)
+	if (e) {
 		*out = e->e_attr;
+		if (due)
+			*due = lc_due(lc, e, orch_time_now_ms());
+	}
 	lc->l_hits += e != NULL;
 	lc->l_misses += e == NULL;
 	pthread_mutex_unlock(&lc->l_lock);
@@ -375,7 +428,7 @@ static bool lc_alive(const struct orch_mnt_lc *lc, const struct lc_ent *e, uint6
  * l_lock held.
  */
 static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
-			       size_t namelen, uint64_t credkey, uint64_t *child)
+			       size_t namelen, uint64_t credkey, uint64_t *child, bool *due)
 {
 	uint64_t now = orch_time_now_ms();
 	bool known = false;
@@ -395,6 +448,7 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 				return false;
 		}
 		*child = e->e_child;
+		*due = lc_due(lc, e, now);
 		return true;
 	}
 	if (known || credkey != LC_CRED_FREE)
@@ -403,18 +457,23 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 	if (!d || !lc_alive(lc, d, now))
 		return false;
 	*child = 0;
+	*due = lc_due(lc, d, now);
 	return true;
 }
 
 bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
-			  uint64_t credkey, uint64_t *child)
+			  uint64_t credkey, uint64_t *child, bool *due)
 {
-	bool hit;
+	bool hit, renew = false;
 
+	if (due)
+		*due = false;
 	if (!lc->l_on)
 		return false;
 	pthread_mutex_lock(&lc->l_lock);
-	hit = lc_get_name_locked(lc, parent, name, strlen(name), credkey, child);
+	hit = lc_get_name_locked(lc, parent, name, strlen(name), credkey, child, &renew);
+	if (due)
+		*due = hit && renew;
 	lc->l_hits += hit;
 	lc->l_misses += !hit;
 	pthread_mutex_unlock(&lc->l_lock);
@@ -480,8 +539,133 @@ void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch
 	d->e_stamp = stamp;
 	d->e_expire_ms = sent_ms + lc->l_lease_ms;
 	d->e_valid = true;
+	d->e_renewing = false;
 out:
 	pthread_mutex_unlock(&lc->l_lock);
+}
+
+/* --- Renewal ------------------------------------------------------------------ */
+
+/*
+ * The keys @r renews that are live and due, up to 3: a GETATTR the
+ * attributes; a LOOKUP the name (or, for a name known absent because the
+ * directory is whole, the directory) and the child's attributes, which its
+ * reply carries too.  l_lock held.
+ */
+static size_t lc_renew_keys_locked(struct orch_mnt_lc *lc, const struct orch_mnt_lc_renewal *r,
+				   struct lc_ent *keys[3])
+{
+	uint64_t now = orch_time_now_ms();
+	struct lc_ent *e, *a;
+	size_t n = 0;
+
+	if (r->r_kind == ORCH_MNT_LC_RENEW_GETATTR) {
+		e = lc_get_locked(lc, LC_ATTR, r->r_key, NULL, 0, 0);
+		if (e && lc_due(lc, e, now))
+			keys[n++] = e;
+		return n;
+	}
+	e = lc_get_locked(lc, LC_NAME, r->r_key, r->r_name, strlen(r->r_name), r->r_credkey);
+	if (!e) {
+		e = r->r_credkey == LC_CRED_FREE ? lc_find_locked(lc, LC_DIR, r->r_key) : NULL;
+		if (e && lc_alive(lc, e, now) && lc_due(lc, e, now))
+			keys[n++] = e;
+		return n;
+	}
+	if (lc_due(lc, e, now))
+		keys[n++] = e;
+	a = e->e_child ? lc_get_locked(lc, LC_ATTR, e->e_child, NULL, 0, 0) : NULL;
+	if (a && lc_due(lc, a, now))
+		keys[n++] = a;
+	return n;
+}
+
+bool orch_mnt_lc_renew(struct orch_mnt_lc *lc, const struct orch_mnt_lc_renewal *r)
+{
+	struct lc_ent *keys[3];
+	bool queued = false;
+	size_t n;
+
+	if (!lc->l_on)
+		return false;
+	pthread_mutex_lock(&lc->l_lock);
+	if (!lc->l_renew_q || lc->l_renew_stop)
+		goto out;
+	n = lc_renew_keys_locked(lc, r, keys);
+	if (!n)
+		goto out;
+	if (lc->l_renew_n == LC_RENEW_QMAX) {
+		lc->l_renew_dropped++; /* unmarked: the key's next hit tries again */
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		keys[i]->e_renewing = true;
+	lc->l_renew_q[(lc->l_renew_head + lc->l_renew_n++) % LC_RENEW_QMAX] = *r;
+	pthread_cond_signal(&lc->l_renew_cv);
+	queued = true;
+out:
+	pthread_mutex_unlock(&lc->l_lock);
+	return queued;
+}
+
+static void *lc_renew_main(void *arg)
+{
+	struct orch_mnt_lc *lc = arg;
+	struct orch_mnt_lc_renewal r;
+
+	pthread_mutex_lock(&lc->l_lock);
+	for (;;) {
+		while (!lc->l_renew_n && !lc->l_renew_stop)
+			pthread_cond_wait(&lc->l_renew_cv, &lc->l_lock);
+		if (lc->l_renew_stop)
+			break;
+		r = lc->l_renew_q[lc->l_renew_head];
+		lc->l_renew_head = (lc->l_renew_head + 1) % LC_RENEW_QMAX;
+		lc->l_renew_n--;
+		lc->l_renewals++;
+		pthread_mutex_unlock(&lc->l_lock);
+		lc->l_renew_fn(lc->l_renew_arg, &r);
+		pthread_mutex_lock(&lc->l_lock);
+	}
+	pthread_mutex_unlock(&lc->l_lock);
+	return NULL;
+}
+
+int orch_mnt_lc_renew_start(struct orch_mnt_lc *lc, unsigned int nthreads,
+			    orch_mnt_lc_renew_fn fn, void *arg)
+{
+	int rc = 0;
+
+	if (!lc->l_on)
+		return 0;
+	if (lc->l_renew_q || nthreads > ORCH_MNT_LC_RENEW_THREADS_MAX)
+		return -EINVAL;
+	lc->l_renew_q = calloc(LC_RENEW_QMAX, sizeof(*lc->l_renew_q));
+	if (!lc->l_renew_q)
+		return -ENOMEM;
+	lc->l_renew_fn = fn;
+	lc->l_renew_arg = arg;
+	for (unsigned int i = 0; !rc && i < nthreads; i++) {
+		rc = -pthread_create(&lc->l_renew_threads[i], NULL, lc_renew_main, lc);
+		if (!rc)
+			lc->l_renew_nthreads++;
+	}
+	if (rc)
+		orch_mnt_lc_renew_stop(lc);
+	return rc;
+}
+
+void orch_mnt_lc_renew_stop(struct orch_mnt_lc *lc)
+{
+	if (!lc->l_on)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	lc->l_renew_stop = true;
+	pthread_cond_broadcast(&lc->l_renew_cv);
+	pthread_mutex_unlock(&lc->l_lock);
+	for (unsigned int i = 0; i < lc->l_renew_nthreads; i++)
+		pthread_join(lc->l_renew_threads[i], NULL);
+	lc->l_renew_nthreads = 0;
 }
 
 void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out)
@@ -494,6 +678,8 @@ void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out)
 	out->hits = lc->l_hits;
 	out->misses = lc->l_misses;
 	out->pushes = lc->l_pushes;
+	out->renewals = lc->l_renewals;
+	out->renewals_dropped = lc->l_renew_dropped;
 	pthread_mutex_unlock(&lc->l_lock);
 	out->lease_ms = lc->l_lease_ms;
 }

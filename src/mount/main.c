@@ -330,6 +330,13 @@ static int mnt_add_names(struct fuse_args *args, const struct orch_cfg *cfg,
 
 #define MNT_MAX_THREADS 32 /* FUSE workers unless max_threads=N says */
 
+/*
+ * Lease renewal threads (lcache.c, refresh ahead): each sends one renewal
+ * at a time, so this many are in flight, enough that a lossy link's
+ * retransmission stalls one of them without holding up the others.
+ */
+#define MNT_LC_RENEW_THREADS 8
+
 static int mnt_run(struct fuse_session *se, const struct fuse_cmdline_opts *fo, bool mt_given)
 {
 	struct fuse_loop_config *lc;
@@ -459,6 +466,10 @@ int main(int argc, char **argv)
 	/* Before the first call: the connections ask for leases in HELLO. */
 	if (m.m_lc.l_on)
 		orch_client_set_push_handler(m.m_cl, orch_mnt_lc_push, &m.m_lc);
+	/* Without its threads the cache still answers; its keys just run out. */
+	error = orch_mnt_lc_renew_start(&m.m_lc, MNT_LC_RENEW_THREADS, orch_mnt_lc_renew_send, &m);
+	if (error)
+		ORCH_WARN("lease renewal off: %s", strerror(-error));
 	m.m_se = se;
 	error = orch_mnt_wb_start(&m, (size_t)o.knob[ORCH_KNOB_ID_writebehind_kb] << 10);
 	if (error) {
@@ -484,6 +495,8 @@ int main(int argc, char **argv)
 		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms);
 	error = mnt_run(se, &fo, mt_given);
 	rc = error < 0 ? 1 : 0;
+	/* No hit queues a renewal any more; the ones queued are not worth the wait. */
+	orch_mnt_lc_renew_stop(&m.m_lc);
 	/* Before what its page reads stops (the write-behind, the client). */
 	orch_mnt_metrics_stop(&m);
 	orch_mnt_reopen_stop(&m);
@@ -499,6 +512,8 @@ out_session:
 	orch_mnt_metrics_stop(&m);
 	/* Ends the session: no handler runs after this. */
 	fuse_session_destroy(se);
+	/* Its threads call the client. */
+	orch_mnt_lc_renew_stop(&m.m_lc);
 	orch_client_destroy(m.m_cl);
 	orch_mnt_lc_fini(&m.m_lc);
 out_itab:

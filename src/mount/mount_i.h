@@ -224,16 +224,44 @@ struct lc_srv {
 	uint64_t last;    /* highest stamp seen */
 };
 
+/*
+ * A renewal (refresh ahead, lcache.c): the request a miss of the key would
+ * make, sent by a renewal thread.  A LOOKUP of r_name in r_key for
+ * r_credkey, as r_cred; or a GETATTR of r_key, as r_cred.
+ */
+enum { ORCH_MNT_LC_RENEW_LOOKUP = 1, ORCH_MNT_LC_RENEW_GETATTR = 2 };
+struct orch_mnt_lc_renewal {
+	int r_kind;
+	uint64_t r_key;
+	uint64_t r_credkey;
+	struct orch_cred r_cred;
+	char r_name[ORCH_NAME_MAX + 1];
+};
+/* Sends @r and fills the cache from its reply; on a renewal thread. */
+typedef void (*orch_mnt_lc_renew_fn)(void *arg, const struct orch_mnt_lc_renewal *r);
+#define ORCH_MNT_LC_RENEW_THREADS_MAX 16u
+
 struct orch_mnt_lc {
 	pthread_mutex_t l_lock;          /* a leaf: protects everything below */
 	bool l_on;                       /* lease_ms > 0 and set up */
 	bool l_default_permissions;
 	uint32_t l_lease_ms;
+	uint32_t l_renew_margin_ms;      /* a hit this close to a key's end renews it */
 	unsigned int l_nservers;
 	struct lc_srv *l_srv;            /* [l_nservers] */
 	struct lc_ent **l_buckets;
 	size_t l_count;
 	uint64_t l_hits, l_misses, l_pushes;
+	/* Renewals: a ring of l_renew_n from l_renew_head; NULL: not started. */
+	struct orch_mnt_lc_renewal *l_renew_q;
+	size_t l_renew_head, l_renew_n;
+	pthread_cond_t l_renew_cv;       /* a renewal was queued, or stop */
+	bool l_renew_stop;
+	orch_mnt_lc_renew_fn l_renew_fn;
+	void *l_renew_arg;
+	pthread_t l_renew_threads[ORCH_MNT_LC_RENEW_THREADS_MAX];
+	unsigned int l_renew_nthreads;
+	uint64_t l_renewals, l_renew_dropped;
 };
 
 /* The credkey of callers every permission check passes (root, default_permissions). */
@@ -257,11 +285,27 @@ void orch_mnt_lc_put_name(struct orch_mnt_lc *lc, uint64_t parent, const char *n
 			  uint64_t credkey, uint64_t child, uint64_t stamp, uint64_t sent_ms);
 /*
  * Hits.  The caller first reads what arrived (orch_client_poll of the
- * key's server) and asks only if that returned true.
+ * key's server) and asks only if that returned true.  *@due (may be NULL):
+ * the hit's key is in the last part of its term and not being renewed;
+ * the caller then queues its renewal (orch_mnt_lc_renew).
  */
-bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out);
+bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *out,
+			  bool *due);
 bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
-			  uint64_t credkey, uint64_t *child);
+			  uint64_t credkey, uint64_t *child, bool *due);
+/*
+ * Refresh ahead.  start: @nthreads (at most ORCH_MNT_LC_RENEW_THREADS_MAX;
+ * 0 for tests: nothing takes the queue) call @fn for each renewal queued;
+ * 0 or -errno.  renew: queues @r if a key it renews is live and due, and
+ * marks those keys (once per term); false if not queued (nothing due, the
+ * queue is full: counted as dropped, or not started).  stop: the threads
+ * end (each after the renewal it is sending), what is queued is dropped
+ * and nothing more is queued; fini stops them too.
+ */
+int orch_mnt_lc_renew_start(struct orch_mnt_lc *lc, unsigned int nthreads,
+			    orch_mnt_lc_renew_fn fn, void *arg);
+bool orch_mnt_lc_renew(struct orch_mnt_lc *lc, const struct orch_mnt_lc_renewal *r);
+void orch_mnt_lc_renew_stop(struct orch_mnt_lc *lc);
 /*
  * Complete directories.  wanted: true if @dir is worth listing for
  * @credkey (not known whole, not found too big this term); put_dir: the
@@ -273,7 +317,7 @@ void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch
 			 uint32_t n, uint64_t stamp, uint64_t sent_ms);
 void orch_mnt_lc_dir_too_big(struct orch_mnt_lc *lc, uint64_t dir, uint64_t sent_ms);
 struct orch_mnt_lc_counts {
-	uint64_t lease_ms, entries, hits, misses, pushes;
+	uint64_t lease_ms, entries, hits, misses, pushes, renewals, renewals_dropped;
 };
 void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out);
 struct orch_mnt;
@@ -286,6 +330,8 @@ int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 /* ops.c: attributes of @h, from the cache if it holds them, else from its server. */
 int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
 		     struct orch_attr *out);
+/* ops.c: the renewal threads' orch_mnt_lc_renew_fn; @arg is the mount. */
+void orch_mnt_lc_renew_send(void *arg, const struct orch_mnt_lc_renewal *r);
 /* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */
 void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,
 		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,

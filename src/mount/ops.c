@@ -15,6 +15,7 @@
 #include "mount/mount_i.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -213,13 +214,42 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 /*
  * Attributes of @h from the lease cache, after reading the invalidations
  * that reached us.  Off while getattr_timeout_ms is 0: then every stat
- * asks the servers, as that setting promises.  True on a hit.
+ * asks the servers, as that setting promises.  True on a hit; *@due: the
+ * caller is to renew them (orch_mnt_lc_get_attr).
  */
-static bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out)
+static bool orch_mnt_lc_attr(struct orch_mnt *m, uint64_t h, struct orch_attr *out, bool *due)
 {
+	*due = false;
 	return m->m_lc.l_on && atomic_load(&m->m_getattr_timeout_ms) &&
 	       orch_client_poll(m->m_cl, orch_handle_server(h)) &&
-	       orch_mnt_lc_get_attr(&m->m_lc, h, out);
+	       orch_mnt_lc_get_attr(&m->m_lc, h, out, due);
+}
+
+/*
+ * Renewals (refresh ahead, lcache.c) are sent as root where the key is
+ * anyone's: attributes, and names whose credkey is LC_CRED_FREE (the
+ * servers grant root every check).  A name looked up for a caller is
+ * renewed with that caller's credentials, those of the hit.
+ */
+static const struct orch_cred mnt_root_cred = { .uid = 0, .gid = 0 };
+
+static void mnt_lc_renew_attr(struct orch_mnt *m, uint64_t h)
+{
+	struct orch_mnt_lc_renewal r = { .r_kind = ORCH_MNT_LC_RENEW_GETATTR, .r_key = h,
+					 .r_cred = mnt_root_cred };
+
+	orch_mnt_lc_renew(&m->m_lc, &r);
+}
+
+static void mnt_lc_renew_name(struct orch_mnt *m, const struct orch_cred *cred,
+			      uint64_t credkey, uint64_t parent, const char *name)
+{
+	struct orch_mnt_lc_renewal r = { .r_kind = ORCH_MNT_LC_RENEW_LOOKUP, .r_key = parent,
+					 .r_credkey = credkey };
+
+	r.r_cred = credkey == ORCH_MNT_LC_CRED_FREE ? mnt_root_cred : *cred;
+	snprintf(r.r_name, sizeof(r.r_name), "%s", name);
+	orch_mnt_lc_renew(&m->m_lc, &r);
 }
 
 static bool mnt_lc_name_ok(const char *name)
@@ -231,35 +261,53 @@ int orch_mnt_access_check(struct orch_mnt *m, const struct orch_cred *cred, uint
 			  uint32_t mask)
 {
 	struct orch_attr a;
+	bool due;
 
 	/* The servers' own rule, on attributes every change since was pushed for. */
-	if (!(mask & ~(uint32_t)(R_OK | W_OK | X_OK)) && orch_mnt_lc_attr(m, h, &a))
+	if (!(mask & ~(uint32_t)(R_OK | W_OK | X_OK)) && orch_mnt_lc_attr(m, h, &a, &due)) {
+		if (due)
+			mnt_lc_renew_attr(m, h);
 		return mask ? orch_perm(cred, &a, mask) : 0;
+	}
 	return orch_fs_access(m->m_cl, cred, h, mask);
 }
 
-int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
-		     struct orch_attr *out)
+/* GETATTR of @h from its server, filling the lease cache. */
+static int mnt_getattr_asked(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+			     struct orch_attr *out)
 {
-	uint64_t stamp, sent_ms;
+	uint64_t stamp, sent_ms = orch_time_now_ms();
 	int error;
 
-	if (orch_mnt_lc_attr(m, h, out))
-		return 0;
-	sent_ms = orch_time_now_ms();
 	error = orch_fs_getattr_stamped(m->m_cl, cred, h, out, &stamp);
 	if (!error)
 		orch_mnt_lc_put_attr(&m->m_lc, out, stamp, sent_ms);
 	return error;
 }
 
+int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t h,
+		     struct orch_attr *out)
+{
+	bool due;
+
+	if (orch_mnt_lc_attr(m, h, out, &due)) {
+		if (due)
+			mnt_lc_renew_attr(m, h);
+		return 0;
+	}
+	return mnt_getattr_asked(m, cred, h, out);
+}
+
 /*
  * A lookup from the lease cache (off while dcache_timeout_ms is 0): 0 with
- * *@a, -ENOENT for a name known absent, or 1 for a miss.
+ * *@a, -ENOENT for a name known absent, or 1 for a miss.  A hit on a name
+ * or child's attributes near the end of its term renews both, by a LOOKUP
+ * (whose reply carries the attributes).
  */
-static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t parent,
-			     const char *name, struct orch_attr *a)
+static int mnt_lookup_cached(struct orch_mnt *m, const struct orch_cred *cred, uint64_t credkey,
+			     uint64_t parent, const char *name, struct orch_attr *a)
 {
+	bool due = false, adue = false, hit;
 	uint64_t child;
 
 	/*
@@ -268,15 +316,20 @@ static int mnt_lookup_cached(struct orch_mnt *m, uint64_t credkey, uint64_t pare
 	 */
 	if (!m->m_lc.l_on || !atomic_load(&m->m_dcache_timeout_ms) || !mnt_lc_name_ok(name) ||
 	    !orch_client_poll(m->m_cl, orch_handle_server(parent)) ||
-	    !orch_mnt_lc_get_name(&m->m_lc, parent, name, credkey, &child))
+	    !orch_mnt_lc_get_name(&m->m_lc, parent, name, credkey, &child, &due))
 		return 1;
-	if (!child)
-		return -ENOENT;
+	hit = !child;
 	/* The child's server was read just now if it is the directory's. */
-	if (orch_handle_server(child) == orch_handle_server(parent))
-		return atomic_load(&m->m_getattr_timeout_ms) && orch_mnt_lc_get_attr(&m->m_lc, child, a)
-		       ? 0 : 1;
-	return orch_mnt_lc_attr(m, child, a) ? 0 : 1;
+	if (child && orch_handle_server(child) == orch_handle_server(parent))
+		hit = atomic_load(&m->m_getattr_timeout_ms) &&
+		      orch_mnt_lc_get_attr(&m->m_lc, child, a, &adue);
+	else if (child)
+		hit = orch_mnt_lc_attr(m, child, a, &adue);
+	if (!hit)
+		return 1;
+	if (due || adue)
+		mnt_lc_renew_name(m, cred, credkey, parent, name);
+	return child ? 0 : -ENOENT;
 }
 
 /* Fills the lease cache from a lookup or create sent at @sent_ms. */
@@ -290,6 +343,35 @@ void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, con
 			     sent_ms);
 	if (!error)
 		orch_mnt_lc_put_attr(&m->m_lc, a, st->attr, sent_ms);
+}
+
+/* LOOKUP of @name in @parent from its server, filling the lease cache. */
+static int mnt_lookup_asked(struct orch_mnt *m, const struct orch_cred *cred, uint64_t credkey,
+			    uint64_t parent, const char *name, struct orch_attr *a,
+			    struct orch_fs_stamps *st)
+{
+	uint64_t sent_ms = orch_time_now_ms();
+	int error;
+
+	error = orch_fs_lookup_stamped(m->m_cl, cred, parent, name, a, st);
+	orch_mnt_lc_fill(m, credkey, parent, name, error, a, st, sent_ms);
+	return error;
+}
+
+/*
+ * A renewal thread's work (lcache.c, orch_mnt_lc_renew_fn): the request a
+ * miss makes, whose reply fills the cache through the same stamp order.
+ */
+void orch_mnt_lc_renew_send(void *arg, const struct orch_mnt_lc_renewal *r)
+{
+	struct orch_mnt *m = arg;
+	struct orch_fs_stamps st;
+	struct orch_attr a;
+
+	if (r->r_kind == ORCH_MNT_LC_RENEW_GETATTR)
+		mnt_getattr_asked(m, &r->r_cred, r->r_key, &a);
+	else
+		mnt_lookup_asked(m, &r->r_cred, r->r_credkey, r->r_key, r->r_name, &a, &st);
 }
 
 /*
@@ -322,7 +404,7 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	struct orch_attr a;
-	uint64_t credkey, sent_ms, asked;
+	uint64_t credkey, asked;
 	bool learn = false;
 	uint32_t neg;
 	int error;
@@ -331,11 +413,9 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	orch_mnt_cred(req, &cred);
 	asked = orch_mnt_inode_asked(&m->m_itab);
 	credkey = orch_mnt_lc_credkey(&m->m_lc, &cred);
-	error = mnt_lookup_cached(m, credkey, parent, name, &a);
+	error = mnt_lookup_cached(m, &cred, credkey, parent, name, &a);
 	if (error == 1) {
-		sent_ms = orch_time_now_ms();
-		error = orch_fs_lookup_stamped(m->m_cl, &cred, parent, name, &a, &st);
-		orch_mnt_lc_fill(m, credkey, parent, name, error, &a, &st, sent_ms);
+		error = mnt_lookup_asked(m, &cred, credkey, parent, name, &a, &st);
 		learn = error == -ENOENT && st.entry && atomic_load(&m->m_dcache_timeout_ms) &&
 			orch_mnt_lc_dir_wanted(&m->m_lc, parent, credkey);
 	}

@@ -164,6 +164,58 @@ def test_no_leases_when_lease_ms_is_zero(cluster3, mounts):
     assert all(s["leases"] == 0 for s in cluster3.server_stats().values())
 
 
+def test_renewed_leases_still_invalidated(cluster3, mounts):
+    """Refresh ahead under a 2 s term: b stats a few files all the time, so
+    it renews their names and attributes in the background near the end of
+    each term (LOOKUP and GETATTR replies that fill its cache like a
+    miss's) while a truncates them, one after the other.  Every change
+    shows in b at once and never goes back: a renewal's reply read before
+    the change's push cannot fill (the push wins), one read after it
+    carries the change."""
+    cluster3.stop_all()
+    cluster3.set_cluster_option("lease_ms", 2000)
+    cluster3.start_all()
+    a = mounts(SHORT)
+    b = mounts(SHORT)
+    n = 8
+    paths = ["f%d" % i for i in range(n)]
+    for p in paths:
+        write_file(a.path(p), b"")
+    last = [0] * n
+    wrong = []
+    stop = threading.Event()
+
+    def look():
+        while not stop.is_set():
+            for i, p in enumerate(paths):
+                size = os.stat(b.path(p)).st_size
+                if size < last[i]:
+                    wrong.append("%s: size %d after %d" % (p, size, last[i]))
+                last[i] = max(last[i], size)
+
+    looker = threading.Thread(target=look)
+    looker.start()
+    renewals0 = b.stats()["lease_cache"]["renewals"]
+    try:
+        # Three terms; each file changes every n * ~0.15 s, past the 1 s
+        # at which its keys enter the last part of their term.
+        v, t_end = 0, time.monotonic() + 6.0
+        while time.monotonic() < t_end:
+            v += 1
+            p = paths[v % n]
+            os.truncate(a.path(p), v)
+            shows_within(lambda: os.stat(b.path(p)).st_size == v, "b to see %s at %d" % (p, v))
+            time.sleep(0.15)
+    finally:
+        stop.set()
+        looker.join()
+    lc = b.stats()["lease_cache"]
+    print("%d changes; b: %d renewals, %d dropped, %d pushes"
+          % (v, lc["renewals"] - renewals0, lc["renewals_dropped"], lc["pushes"]))
+    assert not wrong, wrong[:5]
+    assert lc["renewals"] - renewals0 >= n
+
+
 def view(path):
     """What a mount shows of @path: None if absent, else (type, mode, size, nlink)."""
     try:

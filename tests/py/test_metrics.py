@@ -181,6 +181,7 @@ MOUNT_FAMILIES = [
     "orchard_mount_request_errors", "orchard_mount_read_bytes", "orchard_mount_written_bytes",
     "orchard_mount_server_requests", "orchard_mount_connections", "orchard_mount_leases",
     "orchard_mount_lease_cache_hits", "orchard_mount_lease_cache_misses",
+    "orchard_mount_lease_renewals", "orchard_mount_lease_renewals_dropped",
 ]
 
 

@@ -3,6 +3,7 @@
  * given the pushes that came before and after it in its server's stream.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/time.h"
@@ -52,7 +53,7 @@ static bool has_mode(struct orch_mnt_lc *lc, uint64_t h, uint32_t mode)
 {
 	struct orch_attr a;
 
-	return orch_mnt_lc_get_attr(lc, h, &a) && a.mode == mode;
+	return orch_mnt_lc_get_attr(lc, h, &a, NULL) && a.mode == mode;
 }
 
 ORCH_TEST(off_without_lease_ms)
@@ -63,7 +64,7 @@ ORCH_TEST(off_without_lease_ms)
 	ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, 0, false));
 	ORCH_CHECK(!lc.l_on);
 	orch_mnt_lc_put_attr(&lc, &a, 5, orch_time_now_ms());
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_fini(&lc);
 }
 
@@ -78,9 +79,9 @@ ORCH_TEST(push_orders_replies)
 	orch_mnt_lc_put_attr(&lc, &a, 5, now);
 	ORCH_CHECK(has_mode(&lc, FILE_A, 0100644));
 	push_attr(&lc, FILE_A, 6);
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 5, now);      /* read before the push */
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &b, 7, now);      /* read after it */
 	ORCH_CHECK(has_mode(&lc, FILE_A, 0100600));
 	orch_mnt_lc_put_attr(&lc, &a, 4, now);      /* older than what we hold */
@@ -100,7 +101,7 @@ ORCH_TEST(push_for_unheld_key)
 	lc_setup(&lc);
 	push_attr(&lc, FILE_A, 10);
 	orch_mnt_lc_put_attr(&lc, &a, 9, now);
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 11, now);
 	ORCH_CHECK(has_mode(&lc, FILE_A, 0100644));
 	orch_mnt_lc_fini(&lc);
@@ -118,12 +119,12 @@ ORCH_TEST(reset_forgets_one_server)
 	orch_mnt_lc_put_attr(&lc, &a, 5, now);
 	orch_mnt_lc_put_attr(&lc, &o, 5, now);
 	orch_mnt_lc_push(&lc, 0, 20, NULL);
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
-	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, other, &o));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, other, &o, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 19, now);
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 21, now);
-	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_fini(&lc);
 }
 
@@ -140,16 +141,16 @@ ORCH_TEST(names_and_permissions)
 	orch_mnt_lc_put_name(&lc, DIR, "a", kroot, FILE_A, 5, now);
 	orch_mnt_lc_put_name(&lc, DIR, "a", kuser, FILE_A, 6, now);
 	orch_mnt_lc_put_name(&lc, DIR, "gone", kuser, 0, 7, now);
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child) && child == FILE_A);
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "gone", kuser, &child) && child == 0);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "gone", kroot, &child));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child, NULL) && child == FILE_A);
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "gone", kuser, &child, NULL) && child == 0);
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "gone", kroot, &child, NULL));
 	/* chmod of the directory: the user's lookups may no longer pass. */
 	push_attr(&lc, DIR, 8);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "a", kuser, &child));
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child));
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "a", kuser, &child, NULL));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child, NULL));
 	/* The name itself changed. */
 	push_entry(&lc, DIR, "a", 9);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child));
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "a", kroot, &child, NULL));
 	orch_mnt_lc_fini(&lc);
 }
 
@@ -168,18 +169,18 @@ ORCH_TEST(complete_directory)
 	ORCH_CHECK(!orch_mnt_lc_dir_wanted(&lc, DIR, kuser));
 	orch_mnt_lc_put_dir(&lc, DIR, ents, 2, 30, now);
 	ORCH_CHECK(!orch_mnt_lc_dir_wanted(&lc, DIR, kroot));
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "b", kroot, &child) && child == FILE_A + 1);
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "c", kroot, &child) && child == 0);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "c", kuser, &child));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "b", kroot, &child, NULL) && child == FILE_A + 1);
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "c", kroot, &child, NULL) && child == 0);
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "c", kuser, &child, NULL));
 	/* Someone made "c": unknown now, the others still known absent. */
 	push_entry(&lc, DIR, "c", 31);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "c", kroot, &child));
-	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child) && child == 0);
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "c", kroot, &child, NULL));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child, NULL) && child == 0);
 	/* A listing older than a push cannot make the directory whole again. */
 	orch_mnt_lc_push(&lc, 0, 40, NULL);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child));
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child, NULL));
 	orch_mnt_lc_put_dir(&lc, DIR, ents, 2, 39, now);
-	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child));
+	ORCH_CHECK(!orch_mnt_lc_get_name(&lc, DIR, "d", kroot, &child, NULL));
 	/* Too big to list: not tried again this term. */
 	orch_mnt_lc_dir_too_big(&lc, DIR + 1, now);
 	ORCH_CHECK(!orch_mnt_lc_dir_wanted(&lc, DIR + 1, kroot));
@@ -195,10 +196,259 @@ ORCH_TEST(lease_term_ends)
 
 	lc_setup(&lc);
 	orch_mnt_lc_put_attr(&lc, &a, 5, now);
-	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 6, now - 10001);
-	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_fini(&lc);
+}
+
+/* --- Refresh ahead ------------------------------------------------------------- */
+
+static bool attr_due(struct orch_mnt_lc *lc, uint64_t h)
+{
+	struct orch_attr a;
+	bool due = false;
+
+	return orch_mnt_lc_get_attr(lc, h, &a, &due) && due;
+}
+
+static struct orch_mnt_lc_renewal renew_getattr(uint64_t h)
+{
+	struct orch_mnt_lc_renewal r = { .r_kind = ORCH_MNT_LC_RENEW_GETATTR, .r_key = h };
+
+	return r;
+}
+
+static struct orch_mnt_lc_renewal renew_lookup(uint64_t dir, const char *name, uint64_t credkey)
+{
+	struct orch_mnt_lc_renewal r = { .r_kind = ORCH_MNT_LC_RENEW_LOOKUP, .r_key = dir,
+					 .r_credkey = credkey };
+
+	snprintf(r.r_name, sizeof(r.r_name), "%s", name);
+	return r;
+}
+
+/*
+ * A hit is due for renewal in the last part of its key's term: a quarter,
+ * at least 1 s, at most half the term.
+ */
+ORCH_TEST(renewal_due_in_the_last_part_of_the_term)
+{
+	static const struct { uint32_t lease_ms, margin_ms; } terms[] = {
+		{ 30000, 7500 }, { 10000, 2500 }, { 2000, 1000 }, { 1000, 500 },
+	};
+
+	for (size_t i = 0; i < sizeof(terms) / sizeof(terms[0]); i++) {
+		struct orch_mnt_lc lc;
+		uint32_t lease = terms[i].lease_ms, margin = terms[i].margin_ms;
+		struct orch_attr a = attr_of(FILE_A, 0100644);
+		uint64_t now = orch_time_now_ms();
+		bool due = true;
+
+		ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, lease, false));
+		orch_mnt_lc_put_attr(&lc, &a, 5, now);
+		ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, &due) && !due);
+		/* 100 ms before the margin starts, and 100 ms into it. */
+		orch_mnt_lc_put_attr(&lc, &a, 6, now - (lease - margin) + 100);
+		ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, &due) && !due);
+		orch_mnt_lc_put_attr(&lc, &a, 7, now - (lease - margin) - 100);
+		ORCH_CHECK(attr_due(&lc, FILE_A));
+		/* Run out: a miss, nothing to renew. */
+		orch_mnt_lc_put_attr(&lc, &a, 8, now - lease - 1);
+		ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, &due) && !due);
+		orch_mnt_lc_fini(&lc);
+	}
+}
+
+/* Queued once per term: the mark holds until a reply fills the key again. */
+ORCH_TEST(renewal_queued_once_per_term)
+{
+	struct orch_mnt_lc lc;
+	struct orch_attr a = attr_of(FILE_A, 0100644);
+	struct orch_mnt_lc_renewal r = renew_getattr(FILE_A);
+	uint64_t old = orch_time_now_ms() - 9000;
+	struct orch_mnt_lc_counts c;
+
+	lc_setup(&lc);
+	orch_mnt_lc_put_attr(&lc, &a, 5, old);
+	ORCH_CHECK(attr_due(&lc, FILE_A));
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));          /* not started */
+	ORCH_CHECK_OK(orch_mnt_lc_renew_start(&lc, 0, NULL, NULL));
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	ORCH_CHECK(!attr_due(&lc, FILE_A));
+	ORCH_CHECK(has_mode(&lc, FILE_A, 0100644));       /* still answered */
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));
+	/* A reply of a new term clears the mark; its last part renews again. */
+	orch_mnt_lc_put_attr(&lc, &a, 6, old);
+	ORCH_CHECK(attr_due(&lc, FILE_A));
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	/* A key not held, or not due, is not queued. */
+	r = renew_getattr(FILE_A + 1);
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));
+	orch_mnt_lc_put_attr(&lc, &(struct orch_attr){ .handle = FILE_A + 1 }, 7,
+			     orch_time_now_ms());
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));
+	orch_mnt_lc_counts(&lc, &c);
+	ORCH_CHECK(c.renewals == 0 && c.renewals_dropped == 0); /* nothing took them */
+	orch_mnt_lc_renew_stop(&lc);
+	orch_mnt_lc_put_attr(&lc, &a, 8, old);
+	r = renew_getattr(FILE_A);
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));          /* stopped */
+	orch_mnt_lc_fini(&lc);
+}
+
+/* A full queue drops the renewal and leaves the key for its next hit. */
+ORCH_TEST(renewal_dropped_when_the_queue_is_full)
+{
+	struct orch_mnt_lc lc;
+	uint64_t old = orch_time_now_ms() - 9000;
+	struct orch_mnt_lc_renewal r;
+	struct orch_mnt_lc_counts c;
+	uint64_t h = FILE_A;
+
+	lc_setup(&lc);
+	ORCH_CHECK_OK(orch_mnt_lc_renew_start(&lc, 0, NULL, NULL));
+	for (;; h++) {
+		struct orch_attr a = attr_of(h, 0100644);
+
+		orch_mnt_lc_put_attr(&lc, &a, 5, old);
+		r = renew_getattr(h);
+		if (!orch_mnt_lc_renew(&lc, &r))
+			break;
+		ORCH_CHECK(h - FILE_A < 100000);
+	}
+	orch_mnt_lc_counts(&lc, &c);
+	ORCH_CHECK(h - FILE_A >= 16);
+	ORCH_CHECK(c.renewals_dropped == 1);
+	ORCH_CHECK(attr_due(&lc, h));
+	orch_mnt_lc_fini(&lc);                             /* frees what is queued */
+}
+
+/*
+ * A LOOKUP renews the name and the child's attributes (its reply carries
+ * both); a name known absent because its directory is whole renews the
+ * directory.  Only the caller's own name is renewed for that caller.
+ */
+ORCH_TEST(renewal_of_names)
+{
+	struct orch_mnt_lc lc;
+	struct orch_dirent ents[1] = { { .handle = FILE_A + 1, .namelen = 1, .name = "b" } };
+	struct orch_attr a = attr_of(FILE_A, 0100644);
+	uint64_t kroot, kuser, child, old = orch_time_now_ms() - 9000;
+	struct orch_mnt_lc_renewal r;
+	bool due;
+
+	lc_setup(&lc);
+	kroot = orch_mnt_lc_credkey(&lc, &root);
+	kuser = orch_mnt_lc_credkey(&lc, &user);
+	ORCH_CHECK_OK(orch_mnt_lc_renew_start(&lc, 0, NULL, NULL));
+	orch_mnt_lc_put_name(&lc, DIR, "a", kuser, FILE_A, 5, old);
+	orch_mnt_lc_put_attr(&lc, &a, 5, old);
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kuser, &child, &due) && due);
+	r = renew_lookup(DIR, "a", kroot);
+	ORCH_CHECK(!orch_mnt_lc_renew(&lc, &r));          /* root holds no "a" */
+	r = renew_lookup(DIR, "a", kuser);
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR, "a", kuser, &child, &due) && !due);
+	ORCH_CHECK(!attr_due(&lc, FILE_A) && has_mode(&lc, FILE_A, 0100644));
+	/* The directory listed whole answers "z" absent; its renewal is a LOOKUP of "z". */
+	orch_mnt_lc_put_dir(&lc, DIR + 1, ents, 1, 6, old);
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR + 1, "z", kroot, &child, &due) && !child && due);
+	r = renew_lookup(DIR + 1, "z", kroot);
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR + 1, "y", kroot, &child, &due) && !due);
+	/* Its reply (the name absent) renews the directory: "y" is absent for another term. */
+	orch_mnt_lc_put_name(&lc, DIR + 1, "z", kroot, 0, 7, orch_time_now_ms());
+	ORCH_CHECK(orch_mnt_lc_get_name(&lc, DIR + 1, "y", kroot, &child, &due) && !child && !due);
+	orch_mnt_lc_fini(&lc);
+}
+
+/*
+ * The renewal threads: a fake server answers each renewal with attributes
+ * stamped f->stamp, once the test lets it (f->hold).
+ */
+struct fake_server {
+	struct orch_mnt_lc *lc;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool hold;
+	unsigned int taken, sent;
+	uint64_t stamp;
+};
+
+static void fake_send(void *arg, const struct orch_mnt_lc_renewal *r)
+{
+	struct fake_server *f = arg;
+	struct orch_attr a = attr_of(r->r_key, 0100600);
+	uint64_t stamp;
+
+	pthread_mutex_lock(&f->lock);
+	f->taken++;
+	pthread_cond_broadcast(&f->cv);
+	while (f->hold)
+		pthread_cond_wait(&f->cv, &f->lock);
+	stamp = f->stamp;
+	pthread_mutex_unlock(&f->lock);
+	orch_mnt_lc_put_attr(f->lc, &a, stamp, orch_time_now_ms());
+	pthread_mutex_lock(&f->lock);
+	f->sent++;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Waits until *@count (f->taken or f->sent) reaches @n. */
+static void fake_wait(struct fake_server *f, const unsigned int *count, unsigned int n)
+{
+	pthread_mutex_lock(&f->lock);
+	while (*count < n)
+		pthread_cond_wait(&f->cv, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
+ORCH_TEST(renewal_threads)
+{
+	struct orch_mnt_lc lc;
+	struct fake_server f = { .lc = &lc, .lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cv = PTHREAD_COND_INITIALIZER, .stamp = 10 };
+	struct orch_attr a = attr_of(FILE_A, 0100644);
+	struct orch_mnt_lc_renewal r = renew_getattr(FILE_A);
+	uint64_t old = orch_time_now_ms() - 9000;
+	struct orch_mnt_lc_counts c;
+
+	lc_setup(&lc);
+	ORCH_CHECK(orch_mnt_lc_renew_start(&lc, ORCH_MNT_LC_RENEW_THREADS_MAX + 1, fake_send,
+					   &f) == -EINVAL);
+	ORCH_CHECK_OK(orch_mnt_lc_renew_start(&lc, 3, fake_send, &f));
+	/* A renewal's reply fills the key for a new term. */
+	orch_mnt_lc_put_attr(&lc, &a, 5, old);
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	fake_wait(&f, &f.sent, 1);
+	ORCH_CHECK(has_mode(&lc, FILE_A, 0100600) && !attr_due(&lc, FILE_A));
+	/* A push that comes while the renewal is in flight wins over its reply. */
+	orch_mnt_lc_put_attr(&lc, &a, 11, old);
+	pthread_mutex_lock(&f.lock);
+	f.hold = true;
+	f.stamp = 12;
+	pthread_mutex_unlock(&f.lock);
+	ORCH_CHECK(orch_mnt_lc_renew(&lc, &r));
+	fake_wait(&f, &f.taken, 2);
+	push_attr(&lc, FILE_A, 13);
+	pthread_mutex_lock(&f.lock);
+	f.hold = false;
+	pthread_cond_broadcast(&f.cv);
+	pthread_mutex_unlock(&f.lock);
+	fake_wait(&f, &f.sent, 2);
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	orch_mnt_lc_counts(&lc, &c);
+	ORCH_CHECK(c.renewals == 2 && c.renewals_dropped == 0);
+	/* Stopped (twice is fine): nothing more is queued. */
+	orch_mnt_lc_renew_stop(&lc);
+	orch_mnt_lc_renew_stop(&lc);
+	orch_mnt_lc_put_attr(&lc, &a, 14, old);
+	ORCH_CHECK(attr_due(&lc, FILE_A) && !orch_mnt_lc_renew(&lc, &r));
+	orch_mnt_lc_fini(&lc);
+	pthread_cond_destroy(&f.cv);
+	pthread_mutex_destroy(&f.lock);
 }
 
 ORCH_TEST_MAIN()
