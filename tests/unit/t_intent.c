@@ -461,18 +461,19 @@ ORCH_TEST(unreachable_peer_is_asked_again)
 /* Writes a FREE_DATA intent of @h (as the last unlink does) and starts it unwaited. */
 static int free_data(uint64_t h)
 {
-	struct sv_intent *in = calloc(1, sizeof(*in));
-	int error;
+	struct sv_intent *in;
+	int error = orch_meta_begin(F.sv.s_meta);
 
-	if (!in)
-		return -ENOMEM;
-	in->i_kind = SV_INTENT_FREE_DATA;
-	in->i_handle = h;
-	error = insert(in, NULL);
+	if (error)
+		return error;
+	error = sv_intent_insert_free_data(&F.sv, h, &in);
 	if (error) {
-		free(in);
+		orch_meta_abort(F.sv.s_meta);
 		return error;
 	}
+	error = orch_meta_commit(F.sv.s_meta);
+	if (error)
+		return error;
 	sv_intent_start(&F.sv, in, NULL);
 	return 0;
 }
