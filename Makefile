@@ -168,6 +168,8 @@ soak: $(BINS) $(TOOL_BINS)
 # Most integration tests wait on servers, fsyncs and timers rather than
 # computing, so two run side by side (PYTEST_JOBS) even on two CPUs.
 check-asan:
+	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) BUILDDIR=build-asan SANITIZE=1 \
+		CFLAGS="-O1 -g" all
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" \
 		PYTEST_JOBS=$(or $(PYTEST_JOBS),2) test
 
@@ -195,8 +197,8 @@ TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chrom
 TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 	suppressions=$(abspath tests/tsan.supp)
 check-tsan:
-	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-tsan SANITIZE=thread CC=$(TSAN_CC) \
-		CFLAGS="-O1 -g" all
+	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) BUILDDIR=build-tsan SANITIZE=thread \
+		CC=$(TSAN_CC) CFLAGS="-O1 -g" all
 	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ORCH_TEST_EXCLUDE="$(TSAN_UNIT_EXCLUDE)" \
 		bash tests/lib/run_unit.sh $(TSAN_UNIT_BINS)
 	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ORCH_BUILDDIR=$(abspath build-tsan) \
@@ -204,7 +206,7 @@ check-tsan:
 
 # The code must build warning-free with clang too.
 check-clang:
-	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-clang CC=clang all
+	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) BUILDDIR=build-clang CC=clang all
 
 # Unit tests under valgrind (memcheck): slow, so unit tests only, side by
 # side as test-unit runs them.
@@ -222,16 +224,21 @@ check-valgrind: $(UNIT_BINS)
 # integration suite runs once, under ASan+UBSan: a second, plain run took
 # ten more minutes and found nothing the sanitized one does not (`make
 # test` runs it plain; the packages' smoke test runs the plain binaries).
+# The builds of the stages run CHECK_JOBS compilers at once (the tests run
+# as each stage says).
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 CHECK_STAGES := all test-unit fuzz-replay check-clang check-valgrind check-asan check-tsan \
 	fuzz-smoke check-deb
 check: deps
 	$(Q)start=$$(date +%s); for stage in $(CHECK_STAGES); do \
 		t=$$(date +%s); \
-		$(MAKE) --no-print-directory $$stage || { echo "check: $$stage failed"; exit 1; }; \
+		$(MAKE) --no-print-directory $$([ $$stage = all ] && echo -j$(CHECK_JOBS)) $$stage || \
+			{ echo "check: $$stage failed"; exit 1; }; \
 		echo "check: $$stage took $$(( $$(date +%s) - t )) s"; \
 	done; echo "check: everything passed in $$(( $$(date +%s) - start )) s"
 
 fuzz-smoke:
+	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
 
 # --- Install, man pages, Debian package -------------------------------------
@@ -293,12 +300,23 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZDIR)/%,$(FUZZ_SRCS))
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_TIME ?= 10
 FUZZ_LIBSRCS := $(foreach m,common proto net meta store,$(call lib_srcs,$(m)))
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Itests $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# The libraries are compiled once, instrumented (fuzzer-no-link), and each
+# target links them: not compiled again for every target.
+FUZZ_OBJS := $(patsubst src/%.c,$(FUZZDIR)/obj/%.o,$(FUZZ_LIBSRCS))
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Itests $(PKG_CFLAGS) \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 
-$(FUZZDIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIBSRCS)
+$(FUZZDIR)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ-CC $@")
+	$(Q)clang $(FUZZ_FLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZDIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ-LD $@")
-	$(Q)clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIBSRCS) $(LDLIBS)
+	$(Q)clang $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
+-include $(FUZZ_OBJS:.o=.d)
 
 fuzz: $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p $(FUZZDIR)/corpus/$$n; \
