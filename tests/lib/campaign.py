@@ -14,7 +14,10 @@ step, so the model always allows every state a crash could leave:
   not known durable (a write past the end without fsync, an overwrite, an
   append or a truncate before its fsync answered) is `pend`, the whole
   contents it makes, and the file then reads its old contents or the new,
-  block by block, with the size of one or the other.
+  block by block, with the size of one or the other, or the size a short
+  write of it left (`pend_sizes`: a write cut short where the next strip's
+  server failed returns what it wrote, and the size that much makes is
+  the file's even without a crash).
 
 Against a SIGKILL of a server, which loses nothing acknowledged, a change
 is durable once the call that made it returned (Workload's acked).
@@ -43,6 +46,7 @@ class File:
         self.durable = False  # its data was fsynced
         self.rename = None    # (old, new) while a rename is not known durable
         self.pend = None      # the contents a change not known durable makes
+        self.pend_sizes = ()  # other sizes it may leave: ends of short writes
         self.owner = ""       # the tag of the workload that made it
 
     def live_names(self):
@@ -196,12 +200,21 @@ class Workload:
         off = len(f.data) + self.rnd.choice([0, 0, 3000, 20000])
         data = self.rnd.randbytes(self.rnd.choice([1, 4096, 9000, 30000]))
         f.pend = f.data + bytes(off - len(f.data)) + data
-        op.write(path, off, data)
+        self._write(op, f, path, off, data)
         if self.acked:
             f.data, f.pend = f.pend, None
 
+    @staticmethod
+    def _write(op, f, path, off, data):
+        """op.write, noting in @f the sizes its short writes left."""
+        f.pend_sizes = ()
+        try:
+            op.write(path, off, data)
+        finally:
+            f.pend_sizes = tuple(getattr(op, "write_ends", ()))
+
     def _change(self, op, f, path, new, do):
-        f.pend = new
+        f.pend, f.pend_sizes = new, ()
         do()
         if self.acked:
             f.data, f.pend = new, None
@@ -219,7 +232,7 @@ class Workload:
         data = self.rnd.randbytes(self.rnd.choice([1, 700, 4096, 6000, 15000]))
         old = f.data + bytes(max(0, off - len(f.data)))
         self._change(op, f, path, old[:off] + data + old[off + len(data):],
-                     lambda: op.write(path, off, data))
+                     lambda: self._write(op, f, path, off, data))
 
     def op_append(self, op):
         """Bytes at the end, fsynced."""
@@ -229,7 +242,7 @@ class Workload:
         path = f.must_names()[0]
         data = self.rnd.randbytes(self.rnd.choice([1, 3000, 4096, 10000, 40000]))
         self._change(op, f, path, f.data + data,
-                     lambda: op.write(path, len(f.data), data))
+                     lambda: self._write(op, f, path, len(f.data), data))
 
     def op_truncate(self, op):
         """A truncate down or up, fsynced."""
@@ -307,11 +320,14 @@ class FuseOp:
 
     def write(self, path, off, data):
         fd = self._sys("open O_WRONLY " + path, os.open, self._p(path), os.O_WRONLY)
+        self.write_ends = []   # where short writes ended (Workload._write)
         try:
             done = 0
             while done < len(data):
                 done += self._sys("pwrite %s %d+%d" % (path, off + done, len(data) - done),
                                   os.pwrite, fd, data[done:], off + done)
+                if done < len(data):
+                    self.write_ends.append(off + done)
         finally:
             self._close(fd, path)
         return {}
@@ -390,7 +406,7 @@ def check_contents(f, got):
     not, as ("lost" or "corrupted", message)."""
     if f.pend is not None:
         old, new = f.data, f.pend
-        if len(got) not in (len(old), len(new)):
+        if len(got) not in (len(old), len(new)) + f.pend_sizes:
             return ("corrupted", "file %s changed from %d to %d bytes has %d" % (
                 f.fid, len(old), len(new), len(got)))
         n = max(len(old), len(new))
