@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1030,6 +1031,25 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, bool 
 
 /* --- Calls ----------------------------------------------------------------------------- */
 
+/*
+ * Our bytes on @fd unacknowledged and TCP retransmitting them: the path to
+ * the server is dead, not only the server busy.  It matters when a frame
+ * came after the call left (a reply already on the wire when the link was
+ * cut): the connection would be kept, and after a long cut its
+ * retransmission backoff (seconds) delays the first call after the heal.
+ * A busy or stopped process's kernel still acknowledges.
+ */
+static bool rpc_tcp_stalled(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    len < offsetof(struct tcp_info, tcpi_unacked) + sizeof(ti.tcpi_unacked))
+		return false; /* not TCP (the tests' socket pairs) */
+	return ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0);
+}
+
 /* How long a silent server may hold more than RPC_SILENT_KEEP callers. */
 static uint64_t rpc_silent_grace_ms(struct orch_client *cl)
 {
@@ -1342,9 +1362,12 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			error = -ETIMEDOUT;
 			/*
 			 * Nothing at all from the server in a whole deadline
-			 * (a busy server still answers the others): sick.
+			 * (a busy server still answers the others), or not even
+			 * its kernel acknowledging our bytes: sick.
 			 */
-			if (c->c_last_rx_ms < call->ca_sent_ms && c->c_gen == call->ca_gen)
+			if (c->c_gen == call->ca_gen &&
+			    (c->c_last_rx_ms < call->ca_sent_ms ||
+			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd))))
 				rpc_sick_locked(c);
 			break;
 		}

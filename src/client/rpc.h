@@ -7,7 +7,8 @@
  * the next call, so the client recovers by itself when the server returns.
  *
  * Sick servers: a server that lets a call's whole deadline pass without
- * sending anything (a cut link, a frozen process) is sick; its calls then
+ * sending anything (a cut link, a frozen process), or with our bytes
+ * still unacknowledged by its host (a cut link), is sick; its calls then
  * fail at once with -ETIMEDOUT, but for one at a time, at most every
  * 250 ms, that probes it (reconnects with a deadline of 500 ms).  A
  * connect or any frame from it makes it well (docs/mount.md, "Failures").

@@ -133,6 +133,58 @@ def test_cut_link_one_deadline_per_call_and_quick_recovery(netc, mnt):
         max(recovery)
 
 
+def test_reply_on_the_wire_when_the_link_goes_does_not_keep_it(netc, mnt):
+    """A reply that was on the wire when the link was cut arrives just
+    after the next call left: the server still counts as sick when that
+    call times out (TCP never had its bytes acknowledged), so the first
+    call after the heal dials afresh instead of waiting out the dead
+    connection's retransmission backoff (seconds)."""
+    c, m = netc, mnt
+    dirs = dirs_by_server(c, m)
+    victim = dirs[1]
+    path = m.path(victim, "f")
+    os.setxattr(path, "user.k", b"v")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        recovery = reply_on_the_wire_then_heal(c, m, fd, victim, path)
+    finally:
+        os.close(fd)
+    print("reply on the wire at the cut: recovery after heal %.2f s" % recovery)
+    assert recovery <= 1.0, "first call succeeded %.1f s after the heal" % recovery
+
+
+def reply_on_the_wire_then_heal(c, m, fd, victim, path):
+    """The cut of the test above; returns the seconds from the heal to the
+    first call that succeeds."""
+    got = []
+    try:
+        # s1's replies take 0.4 s; its way in is cut while one (to an
+        # xattr read: one request, no path) is on the wire, and the
+        # create's first request leaves before it arrives.
+        c.net.set("s1", dir="out", state="up", delay_ms=400)
+        first = threading.Thread(target=lambda: got.append(timed(os.getxattr, fd, "user.k")))
+        first.start()
+        time.sleep(0.1)
+        c.net.set("s1", dir="in", state="down")
+        time.sleep(0.1)
+        check_fails_in_bound("create after the cut", create, m.path(victim, "b"))
+        first.join()
+        # Long enough for TCP's retransmission backoff to grow to seconds.
+        time.sleep(5)
+    finally:
+        c.net.set("s1", state="up", delay_ms=0)
+    t0 = time.monotonic()
+    assert got[0][1] == b"v", got   # s1's reply came
+
+    def ok():
+        try:
+            return cat(path)
+        except OSError:
+            return None
+    assert wait_until(ok, 30, 0.02, "s1's file after the heal") == b"1\n" * 100
+    return time.monotonic() - t0
+
+
 def test_frozen_server_does_not_stall_the_others(netc, mnt):
     """s2 is stopped (SIGSTOP) while threads keep calling on its files:
     calls on files and directories of s0 and s1 go at normal speed all
