@@ -1562,6 +1562,73 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server)
 	return up;
 }
 
+/*
+ * A whole frame waits in the read buffer (a reader that got its reply
+ * stopped before it): nothing in the socket will announce it.  c_lock held,
+ * no reader.
+ */
+static bool rpc_frame_buffered(const struct rpc_conn *c)
+{
+	size_t have = c->c_rlen - c->c_rpos;
+	struct orch_frame_hdr h;
+
+	if (c->c_have_hdr)
+		return have && have >= c->c_hdr.length - c->c_pgot;
+	if (have < ORCH_FRAME_HDR)
+		return false;
+	orch_frame_hdr_decode(c->c_rbuf + c->c_rpos, &h);
+	return have - ORCH_FRAME_HDR >= h.length;
+}
+
+int orch_client_wait_pushes(struct orch_client *cl, int timeout_ms)
+{
+	struct pollfd pfd[ORCH_SERVERS_MAX];
+	unsigned int server[ORCH_SERVERS_MAX], n = 0;
+	bool buffered = false;
+	int rc, handled = 0;
+
+	/*
+	 * Connections nobody reads (no call in flight, no reader): their fds
+	 * as of now.  One may be closed and its number reused while we wait:
+	 * then poll wakes for the wrong file, or sleeps to the timeout, and
+	 * orch_client_poll checks everything again under the lock.
+	 */
+	for (unsigned int i = 0; i < cl->cl_cfg.nservers; i++) {
+		struct rpc_conn *c = &cl->cl_conns[i];
+
+		pthread_mutex_lock(&c->c_lock);
+		if (c->c_state == RPC_UP && !c->c_reading && !c->c_inflight && !c->c_closing &&
+		    (c->c_features & ORCH_FEAT_LEASES)) {
+			pfd[n] = (struct pollfd){ .fd = c->c_fd, .events = POLLIN | POLLRDHUP };
+			/*
+			 * Frames a caller read with its reply but left
+			 * unparsed: the socket has nothing more to say.
+			 */
+			if (rpc_frame_buffered(c)) {
+				pfd[n].events = 0;
+				pfd[n].revents = POLLIN;
+				buffered = true;
+			}
+			server[n++] = i;
+		}
+		pthread_mutex_unlock(&c->c_lock);
+	}
+	if (buffered) {
+		rc = 1;
+	} else {
+		rc = poll(pfd, n, timeout_ms);
+		if (rc <= 0)
+			return rc < 0 && errno != EINTR ? -errno : 0;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		if (!pfd[i].revents)
+			continue;
+		orch_client_poll(cl, server[i]);
+		handled++;
+	}
+	return handled;
+}
+
 int orch_client_key_mismatch(const struct orch_client *cl)
 {
 	for (unsigned int i = 0; i < cl->cl_cfg.nservers; i++)

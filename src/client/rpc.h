@@ -138,6 +138,13 @@ void orch_client_set_dial(struct orch_client *cl, orch_dial_fn fn, void *arg);
  * the connection is up and has leases.
  */
 bool orch_client_poll(struct orch_client *cl, unsigned int server);
+/*
+ * Waits up to @timeout_ms for frames on the connections nobody is reading
+ * (no call in flight) and reads them as orch_client_poll does, so pushes
+ * reach the handler while this client makes no calls.  Returns how many
+ * connections it read, 0 on timeout, or -errno.  One thread at a time.
+ */
+int orch_client_wait_pushes(struct orch_client *cl, int timeout_ms);
 
 /*
  * The first server (in config order) whose last handshake proved that it

@@ -160,6 +160,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
  *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
  *                  "renewals": n, "renewals_dropped": n},
+ *  "kernel_invalidations": {"sent": n, "coalesced": n, "dropped": n, "own": n,
+ *                           "revokes": n, "queued": n},
  *  "io": {"bytes_read": n, "bytes_written": n}}.
  * Every key is always present.
  */
@@ -170,6 +172,7 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	uint64_t inodes, unknown;
 	struct orch_mnt_wb_counts wbc;
 	struct orch_mnt_lc_counts lcc;
+	struct orch_mnt_kinval_counts kic;
 	size_t ntypes, pos = 0;
 	bool first = true;
 
@@ -210,6 +213,12 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 		   ", \"renewals\": %" PRIu64 ", \"renewals_dropped\": %" PRIu64,
 		   lcc.lease_ms, lcc.entries, lcc.hits, lcc.misses, lcc.pushes, lcc.renewals,
 		   lcc.renewals_dropped);
+	orch_mnt_kinval_counts(m, &kic);
+	ctl_printf(buf, size, &pos,
+		   "}, \"kernel_invalidations\": {\"sent\": %" PRIu64 ", \"coalesced\": %" PRIu64
+		   ", \"dropped\": %" PRIu64 ", \"own\": %" PRIu64 ", \"revokes\": %" PRIu64
+		   ", \"queued\": %" PRIu64,
+		   kic.sent, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued);
 	ctl_printf(buf, size, &pos,
 		   "}, \"io\": {\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64,
 		   atomic_load(&m->m_bytes_read), atomic_load(&m->m_bytes_written));

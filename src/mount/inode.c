@@ -612,6 +612,30 @@ bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned i
 	return any;
 }
 
+int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uint64_t **out,
+			       size_t *n)
+{
+	uint64_t *hs;
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&t->t_lock);
+	hs = malloc((t->t_count ? t->t_count : 1) * sizeof(*hs));
+	if (!hs) {
+		pthread_mutex_unlock(&t->t_lock);
+		return -ENOMEM;
+	}
+	for (size_t b = 0; b < t->t_nbuckets; b++)
+		for (struct orch_mnt_inode *in = t->t_buckets[b]; in; in = in->i_next)
+			if (orch_handle_server(in->i_attr.handle) == server)
+				hs[k++] = in->i_attr.handle;
+	pthread_mutex_unlock(&t->t_lock);
+	*out = hs;
+	*n = k;
+	return 0;
+}
+
 void orch_mnt_inode_unpublished_drop(struct orch_mnt_itab *t, uint64_t h)
 {
 	struct orch_mnt_inode *in;

@@ -463,14 +463,23 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the lease cache: %s", strerror(-error));
 		goto out_unmount;
 	}
+	error = orch_mnt_kinval_init(&m);
+	if (error) {
+		ORCH_ERR("cannot set up kernel invalidations: %s", strerror(-error));
+		goto out_unmount;
+	}
 	/* Before the first call: the connections ask for leases in HELLO. */
 	if (m.m_lc.l_on)
-		orch_client_set_push_handler(m.m_cl, orch_mnt_lc_push, &m.m_lc);
+		orch_client_set_push_handler(m.m_cl, orch_mnt_push, &m);
 	/* Without its threads the cache still answers; its keys just run out. */
 	error = orch_mnt_lc_renew_start(&m.m_lc, MNT_LC_RENEW_THREADS, orch_mnt_lc_renew_send, &m);
 	if (error)
 		ORCH_WARN("lease renewal off: %s", strerror(-error));
 	m.m_se = se;
+	/* Without its thread the kernel keeps what it has to its own timeouts. */
+	error = orch_mnt_kinval_start(&m);
+	if (error)
+		ORCH_WARN("kernel invalidations off: %s", strerror(-error));
 	error = orch_mnt_wb_start(&m, (size_t)o.knob[ORCH_KNOB_ID_writebehind_kb] << 10);
 	if (error) {
 		ORCH_ERR("cannot start write-behind: %s", strerror(-error));
@@ -502,6 +511,7 @@ int main(int argc, char **argv)
 	orch_mnt_reopen_stop(&m);
 	/* Every write in flight acknowledged (or logged) before the end. */
 	orch_mnt_wb_stop(&m);
+	orch_mnt_kinval_stop(&m);
 	m.m_se = NULL;
 	ORCH_NOTICE("unmounted: mountpoint='%s'", o.mountpoint);
 out_unmount:
@@ -514,7 +524,9 @@ out_session:
 	fuse_session_destroy(se);
 	/* Its threads call the client. */
 	orch_mnt_lc_renew_stop(&m.m_lc);
+	orch_mnt_kinval_stop(&m);
 	orch_client_destroy(m.m_cl);
+	orch_mnt_kinval_fini(&m);
 	orch_mnt_lc_fini(&m.m_lc);
 out_itab:
 	orch_mnt_itab_fini(&m.m_itab);

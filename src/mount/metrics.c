@@ -127,10 +127,12 @@ static void mnt_metrics_servers(struct orch_buf *b, struct orch_mnt *m)
 static void mnt_metrics_caches(struct orch_buf *b, struct orch_mnt *m)
 {
 	struct orch_mnt_lc_counts lcc;
+	struct orch_mnt_kinval_counts kic;
 	struct orch_mnt_wb_counts wbc;
 	uint64_t inodes, unknown;
 
 	orch_mnt_lc_counts(&m->m_lc, &lcc);
+	orch_mnt_kinval_counts(m, &kic);
 	orch_mnt_itab_counts(&m->m_itab, &inodes, &unknown);
 	orch_mnt_wb_counts(m, &wbc);
 	const struct orch_prom_scalar v[] = {
@@ -148,6 +150,12 @@ static void mnt_metrics_caches(struct orch_buf *b, struct orch_mnt *m)
 		{ "orchard_mount_lease_renewals_dropped_total", "counter",
 		  "Renewals not queued because the queue was full.",
 		  (double)lcc.renewals_dropped },
+		{ "orchard_mount_kernel_invalidations_total", "counter",
+		  "Kernel caches dropped because another client changed what they hold.",
+		  (double)kic.sent },
+		{ "orchard_mount_kernel_invalidations_dropped_total", "counter",
+		  "Kernel invalidations not queued (queue full): those live to their timeout.",
+		  (double)kic.dropped },
 		{ "orchard_mount_inodes", "gauge", "Inodes the kernel holds.", (double)inodes },
 		{ "orchard_mount_forget_unknown_total", "counter",
 		  "FORGETs of inodes the mount did not know.", (double)unknown },

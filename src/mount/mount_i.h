@@ -2,7 +2,8 @@
  * orchard-mount internals: the FUSE low-level client (libfuse3), shared by
  * main.c (options, session), ops.c (namespace, attributes, xattrs),
  * file.c (open files and data), wb.c (write-behind), reopen.c (open files
- * registered again after a reconnect), dir.c (directory listing), inode.c
+ * registered again after a reconnect), kinval.c (the kernel's copy of
+ * other clients' changes dropped), dir.c (directory listing), inode.c
  * (the inode table), ctl.c (runtime knobs as virtual xattrs, counters) and
  * metrics.c (GET /metrics, FUSE request latency).
  *
@@ -214,6 +215,46 @@ struct orch_mnt_reopen {
 	pthread_t r_thread;
 };
 
+/* --- Kernel invalidations (kinval.c) -------------------------------------------- */
+
+struct orch_mnt_kinval_item;
+struct orch_mnt;
+
+struct orch_mnt_kinval {
+	pthread_mutex_t k_lock;           /* protects everything below */
+	pthread_cond_t k_wake;            /* the thread: something was queued, or stop */
+	struct orch_mnt_kinval_item *k_head, *k_tail; /* the queue, oldest first */
+	struct orch_mnt_kinval_item **k_buckets;      /* the queued ones by key */
+	unsigned int k_queued;
+	bool k_revoked[ORCH_SERVERS_MAX]; /* a REVOKE of this server waits */
+	bool k_connected[ORCH_SERVERS_MAX]; /* its connection came up once */
+	bool k_any_revoked;
+	bool k_on;                        /* the thread runs: pushes are queued */
+	bool k_stop;
+	bool k_running;
+	pthread_t k_thread;
+	/* The watcher: reads pushes on connections nobody reads (kinval.c). */
+	atomic_bool k_watch_stop;
+	bool k_watching;
+	pthread_t k_watch_thread;
+	uint64_t k_sent, k_coalesced, k_dropped, k_own, k_revokes;
+};
+
+/*
+ * liborchard's push handler (rpc.h, orch_push_fn); @arg is the mount: the
+ * lease cache first, then the kernel's copy of another client's change.
+ */
+void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
+/* init before the push handler is set; start once m_se is; stop before the session ends. */
+int orch_mnt_kinval_init(struct orch_mnt *m);
+int orch_mnt_kinval_start(struct orch_mnt *m);
+void orch_mnt_kinval_stop(struct orch_mnt *m);
+void orch_mnt_kinval_fini(struct orch_mnt *m);
+struct orch_mnt_kinval_counts {
+	uint64_t sent, coalesced, dropped, own, revokes, queued;
+};
+void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *out);
+
 /* --- The lease cache (lcache.c) ------------------------------------------------- */
 
 struct lc_ent;
@@ -366,6 +407,7 @@ struct orch_mnt {
 	struct orch_mnt_wb m_wb;
 	struct orch_mnt_lc m_lc;          /* names and attributes under leases */
 	struct orch_mnt_reopen m_reopen;  /* registers open files again after a reconnect */
+	struct orch_mnt_kinval m_kinval;  /* drops the kernel's copy of others' changes */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 
@@ -608,6 +650,12 @@ void orch_mnt_inode_oreg_unclaim(struct orch_mnt_itab *t, uint64_t h);
 bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen, bool none);
 /* Servers (@want, @n of them) this mount has files open on; false if none. */
 bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned int n);
+/*
+ * The handles of server @server's inodes in the table, in a new array
+ * *@out (free it) of *@n.  0 or -ENOMEM.
+ */
+int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uint64_t **out,
+			       size_t *n);
 /* i_fresh: set by create, cleared by another open or a write; take clears it. */
 void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
 bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);

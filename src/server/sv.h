@@ -137,6 +137,13 @@ struct sv_server {
 	struct sv_conns s_conns;           /* the open ones (sv_conns.c) */
 	struct sv_peers *s_peers;          /* calls on other servers (sv_peer.c) */
 	struct sv_leases *s_leases;        /* the lease table (sv_lease.c); NULL: leases off */
+	/*
+	 * The request whose handler runs now (sv_dispatch), if any: a push
+	 * its change makes to its own connection carries its reqid, so that
+	 * mount knows the change is its own (SPEC-wire.md, "Leases").
+	 */
+	const struct orch_conn *s_handling_conn;
+	uint64_t s_handling_reqid;
 	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
 	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
 	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */

@@ -82,6 +82,7 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 {
 	const struct sv_route *rt = sv_route(m->type);
 	char dir;
+	int rc;
 
 	if (!rt || !rt->rt_handler) {
 		sv_reply_status(r, -ENOSYS);
@@ -100,7 +101,11 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 	}
 	orch_msg_lease(m->type, &dir, NULL);
 	r->r_lease_dir = orch_msg_handle(m, dir);
-	return rt->rt_handler(sv, r, m);
+	sv->s_handling_conn = r->r_conn;
+	sv->s_handling_reqid = r->r_reqid;
+	rc = rt->rt_handler(sv, r, m);
+	sv->s_handling_conn = NULL;
+	return rc;
 }
 
 /* --- The owner of an inode held elsewhere, for the sticky rule ------------------------------- */

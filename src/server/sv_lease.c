@@ -190,6 +190,9 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 		return;
 	orch_msg_init(&p, type);
 	p.flags = ORCH_FRAME_PUSH;
+	/* The holder's own change: its kernel already knows (SPEC-wire.md). */
+	if (sv->s_handling_conn == c)
+		p.reqid = sv->s_handling_reqid;
 	p.handle = h;
 	p.parent = h;
 	p.name = orch_str_of(name, namelen);
