@@ -120,3 +120,23 @@ def test_own_changes_leave_the_kernel_alone(two):
     # B held the directory: it was told, and passed it on to its kernel.
     wait_until(lambda: b.stats()["kernel_invalidations"]["sent"] > 0, PROMPT_S, 0.01,
                "B's invalidations")
+
+
+def test_data_changed_elsewhere_shows_in_a_file_held_open(two):
+    """B holds the file open with its pages cached; A rewrites it (same
+    size) and closes: B's next read through the same descriptor sees the
+    new bytes (the pushed attributes carry the new mtime, and the kernel
+    drops pages whose file's mtime changed)."""
+    a, b = two
+    fd = os.open(b.path("d", "f"), os.O_RDONLY)
+    try:
+        assert os.pread(fd, 5, 0) == b"12345"
+        reads = b.stats()["fuse"]["READ"]
+        assert os.pread(fd, 5, 0) == b"12345"
+        assert b.stats()["fuse"]["READ"] == reads      # from B's page cache
+        with open(a.path("d", "f"), "r+b") as f:
+            f.write(b"abcde")
+        wait_until(lambda: os.pread(fd, 5, 0) == b"abcde", PROMPT_S, 0.01,
+                   "B's open file to read A's new bytes")
+    finally:
+        os.close(fd)
