@@ -405,6 +405,15 @@ static void rpc_table_insert(struct rpc_conn *c, struct orch_call *call)
 	c->c_inflight++;
 }
 
+/* True if the call with @reqid is in the table.  c_lock held. */
+static bool rpc_table_has(struct rpc_conn *c, uint64_t reqid)
+{
+	for (struct orch_call *call = *rpc_bucket(c, reqid); call; call = call->ca_next)
+		if (call->ca_reqid == reqid)
+			return true;
+	return false;
+}
+
 /* Unlinks and returns the call with @reqid, or NULL (timed out, or never ours). */
 static struct orch_call *rpc_table_take(struct rpc_conn *c, uint64_t reqid)
 {
@@ -693,6 +702,13 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 
 		if (cl->cl_push && (c->c_features & ORCH_FEAT_LEASES) &&
 		    orch_msg_decode(h, payload, &m) == 0) {
+			/*
+			 * "Caused by your request" (SPEC-wire.md) holds only
+			 * for a call still waiting: one that timed out was
+			 * never applied by our caller.
+			 */
+			if (m.reqid && !rpc_table_has(c, m.reqid))
+				m.reqid = 0;
 			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, &m);
 			orch_msg_fini(&m);
 		} else if (cl->cl_push) {
@@ -1032,22 +1048,25 @@ static int rpc_conn_ready_locked(struct rpc_conn *c, uint64_t deadline_ms, bool 
 /* --- Calls ----------------------------------------------------------------------------- */
 
 /*
- * Our bytes on @fd unacknowledged and TCP retransmitting them: the path to
+ * Our bytes on @fd unacknowledged, TCP retransmitting them, and no
+ * acknowledgement of anything for @quiet_ms: the path to
  * the server is dead, not only the server busy.  It matters when a frame
  * came after the call left (a reply already on the wire when the link was
  * cut): the connection would be kept, and after a long cut its
  * retransmission backoff (seconds) delays the first call after the heal.
  * A busy or stopped process's kernel still acknowledges.
  */
-static bool rpc_tcp_stalled(int fd)
+static bool rpc_tcp_stalled(int fd, uint64_t quiet_ms)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-	    len < offsetof(struct tcp_info, tcpi_unacked) + sizeof(ti.tcpi_unacked))
+	    len < offsetof(struct tcp_info, tcpi_last_ack_recv) + sizeof(ti.tcpi_last_ack_recv))
 		return false; /* not TCP (the tests' socket pairs) */
-	return ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0);
+	/* One retransmission on a link that still acknowledges is a lost segment. */
+	return ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0) &&
+	       ti.tcpi_last_ack_recv >= quiet_ms;
 }
 
 /* How long a silent server may hold more than RPC_SILENT_KEEP callers. */
@@ -1367,7 +1386,7 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			 */
 			if (c->c_gen == call->ca_gen &&
 			    (c->c_last_rx_ms < call->ca_sent_ms ||
-			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd))))
+			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd, grace_ms))))
 				rpc_sick_locked(c);
 			break;
 		}

@@ -25,7 +25,14 @@
  *
  * A push with a reqid is this mount's own change (SPEC-wire.md, "Leases"):
  * its kernel applied it already, and dropping it would only cost the next
- * lookup a round trip.
+ * lookup a round trip.  (liborchard clears the reqid of a call that is no
+ * longer waiting: one that timed out was never applied.)
+ *
+ * A name is expired rather than invalidated where the kernel can
+ * (FUSE_CAP_EXPIRE_ONLY, Linux 6.2): a push for an entry record that
+ * changed while its name did not (a directory marked busy by a rename
+ * that then failed) must not unhash a directory some process works in,
+ * nor detach mounts on it.  The next lookup asks the mount again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,7 +76,7 @@ static void kinval_queue_locked(struct orch_mnt_kinval *k, int kind, uint64_t ke
 	b = &k->k_buckets[kinval_bucket(key, name, namelen)];
 	for (q = *b; q; q = q->q_hnext) {
 		if (q->q_kind == kind && q->q_key == key && q->q_namelen == namelen &&
-		    memcmp(q->q_name, name, namelen) == 0) {
+		    (!namelen || memcmp(q->q_name, name, namelen) == 0)) {
 			k->k_coalesced++;
 			return;
 		}
@@ -84,7 +91,8 @@ static void kinval_queue_locked(struct orch_mnt_kinval *k, int kind, uint64_t ke
 	q->q_kind = (uint8_t)kind;
 	q->q_key = key;
 	q->q_namelen = (uint8_t)namelen;
-	memcpy(q->q_name, name, namelen);
+	if (namelen)
+		memcpy(q->q_name, name, namelen);
 	q->q_hnext = *b;
 	*b = q;
 	q->q_next = NULL;
@@ -126,9 +134,7 @@ void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct 
 		pthread_mutex_unlock(&k->k_lock);
 		return;
 	}
-	if (m && m->reqid) {
-		k->k_own++;
-	} else if (!m && server < ORCH_SERVERS_MAX && !k->k_connected[server]) {
+	if (!m && server < ORCH_SERVERS_MAX && !k->k_connected[server]) {
 		/* The first connection: nothing leased from it yet to have missed. */
 		k->k_connected[server] = true;
 	} else if (!m || m->type == ORCH_SV2CL_REVOKE) {
@@ -137,6 +143,8 @@ void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct 
 			k->k_any_revoked = true;
 			pthread_cond_signal(&k->k_wake);
 		}
+	} else if (m->reqid) {
+		k->k_own++;
 	} else if (m->type == ORCH_SV2CL_INVAL_ATTR) {
 		kinval_queue_locked(k, KINVAL_ATTR, m->handle, NULL, 0);
 	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY && m->name.len <= ORCH_NAME_MAX) {
@@ -152,6 +160,9 @@ static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q
 
 	if (q->q_kind == KINVAL_ATTR)
 		rc = fuse_lowlevel_notify_inval_inode(m->m_se, q->q_key, -1, 0);
+	else if (m->m_expire_only)
+		rc = fuse_lowlevel_notify_expire_entry(m->m_se, q->q_key, q->q_name,
+						       q->q_namelen, FUSE_LL_EXPIRE_ONLY);
 	else
 		rc = fuse_lowlevel_notify_inval_entry(m->m_se, q->q_key, q->q_name,
 						      q->q_namelen);
@@ -278,10 +289,9 @@ int orch_mnt_kinval_start(struct orch_mnt *m)
 	return 0;
 }
 
-void orch_mnt_kinval_stop(struct orch_mnt *m)
+void orch_mnt_kinval_halt(struct orch_mnt *m)
 {
 	struct orch_mnt_kinval *k = &m->m_kinval;
-	struct orch_mnt_kinval_item *q;
 
 	if (!k->k_buckets)
 		return;
@@ -294,6 +304,16 @@ void orch_mnt_kinval_stop(struct orch_mnt *m)
 	k->k_stop = true;
 	pthread_cond_signal(&k->k_wake);
 	pthread_mutex_unlock(&k->k_lock);
+}
+
+void orch_mnt_kinval_stop(struct orch_mnt *m)
+{
+	struct orch_mnt_kinval *k = &m->m_kinval;
+	struct orch_mnt_kinval_item *q;
+
+	if (!k->k_buckets)
+		return;
+	orch_mnt_kinval_halt(m);
 	if (k->k_running)
 		pthread_join(k->k_thread, NULL);
 	k->k_running = false;

@@ -511,20 +511,27 @@ int main(int argc, char **argv)
 	orch_mnt_reopen_stop(&m);
 	/* Every write in flight acknowledged (or logged) before the end. */
 	orch_mnt_wb_stop(&m);
-	orch_mnt_kinval_stop(&m);
-	m.m_se = NULL;
+	/*
+	 * Nothing more goes to the kernel.  A call in progress may wait on a
+	 * request the loop left unread (libfuse's deadlock note): halting
+	 * first keeps that to the one call already made.
+	 */
+	orch_mnt_kinval_halt(&m);
 	ORCH_NOTICE("unmounted: mountpoint='%s'", o.mountpoint);
 out_unmount:
 	fuse_session_unmount(se);
+	/* Before the session goes: the notifier's calls use it. */
+	orch_mnt_kinval_stop(&m);
+	m.m_se = NULL;
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	orch_mnt_metrics_stop(&m);
+	orch_mnt_kinval_stop(&m);
 	/* Ends the session: no handler runs after this. */
 	fuse_session_destroy(se);
 	/* Its threads call the client. */
 	orch_mnt_lc_renew_stop(&m.m_lc);
-	orch_mnt_kinval_stop(&m);
 	orch_client_destroy(m.m_cl);
 	orch_mnt_kinval_fini(&m);
 	orch_mnt_lc_fini(&m.m_lc);

@@ -245,9 +245,14 @@ struct orch_mnt_kinval {
  * lease cache first, then the kernel's copy of another client's change.
  */
 void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
-/* init before the push handler is set; start once m_se is; stop before the session ends. */
+/*
+ * init before the push handler is set; start once m_se is; halt (nothing
+ * more is queued or sent) once the session loop ended, and stop (joins the
+ * notifier) after fuse_session_unmount and before fuse_session_destroy.
+ */
 int orch_mnt_kinval_init(struct orch_mnt *m);
 int orch_mnt_kinval_start(struct orch_mnt *m);
+void orch_mnt_kinval_halt(struct orch_mnt *m);
 void orch_mnt_kinval_stop(struct orch_mnt *m);
 void orch_mnt_kinval_fini(struct orch_mnt *m);
 struct orch_mnt_kinval_counts {
@@ -400,6 +405,7 @@ struct orch_mnt {
 	struct orch_mnt_metrics *m_metrics; /* the HTTP endpoint; NULL: off */
 	bool m_default_permissions;       /* the kernel checks permissions itself */
 	bool m_readdirplus;               /* listings carry attributes (READDIRPLUS) */
+	bool m_expire_only;               /* the kernel expires dentries on request (kinval.c) */
 	uid_t m_owner;                    /* uid that mounted; may change the knobs */
 	char *m_mountpoint;               /* absolute; NULL: leave the readahead alone */
 	unsigned int m_readahead_kb;

@@ -204,6 +204,16 @@ static void mnt_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
 		conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * Another client's change to a name expires the kernel's dentry
+	 * rather than unhashing it (kinval.c): a process inside a directory
+	 * whose entry record only changed keeps its working directory, and
+	 * mounts on it stay.  Kernels before 6.2 lack it.
+	 */
+	if (conn->capable & FUSE_CAP_EXPIRE_ONLY) {
+		conn->want |= FUSE_CAP_EXPIRE_ONLY;
+		m->m_expire_only = true;
+	}
 	conn->max_write = ORCH_IO_MAX;
 	/* Inode times are nanoseconds. */
 	conn->time_gran = 1;

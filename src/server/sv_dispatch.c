@@ -81,6 +81,8 @@ static const struct sv_route *sv_route(uint16_t type)
 static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	const struct sv_route *rt = sv_route(m->type);
+	const struct orch_conn *prev_conn;
+	uint64_t prev_reqid;
 	char dir;
 	int rc;
 
@@ -101,10 +103,14 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 	}
 	orch_msg_lease(m->type, &dir, NULL);
 	r->r_lease_dir = orch_msg_handle(m, dir);
+	/* Saved and restored: a handler never runs inside another today, but could. */
+	prev_conn = sv->s_handling_conn;
+	prev_reqid = sv->s_handling_reqid;
 	sv->s_handling_conn = r->r_conn;
 	sv->s_handling_reqid = r->r_reqid;
 	rc = rt->rt_handler(sv, r, m);
-	sv->s_handling_conn = NULL;
+	sv->s_handling_conn = prev_conn;
+	sv->s_handling_reqid = prev_reqid;
 	return rc;
 }
 

@@ -190,8 +190,11 @@ static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type,
 		return;
 	orch_msg_init(&p, type);
 	p.flags = ORCH_FRAME_PUSH;
-	/* The holder's own change: its kernel already knows (SPEC-wire.md). */
-	if (sv->s_handling_conn == c)
+	/*
+	 * The holder's own change: its kernel already knows (SPEC-wire.md).
+	 * Never a REVOKE, which speaks of everything.
+	 */
+	if (sv->s_handling_conn == c && type != ORCH_SV2CL_REVOKE)
 		p.reqid = sv->s_handling_reqid;
 	p.handle = h;
 	p.parent = h;
