@@ -14,8 +14,8 @@ import stat
 
 import pytest
 
-from cluster import wait_until
-from mount import ORCHARD_MOUNT, write_file
+from cluster import server_of, wait_until
+from mount import ORCHARD_MOUNT, stat_errno, write_file
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
@@ -140,3 +140,24 @@ def test_data_changed_elsewhere_shows_in_a_file_held_open(two):
                    "B's open file to read A's new bytes")
     finally:
         os.close(fd)
+
+
+def test_server_restart_drops_the_kernel_copies_of_its_inodes(two):
+    """A restarted server forgot B's leases and will never push to B what
+    changes next: B's connection to it breaks, and B drops from its kernel
+    every inode of that server, so A's chmod after the restart shows in B
+    although B's kernel was told to keep the attributes for a minute."""
+    a, b = two
+    c = a.cluster
+    p = b.path("d", "f")
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o644
+    name = "s%d" % server_of(c, "/d/f")
+    revokes = b.stats()["kernel_invalidations"]["revokes"]
+    c.stop(name)
+    c.start(name)
+    wait_until(lambda: b.stats()["kernel_invalidations"]["revokes"] > revokes, PROMPT_S, 0.01,
+               "B to drop the kernel's copies of the restarted server's inodes")
+    wait_until(lambda: stat_errno(a.path("d", "f")) == 0, 30, what="A to work again")
+    os.chmod(a.path("d", "f"), 0o600)
+    wait_until(lambda: stat.S_IMODE(os.stat(p).st_mode) == 0o600, PROMPT_S, 0.01,
+               "B's kernel to show the chmod made after the restart")
