@@ -166,12 +166,13 @@ soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_NET_SOAK=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_faults_net.py $(TESTFLAGS)
 
 # Most integration tests wait on servers, fsyncs and timers rather than
-# computing, so two run side by side (PYTEST_JOBS) even on two CPUs.
+# computing, so two run side by side (PYTEST_JOBS) even on two CPUs.  The
+# slowest tests are listed at the end: this stage is most of CI's time.
 check-asan:
 	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) BUILDDIR=build-asan SANITIZE=1 \
 		CFLAGS="-O1 -g" all
 	$(Q)$(MAKE) --no-print-directory BUILDDIR=build-asan SANITIZE=1 CFLAGS="-O1 -g" \
-		PYTEST_JOBS=$(or $(PYTEST_JOBS),2) test
+		PYTEST_JOBS=$(or $(PYTEST_JOBS),2) TESTFLAGS="--durations=15 $(TESTFLAGS)" test
 
 # ThreadSanitizer in build-tsan/: the unit tests (t_rpc drives liborchard's
 # leader/follower reader) and the pytest files whose mounts, servers and
