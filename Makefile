@@ -100,9 +100,9 @@ $(BUILDDIR)/tests/t_lcache: $(BUILDDIR)/obj/tests/unit/t_lcache.o $(BUILDDIR)/ob
 # Parts of the server are tested on their own, linked with the server files
 # below them; orchardd is not a library.
 SV_TEST_OBJS = $(patsubst %,$(BUILDDIR)/obj/server/%.o,$(1))
-T_LEASE_OBJS := $(call SV_TEST_OBJS,sv_conns sv_lease sv_req)
+T_LEASE_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req)
 # t_intent brings its own peer transport and flusher.
-T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_lease sv_req sv_writers sv_opens intent)
+T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req sv_writers sv_opens intent)
 $(BUILDDIR)/tests/t_lease: $(BUILDDIR)/obj/tests/unit/t_lease.o $(T_LEASE_OBJS) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -301,6 +301,22 @@ int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m)
 	return 0;
 }
 
+int orch_conn_queue_frame(struct orch_conn *c, const void *frame, size_t n)
+{
+	struct orch_buf *b;
+	int error;
+
+	if (c->c_closed)
+		return -EPIPE;
+	b = conn_is_writable(c) ? &c->c_out : &c->c_held;
+	error = orch_buf_append(b, frame, n);
+	if (error && b->b_err) {
+		b->b_err = 0;
+		c->c_lost = true;
+	}
+	return error;
+}
+
 void orch_conn_flush(struct orch_conn *c)
 {
 	if (c->c_closed)

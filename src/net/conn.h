@@ -115,6 +115,13 @@ struct orch_conn {
 	 */
 	bool c_listed;
 	struct orch_conn *c_listed_next;
+	/*
+	 * The owner's too: the pushes numbered on this connection
+	 * (ORCH_FEAT_ACKS, the server's lease table) and the last the peer
+	 * acknowledged.
+	 */
+	uint64_t c_push_seq;
+	uint64_t c_push_acked;
 	struct orch_buf c_in;
 	size_t c_in_off;                /* parsed bytes at the head of c_in */
 	struct orch_buf c_out;
@@ -156,6 +163,8 @@ int orch_conn_send(struct orch_conn *c, const struct orch_msg *m);
  * starts afresh rather than miss a frame.
  */
 int orch_conn_queue(struct orch_conn *c, const struct orch_msg *m);
+/* The same for a frame encoded already (orch_msg_encode), @n bytes at @frame. */
+int orch_conn_queue_frame(struct orch_conn *c, const void *frame, size_t n);
 void orch_conn_flush(struct orch_conn *c);
 /*
  * The owner took a request it will answer later or elsewhere (a worker

@@ -26,12 +26,19 @@
 /* Frame flags. */
 #define ORCH_FRAME_REPLY 0x01 /* answers the request with the same reqid */
 #define ORCH_FRAME_PUSH 0x02  /* server-initiated, no reply expected */
+/*
+ * A push on a connection with ORCH_FEAT_ACKS caused by the request whose
+ * reqid it carries (its own change); a push without it carries its
+ * sequence number in reqid (SPEC-wire.md, "Leases").
+ */
+#define ORCH_FRAME_OWN 0x04
 
 /*
  * HELLO features.  The connector asks for some; the acceptor's HELLO reply
  * names those it grants (docs/SPEC-wire.md, "Leases").
  */
 #define ORCH_FEAT_LEASES (1ull << 0) /* cache under leases; take SV2CL_* pushes */
+#define ORCH_FEAT_ACKS (1ull << 1)   /* with LEASES: pushes are numbered and acknowledged */
 #define ORCH_FEAT_BITS 0xffffffffull /* the rest: the acceptor's parameters */
 /* In the acceptor's reply: its lease term (lease_ms), when it grants leases. */
 /* AN2AN_PING's reply reuses the features word for the server's state. */

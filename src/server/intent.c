@@ -338,9 +338,16 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 {
 	struct sv_intents *is = sv->s_intents;
 	struct sv_intent *in = run->ir_in;
+	struct sv_req *prev_acting = sv->s_acting;
 	int error;
 
 	intent_point(in, "answered");
+	/*
+	 * On behalf of the waiting request, if any: its reply waits for the
+	 * other holders' acknowledgements of this step's changes too.
+	 */
+	if (run->ir_waiter)
+		sv->s_acting = run->ir_waiter;
 	error = orch_meta_begin(sv->s_meta);
 	if (!error && apply)
 		error = apply(sv, in, arg);
@@ -351,6 +358,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	} else {
 		error = orch_meta_commit(sv->s_meta);
 	}
+	sv->s_acting = prev_acting;
 	if (error) {
 		/* Leave the intent for the next retry; nothing was half-applied. */
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot finish intent: id=%llu kind=%s: %s",
@@ -379,6 +387,25 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 		intent_trim_peers(sv);
 	}
 	return 0;
+}
+
+/*
+ * intent_finish for a run whose waiter (@waiter, may be NULL) the caller
+ * took off it to answer later: the step is still made on its behalf.
+ * Answers nobody.
+ */
+static int intent_finish_for(struct sv_server *sv, struct sv_req *waiter,
+			     struct intent_run *run,
+			     int (*apply)(struct sv_server *, struct sv_intent *, void *), void *arg)
+{
+	struct sv_req *prev_acting = sv->s_acting;
+	int error;
+
+	if (waiter)
+		sv->s_acting = waiter;
+	error = intent_finish(sv, run, apply, arg, NULL, 0);
+	sv->s_acting = prev_acting;
+	return error;
 }
 
 /* A peer could not be reached: keep the intent and try again later. */
@@ -521,7 +548,7 @@ static void intent_rename_done(struct sv_server *sv, struct intent_run *run, int
 	/* With parent pointers to set elsewhere, the caller hears back after them. */
 	waiter = run->ir_waiter;
 	run->ir_waiter = NULL;
-	if (intent_finish(sv, run, intent_apply_rename, &rs, NULL, 0)) {
+	if (intent_finish_for(sv, waiter, run, intent_apply_rename, &rs)) {
 		if (waiter)
 			sv_reply_status(waiter, -EIO);
 		for (int i = 0; i < rs.rs_nnext; i++)
@@ -624,7 +651,7 @@ static void intent_rename_over_done(struct sv_server *sv, struct intent_run *run
 	/* The caller hears back once a moved directory's parent pointer is set. */
 	waiter = run->ir_waiter;
 	run->ir_waiter = NULL;
-	if (intent_finish(sv, run, intent_apply_rename_over, &ro, NULL, error)) {
+	if (intent_finish_for(sv, waiter, run, intent_apply_rename_over, &ro)) {
 		if (waiter)
 			sv_reply_status(waiter, -EIO);
 		free(ro.ro_next);

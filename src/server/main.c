@@ -29,6 +29,7 @@
 #include "server/sv_admin.h"
 #include "server/sv_conns.h"
 #include "server/sv_dispatch.h"
+#include "server/sv_ack.h"
 #include "server/sv_lease.h"
 #include "server/sv_metrics.h"
 #include "server/sv_peer.h"
@@ -98,6 +99,7 @@ static void client_on_close(struct orch_conn *c, int reason)
 	sv->s_bytes_in += c->c_bytes_in;
 	sv->s_bytes_out += c->c_bytes_out;
 	sv_lease_conn_closed(sv, c);
+	sv_ack_conn_closed(sv, c);
 	sv_writers_conn_closed(sv, c);
 	sv_opens_conn_closed(sv, c);
 	sv_conns_remove(sv, c);
@@ -323,7 +325,7 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
-	if (sv_lease_init(&sv)) {
+	if (sv_lease_init(&sv) || sv_ack_init(&sv)) {
 		ORCH_ERR("cannot set up the lease table");
 		goto out_listen;
 	}
@@ -339,11 +341,14 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the open files table");
 		goto out_listen;
 	}
-	/* Leases are granted to clients that ask, unless lease_ms is 0. */
+	/*
+	 * Leases, and acknowledged pushes, are granted to clients that ask,
+	 * unless lease_ms is 0.
+	 */
 	sv.s_client_ops = (struct orch_conn_ops){
 		.on_frame = sv_dispatch_frame,
 		.on_close = client_on_close,
-		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES |
+		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS |
 			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
 	};
 	if (sv_metrics_start(&sv))
@@ -383,6 +388,8 @@ out_flusher:
 	sv_flusher_stop(&sv);
 	/* A flush that finished as the loop stopped still answers its waiters. */
 	orch_ev_run_posts(sv.s_ev);
+	/* Replies still held for acknowledgements: their connections are closed. */
+	sv_ack_fini(&sv);
 out_ev:
 	orch_ev_destroy(sv.s_ev);
 out_writes:

@@ -65,6 +65,7 @@
 /* Samples of the request rate, one a second: the rate is over the last 10 s. */
 #define SV_RATE_SLOTS 11
 
+struct sv_acks;
 struct sv_admin;
 struct sv_flusher;
 struct sv_intents;
@@ -138,12 +139,15 @@ struct sv_server {
 	struct sv_peers *s_peers;          /* calls on other servers (sv_peer.c) */
 	struct sv_leases *s_leases;        /* the lease table (sv_lease.c); NULL: leases off */
 	/*
-	 * The request whose handler runs now (sv_dispatch), if any: a push
-	 * its change makes to its own connection carries its reqid, so that
-	 * mount knows the change is its own (SPEC-wire.md, "Leases").
+	 * The request on whose behalf the namespace changes now, if any: its
+	 * handler runs (sv_dispatch), or a step it waited for (intent.c).  A
+	 * push its change makes to its own connection carries its reqid, so
+	 * that mount knows the change is its own (SPEC-wire.md, "Leases"); one
+	 * to another holder that acknowledges pushes holds its reply
+	 * (sv_ack.h).
 	 */
-	const struct orch_conn *s_handling_conn;
-	uint64_t s_handling_reqid;
+	struct sv_req *s_acting;
+	struct sv_acks *s_acks;            /* replies held for acknowledgements (sv_ack.c) */
 	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
 	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
 	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "server/sv.h"
+#include "server/sv_ack.h"
 #include "server/sv_admin.h"
 #include "server/sv_cl.h"
 #include "server/sv_data.h"
@@ -52,6 +53,7 @@ enum sv_from {
 	SV_FROM_SERVER, /* other servers only: a client is answered PERM */
 	SV_FROM_CONN,   /* nobody: the handshake's and UNKNOWN, answered AN2AN_UNKNOWN */
 	SV_FROM_PUSH,   /* nobody: what servers push to clients, answered NOSYS */
+	SV_FROM_ONEWAY, /* a client's, never answered: sv_dispatch_frame takes it */
 };
 
 /* One per message, in msg.def's order (orch_msg_index). */
@@ -81,8 +83,7 @@ static const struct sv_route *sv_route(uint16_t type)
 static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	const struct sv_route *rt = sv_route(m->type);
-	const struct orch_conn *prev_conn;
-	uint64_t prev_reqid;
+	struct sv_req *prev_acting;
 	char dir;
 	int rc;
 
@@ -104,13 +105,10 @@ static int sv_dispatch(struct sv_server *sv, struct sv_req *r, const struct orch
 	orch_msg_lease(m->type, &dir, NULL);
 	r->r_lease_dir = orch_msg_handle(m, dir);
 	/* Saved and restored: a handler never runs inside another today, but could. */
-	prev_conn = sv->s_handling_conn;
-	prev_reqid = sv->s_handling_reqid;
-	sv->s_handling_conn = r->r_conn;
-	sv->s_handling_reqid = r->r_reqid;
+	prev_acting = sv->s_acting;
+	sv->s_acting = r;
 	rc = rt->rt_handler(sv, r, m);
-	sv->s_handling_conn = prev_conn;
-	sv->s_handling_reqid = prev_reqid;
+	sv->s_acting = prev_acting;
 	return rc;
 }
 
@@ -194,6 +192,17 @@ static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const stru
 
 /* --- Frames --------------------------------------------------------------------------------- */
 
+/*
+ * A one-way frame (msg.def's ONEWAY), never answered.  An ack on a
+ * connection that did not ask for acknowledgements is the peer's bug,
+ * and harmless: it is dropped.
+ */
+static void sv_oneway(struct sv_server *sv, struct orch_conn *c, const struct orch_msg *m)
+{
+	if (m->type == ORCH_CL2SV_ACK && (c->c_features & ORCH_FEAT_ACKS))
+		sv_ack_received(sv, c, m->id);
+}
+
 void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, const uint8_t *payload)
 {
 	struct sv_server *sv = c->c_arg;
@@ -221,6 +230,11 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 		return;
 	}
 	sv_count(sv, h->type);
+	if (sv_route(m.type)->rt_from == SV_FROM_ONEWAY) {
+		sv_oneway(sv, c, &m);
+		orch_msg_fini(&m);
+		return;
+	}
 	r = sv_req_create(sv, c, h);
 	if (!r) {
 		orch_msg_fini(&m);

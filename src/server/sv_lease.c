@@ -29,6 +29,7 @@
 #include "server/sv.h"
 #include "server/sv_conns.h"
 #include "server/sv_lease.h"
+#include "server/sv_req.h"
 
 #define SV_LEASE_BUCKETS0 4096u
 
@@ -59,6 +60,8 @@ struct sv_leases {
 	 * c_listed_next (the connection's link for its owner: no allocation).
 	 */
 	struct orch_conn *t_listed;
+	/* REVOKEs sent to connections that acknowledge, until they did (lease_revoke_all). */
+	struct sv_ack_waits t_revoked;
 };
 
 static size_t lease_bucket(uint64_t h, size_t nbuckets)
@@ -182,20 +185,30 @@ static void lease_flush(void *arg)
  * makes the next flush close @c: its client then forgets everything).
  */
 static void lease_push(struct sv_server *sv, struct orch_conn *c, uint16_t type, uint64_t h,
-		       const char *name, size_t namelen)
+		       const char *name, size_t namelen, uint64_t expire_ms)
 {
+	struct sv_req *r = sv->s_acting;
+	bool acks = c->c_features & ORCH_FEAT_ACKS;
 	struct orch_msg p;
 
 	if (c->c_closed)
 		return;
 	orch_msg_init(&p, type);
 	p.flags = ORCH_FRAME_PUSH;
-	/*
-	 * The holder's own change: its kernel already knows (SPEC-wire.md).
-	 * Never a REVOKE, which speaks of everything.
-	 */
-	if (sv->s_handling_conn == c && type != ORCH_SV2CL_REVOKE)
-		p.reqid = sv->s_handling_reqid;
+	if (r && r->r_conn == c && type != ORCH_SV2CL_REVOKE) {
+		/*
+		 * The holder's own change: its kernel already knows
+		 * (SPEC-wire.md).  Never a REVOKE, which speaks of everything.
+		 */
+		p.reqid = r->r_reqid;
+		if (acks)
+			p.flags |= ORCH_FRAME_OWN;
+	} else if (acks) {
+		/* Numbered, and the change's reply waits for it (sv_ack.h). */
+		p.reqid = ++c->c_push_seq;
+		if (r && type != ORCH_SV2CL_REVOKE)
+			sv_ack_wait_add(&r->r_waits, c, p.reqid, expire_ms);
+	}
 	p.handle = h;
 	p.parent = h;
 	p.name = orch_str_of(name, namelen);
@@ -217,11 +230,23 @@ void sv_lease_flush(struct sv_server *sv, struct orch_conn *requester)
 
 static void lease_revoke(struct orch_conn *c, void *arg)
 {
-	if (c->c_features & ORCH_FEAT_LEASES)
-		lease_push(arg, c, ORCH_SV2CL_REVOKE, 0, NULL, 0);
+	struct sv_server *sv = arg;
+	struct sv_leases *t = sv->s_leases;
+	uint64_t expire = orch_time_now_ms() + t->t_term_ms;
+
+	if (!(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
+		return;
+	lease_push(sv, c, ORCH_SV2CL_REVOKE, 0, NULL, 0, expire);
+	if (c->c_features & ORCH_FEAT_ACKS)
+		sv_ack_wait_add(&t->t_revoked, c, c->c_push_seq, expire);
 }
 
-/* The table is full: everybody forgets everything, and so do we. */
+/*
+ * The table is full: everybody forgets everything, and so do we.  Until a
+ * holder acknowledged its REVOKE (or its leases ran out), it may still
+ * show anything it had: every change's reply waits for it, since no
+ * record says who held what (lease_changed).
+ */
 static void lease_revoke_all(struct sv_server *sv)
 {
 	sv_conns_each(sv, lease_revoke, sv);
@@ -330,6 +355,31 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 	}
 }
 
+/* A change's reply also waits for the REVOKEs not yet acknowledged (lease_revoke_all). */
+static void lease_changed_after_revoke(struct sv_server *sv)
+{
+	struct sv_leases *t = sv->s_leases;
+
+	if (!t->t_revoked.a_n && !t->t_revoked.a_until_ms)
+		return;
+	if (!sv_ack_waits_pending(&t->t_revoked, orch_time_now_ms())) {
+		sv_ack_waits_fini(&t->t_revoked);
+		return;
+	}
+	if (!sv->s_acting)
+		return;
+	for (uint32_t i = 0; i < t->t_revoked.a_n; i++) {
+		const struct sv_ack_wait *x = &t->t_revoked.a_v[i];
+
+		/* The requester learns its own change from its reply. */
+		if (x->w_conn != sv->s_acting->r_conn)
+			sv_ack_wait_add(&sv->s_acting->r_waits, x->w_conn, x->w_seq,
+					x->w_expire_ms);
+	}
+	if (t->t_revoked.a_until_ms)
+		sv_ack_wait_add_until(&sv->s_acting->r_waits, t->t_revoked.a_until_ms);
+}
+
 /* The namespace's change hook: push to every live holder of @h. */
 static void lease_changed(void *arg, uint64_t h, const char *name, size_t namelen)
 {
@@ -338,6 +388,7 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 	struct sv_lease **p;
 	uint64_t now;
 
+	lease_changed_after_revoke(sv);
 	if (!t->t_count)
 		return;
 	now = orch_time_now_ms();
@@ -356,9 +407,11 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 			continue;
 		}
 		if (name)
-			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ENTRY, h, name, namelen);
+			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ENTRY, h, name, namelen,
+				   l->l_expire_ms);
 		else
-			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ATTR, h, NULL, 0);
+			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_ATTR, h, NULL, 0,
+				   l->l_expire_ms);
 		p = &l->l_next;
 	}
 }
@@ -409,6 +462,7 @@ void sv_lease_fini(struct sv_server *sv)
 	orch_ev_timer_cancel(sv->s_ev, &t->t_flush);
 	lease_flush(sv);
 	lease_filter(t, lease_any, NULL);
+	sv_ack_waits_fini(&t->t_revoked);
 	free(t->t_buckets);
 	free(t);
 	sv->s_leases = NULL;

@@ -1,6 +1,7 @@
 /* Requests and replies.  See sv_req.h. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/time.h"
 #include "server/sv_lease.h"
@@ -25,6 +26,7 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_nowners = 0;
 	r->r_need_owner = 0;
 	r->r_owed = c->c_origin >= sv->s_cfg.nservers;
+	memset(&r->r_waits, 0, sizeof(r->r_waits));
 	orch_conn_get(c);
 	if (r->r_owed)
 		orch_conn_owe(c);
@@ -49,6 +51,19 @@ void sv_reply(struct sv_req *r, struct orch_msg *m)
 	m->reqid = r->r_reqid;
 	m->flags = ORCH_FRAME_REPLY;
 	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
+	if (sv_ack_waits_pending(&r->r_waits, orch_time_now_ms()) && !r->r_conn->c_closed &&
+	    sv_ack_park(r->r_sv, r->r_conn, r->r_owed, &r->r_waits, m) == 0) {
+		/* The other holders' pushes leave now; the reply when they answered. */
+		sv_lease_flush(r->r_sv, NULL);
+		orch_conn_put(r->r_conn);
+		free(r);
+		return;
+	}
+	/*
+	 * Not parked (no memory to: the reply then leaves at once, as without
+	 * acknowledgements).
+	 */
+	sv_ack_waits_fini(&r->r_waits);
 	sv_lease_flush(r->r_sv, r->r_conn);
 	if (!r->r_conn->c_closed && orch_conn_send(r->r_conn, m) == -EMSGSIZE) {
 		/* A reply that cannot be encoded still answers the request. */

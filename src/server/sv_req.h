@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "server/sv.h"
+#include "server/sv_ack.h"
 
 /*
  * A request being answered.  Handlers that finish at once reply through
@@ -44,6 +45,8 @@ struct sv_req {
 	 * until the connection closes.
 	 */
 	bool r_owed;
+	/* The other holders whose acknowledgement the reply waits for (sv_ack.h). */
+	struct sv_ack_waits r_waits;
 };
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
@@ -52,6 +55,8 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 /*
  * Sends @m (type/reqid/flags filled in from @r) and frees @r.  Counts the
  * reply: its latency by type, and its status's errno if it is an error.
+ * A reply that must wait for other holders' acknowledgements (r_waits)
+ * is encoded and parked (sv_ack_park), and leaves when they are met.
  */
 void sv_reply(struct sv_req *r, struct orch_msg *m);
 /* Sends a status-only reply and frees @r. */

@@ -118,6 +118,7 @@ void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out)
 	sv_peers_bytes(sv, &out->bytes_in, &out->bytes_out);
 	orch_meta_counts(sv->s_meta, &out->inodes, &next);
 	sv_writers_counts(sv, &out->writer_inodes, &out->writer_regs, &out->writer_cuts);
+	sv_ack_counts(sv, &out->acks);
 	sv_opens_counts(sv, &out->open_files, &out->open_regs, &out->orphans, &out->orphans_freed);
 	orch_store_get_stats(sv->s_store, &out->store);
 	orch_store_statfs(sv->s_store, &out->capacity, &out->free, &out->avail, &out->objects);
@@ -173,6 +174,12 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "lease_grants", s.lease_grants, true);
 	sv_json_u64(b, "lease_pushes", s.lease_pushes, true);
 	sv_json_u64(b, "lease_revokes", s.lease_revokes, true);
+	sv_json_u64(b, "acks", s.acks.acks, true);
+	sv_json_u64(b, "replies_held", s.acks.parked, true);
+	sv_json_u64(b, "replies_held_by_expiry", s.acks.by_expiry, true);
+	sv_json_u64(b, "replies_holding", s.acks.waiting, true);
+	sv_json_u64(b, "replies_held_us", s.acks.wait_us, true);
+	sv_json_u64(b, "replies_held_max_us", s.acks.wait_max_us, true);
 	sv_json_u64(b, "inodes", s.inodes, true);
 	sv_json_u64(b, "writer_inodes", s.writer_inodes, true);
 	sv_json_u64(b, "writer_registrations", s.writer_regs, true);

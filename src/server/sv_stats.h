@@ -7,6 +7,7 @@
 #define ORCH_SERVER_SV_STATS_H
 
 #include "server/sv.h"
+#include "server/sv_ack.h"
 
 /*
  * Every counter of the server at one moment.  Filled on the loop thread,
@@ -28,6 +29,7 @@ struct sv_stats_snap {
 	uint64_t wal_restarts, wal_restart_us, wal_wait_us;
 	uint64_t intents_done;
 	uint64_t leases, lease_grants, lease_pushes, lease_revokes;
+	struct sv_ack_counts acks;           /* replies held for acknowledgements */
 	uint64_t inodes;
 	uint64_t writer_inodes, writer_regs, writer_cuts;
 	uint64_t open_files, open_regs, orphans, orphans_freed;

@@ -178,6 +178,8 @@ static const char *from_words(const char *from)
 		return "servers";
 	if (strcmp(from, "CONN") == 0)
 		return "handshake";
+	if (strcmp(from, "ONEWAY") == 0)
+		return "one-way";
 	return "push";
 }
 
@@ -190,8 +192,9 @@ static bool messages_write(FILE *out)
 	      "type is the field code's encoding, \"Field codes\" above; a name alone is\n"
 	      "its own type).  A reply's fields follow its status, if OK.  *Served*:\n"
 	      "a request a server serves from any authenticated peer, from servers only\n"
-	      "(else `PERM`), the handshake's (answered `AN2AN_UNKNOWN` after it) or a\n"
-	      "push (answered `NOSYS`).\n", out);
+	      "(else `PERM`), the handshake's (answered `AN2AN_UNKNOWN` after it), a\n"
+	      "push (answered `NOSYS`) or a one-way frame from a client (never\n"
+	      "answered).\n", out);
 	for (size_t i = 0; i < NROWS; i++) {
 		const struct row *r = &rows[i];
 

@@ -26,6 +26,7 @@
 #include "net/ev.h"
 #include "proto/msg.h"
 #include "server/sv.h"
+#include "server/sv_ack.h"
 #include "server/sv_conns.h"
 #include "server/sv_lease.h"
 
@@ -66,6 +67,7 @@ static inline void fx_client_closed(struct orch_conn *c, int reason)
 
 	(void)reason;
 	sv_lease_conn_closed(sv, c);
+	sv_ack_conn_closed(sv, c);
 	sv_conns_remove(sv, c);
 }
 

@@ -4,6 +4,8 @@
  * socketpairs.  What replies grant, the pushes a namespace change sends to
  * every holder (others' before the requester's reply, the requester's with
  * it), closed connections and expired terms, and the bound of the table.
+ * With acknowledgements (sv_ack.c): numbered pushes, and replies held until
+ * the other holders acknowledged, closed or ran out of lease.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,11 +30,14 @@ static int setup(uint32_t lease_ms)
 {
 	int error = fx_setup(&F, 0, 2, lease_ms);
 
-	return error ? error : sv_lease_init(&F.sv);
+	if (!error)
+		error = sv_lease_init(&F.sv);
+	return error ? error : sv_ack_init(&F.sv);
 }
 
 static void teardown(void)
 {
+	sv_ack_fini(&F.sv);
 	sv_lease_fini(&F.sv);
 	fx_teardown(&F);
 }
@@ -363,3 +368,222 @@ ORCH_TEST(full_table_revokes_everything)
 }
 
 ORCH_TEST_MAIN()
+
+/* --- Acknowledged invalidation (sv_ack.c) ---------------------------------------------- */
+
+/* Two holders of "f" that acknowledge pushes (ORCH_FEAT_ACKS), and a third that does not. */
+static int ack_holders(struct fx_client **a, struct fx_client **b, struct fx_client **old,
+		       uint64_t *f)
+{
+	if (two_holders(a, b, f))
+		return -1;
+	*old = fx_client(&F, true);
+	if (!*old)
+		return -1;
+	grant_attr(*old, *f);
+	(*a)->c->c_features |= ORCH_FEAT_ACKS;
+	(*b)->c->c_features |= ORCH_FEAT_ACKS;
+	return 0;
+}
+
+/* A request of @cl changes f's size on its behalf (as a handler does) and replies. */
+static void extend_for(struct fx_client *cl, uint64_t reqid, uint64_t f, uint64_t size)
+{
+	struct orch_frame_hdr h = { .type = ORCH_CL2SV_EXTEND, .reqid = reqid };
+	struct sv_req *r = sv_req_create(&F.sv, cl->c, &h);
+	struct orch_msg rep;
+
+	orch_msg_init(&rep, 0);
+	F.sv.s_acting = r;
+	rep.status = orch_meta_inode_extend(F.sv.s_meta, f, size, orch_time_real_ns(),
+					    &rep.attr);
+	F.sv.s_acting = NULL;
+	sv_reply(r, &rep);
+}
+
+/*
+ * b changes f: a's push is numbered, b's own is marked OWN with b's
+ * reqid, the holder that asked for no acks gets a plain push, and b's
+ * reply waits until a acknowledged that push number.
+ */
+ORCH_TEST(reply_waits_for_the_other_holders_ack)
+{
+	struct fx_client *a, *b, *old;
+	struct sv_ack_counts ac;
+	uint64_t f;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(ack_holders(&a, &b, &old, &f) == 0);
+	extend_for(b, 42, f, 4096);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR && FR[0].handle == f);
+	ORCH_CHECK(FR[0].flags == ORCH_FRAME_PUSH && FR[0].reqid == 1);
+	n = fx_read(old, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].flags == ORCH_FRAME_PUSH && FR[0].reqid == 0);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_INVAL_ATTR);
+	ORCH_CHECK(FR[0].flags == (ORCH_FRAME_PUSH | ORCH_FRAME_OWN) && FR[0].reqid == 42);
+	sv_ack_counts(&F.sv, &ac);
+	ORCH_CHECK(ac.parked == 1 && ac.waiting == 1);
+
+	/* An ack of less does not release it; the ack of its number does. */
+	sv_ack_received(&F.sv, a->c, 0);
+	ORCH_CHECK(fx_read(b, FR, FX_FRAMES_MAX) == 0);
+	sv_ack_received(&F.sv, a->c, 1);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_CL2SV_EXTEND && FR[0].flags == ORCH_FRAME_REPLY);
+	ORCH_CHECK(FR[0].reqid == 42 && FR[0].status == 0);
+	sv_ack_counts(&F.sv, &ac);
+	ORCH_CHECK(ac.by_ack == 1 && ac.by_expiry == 0 && ac.waiting == 0);
+
+	/* The next push to a is number 2; an ack already past it holds nothing. */
+	sv_ack_received(&F.sv, a->c, 5);
+	extend_for(b, 43, f, 8192);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].reqid == 2);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(fx_count(FR, n, ORCH_CL2SV_EXTEND, 0) == 1);
+	teardown();
+}
+
+/* A holder that closes its connection holds nobody: its copies went with it. */
+ORCH_TEST(closed_holder_releases_the_reply)
+{
+	struct fx_client *a, *b, *old;
+	uint64_t f;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(ack_holders(&a, &b, &old, &f) == 0);
+	extend_for(b, 7, f, 100);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 0);
+	orch_conn_close(a->c, 0);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 1);
+	teardown();
+}
+
+/*
+ * A holder that never answers holds the reply until its lease runs out
+ * (the record's term: lease_ms and the margin), not longer.
+ */
+ORCH_TEST(silent_holder_holds_the_reply_for_its_lease_only)
+{
+	struct fx_client *a, *b, *old;
+	struct sv_ack_counts ac;
+	uint64_t f, t0;
+	int got = 0;
+
+	ORCH_CHECK_OK(setup(200));
+	ORCH_CHECK(ack_holders(&a, &b, &old, &f) == 0);
+	t0 = orch_time_now_ms();
+	extend_for(b, 9, f, 100);
+	while (!got && orch_time_now_ms() - t0 < 5000) {
+		fx_run_loop(&F, 50);
+		got = fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0);
+	}
+	ORCH_CHECK(got == 1);
+	/* Not before the lease's end: 200 ms + SV_LEASE_MARGIN_MS after the grant. */
+	ORCH_CHECK(orch_time_now_ms() - t0 >= 200 + SV_LEASE_MARGIN_MS - 50);
+	sv_ack_counts(&F.sv, &ac);
+	ORCH_CHECK(ac.by_expiry == 1 && ac.by_ack == 0);
+	teardown();
+}
+
+/* The replies of changes that concern no other holder, and of reads, never wait. */
+ORCH_TEST(only_others_holders_hold_a_reply)
+{
+	struct fx_client *a, *b, *old;
+	struct sv_ack_counts ac;
+	uint64_t f, g;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(ack_holders(&a, &b, &old, &f) == 0);
+	g = fx_mkfile(&F, "g");
+	ORCH_CHECK(g);
+	grant_attr(b, g);
+	extend_for(b, 11, g, 100); /* only b holds g */
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 1);
+	sv_ack_counts(&F.sv, &ac);
+	ORCH_CHECK(ac.parked == 0);
+	teardown();
+}
+
+/*
+ * A create in a directory another client holds: the name's push and the
+ * directory's are both numbered, and the reply waits for the ack of the
+ * later one (an ack covers every push up to its number).
+ */
+ORCH_TEST(name_pushes_are_numbered_and_waited_for)
+{
+	struct orch_frame_hdr h = { .type = ORCH_CL2SV_CREATE, .reqid = 5 };
+	struct fx_client *a, *b;
+	struct sv_ack_counts ac;
+	struct orch_msg rep;
+	struct sv_req *r;
+	uint64_t last = 0;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	a = fx_client(&F, true);
+	b = fx_client(&F, true);
+	ORCH_CHECK(a && b);
+	a->c->c_features |= ORCH_FEAT_ACKS;
+	b->c->c_features |= ORCH_FEAT_ACKS;
+	grant_readdir(a, ROOT_DIR, 100, 0);
+	r = sv_req_create(&F.sv, b->c, &h);
+	ORCH_CHECK(r);
+	F.sv.s_acting = r;
+	ORCH_CHECK(fx_mkfile(&F, "new") != 0);
+	F.sv.s_acting = NULL;
+	orch_msg_init(&rep, 0);
+	sv_reply(r, &rep);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(fx_count(FR, n, ORCH_SV2CL_INVAL_ENTRY, ROOT_DIR) == 1);
+	ORCH_CHECK(fx_count(FR, n, ORCH_SV2CL_INVAL_ATTR, ROOT_DIR) == 1);
+	for (int i = 0; i < n; i++) {
+		ORCH_CHECK(FR[i].flags == ORCH_FRAME_PUSH && FR[i].reqid == last + 1);
+		last = FR[i].reqid;
+	}
+	sv_ack_counts(&F.sv, &ac);
+	ORCH_CHECK(ac.parked == 1);
+	sv_ack_received(&F.sv, a->c, last - 1);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_CREATE, 0) == 0);
+	sv_ack_received(&F.sv, a->c, last);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_CREATE, 0) == 1);
+	teardown();
+}
+
+/*
+ * A full table revokes everything: until a holder acknowledged its REVOKE
+ * no record says what it holds, so every change's reply waits for it.
+ */
+ORCH_TEST(unacknowledged_revoke_holds_every_change)
+{
+	struct fx_client *a, *b, *old;
+	uint64_t f, g;
+	int n;
+
+	ORCH_CHECK_OK(setup(30000));
+	ORCH_CHECK(ack_holders(&a, &b, &old, &f) == 0);
+	g = fx_mkfile(&F, "g");
+	ORCH_CHECK(g);
+	/* A listing too large for what is left: the table is emptied, holders revoked. */
+	grant_readdir(b, ROOT_DIR, 1000, 1024);
+	for (uint32_t i = 0; F.sv.s_lease_revokes == 0 && i < SV_LEASE_MAX / 1024 + 2; i++)
+		grant_readdir(b, ROOT_DIR, 2000 + (uint64_t)i * 1024, 1024);
+	ORCH_CHECK(F.sv.s_lease_revokes == 1);
+	sv_lease_flush(&F.sv, NULL);
+	n = fx_read(a, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(n == 1 && FR[0].type == ORCH_SV2CL_REVOKE && FR[0].reqid == 1);
+	fx_read(b, FR, FX_FRAMES_MAX);
+	/* g was held by nobody; b's change of it still waits for a's REVOKE. */
+	extend_for(b, 8, g, 10);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 0);
+	sv_ack_received(&F.sv, a->c, 1);
+	n = fx_read(b, FR, FX_FRAMES_MAX);
+	ORCH_CHECK(fx_count(FR, n, ORCH_CL2SV_EXTEND, 0) == 1);
+	/* Once acknowledged, changes of what nobody holds do not wait. */
+	extend_for(b, 9, g, 20);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 1);
+	teardown();
+}

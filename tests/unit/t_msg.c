@@ -1174,7 +1174,8 @@ static bool list_has(const char *list, char code)
 
 /*
  * Who may send what, and who handles it: a handler exactly for what a
- * server serves, SV2SV_* from servers, SV2CL_* pushed.  Leases name a
+ * server serves, SV2SV_* from servers, SV2CL_* pushed, ONEWAY only from
+ * clients (CL2SV_*).  Leases name a
  * handle field of the request and an attribute field of the reply, and
  * orch_msg_lease reads them back.
  */
@@ -1190,11 +1191,14 @@ ORCH_TEST(dispatch_columns)
 		bool served = strcmp(from, "ANY") == 0 || strcmp(from, "SERVER") == 0;
 		char dir, inodes;
 
-		ORCH_CHECK(served || strcmp(from, "CONN") == 0 || strcmp(from, "PUSH") == 0);
+		ORCH_CHECK(served || strcmp(from, "CONN") == 0 || strcmp(from, "PUSH") == 0 ||
+			   strcmp(from, "ONEWAY") == 0);
 		ORCH_CHECK(served == (strcmp(msg_rows[i].handler, "NULL") != 0));
 		ORCH_CHECK((strncmp(name, "SV2SV_", 6) == 0) == (strcmp(from, "SERVER") == 0));
 		ORCH_CHECK((strncmp(name, "SV2CL_", 6) == 0) == (strcmp(from, "PUSH") == 0));
-		ORCH_CHECK(strncmp(name, "CL2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		ORCH_CHECK(strncmp(name, "CL2SV_", 6) != 0 || strcmp(from, "ANY") == 0 ||
+			   strcmp(from, "ONEWAY") == 0);
+		ORCH_CHECK(strcmp(from, "ONEWAY") != 0 || strncmp(name, "CL2SV_", 6) == 0);
 		ORCH_CHECK(strncmp(name, "AD2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
 		orch_msg_lease(types_buf[i], &dir, &inodes);
 		if (!l[0]) {
