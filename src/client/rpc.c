@@ -159,6 +159,7 @@ struct orch_client {
 	struct rpc_conn *cl_conns;                 /* cl_cfg.nservers of them */
 	orch_push_fn cl_push;                      /* set before the first call */
 	void *cl_push_arg;
+	bool cl_push_acks;                         /* the handler acknowledges pushes */
 	orch_dial_fn cl_dial;                      /* tests: set before the first call */
 	void *cl_dial_arg;
 };
@@ -633,7 +634,7 @@ static void rpc_push_reset_locked(struct rpc_conn *c)
 	struct orch_client *cl = c->c_client;
 
 	if (cl->cl_push)
-		cl->cl_push(cl->cl_push_arg, c->c_index, ++c->c_stamp, NULL);
+		cl->cl_push(cl->cl_push_arg, c->c_index, ++c->c_stamp, NULL, c->c_gen, 0);
 }
 
 /*
@@ -702,6 +703,13 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 
 		if (cl->cl_push && (c->c_features & ORCH_FEAT_LEASES) &&
 		    orch_msg_decode(h, payload, &m) == 0) {
+			uint64_t seq = 0;
+
+			/* With acknowledgements, reqid is the push's number unless OWN. */
+			if ((c->c_features & ORCH_FEAT_ACKS) && !(h->flags & ORCH_FRAME_OWN)) {
+				seq = m.reqid;
+				m.reqid = 0;
+			}
 			/*
 			 * "Caused by your request" (SPEC-wire.md) holds only
 			 * for a call still waiting: one that timed out was
@@ -709,14 +717,14 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 			 */
 			if (m.reqid && !rpc_table_has(c, m.reqid))
 				m.reqid = 0;
-			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, &m);
+			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, &m, c->c_gen, seq);
 			orch_msg_fini(&m);
 		} else if (cl->cl_push) {
 			/* A push we cannot read: forget everything from this server. */
 			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 					   "unreadable push from server '%s': type=0x%04x length=%u",
 					   cl->cl_cfg.servers[c->c_index].name, h->type, h->length);
-			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, NULL);
+			cl->cl_push(cl->cl_push_arg, c->c_index, stamp, NULL, c->c_gen, 0);
 		}
 		free(payload);
 		return NULL;
@@ -881,7 +889,9 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	if (error)
 		return error;
 	orch_auth_init(&a, ORCH_AUTH_CONNECTOR, cl->cl_cfg.key, nonce, ORCH_ORIGIN_CLIENT,
-		       cl->cl_push ? ORCH_FEAT_LEASES : 0);
+		       !cl->cl_push ? 0
+		       : cl->cl_push_acks ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS
+					  : ORCH_FEAT_LEASES);
 	rc = orch_auth_step(&a, NULL, NULL, &out);
 	while (rc == ORCH_AUTH_MORE) {
 		orch_auth_set_reqid(&a, &out, atomic_fetch_add(&cl->cl_next_reqid, 1));
@@ -1520,10 +1530,32 @@ void orch_client_set_timeout(struct orch_client *cl, uint32_t op_timeout_ms)
 		atomic_store(&cl->cl_timeout_ms, op_timeout_ms);
 }
 
-void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg)
+void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg,
+				  bool acks)
 {
 	cl->cl_push = fn;
 	cl->cl_push_arg = arg;
+	cl->cl_push_acks = acks;
+}
+
+int orch_client_ack(struct orch_client *cl, unsigned int server, uint64_t gen, uint64_t seq)
+{
+	struct orch_buf frame;
+	struct orch_msg m;
+	int error;
+
+	if (server >= cl->cl_cfg.nservers)
+		return -EINVAL;
+	orch_msg_init(&m, ORCH_CL2SV_ACK);
+	m.flags = ORCH_FRAME_PUSH;
+	m.id = seq;
+	orch_buf_init(&frame, ORCH_FRAME_HDR + 64);
+	error = orch_msg_encode(&frame, &m);
+	if (!error)
+		error = rpc_conn_write(&cl->cl_conns[server], gen, &frame, NULL, 0,
+				       rpc_now_ms() + atomic_load(&cl->cl_timeout_ms));
+	orch_buf_fini(&frame);
+	return error;
 }
 
 void orch_client_set_dial(struct orch_client *cl, orch_dial_fn fn, void *arg)

@@ -115,11 +115,25 @@ int orch_client_send_iov(struct orch_client *cl, unsigned int server, const stru
  * the client), in the order of the stream: a reply with a lower stamp was
  * read before the push.  @m NULL means "forget what this server told you,
  * up to @stamp": the connection came up or went down, or a push could not
- * be read.
+ * be read.  @gen is the connection's generation (orch_client_conn_gen).
+ *
+ * With @acks, connections also ask for acknowledged pushes
+ * (ORCH_FEAT_ACKS): a push with @seq > 0 holds the reply to the change
+ * that caused it until the handler's side calls orch_client_ack() with
+ * @gen and @seq or more, or the lease runs out (docs/DESIGN.md,
+ * "Acknowledged invalidation").  Pushes of one connection are numbered
+ * 1, 2, ... in stream order; an ack covers every push up to its number.
  */
 typedef void (*orch_push_fn)(void *arg, unsigned int server, uint64_t stamp,
-			     const struct orch_msg *m);
-void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg);
+			     const struct orch_msg *m, uint64_t gen, uint64_t seq);
+void orch_client_set_push_handler(struct orch_client *cl, orch_push_fn fn, void *arg,
+				  bool acks);
+/*
+ * Tells @server that every push up to @seq on connection generation @gen
+ * is done.  One frame, no reply; any thread.  0, -EIO if that connection
+ * is gone (its pushes need no answer then), or -ETIMEDOUT.
+ */
+int orch_client_ack(struct orch_client *cl, unsigned int server, uint64_t gen, uint64_t seq);
 
 /*
  * For tests (tests/unit/t_rpc.c): @fn replaces the TCP connect to a server,

@@ -15,6 +15,16 @@ uint64_t orch_time_now_ms(void)
 	       atomic_load(&time_test_offset);
 }
 
+uint64_t orch_time_suspended_ms(void)
+{
+	struct timespec boot, mono;
+
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return (uint64_t)((boot.tv_sec - mono.tv_sec) * 1000 +
+			  (boot.tv_nsec - mono.tv_nsec) / 1000000);
+}
+
 int64_t orch_time_real_ns(void)
 {
 	struct timespec ts;

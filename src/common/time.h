@@ -19,6 +19,13 @@ static inline uint32_t orch_time_now_ms32(void)
 	return (uint32_t)orch_time_now_ms();
 }
 
+/*
+ * Milliseconds this machine spent suspended since boot (CLOCK_BOOTTIME
+ * less CLOCK_MONOTONIC): CLOCK_MONOTONIC and the kernel's own cache
+ * timeouts stand still in a suspend, a server's lease terms do not.
+ */
+uint64_t orch_time_suspended_ms(void);
+
 /* Wall-clock nanoseconds since the epoch (CLOCK_REALTIME), for inode times. */
 int64_t orch_time_real_ns(void);
 

@@ -161,7 +161,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
  *                  "renewals": n, "renewals_dropped": n},
  *  "kernel_invalidations": {"sent": n, "coalesced": n, "dropped": n, "own": n,
- *                           "revokes": n, "queued": n},
+ *                           "revokes": n, "queued": n, "acks": n, "acks_early": n,
+ *                           "suspends": n},
  *  "io": {"bytes_read": n, "bytes_written": n}}.
  * Every key is always present.
  */
@@ -217,8 +218,10 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	ctl_printf(buf, size, &pos,
 		   "}, \"kernel_invalidations\": {\"sent\": %" PRIu64 ", \"coalesced\": %" PRIu64
 		   ", \"dropped\": %" PRIu64 ", \"own\": %" PRIu64 ", \"revokes\": %" PRIu64
-		   ", \"queued\": %" PRIu64,
-		   kic.sent, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued);
+		   ", \"queued\": %" PRIu64 ", \"acks\": %" PRIu64 ", \"acks_early\": %" PRIu64
+		   ", \"suspends\": %" PRIu64,
+		   kic.sent, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued,
+		   kic.acks, kic.acks_early, kic.suspends);
 	ctl_printf(buf, size, &pos,
 		   "}, \"io\": {\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64,
 		   atomic_load(&m->m_bytes_read), atomic_load(&m->m_bytes_written));

@@ -261,6 +261,16 @@ static bool lc_kill_locked(struct orch_mnt_lc *lc, int kind, uint64_t key, const
 	return found;
 }
 
+void orch_mnt_lc_suspended(struct orch_mnt_lc *lc, uint64_t now_ms)
+{
+	if (!lc->l_on)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	lc_clear_locked(lc);
+	lc->l_not_before_ms = now_ms;
+	pthread_mutex_unlock(&lc->l_lock);
+}
+
 void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m)
 {
 	struct orch_mnt_lc *lc = arg;
@@ -309,7 +319,7 @@ static void lc_put(struct orch_mnt_lc *lc, int kind, uint64_t key, const char *n
 		return;
 	pthread_mutex_lock(&lc->l_lock);
 	sv = &lc->l_srv[lc_server(lc, key)];
-	if (stamp <= sv->reject || stamp <= sv->floor)
+	if (stamp <= sv->reject || stamp <= sv->floor || sent_ms < lc->l_not_before_ms)
 		goto out;
 	for (e = *lc_bucket(lc, kind, key, name, namelen); e; e = e->e_next) {
 		if (!lc_match(e, kind, key, name, namelen))
@@ -524,7 +534,7 @@ void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch
 		       ents[i].handle, NULL, stamp, sent_ms);
 	pthread_mutex_lock(&lc->l_lock);
 	sv = &lc->l_srv[lc_server(lc, dir)];
-	if (stamp <= sv->reject || stamp <= sv->floor)
+	if (stamp <= sv->reject || stamp <= sv->floor || sent_ms < lc->l_not_before_ms)
 		goto out;
 	d = lc_find_locked(lc, LC_DIR, dir);
 	if (!d) {

@@ -470,7 +470,7 @@ int main(int argc, char **argv)
 	}
 	/* Before the first call: the connections ask for leases in HELLO. */
 	if (m.m_lc.l_on)
-		orch_client_set_push_handler(m.m_cl, orch_mnt_push, &m);
+		orch_client_set_push_handler(m.m_cl, orch_mnt_push, &m, true);
 	/* Without its threads the cache still answers; its keys just run out. */
 	error = orch_mnt_lc_renew_start(&m.m_lc, MNT_LC_RENEW_THREADS, orch_mnt_lc_renew_send, &m);
 	if (error)

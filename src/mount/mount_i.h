@@ -223,28 +223,55 @@ struct orch_mnt;
 struct orch_mnt_kinval {
 	pthread_mutex_t k_lock;           /* protects everything below */
 	pthread_cond_t k_wake;            /* the thread: something was queued, or stop */
-	struct orch_mnt_kinval_item *k_head, *k_tail; /* the queue, oldest first */
+	/* The queues, oldest first: [0] attributes, [1] names (kinval.c). */
+	struct orch_mnt_kinval_item *k_head[2], *k_tail[2];
 	struct orch_mnt_kinval_item **k_buckets;      /* the queued ones by key */
 	unsigned int k_queued;
 	bool k_revoked[ORCH_SERVERS_MAX]; /* a REVOKE of this server waits */
 	bool k_connected[ORCH_SERVERS_MAX]; /* its connection came up once */
 	bool k_any_revoked;
-	bool k_on;                        /* the thread runs: pushes are queued */
+	/*
+	 * Acknowledgements, per server (kinval.c, "Acks"): the connection
+	 * whose pushes they are, the highest number heard and the last
+	 * acknowledged; the REVOKE (or dropped push) whose walk is owed, and
+	 * the one walked now.
+	 */
+	struct orch_mnt_kinval_acks {
+		uint64_t gen, heard, acked;
+		uint64_t revoke_seq, walking_seq;
+		bool dirty;
+	} k_acks[ORCH_SERVERS_MAX];
+	bool k_any_ack_dirty;
+	/*
+	 * Directories whose lock in the kernel a request of this mount holds
+	 * now (a create, an unlink, a rename ... in it, a setattr of it), with
+	 * how many: their names are acknowledged before the kernel call,
+	 * which waits until they are done (kinval.c, "Names").  More than
+	 * KINVAL_BUSY_MAX at once: every directory counts as busy.
+	 */
+	struct { uint64_t dir; unsigned int n; } k_busy[32];
+	unsigned int k_busy_overflow;
+	/* What each names thread is calling now (NULL: none). */
+	struct orch_mnt_kinval_item *k_calling[4];
+	bool k_on;                        /* the threads run: pushes are queued */
 	bool k_stop;
-	bool k_running;
-	pthread_t k_thread;
+	/* [0] the attributes thread, then the names threads (k_calling's). */
+	bool k_running[5];
+	pthread_t k_thread[5];
 	/* The watcher: reads pushes on connections nobody reads (kinval.c). */
 	atomic_bool k_watch_stop;
 	bool k_watching;
 	pthread_t k_watch_thread;
-	uint64_t k_sent, k_coalesced, k_dropped, k_own, k_revokes;
+	uint64_t k_sent, k_coalesced, k_dropped, k_own, k_revokes, k_acks_sent, k_early;
+	uint64_t k_suspends;
 };
 
 /*
  * liborchard's push handler (rpc.h, orch_push_fn); @arg is the mount: the
  * lease cache first, then the kernel's copy of another client's change.
  */
-void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
+void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m,
+		   uint64_t gen, uint64_t seq);
 /*
  * init before the push handler is set; start once m_se is; halt (nothing
  * more is queued or sent) once the session loop ended, and stop (joins the
@@ -256,9 +283,16 @@ void orch_mnt_kinval_halt(struct orch_mnt *m);
 void orch_mnt_kinval_stop(struct orch_mnt *m);
 void orch_mnt_kinval_fini(struct orch_mnt *m);
 struct orch_mnt_kinval_counts {
-	uint64_t sent, coalesced, dropped, own, revokes, queued;
+	uint64_t sent, coalesced, dropped, own, revokes, queued, acks, acks_early, suspends;
 };
 void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *out);
+/*
+ * Around a request that holds directory @dir's lock in the kernel
+ * (ops.c): from enter to leave, pushes of names in @dir are acknowledged
+ * without waiting for the kernel call, which would wait for that request.
+ */
+void orch_mnt_kinval_dir_enter(struct orch_mnt *m, uint64_t dir);
+void orch_mnt_kinval_dir_leave(struct orch_mnt *m, uint64_t dir);
 
 /* --- The lease cache (lcache.c) ------------------------------------------------- */
 
@@ -298,6 +332,7 @@ struct orch_mnt_lc {
 	struct lc_ent **l_buckets;
 	size_t l_count;
 	uint64_t l_hits, l_misses, l_pushes;
+	uint64_t l_not_before_ms;        /* replies to requests sent before: not kept */
 	/* Renewals: a ring of l_renew_n from l_renew_head; NULL: not started. */
 	struct orch_mnt_lc_renewal *l_renew_q;
 	size_t l_renew_head, l_renew_n;
@@ -317,6 +352,12 @@ struct orch_mnt_lc {
 int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
 		     bool default_permissions);
 void orch_mnt_lc_fini(struct orch_mnt_lc *lc);
+/*
+ * The machine was suspended (kinval.c sees it): every lease may have run
+ * out on its server meanwhile, so everything held goes, and replies to
+ * requests sent before @now_ms are not kept.
+ */
+void orch_mnt_lc_suspended(struct orch_mnt_lc *lc, uint64_t now_ms);
 /* liborchard's push handler (rpc.h, orch_push_fn); @arg is the cache. */
 void orch_mnt_lc_push(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m);
 /* Who a name is served to: the caller's credentials, or ORCH_MNT_LC_CRED_FREE. */

@@ -876,6 +876,90 @@ static void mnt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	orch_mnt_reply_err(req, error);
 }
 
+/* --- Requests that hold a directory's lock in the kernel -------------------------------- */
+
+/*
+ * The kernel holds the lock of the directory these change (of the
+ * directory itself for a setattr or an xattr change) until the reply;
+ * kinval.c must know, so that no acknowledgement waits for that lock
+ * (orch_mnt_kinval_dir_enter).  Each handler replies before it returns.
+ */
+#define MNT_HOLDING(dir, call)                                   \
+	do {                                                     \
+		struct orch_mnt *m_ = orch_mnt_of(req);          \
+		uint64_t dir_ = (dir);                           \
+								 \
+		orch_mnt_kinval_dir_enter(m_, dir_);             \
+		call;                                            \
+		orch_mnt_kinval_dir_leave(m_, dir_);             \
+	} while (0)
+
+static void mnt_setattr_held(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			     struct fuse_file_info *fi)
+{
+	MNT_HOLDING(ino, mnt_setattr(req, ino, attr, to_set, fi));
+}
+
+static void mnt_mknod_held(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			   dev_t rdev)
+{
+	MNT_HOLDING(parent, mnt_mknod(req, parent, name, mode, rdev));
+}
+
+static void mnt_mkdir_held(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	MNT_HOLDING(parent, mnt_mkdir(req, parent, name, mode));
+}
+
+static void mnt_symlink_held(fuse_req_t req, const char *target, fuse_ino_t parent,
+			     const char *name)
+{
+	MNT_HOLDING(parent, mnt_symlink(req, target, parent, name));
+}
+
+static void mnt_unlink_held(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	MNT_HOLDING(parent, mnt_unlink(req, parent, name));
+}
+
+static void mnt_rmdir_held(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	MNT_HOLDING(parent, mnt_rmdir(req, parent, name));
+}
+
+static void mnt_rename_held(fuse_req_t req, fuse_ino_t parent, const char *name,
+			    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+
+	orch_mnt_kinval_dir_enter(m, newparent);
+	MNT_HOLDING(parent, mnt_rename(req, parent, name, newparent, newname, flags));
+	orch_mnt_kinval_dir_leave(m, newparent);
+}
+
+static void mnt_link_held(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+			  const char *newname)
+{
+	MNT_HOLDING(newparent, mnt_link(req, ino, newparent, newname));
+}
+
+static void mnt_create_held(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			    struct fuse_file_info *fi)
+{
+	MNT_HOLDING(parent, orch_mnt_create(req, parent, name, mode, fi));
+}
+
+static void mnt_setxattr_held(fuse_req_t req, fuse_ino_t ino, const char *name,
+			      const char *value, size_t size, int flags)
+{
+	MNT_HOLDING(ino, mnt_setxattr(req, ino, name, value, size, flags));
+}
+
+static void mnt_removexattr_held(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	MNT_HOLDING(ino, mnt_removexattr(req, ino, name));
+}
+
 /* --- The table ------------------------------------------------------------------------- */
 
 /* Locks and ioctl: not implemented; the kernel then keeps POSIX and flock locks per mount. */
@@ -885,17 +969,17 @@ const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.forget = mnt_forget,
 	.forget_multi = mnt_forget_multi,
 	.getattr = mnt_getattr,
-	.setattr = mnt_setattr,
+	.setattr = mnt_setattr_held,
 	.readlink = mnt_readlink,
-	.mknod = mnt_mknod,
-	.mkdir = mnt_mkdir,
-	.symlink = mnt_symlink,
-	.unlink = mnt_unlink,
-	.rmdir = mnt_rmdir,
-	.rename = mnt_rename,
-	.link = mnt_link,
+	.mknod = mnt_mknod_held,
+	.mkdir = mnt_mkdir_held,
+	.symlink = mnt_symlink_held,
+	.unlink = mnt_unlink_held,
+	.rmdir = mnt_rmdir_held,
+	.rename = mnt_rename_held,
+	.link = mnt_link_held,
 	.open = orch_mnt_open,
-	.create = orch_mnt_create,
+	.create = mnt_create_held,
 	.read = orch_mnt_read,
 	.write = orch_mnt_write,
 	.flush = orch_mnt_flush,
@@ -909,9 +993,9 @@ const struct fuse_lowlevel_ops orch_mnt_ops = {
 	.releasedir = orch_mnt_releasedir,
 	.fsyncdir = orch_mnt_fsyncdir,
 	.statfs = mnt_statfs,
-	.setxattr = mnt_setxattr,
+	.setxattr = mnt_setxattr_held,
 	.getxattr = mnt_getxattr,
 	.listxattr = mnt_listxattr,
-	.removexattr = mnt_removexattr,
+	.removexattr = mnt_removexattr_held,
 	.access = mnt_access,
 };

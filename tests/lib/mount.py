@@ -23,11 +23,12 @@ KNOB_PREFIX = "user.orchard."
 
 
 class Mount:
-    def __init__(self, cluster, mnt, opts=None, extra_args=()):
+    def __init__(self, cluster, mnt, opts=None, extra_args=(), env=None):
         self.cluster = cluster
         self.mnt = str(mnt)
         self.opts = dict(opts or {})
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})   # added to the process's environment (test hooks)
         self.log = self.mnt.rstrip("/") + ".stderr"
         self.proc = None
 
@@ -46,6 +47,7 @@ class Mount:
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=err, stderr=err,
+                                         env=dict(os.environ, **self.env),
                                          start_new_session=True)
         deadline = time.monotonic() + timeout
         while not os.path.ismount(self.mnt):
@@ -167,6 +169,19 @@ def mount_pids(mnt):
         if argv and argv[0].endswith(b"orchard-mount") and mnt.encode() in argv:
             pids.append(int(d))
     return pids
+
+
+# Mount options that make the kernel keep names, absent names and
+# attributes for a minute: what a test of invalidation needs to tell a
+# dropped copy from one that timed out.
+KERNEL_KEEPS_A_MINUTE = {"dcache_timeout_ms": 60000, "getattr_timeout_ms": 60000,
+                         "negative_timeout_ms": 60000}
+
+
+def kernel_asks(m):
+    """LOOKUPs and GETATTRs mount m's kernel has sent it so far."""
+    f = m.stats()["fuse"]
+    return f["LOOKUP"] + f["GETATTR"]
 
 
 def write_file(path, data, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):

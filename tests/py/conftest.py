@@ -41,9 +41,10 @@ def mounts(cluster3, tmp_path):
     (and their stderr checked) before the cluster stops."""
     made = []
 
-    def make(opts=None, name=None, extra_args=(), where=None):
+    def make(opts=None, name=None, extra_args=(), where=None, env=None):
         base = where or tmp_path
-        m = Mount(cluster3, os.path.join(base, name or "mnt%d" % len(made)), opts, extra_args)
+        m = Mount(cluster3, os.path.join(base, name or "mnt%d" % len(made)), opts, extra_args,
+                  env)
         made.append(m)
         return m.start()
 

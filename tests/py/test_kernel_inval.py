@@ -15,15 +15,13 @@ import stat
 import pytest
 
 from cluster import server_of, wait_until
-from mount import ORCHARD_MOUNT, stat_errno, write_file
+from mount import KERNEL_KEEPS_A_MINUTE, ORCHARD_MOUNT, kernel_asks, stat_errno, write_file
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or not os.path.exists(ORCHARD_MOUNT)
     or shutil.which("fusermount3") is None,
     reason="needs /dev/fuse, fusermount3 and orchard-mount")
 
-LONG = {"dcache_timeout_ms": 60000, "getattr_timeout_ms": 60000,
-        "negative_timeout_ms": 60000}
 PROMPT_S = 2.0   # far below the kernel's 60 s
 
 
@@ -35,15 +33,10 @@ def exists(path):
         return False
 
 
-def kernel_asks(m):
-    f = m.stats()["fuse"]
-    return f["LOOKUP"] + f["GETATTR"]
-
-
 @pytest.fixture
 def two(mounts):
     a = mounts()
-    b = mounts(LONG)
+    b = mounts(KERNEL_KEEPS_A_MINUTE)
     os.mkdir(a.path("d"))
     write_file(a.path("d", "f"), b"12345")
     write_file(a.path("d", "g"), b"g")

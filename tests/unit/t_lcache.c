@@ -452,3 +452,29 @@ ORCH_TEST(renewal_threads)
 }
 
 ORCH_TEST_MAIN()
+
+/*
+ * A suspend (kinval.c sees CLOCK_BOOTTIME run ahead of CLOCK_MONOTONIC):
+ * every key of every server goes, and a reply to a request sent before
+ * the resume is not kept, however new its stamp; one sent after is.
+ */
+ORCH_TEST(suspend_forgets_everything)
+{
+	struct orch_mnt_lc lc;
+	uint64_t other = ((uint64_t)1 << 48) | 7;
+	struct orch_attr a = attr_of(FILE_A, 0100644), o = attr_of(other, 0100644);
+	uint64_t before = orch_time_now_ms();
+
+	lc_setup(&lc);
+	orch_mnt_lc_put_attr(&lc, &a, 5, before);
+	orch_mnt_lc_put_attr(&lc, &o, 5, before);
+	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	orch_mnt_lc_suspended(&lc, before + 1);
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, other, &o, NULL));
+	orch_mnt_lc_put_attr(&lc, &a, 50, before);       /* sent before the resume */
+	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	orch_mnt_lc_put_attr(&lc, &a, 51, before + 1);   /* sent after it */
+	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	orch_mnt_lc_fini(&lc);
+}

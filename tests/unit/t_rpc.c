@@ -749,11 +749,16 @@ struct pushes {
 	uint64_t p_stamp[4096];    /* of the push of value v, by v; 0 = none yet */
 };
 
-static void push_record(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m)
+static void push_record(void *arg, unsigned int server, uint64_t stamp, const struct orch_msg *m,
+			uint64_t gen, uint64_t seq)
 {
 	struct pushes *p = arg;
 
+	(void)gen;
 	pthread_mutex_lock(&p->p_lock);
+	/* No acknowledgements were asked for: no push is numbered. */
+	if (seq)
+		p->p_order_broken = true;
 	if (server >= 2 || stamp <= p->p_last_stamp[server])
 		p->p_order_broken = true;
 	else
@@ -836,7 +841,7 @@ ORCH_TEST(pushes_reach_the_handler_in_stream_order)
 	pthread_mutex_init(&p->p_lock, NULL);
 	fake_init(&f, 0x5a, true);
 	ORCH_CHECK_OK(client_make(&f, 2, 30000, &cl));
-	orch_client_set_push_handler(cl, push_record, p);
+	orch_client_set_push_handler(cl, push_record, p, false);
 	for (int i = 0; i < NTHREADS; i++) {
 		pw[i] = (struct push_worker){ .pw_cl = cl, .pw_p = p, .pw_id = (unsigned int)i,
 					      .pw_rounds = rounds(200) };
