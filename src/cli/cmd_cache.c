@@ -94,8 +94,13 @@ int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv)
 			return ORCH_CLI_FAIL;
 		}
 		if (orch_knob_parse(k, eq + 1, strlen(eq + 1), &v)) {
-			orch_cli_msg("bad value '%s' for %s (milliseconds, %u to %u); nothing changed",
-				     eq + 1, k->k_name, k->k_min, k->k_max);
+			if (k->k_min == 0 && k->k_max == 1)
+				orch_cli_msg("bad value '%s' for %s (on, off, 1 or 0); nothing changed",
+					     eq + 1, k->k_name);
+			else
+				orch_cli_msg("bad value '%s' for %s (milliseconds, %u to %u); "
+					     "nothing changed", eq + 1, k->k_name, k->k_min,
+					     k->k_max);
 			return ORCH_CLI_FAIL;
 		}
 		set[nset].knob = k;
@@ -122,6 +127,13 @@ int orch_cmd_cache(struct orch_cli *cli, int argc, char **argv)
 		if (rc)
 			return cache_not_a_mount(rc, mnt);
 		printf("%s=%s\n", orch_knobs[i].k_name, val);
+	}
+	/* What the kernel keeps (a mount of an older version does not say). */
+	{
+		char mode[512];
+
+		if (cache_get(mnt, "cache_mode", mode, sizeof(mode)) == 0)
+			printf("mode: %s\n", mode);
 	}
 	return ORCH_CLI_OK;
 }

@@ -8,6 +8,8 @@
  *   user.orchard.getattr_timeout_ms    read/write
  *   user.orchard.negative_timeout_ms   read/write
  *   user.orchard.op_timeout_ms         read/write (liborchard's deadline)
+ *   user.orchard.coherent              read/write, 0 or 1 (on, off)
+ *   user.orchard.cache_mode            read only, one line: what the kernel keeps
  *   user.orchard.stats                 read only, JSON
  *
  * The names are answered here and never reach the servers; the server's
@@ -30,6 +32,7 @@
 #include "proto/msg.h"
 
 #define CTL_STATS "stats"
+#define CTL_CACHE_MODE "cache_mode"
 /*
  * A size-only query of the stats gets this much slack: the counters grow
  * between that query and the read that follows it (getfattr does both),
@@ -231,6 +234,29 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	return 0;
 }
 
+/*
+ * What the kernel keeps, in one line (`orchard cache` prints it): in
+ * coherent mode with leases, leased answers to the end of their lease;
+ * else the timeouts.
+ */
+static size_t ctl_cache_mode(struct orch_mnt *m, char *buf, size_t size)
+{
+	int n;
+
+	if (atomic_load(&m->m_coherent) && m->m_lc.l_on)
+		n = snprintf(buf, size,
+			     "coherent: names, absent names and attributes the servers lease "
+			     "are kept to the end of the lease (lease_ms=%" PRIu32 "), dropped "
+			     "at once by a change; what no lease covers is asked again at each use",
+			     m->m_lc.l_lease_ms);
+	else if (atomic_load(&m->m_coherent))
+		n = snprintf(buf, size, "timeouts: coherent is on, but the config grants no "
+			     "leases (lease_ms=0)");
+	else
+		n = snprintf(buf, size, "timeouts: coherent is off");
+	return n < 0 ? 0 : ORCH_MIN((size_t)n, size - 1);
+}
+
 int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t size,
 		     size_t *len)
 {
@@ -246,6 +272,12 @@ int orch_mnt_ctl_get(struct orch_mnt *m, const char *name, char *buf, size_t siz
 			return error;
 		if (size == 0) {
 			*len = n + CTL_STATS_SLACK;
+			return 0;
+		}
+	} else if (strcmp(key, CTL_CACHE_MODE) == 0) {
+		n = ctl_cache_mode(m, text, sizeof(text));
+		if (size == 0) {
+			*len = n;
 			return 0;
 		}
 	} else {
@@ -274,7 +306,7 @@ int orch_mnt_ctl_set(struct orch_mnt *m, uid_t uid, const char *name, const char
 	uint32_t v;
 	int error;
 
-	if (strcmp(key, CTL_STATS) == 0)
+	if (strcmp(key, CTL_STATS) == 0 || strcmp(key, CTL_CACHE_MODE) == 0)
 		return -EPERM;
 	k = ctl_knob_find(key);
 	if (!k)

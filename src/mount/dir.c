@@ -204,10 +204,14 @@ static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const
 		/* What fits is measured first: a lookup is counted only if added. */
 		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, off) > room)
 			return 0;
-		if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep))
+		if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep, NULL))
 			return -ENOMEM;
 		b->b_counted[b->b_ncounted++] = a->handle;
-		orch_mnt_entry_param(m, &rep, &e);
+		/*
+		 * Not kept in coherent mode: the next use asks LOOKUP, which
+		 * the lease cache answers, with the name's lease.
+		 */
+		orch_mnt_entry_param(m, &rep, &e, 0, 0);
 		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
 	}
 	if (need > room)

@@ -331,7 +331,8 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		orch_mnt_reply_err(req, error);
 		return;
 	}
-	if (orch_mnt_reply_entry(req, &a, asked, fi, existed ? 0 : st.gen)) {
+	if (orch_mnt_reply_entry_named(req, parent, name, orch_mnt_lc_credkey(&m->m_lc, &cred), &a,
+				       asked, fi, existed ? 0 : st.gen)) {
 		free(mnt_file_of(fi)); /* no RELEASE will come for it */
 		if (!existed)
 			orch_fs_writers(m->m_cl, &cred, a.handle,

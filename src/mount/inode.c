@@ -165,12 +165,14 @@ static void itab_changed(struct orch_mnt_itab *t, struct orch_mnt_inode *in,
 }
 
 int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
-		       struct orch_attr *rep)
+		       struct orch_attr *rep, bool *known)
 {
 	struct orch_mnt_inode *in;
 
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
+	if (known)
+		*known = in && in->i_nlookup > 0;
 	if (!in) {
 		in = calloc(1, sizeof(*in));
 		if (!in) {

@@ -438,7 +438,8 @@ static bool lc_alive(const struct orch_mnt_lc *lc, const struct lc_ent *e, uint6
  * l_lock held.
  */
 static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
-			       size_t namelen, uint64_t credkey, uint64_t *child, bool *due)
+			       size_t namelen, uint64_t credkey, uint64_t *child, bool *due,
+			       uint64_t *until)
 {
 	uint64_t now = orch_time_now_ms();
 	bool known = false;
@@ -459,6 +460,7 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 		}
 		*child = e->e_child;
 		*due = lc_due(lc, e, now);
+		*until = e->e_expire_ms;
 		return true;
 	}
 	if (known || credkey != LC_CRED_FREE)
@@ -468,6 +470,7 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 		return false;
 	*child = 0;
 	*due = lc_due(lc, d, now);
+	*until = d->e_expire_ms;
 	return true;
 }
 
@@ -475,19 +478,50 @@ bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *n
 			  uint64_t credkey, uint64_t *child, bool *due)
 {
 	bool hit, renew = false;
+	uint64_t until;
 
 	if (due)
 		*due = false;
 	if (!lc->l_on)
 		return false;
 	pthread_mutex_lock(&lc->l_lock);
-	hit = lc_get_name_locked(lc, parent, name, strlen(name), credkey, child, &renew);
+	hit = lc_get_name_locked(lc, parent, name, strlen(name), credkey, child, &renew, &until);
 	if (due)
 		*due = hit && renew;
 	lc->l_hits += hit;
 	lc->l_misses += !hit;
 	pthread_mutex_unlock(&lc->l_lock);
 	return hit;
+}
+
+uint64_t orch_mnt_lc_attr_until(struct orch_mnt_lc *lc, uint64_t h)
+{
+	struct lc_ent *e;
+	uint64_t until = 0;
+
+	if (!lc->l_on)
+		return 0;
+	pthread_mutex_lock(&lc->l_lock);
+	e = lc_get_locked(lc, LC_ATTR, h, NULL, 0, 0);
+	if (e)
+		until = e->e_expire_ms;
+	pthread_mutex_unlock(&lc->l_lock);
+	return until;
+}
+
+uint64_t orch_mnt_lc_name_until(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+				uint64_t credkey)
+{
+	uint64_t child, until = 0;
+	bool due;
+
+	if (!lc->l_on || strlen(name) > ORCH_NAME_MAX)
+		return 0;
+	pthread_mutex_lock(&lc->l_lock);
+	if (!lc_get_name_locked(lc, parent, name, strlen(name), credkey, &child, &due, &until))
+		until = 0;
+	pthread_mutex_unlock(&lc->l_lock);
+	return until;
 }
 
 bool orch_mnt_lc_dir_wanted(struct orch_mnt_lc *lc, uint64_t dir, uint64_t credkey)

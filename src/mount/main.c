@@ -62,11 +62,19 @@ static const struct fuse_opt mnt_opt_spec[] = {
 	{ "metrics_public", offsetof(struct mnt_opts, metrics_public), 1 },
 #define MNT_KNOB_OPT(name, ...) \
 	{ #name "=%u", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 },
+#define MNT_SWITCH_OPT(name, ...) \
+	{ #name "=on", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 1 }, \
+	{ #name "=1", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 1 }, \
+	{ #name "=off", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 }, \
+	{ #name "=0", offsetof(struct mnt_opts, knob[ORCH_KNOB_ID_##name]), 0 },
 #define ORCH_KNOB_LIVE MNT_KNOB_OPT
 #define ORCH_KNOB_MOUNT MNT_KNOB_OPT
+#define ORCH_KNOB_SWITCH MNT_SWITCH_OPT
 #include "proto/knobs.def"
 #undef ORCH_KNOB_LIVE
 #undef ORCH_KNOB_MOUNT
+#undef ORCH_KNOB_SWITCH
+#undef MNT_SWITCH_OPT
 #undef MNT_KNOB_OPT
 	{ "readdirplus=no", offsetof(struct mnt_opts, no_readdirplus), 1 },
 	{ "readdirplus=yes", offsetof(struct mnt_opts, no_readdirplus), 0 },
@@ -405,6 +413,7 @@ int main(int argc, char **argv)
 	atomic_store(&m.m_dcache_timeout_ms, o.knob[ORCH_KNOB_ID_dcache_timeout_ms]);
 	atomic_store(&m.m_getattr_timeout_ms, o.knob[ORCH_KNOB_ID_getattr_timeout_ms]);
 	atomic_store(&m.m_negative_timeout_ms, o.knob[ORCH_KNOB_ID_negative_timeout_ms]);
+	atomic_store(&m.m_coherent, o.knob[ORCH_KNOB_ID_coherent]);
 	atomic_store(&m.m_op_timeout_ms, cfg->op_timeout_ms);
 	m.m_default_permissions = o.default_permissions;
 	m.m_readdirplus = !o.no_readdirplus;
@@ -497,11 +506,12 @@ int main(int argc, char **argv)
 		orch_sdnotify_send("READY=1\nSTATUS=mounted");
 	ORCH_NOTICE("mounted: cluster='%s' mountpoint='%s' dcache_timeout_ms=%u "
 		    "getattr_timeout_ms=%u negative_timeout_ms=%u op_timeout_ms=%u "
-		    "writebehind_kb=%u lease_ms=%u",
+		    "writebehind_kb=%u lease_ms=%u coherent=%u",
 		    cfg->cluster_name, o.mountpoint, o.knob[ORCH_KNOB_ID_dcache_timeout_ms],
 		    o.knob[ORCH_KNOB_ID_getattr_timeout_ms],
 		    o.knob[ORCH_KNOB_ID_negative_timeout_ms], cfg->op_timeout_ms,
-		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms);
+		    o.knob[ORCH_KNOB_ID_writebehind_kb], cfg->lease_ms,
+		    o.knob[ORCH_KNOB_ID_coherent]);
 	error = mnt_run(se, &fo, mt_given);
 	rc = error < 0 ? 1 : 0;
 	/* No hit queues a renewal any more; the ones queued are not worth the wait. */

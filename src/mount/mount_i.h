@@ -381,6 +381,14 @@ bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *
 bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
 			  uint64_t credkey, uint64_t *child, bool *due);
 /*
+ * Until when (monotonic ms) the cache holds @h's attributes, or the name
+ * @name in @parent for @credkey, under a lease; 0 if it does not.  What
+ * the kernel may keep them for in coherent mode (ops.c).  Counts no hit.
+ */
+uint64_t orch_mnt_lc_attr_until(struct orch_mnt_lc *lc, uint64_t h);
+uint64_t orch_mnt_lc_name_until(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
+				uint64_t credkey);
+/*
  * Refresh ahead.  start: @nthreads (at most ORCH_MNT_LC_RENEW_THREADS_MAX;
  * 0 for tests: nothing takes the queue) call @fn for each renewal queued;
  * 0 or -errno.  renew: queues @r if a key it renews is live and due, and
@@ -437,6 +445,7 @@ struct orch_mnt {
 	_Atomic uint32_t m_getattr_timeout_ms;  /* attr_timeout */
 	_Atomic uint32_t m_negative_timeout_ms; /* negative entry timeout; 0 = none */
 	_Atomic uint32_t m_op_timeout_ms;       /* liborchard per-call deadline */
+	_Atomic uint32_t m_coherent;            /* 1: leased answers kept to the lease's end */
 	_Atomic uint64_t m_ops[ORCH_MNT_OP_COUNT]; /* FUSE requests by opcode */
 	_Atomic uint64_t m_errors[ORCH_MNT_ERRNO_MAX]; /* error replies by errno */
 	_Atomic uint64_t m_bytes_read;    /* returned by READ */
@@ -559,9 +568,22 @@ void orch_mnt_reply_err(fuse_req_t req, int error);
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
 			 struct fuse_file_info *fi, uint64_t oreg_gen);
 
-/* Fills @e for @a, as reported (timeouts from the knobs). */
+/*
+ * orch_mnt_reply_entry for the answer to @name in @parent (for
+ * @credkey): in coherent mode the kernel keeps the name and attributes as
+ * long as the lease cache holds them under a lease (ops.c, mnt_keep).
+ */
+int orch_mnt_reply_entry_named(fuse_req_t req, uint64_t parent, const char *name,
+			       uint64_t credkey, const struct orch_attr *a, uint64_t asked,
+			       struct fuse_file_info *fi, uint64_t oreg_gen);
+
+/*
+ * Fills @e for @a, as reported: timeouts from the knobs, or in coherent
+ * mode to @entry_until and @attr_until (monotonic ms; 0: not leased, not
+ * kept).
+ */
 void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
-			  struct fuse_entry_param *e);
+			  struct fuse_entry_param *e, uint64_t entry_until, uint64_t attr_until);
 
 /* --- inode.c ---------------------------------------------------------------- */
 
@@ -587,10 +609,11 @@ uint64_t orch_mnt_inode_asked(struct orch_mnt_itab *t);
  * One lookup more on @a->handle (inserted if new) and its attributes
  * replaced by @a, unless a change of this mount was applied after @asked.
  * *@rep gets the attributes to report: the table's, with the size and
- * mtime of writes not yet published.  Returns 0 or -ENOMEM.
+ * mtime of writes not yet published; *@known (may be NULL) whether the
+ * kernel held the inode already.  Returns 0 or -ENOMEM.
  */
 int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint64_t asked,
-		       struct orch_attr *rep);
+		       struct orch_attr *rep, bool *known);
 
 /*
  * Drops @n lookups of @h; frees the inode at zero.  An unknown @h is counted

@@ -6,7 +6,11 @@
  * Caching (docs/DESIGN.md, "Client caching"): every entry and attribute
  * reply carries entry_timeout = dcache_timeout_ms and attr_timeout =
  * getattr_timeout_ms, read from the knobs at reply time so a change on a
- * live mount applies to the next reply.  The kernel keeps the cache; when
+ * live mount applies to the next reply.  In coherent mode (the coherent
+ * knob; docs/DESIGN.md, "Coherent mode") an answer the lease cache holds
+ * under a lease is kept by the kernel until that lease ends instead:
+ * every change of it before then is pushed and dropped from the kernel
+ * before the change returns.  The kernel keeps the cache; when
  * it asks again, this process answers from its lease cache (lcache.c) what
  * a server leased to it, and asks the server otherwise.  The kernel also
  * drops the parents' attributes after create, unlink, rename and link, and
@@ -98,14 +102,32 @@ static double mnt_timeout(_Atomic uint32_t *knob)
 }
 
 /*
- * The stat of reported attributes @a and how long the kernel may keep it.
- * st_blocks of a regular file is what the servers hold (docs/DESIGN.md,
- * "Allocated blocks"): the count the inode table keeps for these very
- * attributes, or, not known, an estimate from the size that the kernel
- * must not keep (timeout 0), so that its next stat asks GETATTR, which
- * counts (mnt_getattr).  An empty file holds none.
+ * How long the kernel may keep an answer leased until @until (monotonic
+ * ms; 0: not leased).  In coherent mode (with leases), to that time, and
+ * not at all if it is not leased: nothing would tell the kernel it
+ * changed, so it asks again at its next use (the lease cache or a server
+ * answers, with a lease).  Else for @knob's time.
  */
-static double mnt_stat(struct orch_mnt *m, const struct orch_attr *a, struct stat *st)
+static double mnt_keep(struct orch_mnt *m, uint64_t until, _Atomic uint32_t *knob)
+{
+	uint64_t now;
+
+	if (!atomic_load(&m->m_coherent) || !m->m_lc.l_on)
+		return mnt_timeout(knob);
+	now = orch_time_now_ms();
+	return until > now ? (double)(until - now) / 1000.0 : 0;
+}
+
+/*
+ * The stat of reported attributes @a and how long the kernel may keep it
+ * (@until: as mnt_keep).  st_blocks of a regular file is what the servers
+ * hold (docs/DESIGN.md, "Allocated blocks"): the count the inode table
+ * keeps for these very attributes, or, not known, an estimate from the
+ * size that the kernel must not keep (timeout 0), so that its next stat
+ * asks GETATTR, which counts (mnt_getattr).  An empty file holds none.
+ */
+static double mnt_stat(struct orch_mnt *m, const struct orch_attr *a, struct stat *st,
+		       uint64_t until)
 {
 	uint64_t blocks;
 
@@ -117,29 +139,40 @@ static double mnt_stat(struct orch_mnt *m, const struct orch_attr *a, struct sta
 	} else if (S_ISREG(a->mode)) {
 		st->st_blocks = 0;
 	}
-	return mnt_timeout(&m->m_getattr_timeout_ms);
+	return mnt_keep(m, until, &m->m_getattr_timeout_ms);
 }
 
 void orch_mnt_entry_param(struct orch_mnt *m, const struct orch_attr *a,
-			  struct fuse_entry_param *e)
+			  struct fuse_entry_param *e, uint64_t entry_until, uint64_t attr_until)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->handle;
 	e->generation = 0;
-	e->attr_timeout = mnt_stat(m, a, &e->attr);
-	e->entry_timeout = mnt_timeout(&m->m_dcache_timeout_ms);
+	e->attr_timeout = mnt_stat(m, a, &e->attr, attr_until);
+	e->entry_timeout = mnt_keep(m, entry_until, &m->m_dcache_timeout_ms);
 }
 
-int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
-			 struct fuse_file_info *fi, uint64_t oreg_gen)
+/*
+ * An entry reply whose name is leased until @entry_until and attributes
+ * until @attr_until (as mnt_keep).  The attributes of an inode the kernel
+ * does not hold yet count as not leased: a push for it that comes before
+ * the kernel has made the inode finds nothing to drop, and the kernel
+ * would keep the old attributes to the lease's end.  Once it holds the
+ * inode, an invalidation also makes it ignore an answer older than itself
+ * (the kernel's attr_version).
+ */
+static int mnt_reply_entry_until(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
+				 struct fuse_file_info *fi, uint64_t oreg_gen,
+				 uint64_t entry_until, uint64_t attr_until)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct fuse_entry_param e;
 	struct orch_attr rep;
+	bool known;
 	int rc;
 
 	/* Counted before the reply, so a FORGET racing the reply finds it. */
-	if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep)) {
+	if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep, &known)) {
 		fuse_reply_err(req, ENOMEM);
 		return -ENOMEM;
 	}
@@ -149,7 +182,7 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t ask
 	 */
 	if (fi)
 		orch_mnt_inode_opened(&m->m_itab, a->handle, oreg_gen);
-	orch_mnt_entry_param(m, &rep, &e);
+	orch_mnt_entry_param(m, &rep, &e, entry_until, known ? attr_until : 0);
 	rc = fi ? fuse_reply_create(req, &e, fi) : fuse_reply_entry(req, &e);
 	/* An interrupted request: the kernel never took the reference. */
 	if (rc) {
@@ -163,11 +196,32 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t ask
 	return rc ? -ENOENT : 0;
 }
 
-static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a)
+int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
+			 struct fuse_file_info *fi, uint64_t oreg_gen)
+{
+	return mnt_reply_entry_until(req, a, asked, fi, oreg_gen, 0, 0);
+}
+
+int orch_mnt_reply_entry_named(fuse_req_t req, uint64_t parent, const char *name,
+			       uint64_t credkey, const struct orch_attr *a, uint64_t asked,
+			       struct fuse_file_info *fi, uint64_t oreg_gen)
+{
+	struct orch_mnt *m = orch_mnt_of(req);
+	uint64_t entry_until = 0, attr_until = 0;
+
+	if (atomic_load(&m->m_coherent)) {
+		entry_until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
+		attr_until = orch_mnt_lc_attr_until(&m->m_lc, a->handle);
+	}
+	return mnt_reply_entry_until(req, a, asked, fi, oreg_gen, entry_until, attr_until);
+}
+
+/* An attribute reply, leased until @until (as mnt_keep). */
+static void mnt_reply_attr(fuse_req_t req, const struct orch_attr *a, uint64_t until)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct stat st;
-	double timeout = mnt_stat(m, a, &st);
+	double timeout = mnt_stat(m, a, &st, until);
 
 	fuse_reply_attr(req, &st, timeout);
 }
@@ -414,7 +468,7 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct orch_fs_stamps st;
 	struct orch_cred cred;
 	struct orch_attr a;
-	uint64_t credkey, asked;
+	uint64_t credkey, asked, entry_until = 0;
 	bool learn = false;
 	uint32_t neg;
 	int error;
@@ -430,12 +484,16 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			orch_mnt_lc_dir_wanted(&m->m_lc, parent, credkey);
 	}
 	neg = atomic_load(&m->m_negative_timeout_ms);
+	/* In coherent mode: until when the lease cache holds the absent name. */
+	if (error == -ENOENT && atomic_load(&m->m_coherent))
+		entry_until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
 	if (!error) {
-		orch_mnt_reply_entry(req, &a, asked, NULL, 0);
-	} else if (error == -ENOENT && neg) {
-		/* A negative entry: ino 0, cached for negative_timeout_ms. */
-		struct fuse_entry_param e = { .ino = 0, .entry_timeout = neg / 1000.0 };
+		orch_mnt_reply_entry_named(req, parent, name, credkey, &a, asked, NULL, 0);
+	} else if (error == -ENOENT && (neg || entry_until)) {
+		/* A negative entry: ino 0, cached for negative_timeout_ms or its lease. */
+		struct fuse_entry_param e = { .ino = 0 };
 
+		e.entry_timeout = mnt_keep(m, entry_until, &m->m_negative_timeout_ms);
 		fuse_reply_entry(req, &e);
 	} else {
 		orch_mnt_reply_err(req, error);
@@ -620,7 +678,8 @@ static void mnt_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	if (S_ISREG(rep.mode) && rep.size && !orch_mnt_inode_blocks(&m->m_itab, &rep, &bytes) &&
 	    !orch_fs_allocated(m->m_cl, &cred, &rep, rep.size, &bytes))
 		orch_mnt_inode_blocks_set(&m->m_itab, &rep, bytes / 512);
-	mnt_reply_attr(req, &rep);
+	mnt_reply_attr(req, &rep,
+		       atomic_load(&m->m_coherent) ? orch_mnt_lc_attr_until(&m->m_lc, ino) : 0);
 }
 
 static int64_t mnt_ts_ns(const struct timespec *ts)
@@ -720,7 +779,7 @@ static void mnt_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	orch_mnt_lc_put_attr(&m->m_lc, &a, stamp, sent_ms);
 	orch_mnt_inode_setattr_done(&m->m_itab, &a, valid & ORCH_SET_SIZE,
 				    valid & (ORCH_SET_MTIME | ORCH_SET_MTIME_NOW), &rep);
-	mnt_reply_attr(req, &rep);
+	mnt_reply_attr(req, &rep, 0);
 }
 
 static void mnt_access(fuse_req_t req, fuse_ino_t ino, int mask)

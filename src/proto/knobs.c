@@ -26,6 +26,17 @@ int orch_knob_parse(const struct orch_knob *k, const char *s, size_t len, uint32
 {
 	uint64_t v = 0;
 
+	if (k->k_min == 0 && k->k_max == 1 && (len == 2 || len == 3)) {
+		if (memcmp(s, "on", len) == 0 && len == 2) {
+			*out = 1;
+			return 0;
+		}
+		if (memcmp(s, "off", len) == 0 && len == 3) {
+			*out = 0;
+			return 0;
+		}
+	}
+
 	if (!len || len > 10)
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++) {
@@ -75,9 +86,14 @@ void orch_knobs_help(FILE *f, bool live_only)
 
 		if (live_only && !k->k_live)
 			continue;
-		snprintf(opt, sizeof(opt), "%s=N", k->k_name);
+		bool sw = k->k_min == 0 && k->k_max == 1;
+
+		snprintf(opt, sizeof(opt), sw ? "%s=on|off" : "%s=N", k->k_name);
 		if (orch_knob_zero_unset(k))
 			snprintf(text, sizeof(text), "%s", k->k_help);
+		else if (sw)
+			snprintf(text, sizeof(text), "%s (default %s)", k->k_help,
+				 k->k_default ? "on" : "off");
 		else
 			snprintf(text, sizeof(text), "%s (default %u)", k->k_help, k->k_default);
 		fprintf(f, "  %-24s ", opt);

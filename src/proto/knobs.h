@@ -40,7 +40,8 @@ static inline bool orch_knob_zero_unset(const struct orch_knob *k)
 
 /*
  * Parses the @len bytes at @s, a decimal number within @k's limits (no
- * sign, no spaces), into *@out.  0 or -EINVAL.
+ * sign, no spaces), or "on"/"off" for a switch (0 to 1), into *@out.  0
+ * or -EINVAL.
  */
 int orch_knob_parse(const struct orch_knob *k, const char *s, size_t len, uint32_t *out);
 
