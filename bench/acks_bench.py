@@ -6,17 +6,17 @@
 
 On a fresh 2-server cluster (tests/lib), mount A changes N files (chmod,
 then utime, then a create and an unlink per file in one directory) in
-three settings, each timed alone, R rounds, the median printed:
+these settings, each timed alone, R rounds, the median printed:
 
   local:    the same calls on a local directory (the floor);
-  alone:    no other mount holds the files: no reply waits;
-  held:     mount B, whose kernel keeps names and attributes for a minute,
-            has just looked at every file, so each of A's replies waits
-            for B's acknowledgement (one more round trip to B, and B's
-            kernel call).
+  held-0:   no other mount holds the files: no reply waits;
+  held-1:   mount B, in coherent mode, has just looked at every file, so
+            each of A's replies waits for B's acknowledgement (one more
+            round trip to B, and B's kernel call);
+  held-4:   four such mounts hold them: the reply waits for the slowest.
 
-Prints seconds per phase, microseconds per call, the ratios held/alone
-and to the local directory, and the servers' replies_held counters.
+Prints seconds per phase, microseconds per call, the ratios to held-0 and
+to the local directory, and the servers' replies_held counters.
 Needs root and /dev/fuse; takes about a minute.
 """
 import argparse
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 
 from cluster import Cluster  # noqa: E402
-from mount import KERNEL_KEEPS_A_MINUTE, Mount  # noqa: E402
+from mount import Mount  # noqa: E402
 
 PHASES = ["chmod", "utime", "create+unlink"]
 
@@ -73,54 +73,58 @@ def main():
     work = tempfile.mkdtemp(prefix="acks-bench.", dir=args.dir or "/var/tmp")
     cluster = Cluster(os.path.join(work, "c"), nservers=2)
     cluster.start_all()
-    a = b = None
-    times = {(s, p): [] for s in ("local", "alone", "held") for p in PHASES}
+    settings = ["local", "held-0", "held-1", "held-4"]
+    a, holders = None, []
+    times = {(s, p): [] for s in settings for p in PHASES}
     try:
         a = Mount(cluster, os.path.join(work, "a")).start()
-        b = Mount(cluster, os.path.join(work, "b"), KERNEL_KEEPS_A_MINUTE).start()
+        for i in range(4):
+            holders.append(Mount(cluster, os.path.join(work, "b%d" % i),
+                                 {"coherent": "on"}).start())
         n = args.files
         local = os.path.join(work, "local")
         make_files(local, n)
         for r in range(args.rounds):
-            for setting in ("local", "alone", "held"):
+            for setting in settings:
                 root = local if setting == "local" else a.path("r%d%s" % (r, setting))
                 if setting != "local":
                     make_files(root, n)
+                held = holders[:int(setting.split("-")[1])] if setting != "local" else []
                 for phase in PHASES:
                     look = None
-                    if setting == "held":
-                        broot = b.path("r%d%s" % (r, setting))
+                    if held:
+                        sub = os.path.relpath(root, a.mnt)
 
-                        def look(i, phase=phase, broot=broot):
-                            os.lstat(os.path.join(broot, "f%d" % i))
-                            if phase == "create+unlink":
-                                try:
-                                    os.lstat(os.path.join(broot, "n%d" % i))
-                                except FileNotFoundError:
-                                    pass
+                        def look(i, phase=phase, sub=sub, held=held):
+                            for b in held:
+                                os.lstat(os.path.join(b.mnt, sub, "f%d" % i))
+                                if phase == "create+unlink":
+                                    try:
+                                        os.lstat(os.path.join(b.mnt, sub, "n%d" % i))
+                                    except FileNotFoundError:
+                                        pass
                     times[(setting, phase)].append(run_phase(phase, root, n, look))
-        held = [s for s in cluster.server_stats().values()]
+        stats = list(cluster.server_stats().values())
     finally:
-        for m in (b, a):
+        for m in holders + [a]:
             if m is not None:
                 m.stop(check=False)
         cluster.stop_all()
     print("acks_bench: %d files, %d rounds, median seconds (microseconds per call)"
           % (args.files, args.rounds))
-    print("%-14s %18s %18s %18s %9s %9s" % ("phase", "local", "alone", "held",
-                                            "held/alone", "held/local"))
+    print("%-14s" % "phase" + "".join("%18s" % s for s in settings) +
+          "  held-1/held-0 held-4/held-0")
     for p in PHASES:
         calls = args.files * (2 if p == "create+unlink" else 1)
-        med = {s: statistics.median(times[(s, p)]) for s in ("local", "alone", "held")}
-        cells = ["%8.3f (%6.0f)" % (med[s], med[s] * 1e6 / calls)
-                 for s in ("local", "alone", "held")]
-        print("%-14s %18s %18s %18s %9.2f %9.2f" % (p, *cells, med["held"] / med["alone"],
-                                                    med["held"] / med["local"]))
-    count = sum(s["replies_held"] for s in held)
-    us = sum(s["replies_held_us"] for s in held)
+        med = {s: statistics.median(times[(s, p)]) for s in settings}
+        print("%-14s" % p + "".join("%8.3f (%6.0f)" % (med[s], med[s] * 1e6 / calls)
+                                    for s in settings) +
+              "  %13.2f %13.2f" % (med["held-1"] / med["held-0"], med["held-4"] / med["held-0"]))
+    count = sum(s["replies_held"] for s in stats)
+    us = sum(s["replies_held_us"] for s in stats)
     print("replies held: %d, %.0f us each on average, longest %d us, by expiry %d"
-          % (count, us / max(count, 1), max(s["replies_held_max_us"] for s in held),
-             sum(s["replies_held_by_expiry"] for s in held)))
+          % (count, us / max(count, 1), max(s["replies_held_max_us"] for s in stats),
+             sum(s["replies_held_by_expiry"] for s in stats)))
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -11,8 +11,10 @@ Targets: (a) a local directory; (b) passthrough_ll, compiled here from
 /usr/share/doc/libfuse3-dev/examples into the work directory, run with
 -o source=BACKING,timeout=T (cache=auto, its default: no writeback, no
 keep_cache); (c) orchard-mount on a fresh 2-server `orchard local up`
-cluster with dcache_timeout_ms=T,getattr_timeout_ms=T.  passthrough_ll and
-Orchard run once per timeout T.  Everything (the local directory, the
+cluster with dcache_timeout_ms=T,getattr_timeout_ms=T; (d) the same in
+coherent mode (coherent=on, once, at T = 50 ms or the first T given), where
+the kernel keeps what the servers lease to the lease's end.  passthrough_ll
+and Orchard run once per timeout T.  Everything (the local directory, the
 passthrough backing directory, the servers' data) lives under one work
 directory: --dir, default a fresh directory in /var/tmp.  Needs root (it
 drops the page cache before the big read) and /dev/fuse.
@@ -139,8 +141,9 @@ class FuseProc:
 
 
 class Target:
-    def __init__(self, name, kind, timeout_ms=None):
+    def __init__(self, name, kind, timeout_ms=None, coherent=False):
         self.name, self.kind, self.timeout_ms = name, kind, timeout_ms
+        self.coherent = coherent    # orchard-mount -o coherent=on
         self.path = None            # where the phases run
         self.fuse = None
         self.cluster = None
@@ -192,6 +195,8 @@ def start_target(t, work, pt_bin, args, stack):
         conf = out.strip().splitlines()[-1]
         t.cluster = (cdir, conf)
         opts = "dcache_timeout_ms=%d,getattr_timeout_ms=%d" % (t.timeout_ms, t.timeout_ms)
+        if t.coherent:
+            opts += ",coherent=on"
         if args.orch_opts:
             opts += "," + args.orch_opts
         for f in sorted(os.listdir(cdir)):
@@ -597,8 +602,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="make -j of the build phase")
     ap.add_argument("--timeouts", default="0,50,1000",
                     help="comma-separated timeouts in ms for passthrough_ll and Orchard")
-    ap.add_argument("--targets", default="local,pt,orch",
-                    help="subset of local,pt,orch")
+    ap.add_argument("--targets", default="local,pt,orch,coh",
+                    help="subset of local,pt,orch,coh (coh: Orchard in coherent mode, "
+                    "whose timeouts only apply to what no lease covers)")
     ap.add_argument("--pt-opts", default="",
                     help="extra -o options for passthrough_ll, e.g. xattr (default: its own)")
     ap.add_argument("--orch-opts", default="",
@@ -635,6 +641,8 @@ def main():
             targets.append(Target("pt-%d" % to, "passthrough_ll", to))
         if "orch" in want:
             targets.append(Target("orch-%d" % to, "orchard", to))
+        if "coh" in want and to == (50 if 50 in timeouts else timeouts[0]):
+            targets.append(Target("coh-%d" % to, "orchard", to, coherent=True))
 
     phases = META + SMALL + ([] if args.skip_build else BUILDP) + (BIG if args.big_mib else [])
     stack = []
