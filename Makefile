@@ -194,7 +194,8 @@ TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_lease
 	tests/py/test_kernel_inval.py tests/py/test_acks.py tests/py/test_metrics.py
 # test_metrics.py: its HTTP threads against the loop and the FUSE workers
 # (about 10 s); the Prometheus and Chromium tests check formats, not threads.
-TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium"
+# test_acks.py runs its coherent half: the other runs the same threads.
+TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium and not minute"
 TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 	suppressions=$(abspath tests/tsan.supp)
 check-tsan:
