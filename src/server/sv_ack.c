@@ -69,6 +69,12 @@ void sv_ack_waits_fini(struct sv_ack_waits *w)
 	memset(w, 0, sizeof(*w));
 }
 
+/* The holder answered or is gone: its copies are dropped. */
+static bool ack_wait_answered(const struct sv_ack_wait *x)
+{
+	return x->w_conn->c_closed || x->w_conn->c_push_acked >= x->w_seq;
+}
+
 /*
  * Drops the waits of @w that are met at @now; true if none is left.
  * *@expired is set if one was met by its lease's end alone; *@next_ms is
@@ -83,7 +89,7 @@ static bool ack_waits_settle(struct sv_ack_waits *w, uint64_t now, bool *expired
 		struct sv_ack_wait *x = &w->a_v[i];
 		struct orch_conn *c = x->w_conn;
 
-		if (c->c_closed || c->c_push_acked >= x->w_seq) {
+		if (ack_wait_answered(x)) {
 			orch_conn_put(c);
 		} else if (x->w_expire_ms <= now) {
 			*expired = true;
@@ -112,8 +118,7 @@ bool sv_ack_waits_pending(const struct sv_ack_waits *w, uint64_t now_ms)
 	for (uint32_t i = 0; i < w->a_n; i++) {
 		const struct sv_ack_wait *x = &w->a_v[i];
 
-		if (!x->w_conn->c_closed && x->w_conn->c_push_acked < x->w_seq &&
-		    x->w_expire_ms > now_ms)
+		if (!ack_wait_answered(x) && x->w_expire_ms > now_ms)
 			return true;
 	}
 	return false;
@@ -226,9 +231,10 @@ void sv_ack_received(struct sv_server *sv, struct orch_conn *c, uint64_t seq)
 	if (!sv->s_acks)
 		return;
 	sv->s_acks->a_counts.acks++;
+	/* From the network: no ack counts for a push not sent yet. */
+	seq = ORCH_MIN(seq, c->c_push_seq);
 	if (seq <= c->c_push_acked)
 		return;
-	/* An ack of a push never sent is the peer's bug; it only frees its own waits early. */
 	c->c_push_acked = seq;
 	if (sv->s_acks->a_parked)
 		ack_settle(sv);

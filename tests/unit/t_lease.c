@@ -437,11 +437,17 @@ ORCH_TEST(reply_waits_for_the_other_holders_ack)
 	sv_ack_counts(&F.sv, &ac);
 	ORCH_CHECK(ac.by_ack == 1 && ac.by_expiry == 0 && ac.waiting == 0);
 
-	/* The next push to a is number 2; an ack already past it holds nothing. */
+	/*
+	 * An ack of numbers not sent yet (from the network) counts only up
+	 * to the last one sent: the next push, number 2, still holds b's reply.
+	 */
 	sv_ack_received(&F.sv, a->c, 5);
+	ORCH_CHECK(a->c->c_push_acked == 1);
 	extend_for(b, 43, f, 8192);
 	n = fx_read(a, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(n == 1 && FR[0].reqid == 2);
+	ORCH_CHECK(fx_count(FR, fx_read(b, FR, FX_FRAMES_MAX), ORCH_CL2SV_EXTEND, 0) == 0);
+	sv_ack_received(&F.sv, a->c, 2);
 	n = fx_read(b, FR, FX_FRAMES_MAX);
 	ORCH_CHECK(fx_count(FR, n, ORCH_CL2SV_EXTEND, 0) == 1);
 	teardown();
