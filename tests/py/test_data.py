@@ -165,7 +165,7 @@ def test_many_small_files(cluster3, tmp_path):
     for d in dirs:
         c.cli("mkdir", d)
     files = {}
-    for i in range(300):
+    for i in range(120):
         data = rnd.randbytes(rnd.randint(0, 20 * 1024))
         path = "%s/f%03d" % (dirs[i % len(dirs)], i)
         put_bytes(c, tmp_path, data, path)
