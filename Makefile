@@ -91,11 +91,17 @@ $(BUILDDIR)/bin/orchard-mount: $(call lib_objs,mount) $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call lib_objs,mount) $(LINKLIBS) $(MHD_LIBS) $(LDLIBS)
 
-# The mount's lease cache is tested on its own (it needs no FUSE session).
+# The mount's lease cache and its record of kernel names are tested on their
+# own (they need no FUSE session).
 $(BUILDDIR)/tests/t_lcache: $(BUILDDIR)/obj/tests/unit/t_lcache.o $(BUILDDIR)/obj/mount/lcache.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILDDIR)/obj/mount/lcache.o $(LINKLIBS) $(LDLIBS)
+
+$(BUILDDIR)/tests/t_knames: $(BUILDDIR)/obj/tests/unit/t_knames.o $(BUILDDIR)/obj/mount/knames.o $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILDDIR)/obj/mount/knames.o $(LINKLIBS) $(LDLIBS)
 
 # Parts of the server are tested on their own, linked with the server files
 # below them; orchardd is not a library.

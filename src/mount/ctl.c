@@ -165,7 +165,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *                  "renewals": n, "renewals_dropped": n},
  *  "kernel_invalidations": {"sent": n, "coalesced": n, "dropped": n, "own": n,
  *                           "revokes": n, "queued": n, "acks": n, "acks_early": n,
- *                           "suspends": n},
+ *                           "suspends": n, "names_kept": n, "names_reset": n,
+ *                           "names_unkept": n},
  *  "io": {"bytes_read": n, "bytes_written": n}}.
  * Every key is always present.
  */
@@ -177,6 +178,7 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	struct orch_mnt_wb_counts wbc;
 	struct orch_mnt_lc_counts lcc;
 	struct orch_mnt_kinval_counts kic;
+	uint64_t kept, reset, unkept;
 	size_t ntypes, pos = 0;
 	bool first = true;
 
@@ -225,6 +227,10 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 		   ", \"suspends\": %" PRIu64,
 		   kic.sent, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued,
 		   kic.acks, kic.acks_early, kic.suspends);
+	orch_mnt_knames_counts(&m->m_knames, &kept, &reset, &unkept);
+	ctl_printf(buf, size, &pos,
+		   ", \"names_kept\": %" PRIu64 ", \"names_reset\": %" PRIu64
+		   ", \"names_unkept\": %" PRIu64, kept, reset, unkept);
 	ctl_printf(buf, size, &pos,
 		   "}, \"io\": {\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64,
 		   atomic_load(&m->m_bytes_read), atomic_load(&m->m_bytes_written));

@@ -13,6 +13,16 @@
  * the server for what follows cookie o - 2.  Server cookies are stable under
  * concurrent create and delete (meta/dirent.c), and so are ours.
  *
+ * The kernel's listing cache (coherent mode): an open directory is cached by
+ * the kernel (cache_readdir), and the cache is kept from one open to the
+ * next (keep_cache) while every change of the directory is still pushed
+ * to this mount: until the end of the lease of the READDIR that started
+ * the listing (i_list_until).  A push for the directory, or for a name in
+ * it, drops the cached pages (kinval.c); the kernel also starts over when
+ * the directory's mtime differs from the one it cached the listing at,
+ * which catches a listing that a push overtook on its way (docs/DESIGN.md,
+ * "Listings").
+ *
  * Lookup counts: every entry handed to the kernel through
  * fuse_add_direntry_plus(), except "." and "..", is one lookup (the kernel
  * will FORGET it), so it is counted in the inode table before the reply; if
@@ -81,6 +91,10 @@ void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&d->d_lock, NULL);
 	d->d_handle = ino;
 	fi->fh = (uint64_t)(uintptr_t)d;
+	if (atomic_load(&m->m_coherent) && m->m_lc.l_on) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = orch_mnt_inode_list_covered(&m->m_itab, ino, orch_time_now_ms());
+	}
 	if (fuse_reply_open(req, fi)) {
 		pthread_mutex_destroy(&d->d_lock);
 		free(d->d_ents);
@@ -160,6 +174,9 @@ static int mnt_dir_fill(struct orch_mnt *m, const struct orch_cred *cred, struct
 	if (error)
 		return error;
 	mnt_dir_lease(m, d, cookie, plus, stamp, sent_ms);
+	/* The start of a listing the kernel may cache: pushed to us for a term. */
+	if (cookie == 0 && stamp && atomic_load(&m->m_coherent) && m->m_lc.l_on)
+		orch_mnt_inode_list_set(&m->m_itab, d->d_handle, sent_ms + m->m_lc.l_lease_ms);
 	d->d_start = cookie;
 	d->d_plus = plus;
 	d->d_valid = true;
@@ -180,9 +197,9 @@ struct mnt_dirbuf {
  * or -errno.  For plus, @a has the attributes and a lookup is counted;
  * @a NULL is "." or "..", with no lookup (the kernel does not take one).
  */
-static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const char *name,
-			  uint64_t ino, uint32_t type, const struct orch_attr *a, uint64_t asked,
-			  off_t off)
+static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, uint64_t dir,
+			  const char *name, uint64_t ino, uint32_t type, const struct orch_attr *a,
+			  uint64_t asked, off_t off)
 {
 	struct orch_mnt *m = orch_mnt_of(req);
 	size_t room = b->b_size - b->b_pos, need;
@@ -200,18 +217,26 @@ static int mnt_dirbuf_add(fuse_req_t req, struct mnt_dirbuf *b, bool plus, const
 	} else {
 		struct fuse_entry_param e;
 		struct orch_attr rep;
+		uint64_t entry_until = 0, attr_until = 0;
+		bool known;
 
 		/* What fits is measured first: a lookup is counted only if added. */
 		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, off) > room)
 			return 0;
-		if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep, NULL))
+		if (orch_mnt_inode_get(&m->m_itab, a, asked, &rep, &known))
 			return -ENOMEM;
 		b->b_counted[b->b_ncounted++] = a->handle;
 		/*
-		 * Not kept in coherent mode: the next use asks LOOKUP, which
-		 * the lease cache answers, with the name's lease.
+		 * In coherent mode, kept as a lookup's answer would be: what the
+		 * listing leased (mnt_dir_lease), attributes only of an inode
+		 * the kernel holds already (ops.c, mnt_reply_entry_until).
 		 */
-		orch_mnt_entry_param(m, &rep, &e, 0, 0);
+		if (atomic_load(&m->m_coherent)) {
+			entry_until = orch_mnt_name_until(m, dir, name, ORCH_MNT_LC_CRED_FREE);
+			if (known)
+				attr_until = orch_mnt_lc_attr_until(&m->m_lc, a->handle);
+		}
+		orch_mnt_entry_param(m, &rep, &e, entry_until, attr_until);
 		need = fuse_add_direntry_plus(req, b->b_buf + b->b_pos, room, name, &e, off);
 	}
 	if (need > room)
@@ -244,14 +269,15 @@ static void mnt_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	if (off == 0) {
 		/* A fresh listing (or rewinddir): nothing cached may be reused. */
 		d->d_valid = false;
-		rc = mnt_dirbuf_add(req, &b, plus, ".", ino, S_IFDIR, NULL, 0, MNT_DIR_OFF_DOT);
+		rc = mnt_dirbuf_add(req, &b, plus, ino, ".", ino, S_IFDIR, NULL, 0,
+				    MNT_DIR_OFF_DOT);
 	}
 	if (rc > 0 && off <= MNT_DIR_OFF_DOT) {
 		uint64_t parent = ino;
 
 		if (orch_mnt_inode_attr(&m->m_itab, ino, &self) == 0 && self.parent)
 			parent = self.parent;
-		rc = mnt_dirbuf_add(req, &b, plus, "..", parent, S_IFDIR, NULL, 0,
+		rc = mnt_dirbuf_add(req, &b, plus, ino, "..", parent, S_IFDIR, NULL, 0,
 				    MNT_DIR_OFF_DOTDOT);
 	}
 	cookie = off <= MNT_DIR_OFF_DOTDOT ? 0 : (uint64_t)off - MNT_DIR_OFF_DOTDOT;
@@ -269,7 +295,7 @@ static void mnt_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		for (; i < d->d_n; i++) {
 			const struct orch_dirent *e = &d->d_ents[i];
 
-			rc = mnt_dirbuf_add(req, &b, plus, e->name, e->handle, e->type,
+			rc = mnt_dirbuf_add(req, &b, plus, ino, e->name, e->handle, e->type,
 					    plus ? &e->attr : NULL, d->d_asked,
 					    (off_t)(e->cookie + MNT_DIR_OFF_DOTDOT));
 			if (rc <= 0)

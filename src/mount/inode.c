@@ -429,6 +429,29 @@ bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a
 	return same;
 }
 
+void orch_mnt_inode_list_set(struct orch_mnt_itab *t, uint64_t h, uint64_t until_ms)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_list_until = until_ms;
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+bool orch_mnt_inode_list_covered(struct orch_mnt_itab *t, uint64_t h, uint64_t now_ms)
+{
+	struct orch_mnt_inode *in;
+	bool covered;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	covered = in && now_ms < in->i_list_until;
+	pthread_mutex_unlock(&t->t_lock);
+	return covered;
+}
+
 void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a)
 {
 	struct orch_mnt_inode *in;

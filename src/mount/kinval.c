@@ -10,9 +10,10 @@
  * the kernel, which a request of the same thread may hold, and an inode
  * invalidation may wait for writeback that needs a FUSE thread.  So the
  * push handler only queues, and threads of this file make the calls,
- * holding no lock of the mount: one for attributes, which also sends the
- * servers their acknowledgements ("Acks"), and KINVAL_NAMES for names
- * ("Names").
+ * holding no lock of the mount: one for attributes and cached pages (a
+ * file's data, a directory's listing: a name's push drops its directory's
+ * too), which also sends the servers their acknowledgements ("Acks"), and
+ * KINVAL_NAMES for names ("Names").
  *
  * The queue is bounded (KINVAL_QMAX) and coalesces: a key already queued
  * is not queued again.  A full queue, or no memory, drops the invalidation,
@@ -95,27 +96,34 @@ static bool kinval_busy_locked(const struct orch_mnt_kinval *k, uint64_t dir)
 	return false;
 }
 
-/* Server @s's push @seq on connection @gen needs a walk of all its inodes.  k_lock held. */
-static void kinval_revoke_locked(struct orch_mnt_kinval *k, unsigned int s, uint64_t gen,
+/*
+ * Server @s's push @seq on connection @gen needs a walk of all its inodes,
+ * and every name the kernel keeps of it goes (knames.c).  k_lock held.
+ */
+static void kinval_revoke_locked(struct orch_mnt *m, unsigned int s, uint64_t gen,
 				 uint64_t seq)
 {
+	struct orch_mnt_kinval *k = &m->m_kinval;
+
+	orch_mnt_knames_reset(&m->m_knames, s);
 	if (seq && k->k_acks[s].gen == gen)
 		k->k_acks[s].revoke_seq = ORCH_MAX(k->k_acks[s].revoke_seq, seq);
 	if (!k->k_revoked[s]) {
 		k->k_revoked[s] = true;
 		k->k_any_revoked = true;
-		pthread_cond_broadcast(&k->k_wake);
 	}
+	pthread_cond_broadcast(&k->k_wake);
 }
 
 /*
  * Queues one invalidation unless the same is queued already; it stands
  * for push @seq (0: none) of server @s's connection @gen.  k_lock held.
  */
-static void kinval_queue_locked(struct orch_mnt_kinval *k, int kind, uint64_t key,
+static void kinval_queue_locked(struct orch_mnt *m, int kind, uint64_t key,
 				const char *name, size_t namelen, unsigned int s, uint64_t gen,
 				uint64_t seq)
 {
+	struct orch_mnt_kinval *k = &m->m_kinval;
 	struct orch_mnt_kinval_item **b, *q;
 
 	b = &k->k_buckets[kinval_bucket(key, name, namelen)];
@@ -139,7 +147,7 @@ static void kinval_queue_locked(struct orch_mnt_kinval *k, int kind, uint64_t ke
 				   "kernel invalidations dropped (queue full or no memory): "
 				   "dropping every inode of that server from the kernel");
 		/* What the kernel holds of that server goes instead. */
-		kinval_revoke_locked(k, s, gen, seq);
+		kinval_revoke_locked(m, s, gen, seq);
 		return;
 	}
 	q->q_server = (uint8_t)s;
@@ -218,14 +226,16 @@ void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct 
 		/* The first connection: nothing leased from it yet to have missed. */
 		k->k_connected[server] = true;
 	} else if (!m || m->type == ORCH_SV2CL_REVOKE) {
-		kinval_revoke_locked(k, server, gen, seq);
+		kinval_revoke_locked(mnt, server, gen, seq);
 	} else if (m->reqid) {
 		k->k_own++;
 	} else if (m->type == ORCH_SV2CL_INVAL_ATTR) {
-		kinval_queue_locked(k, KINVAL_ATTR, m->handle, NULL, 0, server, gen, seq);
+		kinval_queue_locked(mnt, KINVAL_ATTR, m->handle, NULL, 0, server, gen, seq);
 	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY && m->name.len <= ORCH_NAME_MAX) {
-		kinval_queue_locked(k, KINVAL_ENTRY, m->parent, m->name.s, m->name.len, server,
+		kinval_queue_locked(mnt, KINVAL_ENTRY, m->parent, m->name.s, m->name.len, server,
 				    gen, seq);
+		/* The directory's cached listing goes too (dir.c). */
+		kinval_queue_locked(mnt, KINVAL_ATTR, m->parent, NULL, 0, server, gen, seq);
 	}
 	pthread_mutex_unlock(&k->k_lock);
 }
@@ -297,21 +307,26 @@ static void kinval_ack_locked(struct orch_mnt *m)
 }
 
 /* One notify call; -ENOENT (the kernel holds nothing of it) is success. */
-static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q)
+static void kinval_call(struct orch_mnt *m, int kind, uint64_t key, const char *name,
+			size_t namelen)
 {
 	int rc;
 
-	if (q->q_kind == KINVAL_ATTR)
-		rc = fuse_lowlevel_notify_inval_inode(m->m_se, q->q_key, -1, 0);
+	if (kind == KINVAL_ATTR)
+		rc = fuse_lowlevel_notify_inval_inode(m->m_se, key, 0, 0);
 	else if (m->m_expire_only)
-		rc = fuse_lowlevel_notify_expire_entry(m->m_se, q->q_key, q->q_name,
-						       q->q_namelen, FUSE_LL_EXPIRE_ONLY);
+		rc = fuse_lowlevel_notify_expire_entry(m->m_se, key, name, namelen,
+						       FUSE_LL_EXPIRE_ONLY);
 	else
-		rc = fuse_lowlevel_notify_inval_entry(m->m_se, q->q_key, q->q_name,
-						      q->q_namelen);
+		rc = fuse_lowlevel_notify_inval_entry(m->m_se, key, name, namelen);
 	if (rc && rc != -ENOENT && rc != -ENOTCONN)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot drop the kernel's copy of inode %#llx: %s",
-				   (unsigned long long)q->q_key, strerror(-rc));
+				   (unsigned long long)key, strerror(-rc));
+}
+
+static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q)
+{
+	kinval_call(m, q->q_kind, q->q_key, q->q_name, q->q_namelen);
 }
 
 /*
@@ -379,7 +394,7 @@ static void kinval_resumed(struct orch_mnt *m, uint64_t ms)
 	pthread_mutex_lock(&k->k_lock);
 	k->k_suspends++;
 	for (unsigned int s = 0; s < n && s < ORCH_SERVERS_MAX; s++)
-		kinval_revoke_locked(k, s, 0, 0);
+		kinval_revoke_locked(m, s, 0, 0);
 	pthread_mutex_unlock(&k->k_lock);
 }
 
@@ -428,6 +443,33 @@ struct kinval_names_arg {
 /* Their arguments: one mount per process (main.c). */
 static struct kinval_names_arg kinval_names_args[KINVAL_NAMES];
 
+static bool kinval_busy(void *arg, uint64_t dir)
+{
+	return kinval_busy_locked(arg, dir);
+}
+
+/*
+ * A name the kernel keeps whose server was reset (knames.c), in a
+ * directory that is not busy: expired, with no acknowledgement (a reset's
+ * pushes are not numbered, and a REVOKE's walk does not wait for it: a
+ * stale window as a busy directory's).  k_lock held; dropped for the call.
+ */
+static bool kinval_doomed_name_locked(struct orch_mnt *m)
+{
+	struct orch_mnt_kinval *k = &m->m_kinval;
+	char name[ORCH_NAME_MAX];
+	uint64_t parent;
+	size_t namelen;
+
+	if (!orch_mnt_knames_take_doomed(&m->m_knames, kinval_busy, k, &parent, name, &namelen))
+		return false;
+	pthread_mutex_unlock(&k->k_lock);
+	kinval_call(m, KINVAL_ENTRY, parent, name, namelen);
+	pthread_mutex_lock(&k->k_lock);
+	k->k_sent++;
+	return true;
+}
+
 static void *kinval_names_main(void *arg)
 {
 	const struct kinval_names_arg *na = arg;
@@ -439,7 +481,8 @@ static void *kinval_names_main(void *arg)
 		struct orch_mnt_kinval_item *q = kinval_take_locked(k, KINVAL_ENTRY, true);
 
 		if (!q) {
-			pthread_cond_wait(&k->k_wake, &k->k_lock);
+			if (!kinval_doomed_name_locked(m))
+				pthread_cond_wait(&k->k_wake, &k->k_lock);
 			continue;
 		}
 		k->k_calling[na->slot] = q;

@@ -472,7 +472,9 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot set up the lease cache: %s", strerror(-error));
 		goto out_unmount;
 	}
-	error = orch_mnt_kinval_init(&m);
+	error = orch_mnt_knames_init(&m.m_knames);
+	if (!error)
+		error = orch_mnt_kinval_init(&m);
 	if (error) {
 		ORCH_ERR("cannot set up kernel invalidations: %s", strerror(-error));
 		goto out_unmount;
@@ -544,6 +546,7 @@ out_session:
 	orch_mnt_lc_renew_stop(&m.m_lc);
 	orch_client_destroy(m.m_cl);
 	orch_mnt_kinval_fini(&m);
+	orch_mnt_knames_fini(&m.m_knames);
 	orch_mnt_lc_fini(&m.m_lc);
 out_itab:
 	orch_mnt_itab_fini(&m.m_itab);

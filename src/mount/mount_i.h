@@ -152,6 +152,12 @@ struct orch_mnt_inode {
 	 * change and must not overwrite what it left.
 	 */
 	uint64_t i_changed;
+	/*
+	 * A directory's listing in the kernel's cache (coherent mode, dir.c):
+	 * every change of it is pushed to this mount until then, the end of
+	 * the lease of the READDIR that filled it (0: none).
+	 */
+	uint64_t i_list_until;
 	/* Close-to-open: size and mtime at the previous open or close. */
 	bool i_cto_valid;
 	uint64_t i_cto_size;
@@ -293,6 +299,44 @@ void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *o
  */
 void orch_mnt_kinval_dir_enter(struct orch_mnt *m, uint64_t dir);
 void orch_mnt_kinval_dir_leave(struct orch_mnt *m, uint64_t dir);
+
+/* --- Names the kernel keeps on a lease (knames.c) ------------------------------- */
+
+struct kname;
+
+struct orch_mnt_knames {
+	pthread_mutex_t n_lock;             /* a leaf, under kinval's k_lock */
+	struct kname **n_buckets;           /* by (directory, name); NULL: not set up */
+	struct kname *n_doomed;             /* to expire in the kernel (kinval's names threads) */
+	size_t n_count, n_ndoomed;
+	/* Per server, bumped by each reset: a name read before one is doomed. */
+	_Atomic uint64_t n_gen[ORCH_SERVERS_MAX];
+	uint64_t n_expired, n_full;
+};
+
+int orch_mnt_knames_init(struct orch_mnt_knames *kn);
+void orch_mnt_knames_fini(struct orch_mnt_knames *kn);
+/* The generation of @parent's server: read before the lease the kernel gets. */
+uint64_t orch_mnt_knames_gen(struct orch_mnt_knames *kn, uint64_t parent);
+/*
+ * The kernel is about to keep @name in @parent until @until_ms, under a
+ * lease read at generation @gen.  False: no room, give it timeout 0.
+ */
+bool orch_mnt_knames_note(struct orch_mnt_knames *kn, uint64_t parent, const char *name,
+			  uint64_t until_ms, uint64_t gen);
+/* Pushes of @server may have been lost: every name of it noted goes. */
+void orch_mnt_knames_reset(struct orch_mnt_knames *kn, unsigned int server);
+bool orch_mnt_knames_any_doomed(struct orch_mnt_knames *kn);
+/*
+ * Takes a doomed name whose directory is not @busy into @parent, @name
+ * (ORCH_NAME_MAX bytes) and @namelen.  False: none.
+ */
+bool orch_mnt_knames_take_doomed(struct orch_mnt_knames *kn,
+				 bool (*busy)(void *arg, uint64_t dir), void *arg,
+				 uint64_t *parent, char *name, size_t *namelen);
+/* Names held now, expired after resets, and refused (table full). */
+void orch_mnt_knames_counts(struct orch_mnt_knames *kn, uint64_t *held, uint64_t *expired,
+			    uint64_t *full);
 
 /* --- The lease cache (lcache.c) ------------------------------------------------- */
 
@@ -464,6 +508,7 @@ struct orch_mnt {
 	struct orch_mnt_lc m_lc;          /* names and attributes under leases */
 	struct orch_mnt_reopen m_reopen;  /* registers open files again after a reconnect */
 	struct orch_mnt_kinval m_kinval;  /* drops the kernel's copy of others' changes */
+	struct orch_mnt_knames m_knames;  /* names the kernel keeps on a lease, to drop at a reset */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 
@@ -576,6 +621,13 @@ int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t ask
 int orch_mnt_reply_entry_named(fuse_req_t req, uint64_t parent, const char *name,
 			       uint64_t credkey, const struct orch_attr *a, uint64_t asked,
 			       struct fuse_file_info *fi, uint64_t oreg_gen);
+/*
+ * In coherent mode, until when the kernel may keep @name in @parent: the
+ * end of its lease, noted so that a reset can drop it (knames.c); 0: not
+ * leased, or no room to note it.
+ */
+uint64_t orch_mnt_name_until(struct orch_mnt *m, uint64_t parent, const char *name,
+			     uint64_t credkey);
 
 /*
  * Fills @e for @a, as reported: timeouts from the knobs, or in coherent
@@ -770,6 +822,13 @@ void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h);
 bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a);
 /* Records @a as the close-to-open reference (at close). */
 void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a);
+/*
+ * A directory's listing cached by the kernel: covered by pushes until
+ * @until_ms (set), or whether it still is (list_covered).  A directory the
+ * table does not hold is not covered.
+ */
+void orch_mnt_inode_list_set(struct orch_mnt_itab *t, uint64_t h, uint64_t until_ms);
+bool orch_mnt_inode_list_covered(struct orch_mnt_itab *t, uint64_t h, uint64_t now_ms);
 
 /* --- ctl.c: runtime knobs and counters as virtual xattrs on the root ---------- */
 

@@ -196,6 +196,17 @@ static int mnt_reply_entry_until(fuse_req_t req, const struct orch_attr *a, uint
 	return rc ? -ENOENT : 0;
 }
 
+uint64_t orch_mnt_name_until(struct orch_mnt *m, uint64_t parent, const char *name,
+			     uint64_t credkey)
+{
+	uint64_t gen = orch_mnt_knames_gen(&m->m_knames, parent);
+	uint64_t until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
+
+	if (until && !orch_mnt_knames_note(&m->m_knames, parent, name, until, gen))
+		until = 0;
+	return until;
+}
+
 int orch_mnt_reply_entry(fuse_req_t req, const struct orch_attr *a, uint64_t asked,
 			 struct fuse_file_info *fi, uint64_t oreg_gen)
 {
@@ -210,7 +221,7 @@ int orch_mnt_reply_entry_named(fuse_req_t req, uint64_t parent, const char *name
 	uint64_t entry_until = 0, attr_until = 0;
 
 	if (atomic_load(&m->m_coherent)) {
-		entry_until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
+		entry_until = orch_mnt_name_until(m, parent, name, credkey);
 		attr_until = orch_mnt_lc_attr_until(&m->m_lc, a->handle);
 	}
 	return mnt_reply_entry_until(req, a, asked, fi, oreg_gen, entry_until, attr_until);
@@ -486,7 +497,7 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	neg = atomic_load(&m->m_negative_timeout_ms);
 	/* In coherent mode: until when the lease cache holds the absent name. */
 	if (error == -ENOENT && atomic_load(&m->m_coherent))
-		entry_until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
+		entry_until = orch_mnt_name_until(m, parent, name, credkey);
 	if (!error) {
 		orch_mnt_reply_entry_named(req, parent, name, credkey, &a, asked, NULL, 0);
 	} else if (error == -ENOENT && (neg || entry_until)) {
@@ -494,6 +505,8 @@ static void mnt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct fuse_entry_param e = { .ino = 0 };
 
 		e.entry_timeout = mnt_keep(m, entry_until, &m->m_negative_timeout_ms);
+		/* The caller gets ENOENT all the same: counted as the error it is. */
+		orch_mnt_count_error(m, -ENOENT);
 		fuse_reply_entry(req, &e);
 	} else {
 		orch_mnt_reply_err(req, error);

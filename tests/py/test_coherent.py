@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cluster import ORCHARD, run
+from cluster import ORCHARD, run, wait_until
 from mount import ORCHARD_MOUNT, kernel_asks, stat_errno, write_file
 
 pytestmark = pytest.mark.skipif(
@@ -45,7 +45,7 @@ def test_ten_thousand_cached_stats_cost_no_fuse_request(mounts):
     assert kernel_asks(b) - asked <= 1   # reading the counters may ask for the root
     # The same with coherence off (a mount with the same timeouts): every
     # stat after the 50 ms asks again.
-    c = mounts()
+    c = mounts({"coherent": "off"})
     for p in paths[:100]:
         os.stat(p.replace(b.mnt, c.mnt))
     time.sleep(0.1)   # what is awaited is the 50 ms timeout itself
@@ -196,3 +196,129 @@ def test_random_changes_show_on_the_other_mount_at_once(mounts):
                 break
     assert not stale, "seed %d:\n%s" % (seed, "\n".join(stale))
     assert ops > 300, "seed %d: only %d changes went through" % (seed, ops)
+
+
+def test_names_kept_by_the_kernel_go_when_their_server_restarts(cluster3, mounts):
+    """A restarted server forgot every lease and cannot push what changes
+    next, so b must drop from its kernel every name of that server it was
+    keeping on a lease, absent or present (knames.c), not keep them to the
+    lease's end (30 s)."""
+    a = mounts()
+    b = mounts(COHERENT)
+    write_file(a.path("here"), b"x")
+    assert stat_errno(b.path("absent")) == 2
+    assert stat_errno(b.path("here")) == 0
+    asked = kernel_asks(b)
+    for _ in range(20):
+        assert stat_errno(b.path("absent")) == 2
+        assert stat_errno(b.path("here")) == 0
+    assert kernel_asks(b) - asked <= 1   # b's kernel keeps both
+    kept = b.stats()["kernel_invalidations"]["names_kept"]
+    assert kept >= 2
+    cluster3.kill("s0")                  # the root's names live on s0
+    cluster3.start("s0")
+    write_file(a.path("absent"), b"now")
+    os.unlink(a.path("here"))
+    t0 = time.monotonic()
+    wait_until(lambda: stat_errno(b.path("absent")) == 0 and stat_errno(b.path("here")) == 2,
+               5.0, interval=0.01, what="b to drop the names it kept from s0")
+    print("b saw both changes %.3f s after they returned" % (time.monotonic() - t0))
+    assert b.stats()["kernel_invalidations"]["names_reset"] >= 2
+
+
+def listings(m):
+    f = m.stats()["fuse"]
+    return f["READDIR"] + f["READDIRPLUS"]
+
+
+def test_listings_kept_by_the_kernel_and_dropped_by_a_change(mounts):
+    """b's kernel keeps d's listing from one open to the next (no READDIR at
+    all); a create, an unlink or a rename on a, and b's own create, show in
+    b's next listing as soon as they return."""
+    a = mounts()
+    b = mounts(COHERENT)
+    os.mkdir(a.path("d"))
+    want = {"f%d" % i for i in range(50)}
+    for n in want:
+        write_file(a.path("d", n), b"")
+    assert set(os.listdir(b.path("d"))) == want
+    before = listings(b)
+    for _ in range(20):
+        assert set(os.listdir(b.path("d"))) == want
+    assert listings(b) == before
+    steps = [
+        ("create", lambda: write_file(a.path("d", "new"), b"")),
+        ("unlink", lambda: os.unlink(a.path("d", "f0"))),
+        ("rename", lambda: os.rename(a.path("d", "f1"), a.path("d", "g1"))),
+        ("rename out", lambda: os.rename(a.path("d", "f2"), a.path("f2"))),
+        ("own create", lambda: write_file(b.path("d", "mine"), b"")),
+    ]
+    for what, change in steps:
+        os.listdir(b.path("d"))                  # cached before the change
+        change()
+        cur = set(os.listdir(a.path("d")))
+        assert set(os.listdir(b.path("d"))) == cur, what
+    assert "new" in cur and "f0" not in cur and "g1" in cur and "mine" in cur
+    # Kept again once re-read.
+    before = listings(b)
+    for _ in range(5):
+        assert set(os.listdir(b.path("d"))) == cur
+    assert listings(b) == before
+    # Not kept with coherent=off.
+    c = mounts({"coherent": "off"})
+    os.listdir(c.path("d"))
+    before = listings(c)
+    for _ in range(5):
+        os.listdir(c.path("d"))
+    assert listings(c) - before >= 5
+
+
+def test_ls_l_again_costs_no_lookup(mounts):
+    """The names and attributes of a listing are kept like a lookup's: a
+    second `ls -l` (a listing and a stat of each name) asks b's mount
+    nothing but to open the directory."""
+    a = mounts()
+    b = mounts(COHERENT)
+    os.mkdir(a.path("d"))
+    for i in range(200):
+        write_file(a.path("d", "f%d" % i), b"x" * i)
+
+    def ls_l():
+        return {n: os.lstat(b.path("d", n)).st_size for n in os.listdir(b.path("d"))}
+
+    assert ls_l() == {"f%d" % i: i for i in range(200)}
+    ls_l()
+    asked, lists = kernel_asks(b), listings(b)
+    assert ls_l() == {"f%d" % i: i for i in range(200)}
+    assert kernel_asks(b) - asked <= 1 and listings(b) == lists
+
+
+def test_cached_data_kept_across_opens_and_dropped_by_another_writer(mounts):
+    """b's page cache of a file survives b's close and open (no READ), and
+    once a's overwrite returns from its close, b reads the new bytes, even
+    through a descriptor it kept open all along (the push of a's EXTEND
+    dropped b's pages before a's close returned)."""
+    a = mounts()
+    b = mounts(COHERENT)
+    old = bytes(range(256)) * 256            # 64 KiB
+    write_file(a.path("f"), old)
+    kept = os.open(b.path("f"), os.O_RDONLY)
+    try:
+        assert os.pread(kept, len(old), 0) == old
+        reads = b.stats()["fuse"]["READ"]
+        for _ in range(3):
+            with open(b.path("f"), "rb") as f:
+                assert f.read() == old
+        assert os.pread(kept, len(old), 0) == old
+        assert b.stats()["fuse"]["READ"] == reads      # all from b's page cache
+        fd = os.open(a.path("f"), os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"NEW!" * 1024, 8192)
+        finally:
+            os.close(fd)
+        new = old[:8192] + b"NEW!" * 1024 + old[8192 + 4096:]
+        assert os.pread(kept, len(old), 0) == new
+        with open(b.path("f"), "rb") as f:
+            assert f.read() == new
+    finally:
+        os.close(kept)

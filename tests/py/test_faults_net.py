@@ -293,7 +293,7 @@ def test_lease_cache_answers_on_a_lossy_link(tmp_path):
     it.)"""
     skip_unless_usable()
     with NetCluster(tmp_path / "c", nservers=3) as c:
-        m = Mount(c, tmp_path / "mnt", opts={"op_timeout_ms": T_MS}).start()
+        m = Mount(c, tmp_path / "mnt", opts={"op_timeout_ms": T_MS, "coherent": "off"}).start()
         stop = threading.Event()
         writer = None
         try:
@@ -352,7 +352,7 @@ def test_hot_names_renewed_ahead_on_a_lossy_link(tmp_path):
     with NetCluster(tmp_path / "c", nservers=3, start=False) as c:
         c.set_cluster_option("lease_ms", RENEW_LEASE_MS)
         c.start_all()
-        m = Mount(c, tmp_path / "mnt", opts={"op_timeout_ms": T_MS}).start()
+        m = Mount(c, tmp_path / "mnt", opts={"op_timeout_ms": T_MS, "coherent": "off"}).start()
         try:
             os.mkdir(m.path("hot"))
             names = [m.path("hot", "f%d" % i) for i in range(n)]

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
     or shutil.which("fusermount3") is None,
     reason="needs /dev/fuse, fusermount3 and orchard-mount")
 
-SHORT = {"dcache_timeout_ms": 1, "getattr_timeout_ms": 1}
+SHORT = {"dcache_timeout_ms": 1, "getattr_timeout_ms": 1, "coherent": "off"}
 # A change must show well before a lease could have run out (lease_ms 30 s).
 PROMPT_S = 2.0
 
@@ -77,7 +77,7 @@ def test_stats_served_under_leases(mounts):
 
 
 def test_timeouts_zero_bypass_the_lease_cache(mounts):
-    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0})
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0, "coherent": "off"})
     p = m.path("f")
     write_file(p, b"data")
     before = m.server_requests()

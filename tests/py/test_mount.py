@@ -460,7 +460,7 @@ def test_ls_l_request_count(mounts):
 
 @pytest.mark.parametrize("timeout,bound", [(1000, "few"), (0, "many")])
 def test_stat_cost(mounts, timeout, bound):
-    m = mounts({"dcache_timeout_ms": timeout, "getattr_timeout_ms": timeout})
+    m = mounts({"dcache_timeout_ms": timeout, "getattr_timeout_ms": timeout, "coherent": "off"})
     os.mkdir(m.path("d"))
     p = m.path("d", "f")
     write_file(p, b"data")
@@ -482,7 +482,7 @@ def test_stat_cost(mounts, timeout, bound):
 
 
 def test_knobs_live(mounts):
-    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0})
+    m = mounts({"dcache_timeout_ms": 0, "getattr_timeout_ms": 0, "coherent": "off"})
     assert (m.knob("dcache_timeout_ms"), m.knob("getattr_timeout_ms"),
             m.knob("negative_timeout_ms")) == (0, 0, 0)
     p = m.path("f")
