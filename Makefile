@@ -162,14 +162,18 @@ test-py: $(BINS) $(TOOL_BINS)
 # the kill campaign of tests/py/test_kill_campaign.py, 100 SIGKILLs of
 # random servers under a workload through two FUSE mounts; and the network
 # faults of tests/py/test_faults_net.py at the scale they were first
-# measured at (10 s deadline, 45 s freeze, 5% loss).  Long.
+# measured at (10 s deadline, 45 s freeze, 5% loss); and the two-mount
+# random test of coherent mode at SOAK_COHERENT_OPS changes.  Long.
 SOAK_CUTS ?= 200
 SOAK_KILLS ?= 100
+SOAK_COHERENT_OPS ?= 20000
 soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_KILL_CAMPAIGN_KILLS=$(SOAK_KILLS) \
 		ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s \
 		tests/py/test_pcut_campaign.py tests/py/test_kill_campaign.py::test_kill_campaign $(TESTFLAGS)
 	$(Q)ORCH_NET_SOAK=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_faults_net.py $(TESTFLAGS)
+	$(Q)ORCH_TEST_OPS=$(SOAK_COHERENT_OPS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s \
+		tests/py/test_coherent.py::test_random_changes_show_on_the_other_mount_at_once $(TESTFLAGS)
 
 # Most integration tests wait on servers, fsyncs and timers rather than
 # computing, so two run side by side (PYTEST_JOBS) even on two CPUs.  The

@@ -11,8 +11,8 @@ Targets: (a) a local directory; (b) passthrough_ll, compiled here from
 /usr/share/doc/libfuse3-dev/examples into the work directory, run with
 -o source=BACKING,timeout=T (cache=auto, its default: no writeback, no
 keep_cache); (c) orchard-mount on a fresh 2-server `orchard local up`
-cluster with dcache_timeout_ms=T,getattr_timeout_ms=T; (d) the same in
-coherent mode (coherent=on, once, at T = 50 ms or the first T given), where
+cluster with dcache_timeout_ms=T,getattr_timeout_ms=T,coherent=off; (d) the
+same in coherent mode (the default, once, at T = 50 ms or the first T given), where
 the kernel keeps what the servers lease to the lease's end.  passthrough_ll
 and Orchard run once per timeout T.  Everything (the local directory, the
 passthrough backing directory, the servers' data) lives under one work
@@ -143,7 +143,7 @@ class FuseProc:
 class Target:
     def __init__(self, name, kind, timeout_ms=None, coherent=False):
         self.name, self.kind, self.timeout_ms = name, kind, timeout_ms
-        self.coherent = coherent    # orchard-mount -o coherent=on
+        self.coherent = coherent    # orchard-mount -o coherent=on (else off)
         self.path = None            # where the phases run
         self.fuse = None
         self.cluster = None
@@ -195,8 +195,7 @@ def start_target(t, work, pt_bin, args, stack):
         conf = out.strip().splitlines()[-1]
         t.cluster = (cdir, conf)
         opts = "dcache_timeout_ms=%d,getattr_timeout_ms=%d" % (t.timeout_ms, t.timeout_ms)
-        if t.coherent:
-            opts += ",coherent=on"
+        opts += ",coherent=%s" % ("on" if t.coherent else "off")
         if args.orch_opts:
             opts += "," + args.orch_opts
         for f in sorted(os.listdir(cdir)):

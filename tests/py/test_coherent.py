@@ -92,10 +92,18 @@ def test_the_kernel_asks_again_when_the_lease_ends(cluster3, mounts):
 def test_cache_mode_shown_and_switched_live(cluster3, mounts):
     m = mounts()
     out = run([ORCHARD, "cache", m.mnt]).stdout
+    assert "coherent=1" in out.split()   # the default
+    assert "mode: coherent:" in out and "lease_ms=30000" in out
+    out = run([ORCHARD, "cache", m.mnt, "coherent=off"]).stdout
     assert "coherent=0" in out.split() and "mode: timeouts: coherent is off" in out
+    write_file(m.path("g"), b"x")
+    os.stat(m.path("g"))
+    time.sleep(0.1)   # what is awaited is the 50 ms timeout itself
+    asked = kernel_asks(m)
+    os.stat(m.path("g"))
+    assert kernel_asks(m) - asked >= 1
     out = run([ORCHARD, "cache", m.mnt, "coherent=on"]).stdout
     assert "coherent=1" in out.split()
-    assert "mode: coherent:" in out and "lease_ms=30000" in out
     r = run([ORCHARD, "cache", m.mnt, "coherent=maybe"], check=False)
     assert r.returncode == 1 and "on, off, 1 or 0" in r.stderr
     assert m.knob("coherent") == 1
