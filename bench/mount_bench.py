@@ -24,6 +24,9 @@ Phases, each timed alone after an untimed sync:
             `ls -l` of the directory, rename all, unlink all;
   small:    write SMALL files of 4 KiB spread over 50 directories, read
             them all back (and check them);
+  untar:    tar -xf of a tarball of 3,100 files in 120 directories shaped
+            like a source tree (most under 8 KiB, a few up to 200 KiB),
+            made once, seeded, in the work directory;
   build:    cp -r of the tree `git ls-files` lists into the target, `make -j2
             all` there, rm -r of it (needs `make deps` done);
   big:      write BIG MiB in 1 MiB writes, fsync; drop caches; read it back.
@@ -36,12 +39,15 @@ grouped bars in a PNG chart (--chart, default build/bench/bench-mount.png;
 bench/chart.py, python3-matplotlib; skipped with a note without it).
 """
 import argparse
+import io
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -54,6 +60,9 @@ EXAMPLES = "/usr/share/doc/libfuse3-dev/examples"
 
 META = ["create", "stat#1", "stat#2", "ls -l", "rename", "unlink"]
 SMALL = ["small write", "small read"]
+UNTAR = ["untar"]
+UNTAR_FILES = 3100
+UNTAR_DIRS = 120
 BUILDP = ["tree copy", "make -j2", "tree rm"]
 BIG = ["big write+fsync", "big read"]
 SMALL_SIZE = 4096
@@ -315,6 +324,32 @@ def run_small(t, n):
     shutil.rmtree(base)
 
 
+def make_tarball(work):
+    """The untar phase's tarball: UNTAR_FILES files in UNTAR_DIRS directories,
+    sizes like a source tree's, seeded (the same bytes in every run)."""
+    rnd = random.Random(14)
+    path = os.path.join(work, "untar.tar")
+    with tarfile.open(path, "w") as tar:
+        for j in range(UNTAR_DIRS):
+            info = tarfile.TarInfo("src/d%03d" % j)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 1700000000
+            tar.addfile(info)
+        for i in range(UNTAR_FILES):
+            size = int(min(200 * 1024, rnd.lognormvariate(8.0, 1.2)))
+            info = tarfile.TarInfo("src/d%03d/f%04d.c" % (i % UNTAR_DIRS, i))
+            info.size, info.mode, info.mtime = size, 0o644, 1700000000
+            tar.addfile(info, io.BytesIO(rnd.randbytes(size)))
+    return path
+
+
+def run_untar(t, tarball):
+    dst = os.path.join(t.path, "untar")
+    os.mkdir(dst)
+    phase(t, "untar", UNTAR_FILES, lambda: subprocess.run(["tar", "-xf", tarball, "-C", dst],
+                                                          check=True))
+    shutil.rmtree(dst)
+
+
 def run_build(t, stage, jobs):
     dst = os.path.join(t.path, "orchard-src")
     env = {k: v for k, v in os.environ.items()
@@ -408,7 +443,7 @@ def fmt_ratio(a, b):
     return "%.2fx" % (a / b)
 
 
-GROUPS = [("metadata sum", META), ("small sum", SMALL)]
+GROUPS = [("metadata sum", META), ("stat sum", ["stat#1", "stat#2"]), ("small sum", SMALL)]
 
 
 def total(t, ps):
@@ -568,6 +603,28 @@ def report(targets, args, phases):
         for what, v, ok in checks:
             print("%-44s %8s  %s" % (what, v, "met" if ok else "MISSED"))
 
+    c50 = by.get("coh-50")
+    if c50 and p50:
+        print()
+        print("# targets of coherent mode at 50 ms (docs/PERF-NOTES.md), against passthrough_ll at 50 ms")
+        checks = []
+
+        def against(what, ps, bound):
+            a, b = total(c50, ps), total(p50, ps)
+            if a is not None and b is not None:
+                checks.append((what, fmt_ratio(a, b), a <= bound * b))
+
+        against("metadata phases <= 1.3x passthrough_ll", META, 1.3)
+        against("stat phases < 1.0x passthrough_ll", ["stat#1", "stat#2"], 1.0)
+        against("small-file phases <= 1.0x passthrough_ll", SMALL, 1.0)
+        against("untar <= 1.5x passthrough_ll", UNTAR, 1.5)
+        if "make -j2" in c50.times and local:
+            checks.append(("source build <= 1.1x local", fmt_ratio(c50.times["make -j2"],
+                                                                   local.times["make -j2"]),
+                           c50.times["make -j2"] <= 1.1 * local.times["make -j2"]))
+        for what, v, ok in checks:
+            print("%-44s %8s  %s" % (what, v, "met" if ok else "MISSED"))
+
     if orch:
         print()
         print("# Orchard requests per item of each phase (item: file; MiB for big; tree file for build)")
@@ -598,6 +655,7 @@ def main():
     ap.add_argument("--small", type=int, default=5000, help="4 KiB files of the small phases")
     ap.add_argument("--big-mib", type=int, default=1024, help="MiB of the sequential phases (0: skip)")
     ap.add_argument("--skip-build", action="store_true", help="skip the source-tree build phases")
+    ap.add_argument("--skip-untar", action="store_true", help="skip the untar phase")
     ap.add_argument("--jobs", type=int, default=2, help="make -j of the build phase")
     ap.add_argument("--timeouts", default="0,50,1000",
                     help="comma-separated timeouts in ms for passthrough_ll and Orchard")
@@ -643,7 +701,8 @@ def main():
         if "coh" in want and to == (50 if 50 in timeouts else timeouts[0]):
             targets.append(Target("coh-%d" % to, "orchard", to, coherent=True))
 
-    phases = META + SMALL + ([] if args.skip_build else BUILDP) + (BIG if args.big_mib else [])
+    phases = (META + SMALL + ([] if args.skip_untar else UNTAR) +
+              ([] if args.skip_build else BUILDP) + (BIG if args.big_mib else []))
     stack = []
     t0 = time.monotonic()
     try:
@@ -656,12 +715,15 @@ def main():
               % " ".join(open("/proc/loadavg").read().split()[:3]))
         pt_bin = compile_passthrough(work) if any(t.kind == "passthrough_ll" for t in targets) else None
         stage = None if args.skip_build else stage_tree(work)
+        tarball = None if args.skip_untar else make_tarball(work)
         for t in targets:
             log("%s:" % t.name)
             start_target(t, work, pt_bin, args, stack)
             try:
                 run_metadata(t, args.files)
                 run_small(t, args.small)
+                if tarball:
+                    run_untar(t, tarball)
                 if stage:
                     run_build(t, stage, args.jobs)
                 if args.big_mib:

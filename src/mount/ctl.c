@@ -163,9 +163,9 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
  *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
  *                  "renewals": n, "renewals_dropped": n},
- *  "kernel_invalidations": {"sent": n, "coalesced": n, "dropped": n, "own": n,
- *                           "revokes": n, "queued": n, "acks": n, "acks_early": n,
- *                           "suspends": n, "names_kept": n, "names_reset": n,
+ *  "kernel_invalidations": {"sent": n, "sent_attrs": n, "sent_names": n,
+ *                           "coalesced": n, "dropped": n, "own": n, "revokes": n,
+ *                           "queued": n, "acks": n, "acks_early": n, "suspends": n, "names_kept": n, "names_reset": n,
  *                           "names_unkept": n},
  *  "io": {"bytes_read": n, "bytes_written": n}}.
  * Every key is always present.
@@ -221,11 +221,12 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 		   lcc.renewals_dropped);
 	orch_mnt_kinval_counts(m, &kic);
 	ctl_printf(buf, size, &pos,
-		   "}, \"kernel_invalidations\": {\"sent\": %" PRIu64 ", \"coalesced\": %" PRIu64
+		   "}, \"kernel_invalidations\": {\"sent\": %" PRIu64 ", \"sent_attrs\": %" PRIu64
+		   ", \"sent_names\": %" PRIu64 ", \"coalesced\": %" PRIu64
 		   ", \"dropped\": %" PRIu64 ", \"own\": %" PRIu64 ", \"revokes\": %" PRIu64
 		   ", \"queued\": %" PRIu64 ", \"acks\": %" PRIu64 ", \"acks_early\": %" PRIu64
 		   ", \"suspends\": %" PRIu64,
-		   kic.sent, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued,
+		   kic.sent, kic.sent - kic.sent_names, kic.sent_names, kic.coalesced, kic.dropped, kic.own, kic.revokes, kic.queued,
 		   kic.acks, kic.acks_early, kic.suspends);
 	orch_mnt_knames_counts(&m->m_knames, &kept, &reset, &unkept);
 	ctl_printf(buf, size, &pos,

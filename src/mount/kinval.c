@@ -229,7 +229,8 @@ void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct 
 		kinval_revoke_locked(mnt, server, gen, seq);
 	} else if (m->reqid) {
 		k->k_own++;
-	} else if (m->type == ORCH_SV2CL_INVAL_ATTR) {
+	} else if (m->type == ORCH_SV2CL_INVAL_ATTR || m->type == ORCH_SV2CL_INVAL_DATA) {
+		/* Attributes and every cached page; for data, of any server's file. */
 		kinval_queue_locked(mnt, KINVAL_ATTR, m->handle, NULL, 0, server, gen, seq);
 	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY && m->name.len <= ORCH_NAME_MAX) {
 		kinval_queue_locked(mnt, KINVAL_ENTRY, m->parent, m->name.s, m->name.len, server,
@@ -330,8 +331,9 @@ static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q
 }
 
 /*
- * A server revoked everything it leased: drops the attributes, and a
- * directory's cached listing, of each of its inodes the kernel knows.
+ * A server revoked everything it leased: drops the attributes and cached
+ * pages (a directory's listing, a file's data) of each of its inodes the
+ * kernel knows, and of every regular file, whose data it may have leased.
  */
 static void kinval_server(struct orch_mnt *m, unsigned int server)
 {
@@ -467,6 +469,7 @@ static bool kinval_doomed_name_locked(struct orch_mnt *m)
 	kinval_call(m, KINVAL_ENTRY, parent, name, namelen);
 	pthread_mutex_lock(&k->k_lock);
 	k->k_sent++;
+	k->k_sent_names++;
 	return true;
 }
 
@@ -491,6 +494,7 @@ static void *kinval_names_main(void *arg)
 		pthread_mutex_lock(&k->k_lock);
 		k->k_calling[na->slot] = NULL;
 		k->k_sent++;
+		k->k_sent_names++;
 		if (q->q_seq && !q->q_early) {
 			/* The attributes thread sends the acknowledgement. */
 			k->k_any_ack_dirty = true;
@@ -740,6 +744,7 @@ void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *o
 		return;
 	pthread_mutex_lock(&k->k_lock);
 	out->sent = k->k_sent;
+	out->sent_names = k->k_sent_names;
 	out->coalesced = k->k_coalesced;
 	out->dropped = k->k_dropped;
 	out->own = k->k_own;

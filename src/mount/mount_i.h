@@ -268,7 +268,7 @@ struct orch_mnt_kinval {
 	atomic_bool k_watch_stop;
 	bool k_watching;
 	pthread_t k_watch_thread;
-	uint64_t k_sent, k_coalesced, k_dropped, k_own, k_revokes, k_acks_sent, k_early;
+	uint64_t k_sent, k_sent_names, k_coalesced, k_dropped, k_own, k_revokes, k_acks_sent, k_early;
 	uint64_t k_suspends;
 };
 
@@ -289,7 +289,7 @@ void orch_mnt_kinval_halt(struct orch_mnt *m);
 void orch_mnt_kinval_stop(struct orch_mnt *m);
 void orch_mnt_kinval_fini(struct orch_mnt *m);
 struct orch_mnt_kinval_counts {
-	uint64_t sent, coalesced, dropped, own, revokes, queued, acks, acks_early, suspends;
+	uint64_t sent, sent_names, coalesced, dropped, own, revokes, queued, acks, acks_early, suspends;
 };
 void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *out);
 /*
@@ -773,8 +773,9 @@ bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen, 
 /* Servers (@want, @n of them) this mount has files open on; false if none. */
 bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned int n);
 /*
- * The handles of server @server's inodes in the table, in a new array
- * *@out (free it) of *@n.  0 or -ENOMEM.
+ * The handles in the table of what server @server may have leased: its
+ * inodes, and every regular file (data lives on every server of a
+ * layout), in a new array *@out (free it) of *@n.  0 or -ENOMEM.
  */
 int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uint64_t **out,
 			       size_t *n);

@@ -401,6 +401,22 @@ def new_tally():
             "other": 0}
 
 
+def describe_block(got, old, new):
+    """Which bytes of block @got are @old's, @new's, zeros or none of them,
+    as runs ("old 0-1023, new 1024-4095"): what a torn or stray write left."""
+    runs, start, last = [], 0, None
+    for i, c in enumerate(got):
+        kind = ("old" if c == old[i] else "new" if c == new[i] else
+                "zero" if c == 0 else "other")
+        if kind != last and last is not None:
+            runs.append("%s %d-%d" % (last, start, i - 1))
+            start = i
+        last = kind
+    if last is not None:
+        runs.append("%s %d-%d" % (last, start, len(got) - 1))
+    return ", ".join(runs[:12]) + (" ..." if len(runs) > 12 else "")
+
+
 def check_contents(f, got):
     """None if @got is what file @f may hold (module docstring), else why
     not, as ("lost" or "corrupted", message)."""
@@ -415,7 +431,9 @@ def check_contents(f, got):
             b = got[off:off + BLOCK]
             if b != oldp[off:off + len(b)] and b != newp[off:off + len(b)]:
                 return ("corrupted", "file %s reads neither its old nor its new bytes"
-                        " at %d (a dead writer's bytes?)" % (f.fid, off))
+                        " at %d (a dead writer's bytes?): sizes old %d new %d got %d; %s"
+                        % (f.fid, off, len(old), len(new), len(got),
+                           describe_block(b, oldp[off:off + len(b)], newp[off:off + len(b)])))
         return None
     if f.durable:
         if got != f.data:

@@ -67,7 +67,9 @@ def test_attributes_changed_elsewhere_show_at_once(two):
         f.write(b"678")
     wait_until(lambda: os.stat(p).st_size == 8, PROMPT_S, 0.01,
                "B's kernel to show the size A's append published")
-    assert b.stats()["kernel_invalidations"]["sent"] >= 2
+    ki = b.stats()["kernel_invalidations"]
+    assert ki["sent"] >= 2 and ki["sent_attrs"] >= 2
+    assert ki["sent"] == ki["sent_attrs"] + ki["sent_names"]
 
 
 def test_names_changed_elsewhere_show_at_once(two):
@@ -88,6 +90,7 @@ def test_names_changed_elsewhere_show_at_once(two):
                "B's kernel to drop the absent name A created")
     with open(b.path("d", "new"), "rb") as f:
         assert f.read() == b"n"
+    assert b.stats()["kernel_invalidations"]["sent_names"] >= 3
 
 
 def test_listing_changed_elsewhere_shows_at_once(two):
