@@ -890,7 +890,7 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 		return error;
 	orch_auth_init(&a, ORCH_AUTH_CONNECTOR, cl->cl_cfg.key, nonce, ORCH_ORIGIN_CLIENT,
 		       !cl->cl_push ? 0
-		       : cl->cl_push_acks ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS | ORCH_FEAT_DATA
+		       : cl->cl_push_acks ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS
 					  : ORCH_FEAT_LEASES);
 	rc = orch_auth_step(&a, NULL, NULL, &out);
 	while (rc == ORCH_AUTH_MORE) {

@@ -653,8 +653,7 @@ int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uin
 	}
 	for (size_t b = 0; b < t->t_nbuckets; b++)
 		for (struct orch_mnt_inode *in = t->t_buckets[b]; in; in = in->i_next)
-			if (orch_handle_server(in->i_attr.handle) == server ||
-			    S_ISREG(in->i_attr.mode))
+			if (orch_handle_server(in->i_attr.handle) == server)
 				hs[k++] = in->i_attr.handle;
 	pthread_mutex_unlock(&t->t_lock);
 	*out = hs;

@@ -10,10 +10,13 @@
  * the kernel, which a request of the same thread may hold, and an inode
  * invalidation may wait for writeback that needs a FUSE thread.  So the
  * push handler only queues, and threads of this file make the calls,
- * holding no lock of the mount: one for attributes and cached pages (a
- * file's data, a directory's listing: a name's push drops its directory's
- * too), which also sends the servers their acknowledgements ("Acks"), and
- * KINVAL_NAMES for names ("Names").
+ * holding no lock of the mount: one for attributes (and a directory's
+ * cached listing, which a name's push drops too), which also sends the
+ * servers their acknowledgements ("Acks"), and KINVAL_NAMES for names
+ * ("Names").  An attribute push leaves a file's pages alone: dropping them
+ * waits for the reads and writes in flight that hold them locked, which
+ * may wait for replies that wait for other mounts' acknowledgements, a
+ * cycle; the kernel drops them itself when it sees the new size or mtime.
  *
  * The queue is bounded (KINVAL_QMAX) and coalesces: a key already queued
  * is not queued again.  A full queue, or no memory, drops the invalidation,
@@ -70,6 +73,8 @@ struct orch_mnt_kinval_item {
 	uint64_t q_gen, q_seq;
 	/* A name acknowledged before its call: its directory was busy (dir_enter). */
 	bool q_early;
+	/* KINVAL_ATTR of a directory whose cached listing goes too (dir.c). */
+	bool q_list;
 	uint8_t q_server;
 	uint8_t q_kind;
 	uint8_t q_namelen;
@@ -120,8 +125,8 @@ static void kinval_revoke_locked(struct orch_mnt *m, unsigned int s, uint64_t ge
  * for push @seq (0: none) of server @s's connection @gen.  k_lock held.
  */
 static void kinval_queue_locked(struct orch_mnt *m, int kind, uint64_t key,
-				const char *name, size_t namelen, unsigned int s, uint64_t gen,
-				uint64_t seq)
+				const char *name, size_t namelen, bool list, unsigned int s,
+				uint64_t gen, uint64_t seq)
 {
 	struct orch_mnt_kinval *k = &m->m_kinval;
 	struct orch_mnt_kinval_item **b, *q;
@@ -131,6 +136,7 @@ static void kinval_queue_locked(struct orch_mnt *m, int kind, uint64_t key,
 		if (q->q_kind == kind && q->q_key == key && q->q_namelen == namelen &&
 		    (!namelen || memcmp(q->q_name, name, namelen) == 0)) {
 			k->k_coalesced++;
+			q->q_list |= list;
 			/* Queued earlier, sent later than this push: it covers it. */
 			if (seq && (q->q_server != s || q->q_gen != gen || !q->q_seq)) {
 				q->q_server = (uint8_t)s;
@@ -154,6 +160,7 @@ static void kinval_queue_locked(struct orch_mnt *m, int kind, uint64_t key,
 	q->q_gen = gen;
 	q->q_seq = seq;
 	q->q_early = seq && kind == KINVAL_ENTRY && kinval_busy_locked(k, key);
+	q->q_list = list;
 	k->k_early += q->q_early;
 	q->q_kind = (uint8_t)kind;
 	q->q_key = key;
@@ -229,14 +236,13 @@ void orch_mnt_push(void *arg, unsigned int server, uint64_t stamp, const struct 
 		kinval_revoke_locked(mnt, server, gen, seq);
 	} else if (m->reqid) {
 		k->k_own++;
-	} else if (m->type == ORCH_SV2CL_INVAL_ATTR || m->type == ORCH_SV2CL_INVAL_DATA) {
-		/* Attributes and every cached page; for data, of any server's file. */
-		kinval_queue_locked(mnt, KINVAL_ATTR, m->handle, NULL, 0, server, gen, seq);
+	} else if (m->type == ORCH_SV2CL_INVAL_ATTR) {
+		kinval_queue_locked(mnt, KINVAL_ATTR, m->handle, NULL, 0, false, server, gen, seq);
 	} else if (m->type == ORCH_SV2CL_INVAL_ENTRY && m->name.len <= ORCH_NAME_MAX) {
-		kinval_queue_locked(mnt, KINVAL_ENTRY, m->parent, m->name.s, m->name.len, server,
-				    gen, seq);
+		kinval_queue_locked(mnt, KINVAL_ENTRY, m->parent, m->name.s, m->name.len, false,
+				    server, gen, seq);
 		/* The directory's cached listing goes too (dir.c). */
-		kinval_queue_locked(mnt, KINVAL_ATTR, m->parent, NULL, 0, server, gen, seq);
+		kinval_queue_locked(mnt, KINVAL_ATTR, m->parent, NULL, 0, true, server, gen, seq);
 	}
 	pthread_mutex_unlock(&k->k_lock);
 }
@@ -309,12 +315,13 @@ static void kinval_ack_locked(struct orch_mnt *m)
 
 /* One notify call; -ENOENT (the kernel holds nothing of it) is success. */
 static void kinval_call(struct orch_mnt *m, int kind, uint64_t key, const char *name,
-			size_t namelen)
+			size_t namelen, bool list)
 {
 	int rc;
 
+	/* A directory's pages are its cached listing, locked only while filled. */
 	if (kind == KINVAL_ATTR)
-		rc = fuse_lowlevel_notify_inval_inode(m->m_se, key, 0, 0);
+		rc = fuse_lowlevel_notify_inval_inode(m->m_se, key, list ? 0 : -1, 0);
 	else if (m->m_expire_only)
 		rc = fuse_lowlevel_notify_expire_entry(m->m_se, key, name, namelen,
 						       FUSE_LL_EXPIRE_ONLY);
@@ -327,7 +334,7 @@ static void kinval_call(struct orch_mnt *m, int kind, uint64_t key, const char *
 
 static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q)
 {
-	kinval_call(m, q->q_kind, q->q_key, q->q_name, q->q_namelen);
+	kinval_call(m, q->q_kind, q->q_key, q->q_name, q->q_namelen, q->q_list);
 }
 
 /*
@@ -466,7 +473,7 @@ static bool kinval_doomed_name_locked(struct orch_mnt *m)
 	if (!orch_mnt_knames_take_doomed(&m->m_knames, kinval_busy, k, &parent, name, &namelen))
 		return false;
 	pthread_mutex_unlock(&k->k_lock);
-	kinval_call(m, KINVAL_ENTRY, parent, name, namelen);
+	kinval_call(m, KINVAL_ENTRY, parent, name, namelen, false);
 	pthread_mutex_lock(&k->k_lock);
 	k->k_sent++;
 	k->k_sent_names++;

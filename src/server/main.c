@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 	sv.s_client_ops = (struct orch_conn_ops){
 		.on_frame = sv_dispatch_frame,
 		.on_close = client_on_close,
-		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS | ORCH_FEAT_DATA |
+		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS |
 			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
 	};
 	if (sv_metrics_start(&sv))

@@ -13,7 +13,6 @@
 #include "proto/layout.h"
 #include "server/flush.h"
 #include "server/sv_data.h"
-#include "server/sv_lease.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_work.h"
@@ -29,9 +28,6 @@ int sv_data_read(struct sv_server *sv, struct sv_req *r, const struct orch_msg *
 	orch_msg_init(&rep, 0);
 	rep.status = buf ? orch_store_read(sv->s_store, m->handle, m->offset, buf, len, &got)
 			 : -ENOMEM;
-	/* The reader may keep what it read until a change of it is pushed. */
-	if (!rep.status)
-		sv_lease_data_read(sv, r->r_conn, m->handle);
 	rep.data = orch_str_of(buf, got);
 	sv_reply(r, &rep);
 	free(buf);
@@ -82,7 +78,6 @@ struct copy_job {
 	unsigned int cj_outstanding; /* peer writes in flight, plus one while sending */
 	int cj_error;
 	uint64_t cj_copied;
-	uint64_t cj_handle2;         /* the destination, whose readers are told */
 };
 
 static void sv_copy_put(struct copy_job *cj)
@@ -94,8 +89,6 @@ static void sv_copy_put(struct copy_job *cj)
 	orch_msg_init(&rep, 0);
 	rep.status = cj->cj_error;
 	rep.size = cj->cj_copied;
-	if (cj->cj_copied)
-		sv_lease_data_changed(cj->cj_req->r_sv, cj->cj_req, cj->cj_handle2);
 	sv_reply(cj->cj_req, &rep);
 	free(cj);
 }
@@ -284,7 +277,6 @@ int sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch
 		return 0;
 	}
 	cj->cj_req = r;
-	cj->cj_handle2 = m->handle2;
 	cj->cj_outstanding = 1;
 	cm = (struct copy_mixed){ .sv = sv, .m = m, .cj = cj, .buf = buf };
 	error = sv_copy_pieces(sv, m, sv_copy_mixed_piece, &cm);
@@ -446,11 +438,8 @@ int sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	to = orch_layout_local_size(&m->layout, m->offset + m->size, sv->s_index);
 	if (to > from)
 		error = orch_store_punch(sv->s_store, m->handle, from, to - from);
-	if (!error) {
+	if (!error)
 		sv_flusher_dirty(sv);
-		if (to > from)
-			sv_lease_data_changed(sv, r, m->handle);
-	}
 	sv_reply_status(r, error);
 	return 0;
 }

@@ -15,13 +15,6 @@
  * and the client orders them).  Holders stay: a lease covers a handle for
  * its whole term, however often it changes.
  *
- * Data (ORCH_FEAT_DATA): a READ of @h's data here leases it too, on any
- * server of its layout, so the same record may stand for a handle this
- * server does not hold (l_data only).  A change of the data pushes
- * SV2CL_INVAL_DATA to every other reader once: the push clears l_data, and
- * the reader's next READ sets it again.  So a stream of writes costs each
- * reader one push per read of it, not one per write.
- *
  * Bounds: at most SV_LEASE_MAX records.  A full table is emptied and every
  * holder told SV2CL_REVOKE (forget all you cached from this server), which
  * is rare and always safe.  Expired records go at the next sweep, a closed
@@ -45,7 +38,6 @@ struct sv_lease {
 	uint64_t l_handle;
 	struct orch_conn *l_conn;       /* not referenced: records go at its close */
 	uint64_t l_expire_ms;           /* monotonic */
-	bool l_data;                    /* read since the last data push: push the next change */
 };
 
 struct sv_leases {
@@ -274,23 +266,18 @@ static void lease_sweep(void *arg)
 	orch_ev_timer_arm(sv->s_ev, &t->t_sweep, t->t_term_ms, lease_sweep, sv);
 }
 
-/*
- * @c may cache what it is told about @h, if held here, until @expire; with
- * @data, the data it read of @h, wherever @h is held.
- */
-static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, uint64_t expire,
-			bool data)
+/* @c may cache what it is told about @h, if held here, until @expire. */
+static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, uint64_t expire)
 {
 	struct sv_leases *t = sv->s_leases;
 	struct sv_lease **b, *l;
 
-	if (!data && orch_handle_server(h) != sv->s_index)
+	if (orch_handle_server(h) != sv->s_index)
 		return;
 	b = &t->t_buckets[lease_bucket(h, t->t_nbuckets)];
 	for (l = *b; l; l = l->l_next) {
 		if (l->l_handle == h && l->l_conn == c) {
 			l->l_expire_ms = expire;
-			l->l_data |= data;
 			return;
 		}
 	}
@@ -316,7 +303,6 @@ static void lease_grant(struct sv_server *sv, struct orch_conn *c, uint64_t h, u
 	l->l_handle = h;
 	l->l_conn = c;
 	l->l_expire_ms = expire;
-	l->l_data = data;
 	l->l_next = *b;
 	*b = l;
 	t->t_count++;
@@ -346,23 +332,23 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 			lease_revoke_all(sv);
 	}
 	if (dir && (rep->status == 0 || (rep->type == ORCH_CL2SV_LOOKUP && rep->status == -ENOENT)))
-		lease_grant(sv, c, dir, expire, false);
+		lease_grant(sv, c, dir, expire);
 	if (rep->status)
 		return;
 	/* Only what the mount caches (src/mount/lcache.c), as msg.def says. */
 	orch_msg_lease(rep->type, NULL, &inodes);
 	switch (inodes) {
 	case 'a':
-		lease_grant(sv, c, rep->attr.handle, expire, false);
+		lease_grant(sv, c, rep->attr.handle, expire);
 		break;
 	case 'e':
 		if (rep->entry.has_attr)
-			lease_grant(sv, c, rep->entry.handle, expire, false);
+			lease_grant(sv, c, rep->entry.handle, expire);
 		break;
 	case 'E':
 		for (uint32_t i = 0; i < rep->ndirents; i++)
 			if (rep->dirents[i].has_attr)
-				lease_grant(sv, c, rep->dirents[i].handle, expire, false);
+				lease_grant(sv, c, rep->dirents[i].handle, expire);
 		break;
 	default:
 		break;
@@ -428,59 +414,6 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 				   l->l_expire_ms);
 		p = &l->l_next;
 	}
-}
-
-void sv_lease_data_read(struct sv_server *sv, struct orch_conn *c, uint64_t h)
-{
-	struct sv_leases *t = sv->s_leases;
-
-	if (!t || !(c->c_features & ORCH_FEAT_DATA) || c->c_closed)
-		return;
-	if (t->t_count + 1 > SV_LEASE_MAX) {
-		uint64_t now = orch_time_now_ms();
-
-		lease_filter(t, lease_is_expired, &now);
-		if (t->t_count + 1 > SV_LEASE_MAX / 2)
-			lease_revoke_all(sv);
-	}
-	lease_grant(sv, c, h, orch_time_now_ms() + t->t_term_ms, true);
-}
-
-void sv_lease_data_changed(struct sv_server *sv, struct sv_req *r, uint64_t h)
-{
-	struct sv_leases *t = sv->s_leases;
-	struct sv_req *prev_acting = sv->s_acting;
-	struct sv_lease **p;
-	uint64_t now;
-
-	if (!t)
-		return;
-	/* The pushes and the waits are @r's (lease_push), wherever we are called from. */
-	sv->s_acting = r;
-	lease_changed_after_revoke(sv);
-	now = orch_time_now_ms();
-	p = &t->t_buckets[lease_bucket(h, t->t_nbuckets)];
-	while (*p) {
-		struct sv_lease *l = *p;
-
-		if (l->l_handle != h) {
-			p = &l->l_next;
-			continue;
-		}
-		if (l->l_expire_ms <= now || l->l_conn->c_closed) {
-			*p = l->l_next;
-			free(l);
-			t->t_count--;
-			continue;
-		}
-		/* The writer's own pages are what it wrote. */
-		if (l->l_data && l->l_conn != r->r_conn) {
-			l->l_data = false;
-			lease_push(sv, l->l_conn, ORCH_SV2CL_INVAL_DATA, h, NULL, 0, l->l_expire_ms);
-		}
-		p = &l->l_next;
-	}
-	sv->s_acting = prev_acting;
 }
 
 void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c)

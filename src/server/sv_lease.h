@@ -35,21 +35,6 @@ void sv_lease_fini(struct sv_server *sv);
  */
 void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
 			  const struct orch_msg *rep);
-/*
- * @c read the data of @h here (a READ's reply, before it leaves): it may
- * keep it in its page cache until a change of it is pushed, once
- * (sv_lease_data_changed).  Any handle: data lives on every server of a
- * layout.  Only for connections with ORCH_FEAT_DATA.
- */
-void sv_lease_data_read(struct sv_server *sv, struct orch_conn *c, uint64_t h);
-/*
- * The data of @h here changed (a write, a copy into it, a punch) for
- * request @r: every other connection that read it since its last push is
- * told SV2CL_INVAL_DATA, and @r's reply waits for their acknowledgements
- * (sv_ack.h).  Loop thread, once the change is visible to reads, before
- * @r's reply.
- */
-void sv_lease_data_changed(struct sv_server *sv, struct sv_req *r, uint64_t h);
 /* Client connection @c closed: its records go. */
 void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
 /*

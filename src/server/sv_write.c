@@ -6,7 +6,6 @@
 
 #include "common/log.h"
 #include "server/flush.h"
-#include "server/sv_lease.h"
 #include "server/sv_req.h"
 #include "server/sv_write.h"
 
@@ -72,10 +71,8 @@ static void sv_writes_drain(void *arg)
 		rev = w->w_next;
 		ws->w_bytes -= w->w_op.len;
 		ws->w_answered++;
-		if (!w->w_op.status) {
+		if (!w->w_op.status)
 			sv_flusher_dirty(sv);
-			sv_lease_data_changed(sv, w->w_req, w->w_op.handle);
-		}
 		sv_reply_status(w->w_req, w->w_op.status);
 		free(w);
 	}
@@ -115,10 +112,8 @@ void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_
 	if (ws->w_bytes + len > SV_WRITES_QUEUED_MAX) {
 		int error = orch_store_write(sv->s_store, h, off, data, len);
 
-		if (!error) {
+		if (!error)
 			sv_flusher_dirty(sv);
-			sv_lease_data_changed(sv, r, h);
-		}
 		sv_reply_status(r, error);
 		return;
 	}
