@@ -338,9 +338,8 @@ static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q
 }
 
 /*
- * A server revoked everything it leased: drops the attributes and cached
- * pages (a directory's listing, a file's data) of each of its inodes the
- * kernel knows, and of every regular file, whose data it may have leased.
+ * A server revoked everything it leased: drops the attributes, and a
+ * directory's cached listing, of each of its inodes the kernel knows.
  */
 static void kinval_server(struct orch_mnt *m, unsigned int server)
 {

@@ -197,18 +197,6 @@ void orch_mnt_knames_reset(struct orch_mnt_knames *kn, unsigned int server)
 	pthread_mutex_unlock(&kn->n_lock);
 }
 
-bool orch_mnt_knames_any_doomed(struct orch_mnt_knames *kn)
-{
-	bool any;
-
-	if (!kn->n_buckets)
-		return false;
-	pthread_mutex_lock(&kn->n_lock);
-	any = kn->n_doomed != NULL;
-	pthread_mutex_unlock(&kn->n_lock);
-	return any;
-}
-
 bool orch_mnt_knames_take_doomed(struct orch_mnt_knames *kn,
 				 bool (*busy)(void *arg, uint64_t dir), void *arg,
 				 uint64_t *parent, char *name, size_t *namelen)

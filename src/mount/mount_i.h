@@ -326,7 +326,6 @@ bool orch_mnt_knames_note(struct orch_mnt_knames *kn, uint64_t parent, const cha
 			  uint64_t until_ms, uint64_t gen);
 /* Pushes of @server may have been lost: every name of it noted goes. */
 void orch_mnt_knames_reset(struct orch_mnt_knames *kn, unsigned int server);
-bool orch_mnt_knames_any_doomed(struct orch_mnt_knames *kn);
 /*
  * Takes a doomed name whose directory is not @busy into @parent, @name
  * (ORCH_NAME_MAX bytes) and @namelen.  False: none.
