@@ -5,7 +5,7 @@ PYTHON ?= /usr/bin/python3
 V ?= 0
 Q := $(if $(filter 1,$(V)),,@)
 
-PKGS := fuse3 sqlite3 inih libcrypto
+PKGS := fuse3 sqlite3 inih libcrypto raft libuv
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # The HTTP endpoint (src/web): linked into orchardd and orchard-mount only.
@@ -29,7 +29,7 @@ LDFLAGS += -fsanitize=thread
 endif
 
 # Modules, in dependency order: each may use the ones before it.
-MODULES := common web proto net meta store client
+MODULES := common web proto net repl meta store client
 lib_srcs = $(wildcard src/$(1)/*.c)
 lib_objs = $(patsubst src/%.c,$(BUILDDIR)/obj/%.o,$(call lib_srcs,$(1)))
 LIBS := $(foreach m,$(MODULES),$(BUILDDIR)/lib/liborch$(m).a)
@@ -222,7 +222,7 @@ check-clang:
 
 # Unit tests under valgrind (memcheck): slow, so unit tests only, side by
 # side as test-unit runs them.
-VALGRIND := valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+VALGRIND := valgrind -q --suppressions=$(abspath tests/valgrind.supp) --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
 	--show-possibly-lost=no
 check-valgrind: $(UNIT_BINS)
 	$(Q)UNIT_WRAP="$(VALGRIND)" bash tests/lib/run_unit.sh $(UNIT_BINS) >$(BUILDDIR)/valgrind.log 2>&1 || \

@@ -6,7 +6,7 @@ pkgs="gcc make pkg-config libfuse3-dev fuse3 libsqlite3-dev sqlite3 libinih-dev
 libssl-dev python3-pytest python3-pytest-xdist clang libclang-rt-14-dev valgrind
 man-db groff-base systemd build-essential dpkg-dev debhelper lintian
 python3-matplotlib libmicrohttpd-dev prometheus chromium fonts-dejavu-core
-python3-prometheus-client iproute2 gdb"
+python3-prometheus-client iproute2 gdb libraft-dev libuv1-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
