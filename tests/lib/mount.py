@@ -144,15 +144,16 @@ class Mount:
         return os.path.join(self.mnt, *parts)
 
 
-def thread_stacks(pid):
-    """Every thread's stack of process @pid, from gdb if it is installed
-    (for the message of a process that hangs), else ""."""
+def thread_stacks(pid, limit=8000):
+    """Every thread's stack of process @pid (its last @limit characters),
+    from gdb if it is installed (for the message of a process that hangs),
+    else ""."""
     gdb = shutil.which("gdb")
     if not gdb:
         return ""
     r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
                        capture_output=True, text=True, timeout=60)
-    return "\nthreads of %d:\n%s" % (pid, r.stdout[-8000:])
+    return "\nthreads of %d:\n%s" % (pid, r.stdout[-limit:])
 
 
 def mount_pids(mnt):

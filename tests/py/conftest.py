@@ -8,7 +8,29 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from cluster import Cluster  # noqa: E402
+from deadline import DEFAULT_S, Deadline  # noqa: E402
 from mount import Mount  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "deadline(seconds): this test's deadline, instead of ORCH_TEST_DEADLINE's "
+        "(tests/lib/deadline.py)")
+
+
+@pytest.fixture(autouse=True)
+def deadline(request):
+    """Every test fails, with the stacks of its orchard processes, rather
+    than hang past its deadline (tests/lib/deadline.py)."""
+    marker = request.node.get_closest_marker("deadline")
+    seconds = DEFAULT_S
+    if marker and DEFAULT_S > 0:
+        seconds = max(DEFAULT_S, marker.args[0])
+    d = Deadline(seconds, request.node.nodeid)
+    yield d
+    d.cancel()
+    if d.fired():
+        pytest.fail("ran past its deadline of %.0f s (the stacks are in its stderr)" % seconds)
 
 
 @pytest.fixture
