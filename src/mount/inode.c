@@ -637,10 +637,10 @@ bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned i
 	return any;
 }
 
-int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uint64_t **out,
-			       size_t *n)
+int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server,
+			       struct orch_mnt_inode_ref **out, size_t *n)
 {
-	uint64_t *hs;
+	struct orch_mnt_inode_ref *hs;
 	size_t k = 0;
 
 	*out = NULL;
@@ -654,7 +654,10 @@ int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uin
 	for (size_t b = 0; b < t->t_nbuckets; b++)
 		for (struct orch_mnt_inode *in = t->t_buckets[b]; in; in = in->i_next)
 			if (orch_handle_server(in->i_attr.handle) == server)
-				hs[k++] = in->i_attr.handle;
+				hs[k++] = (struct orch_mnt_inode_ref){
+					.handle = in->i_attr.handle,
+					.dir = S_ISDIR(in->i_attr.mode),
+				};
 	pthread_mutex_unlock(&t->t_lock);
 	*out = hs;
 	*n = k;

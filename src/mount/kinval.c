@@ -340,10 +340,12 @@ static void kinval_send(struct orch_mnt *m, const struct orch_mnt_kinval_item *q
 /*
  * A server revoked everything it leased: drops the attributes, and a
  * directory's cached listing, of each of its inodes the kernel knows.
+ * Never a file's pages (see the top): the kernel drops those itself when
+ * the attributes it fetches next show another size or mtime.
  */
 static void kinval_server(struct orch_mnt *m, unsigned int server)
 {
-	uint64_t *hs = NULL;
+	struct orch_mnt_inode_ref *hs = NULL;
 	size_t n = 0;
 
 	if (orch_mnt_inode_list_server(&m->m_itab, server, &hs, &n)) {
@@ -353,7 +355,8 @@ static void kinval_server(struct orch_mnt *m, unsigned int server)
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		int rc = fuse_lowlevel_notify_inval_inode(m->m_se, hs[i], 0, 0);
+		int rc = fuse_lowlevel_notify_inval_inode(m->m_se, hs[i].handle, hs[i].dir ? 0 : -1,
+							  0);
 
 		if (rc == -ENOTCONN)
 			break;
@@ -512,6 +515,17 @@ static void *kinval_names_main(void *arg)
 	return NULL;
 }
 
+void orch_mnt_kinval_wake(struct orch_mnt *m)
+{
+	struct orch_mnt_kinval *k = &m->m_kinval;
+
+	if (!k->k_buckets)
+		return;
+	pthread_mutex_lock(&k->k_lock);
+	pthread_cond_broadcast(&k->k_wake);
+	pthread_mutex_unlock(&k->k_lock);
+}
+
 void orch_mnt_kinval_dir_enter(struct orch_mnt *m, uint64_t dir)
 {
 	struct orch_mnt_kinval *k = &m->m_kinval;
@@ -587,8 +601,10 @@ void orch_mnt_kinval_dir_leave(struct orch_mnt *m, uint64_t dir)
 /*
  * The attributes thread: attributes, REVOKE walks and acknowledgements.
  * Its calls never wait for a lock a request holds (an attribute
- * invalidation takes none; a walk's page invalidation waits at most for
- * reads in flight), so an acknowledgement never waits for a reply.
+ * invalidation takes none; dropping a directory's cached listing waits
+ * only for a listing being filled, which holds its page between the
+ * READDIR's reply and its copy, never across a request), so an
+ * acknowledgement never waits for a reply.
  */
 static void *kinval_attrs_main(void *arg)
 {

@@ -124,7 +124,7 @@ static void knames_doom_locked(struct orch_mnt_knames *kn, struct kname *n)
 }
 
 bool orch_mnt_knames_note(struct orch_mnt_knames *kn, uint64_t parent, const char *name,
-			  uint64_t until_ms, uint64_t gen)
+			  uint64_t until_ms, uint64_t gen, bool *doomed)
 {
 	size_t namelen = strlen(name);
 	struct kname **pp, *n;
@@ -164,6 +164,8 @@ bool orch_mnt_knames_note(struct orch_mnt_knames *kn, uint64_t parent, const cha
 	n->n_gen = gen;
 	if (gen != atomic_load(&kn->n_gen[knames_server(parent)])) {
 		knames_doom_locked(kn, n);
+		if (doomed)
+			*doomed = true;
 	} else {
 		pp = &kn->n_buckets[knames_bucket(parent, name, namelen)];
 		n->n_next = *pp;

@@ -208,6 +208,12 @@ struct orch_mnt_wb {
 	uint64_t w_writes, w_waits;       /* counters: writes queued, waits that slept */
 	bool w_stop, w_running;
 	pthread_t w_thread;
+	/* Files whose pages the dropper drops (a write of theirs failed), and it. */
+	pthread_cond_t w_drop_work;
+	uint64_t *w_drop;
+	size_t w_ndrop, w_dropcap;
+	bool w_drop_stop;
+	pthread_t w_dropper;
 };
 
 /* --- The keeper of open registrations (reopen.c) -------------------------------- */
@@ -297,6 +303,8 @@ void orch_mnt_kinval_counts(struct orch_mnt *m, struct orch_mnt_kinval_counts *o
  * (ops.c): from enter to leave, pushes of names in @dir are acknowledged
  * without waiting for the kernel call, which would wait for that request.
  */
+/* Wakes the names threads: a name was doomed outside a reset (knames.c). */
+void orch_mnt_kinval_wake(struct orch_mnt *m);
 void orch_mnt_kinval_dir_enter(struct orch_mnt *m, uint64_t dir);
 void orch_mnt_kinval_dir_leave(struct orch_mnt *m, uint64_t dir);
 
@@ -321,9 +329,11 @@ uint64_t orch_mnt_knames_gen(struct orch_mnt_knames *kn, uint64_t parent);
 /*
  * The kernel is about to keep @name in @parent until @until_ms, under a
  * lease read at generation @gen.  False: no room, give it timeout 0.
+ * *@doomed (if given) is set if a reset since @gen dooms it at once: the
+ * names threads must be woken (orch_mnt_kinval_wake).
  */
 bool orch_mnt_knames_note(struct orch_mnt_knames *kn, uint64_t parent, const char *name,
-			  uint64_t until_ms, uint64_t gen);
+			  uint64_t until_ms, uint64_t gen, bool *doomed);
 /* Pushes of @server may have been lost: every name of it noted goes. */
 void orch_mnt_knames_reset(struct orch_mnt_knames *kn, unsigned int server);
 /*
@@ -772,12 +782,15 @@ bool orch_mnt_inode_oreg_set(struct orch_mnt_itab *t, uint64_t h, uint64_t gen, 
 /* Servers (@want, @n of them) this mount has files open on; false if none. */
 bool orch_mnt_inode_open_servers(struct orch_mnt_itab *t, bool *want, unsigned int n);
 /*
- * The handles in the table of what server @server may have leased: its
- * inodes, and every regular file (data lives on every server of a
- * layout), in a new array *@out (free it) of *@n.  0 or -ENOMEM.
+ * The inodes in the table that server @server owns (what it may have
+ * leased), in a new array *@out (free it) of *@n.  0 or -ENOMEM.
  */
-int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server, uint64_t **out,
-			       size_t *n);
+struct orch_mnt_inode_ref {
+	uint64_t handle;
+	bool dir;
+};
+int orch_mnt_inode_list_server(struct orch_mnt_itab *t, unsigned int server,
+			       struct orch_mnt_inode_ref **out, size_t *n);
 /* i_fresh: set by create, cleared by another open or a write; take clears it. */
 void orch_mnt_inode_set_fresh(struct orch_mnt_itab *t, uint64_t h, bool fresh);
 bool orch_mnt_inode_take_fresh(struct orch_mnt_itab *t, uint64_t h);

@@ -201,9 +201,13 @@ uint64_t orch_mnt_name_until(struct orch_mnt *m, uint64_t parent, const char *na
 {
 	uint64_t gen = orch_mnt_knames_gen(&m->m_knames, parent);
 	uint64_t until = orch_mnt_lc_name_until(&m->m_lc, parent, name, credkey);
+	bool doomed = false;
 
-	if (until && !orch_mnt_knames_note(&m->m_knames, parent, name, until, gen))
+	if (until && !orch_mnt_knames_note(&m->m_knames, parent, name, until, gen, &doomed))
 		until = 0;
+	/* Its expiry waits for the directory lock this request holds: after the reply. */
+	if (doomed)
+		orch_mnt_kinval_wake(m);
 	return until;
 }
 

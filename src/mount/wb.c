@@ -17,7 +17,10 @@
  * - Errors: a write that fails after it was answered is reported like
  *   NFS does, by the file's next write, flush (close) or fsync, and the
  *   kernel's page cache of the file is dropped so nobody reads bytes the
- *   servers do not have.
+ *   servers do not have.  A thread of its own (the dropper) drops it: the
+ *   kernel waits for every page lock, and a READ holds its pages locked
+ *   while it waits here for the file's writes, which the reaper must be
+ *   free to collect.
  * - Memory: at most m_wb_max bytes in flight per mount; a writer beyond
  *   that waits for the oldest.  0 turns write-behind off.
  * - Close-to-open and fsync are unchanged: flush and fsync wait first.
@@ -84,6 +87,50 @@ static bool wb_has(const struct orch_mnt_wb *wb, uint64_t h)
 	return false;
 }
 
+/* Queues @h for the dropper, once.  Under w_lock. */
+static void wb_drop_put(struct orch_mnt_wb *wb, uint64_t h)
+{
+	uint64_t *v;
+
+	for (size_t i = 0; i < wb->w_ndrop; i++)
+		if (wb->w_drop[i] == h)
+			return;
+	if (wb->w_ndrop == wb->w_dropcap) {
+		size_t cap = wb->w_dropcap ? wb->w_dropcap * 2 : 8;
+
+		v = realloc(wb->w_drop, cap * sizeof(*v));
+		if (!v)
+			return;   /* the error is still reported at the next write, close or fsync */
+		wb->w_drop = v;
+		wb->w_dropcap = cap;
+	}
+	wb->w_drop[wb->w_ndrop++] = h;
+	pthread_cond_signal(&wb->w_drop_work);
+}
+
+static void *wb_dropper(void *arg)
+{
+	struct orch_mnt *m = arg;
+	struct orch_mnt_wb *wb = &m->m_wb;
+
+	pthread_mutex_lock(&wb->w_lock);
+	for (;;) {
+		uint64_t h;
+
+		while (!wb->w_ndrop && !wb->w_drop_stop)
+			pthread_cond_wait(&wb->w_drop_work, &wb->w_lock);
+		if (!wb->w_ndrop)
+			break;
+		h = wb->w_drop[--wb->w_ndrop];
+		pthread_mutex_unlock(&wb->w_lock);
+		if (m->m_se)
+			fuse_lowlevel_notify_inval_inode(m->m_se, h, 0, 0);
+		pthread_mutex_lock(&wb->w_lock);
+	}
+	pthread_mutex_unlock(&wb->w_lock);
+	return NULL;
+}
+
 static void *wb_reaper(void *arg)
 {
 	struct orch_mnt *m = arg;
@@ -107,12 +154,12 @@ static void *wb_reaper(void *arg)
 					   "write-behind: a write to inode %#llx failed: %s; "
 					   "reported at its next write, close or fsync",
 					   (unsigned long long)e->e_handle, strerror(-error));
-			if (m->m_se)
-				fuse_lowlevel_notify_inval_inode(m->m_se, e->e_handle, 0, 0);
 		}
 		pthread_mutex_lock(&wb->w_lock);
-		if (error)
+		if (error) {
 			wb_err_put(wb, e->e_handle, error);
+			wb_drop_put(wb, e->e_handle);
+		}
 		wb->w_head = e->e_next;
 		if (!wb->w_head)
 			wb->w_tail = NULL;
@@ -122,6 +169,17 @@ static void *wb_reaper(void *arg)
 	}
 	pthread_mutex_unlock(&wb->w_lock);
 	return NULL;
+}
+
+static void wb_dropper_stop(struct orch_mnt_wb *wb)
+{
+	pthread_mutex_lock(&wb->w_lock);
+	wb->w_drop_stop = true;
+	pthread_cond_signal(&wb->w_drop_work);
+	pthread_mutex_unlock(&wb->w_lock);
+	pthread_join(wb->w_dropper, NULL);   /* it drops what is queued first */
+	free(wb->w_drop);
+	wb->w_drop = NULL;
 }
 
 int orch_mnt_wb_start(struct orch_mnt *m, size_t max_bytes)
@@ -136,8 +194,15 @@ int orch_mnt_wb_start(struct orch_mnt *m, size_t max_bytes)
 	pthread_mutex_init(&wb->w_lock, NULL);
 	pthread_cond_init(&wb->w_work, NULL);
 	pthread_cond_init(&wb->w_done, NULL);
-	error = -pthread_create(&wb->w_thread, NULL, wb_reaper, m);
+	pthread_cond_init(&wb->w_drop_work, NULL);
+	error = -pthread_create(&wb->w_dropper, NULL, wb_dropper, m);
+	if (!error) {
+		error = -pthread_create(&wb->w_thread, NULL, wb_reaper, m);
+		if (error)
+			wb_dropper_stop(wb);
+	}
 	if (error) {
+		pthread_cond_destroy(&wb->w_drop_work);
 		pthread_cond_destroy(&wb->w_done);
 		pthread_cond_destroy(&wb->w_work);
 		pthread_mutex_destroy(&wb->w_lock);
@@ -159,11 +224,13 @@ void orch_mnt_wb_stop(struct orch_mnt *m)
 	pthread_cond_signal(&wb->w_work);
 	pthread_mutex_unlock(&wb->w_lock);
 	pthread_join(wb->w_thread, NULL);   /* it drains the queue first */
+	wb_dropper_stop(wb);
 	wb->w_running = false;
 	if (wb->w_nerr)
 		ORCH_ERR("write-behind: %zu files had write errors not reported to anyone",
 			 wb->w_nerr);
 	free(wb->w_err);
+	pthread_cond_destroy(&wb->w_drop_work);
 	pthread_cond_destroy(&wb->w_done);
 	pthread_cond_destroy(&wb->w_work);
 	pthread_mutex_destroy(&wb->w_lock);

@@ -7,6 +7,7 @@ import mmap
 import os
 import random
 import signal
+import threading
 import time
 
 import pytest
@@ -88,6 +89,57 @@ def test_write_error_reported_at_close(cluster2, tmp_path):
     finally:
         if stopped:
             os.kill(c.pid(stopped), signal.SIGCONT)
+        m.stop()
+
+
+def test_write_error_while_reads_wait_for_it(cluster2, tmp_path):
+    """Reads of a file wait for its writes in flight while the kernel holds
+    their pages locked; when those writes fail, the mount drops the file's
+    pages.  That drop waits for the page locks, so it must not be made by
+    the thread that collects the writes, or the reads wait for it forever
+    (they did: the read and the close below hung)."""
+    c = cluster2
+    m = mount(c, tmp_path, op_timeout_ms=1000)
+    stopped = None
+    fds = []
+    try:
+        path, stopped = file_and_its_first_server(c, m, "r")
+        wfd = os.open(path, os.O_WRONLY)
+        fds.append(wfd)
+        rfd = os.open(path, os.O_RDONLY)
+        fds.append(rfd)
+        os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.kill(c.pid(stopped), signal.SIGSTOP)
+        # Past the first page: the writes leave their bytes in the page
+        # cache, and the read below must miss it.
+        for k in range(4):
+            assert os.pwrite(wfd, bytes([65 + k]) * (256 << 10), (k + 1) << 18) == 256 << 10
+        outcome = []
+
+        def reader():
+            # Waits for the writes above, its pages locked by the kernel.
+            try:
+                outcome.append(len(os.pread(rfd, 4096, 0)))
+            except OSError as e:
+                outcome.append(e.errno)
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "the read still waits 30 s after the writes failed"
+        os.kill(c.pid(stopped), signal.SIGCONT)
+        stopped = None
+        with pytest.raises(OSError) as e:
+            os.close(fds.pop(0))
+        assert e.value.errno in (errno.ETIMEDOUT, errno.EIO)
+    finally:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         m.stop()
 
 

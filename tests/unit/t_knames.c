@@ -49,11 +49,11 @@ ORCH_TEST(a_reset_dooms_its_servers_names_only)
 	char got[256];
 
 	ORCH_CHECK_OK(orch_mnt_knames_init(&kn));
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "a", until, orch_mnt_knames_gen(&kn, S0_DIR)));
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "b", until, orch_mnt_knames_gen(&kn, S0_DIR)));
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S1_DIR, "c", until, orch_mnt_knames_gen(&kn, S1_DIR)));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "a", until, orch_mnt_knames_gen(&kn, S0_DIR), NULL));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "b", until, orch_mnt_knames_gen(&kn, S0_DIR), NULL));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S1_DIR, "c", until, orch_mnt_knames_gen(&kn, S1_DIR), NULL));
 	/* Noted again: still one record. */
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "a", until, orch_mnt_knames_gen(&kn, S0_DIR)));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "a", until, orch_mnt_knames_gen(&kn, S0_DIR), NULL));
 	orch_mnt_knames_counts(&kn, &held, &expired, &full);
 	ORCH_CHECK(held == 3 && expired == 0 && full == 0);
 	ORCH_CHECK(take_all(&kn, never_busy, NULL, got, sizeof(got)) == 0);
@@ -73,17 +73,18 @@ ORCH_TEST(a_name_read_before_a_reset_is_doomed_at_once)
 {
 	struct orch_mnt_knames kn;
 	uint64_t until = orch_time_now_ms() + 30000, gen;
+	bool doomed = false;
 	char got[256];
 
 	ORCH_CHECK_OK(orch_mnt_knames_init(&kn));
 	gen = orch_mnt_knames_gen(&kn, S0_DIR);
 	orch_mnt_knames_reset(&kn, 0);
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "late", until, gen));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "late", until, gen, &doomed) && doomed);
 	ORCH_CHECK(take_all(&kn, never_busy, NULL, got, sizeof(got)) == 1);
 	ORCH_CHECK(strcmp(got, "2:late") == 0);
 	/* Read after the reset: kept. */
 	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "late", until,
-					orch_mnt_knames_gen(&kn, S0_DIR)));
+					orch_mnt_knames_gen(&kn, S0_DIR), NULL));
 	ORCH_CHECK(take_all(&kn, never_busy, NULL, got, sizeof(got)) == 0);
 	orch_mnt_knames_fini(&kn);
 }
@@ -96,8 +97,8 @@ ORCH_TEST(busy_directories_wait)
 	char got[256];
 
 	ORCH_CHECK_OK(orch_mnt_knames_init(&kn));
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "x", until, orch_mnt_knames_gen(&kn, S0_DIR)));
-	ORCH_CHECK(orch_mnt_knames_note(&kn, other, "y", until, orch_mnt_knames_gen(&kn, other)));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "x", until, orch_mnt_knames_gen(&kn, S0_DIR), NULL));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, other, "y", until, orch_mnt_knames_gen(&kn, other), NULL));
 	orch_mnt_knames_reset(&kn, 0);
 	ORCH_CHECK(take_all(&kn, busy_is, &busy, got, sizeof(got)) == 1);
 	ORCH_CHECK(strcmp(got, "9:y") == 0);
@@ -120,14 +121,14 @@ ORCH_TEST(full_refuses_until_names_run_out)
 		snprintf(name, sizeof(name), "n%u", i);
 		/* The first half ran out long ago. */
 		ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, name,
-						i < max / 2 ? 1 : now + 30000, gen));
+						i < max / 2 ? 1 : now + 30000, gen, NULL));
 	}
-	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "one more", now + 30000, gen));
+	ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, "one more", now + 30000, gen, NULL));
 	orch_mnt_knames_counts(&kn, &held, &expired, &full);
 	ORCH_CHECK(held == max / 2 + 1 && full == 0);
 	for (unsigned int i = 0; i < max / 2; i++) {
 		snprintf(name, sizeof(name), "m%u", i);
-		ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, name, now + 30000, gen) ==
+		ORCH_CHECK(orch_mnt_knames_note(&kn, S0_DIR, name, now + 30000, gen, NULL) ==
 			   (i < max / 2 - 1));
 	}
 	orch_mnt_knames_counts(&kn, &held, &expired, &full);
