@@ -113,9 +113,14 @@ class Mount:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            stacks = thread_stacks(self.proc.pid)
+            stacks = thread_stacks(self.proc.pid, timeout=30)
             os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                # A thread stuck in the kernel on this mount: only an abort frees it.
+                abort_fuse({self.mnt})
+                self.proc.wait()
             if check:
                 raise AssertionError("orchard-mount did not exit after unmount:\n"
                                      + self.stderr()[-4000:] + stacks)
@@ -144,15 +149,47 @@ class Mount:
         return os.path.join(self.mnt, *parts)
 
 
-def thread_stacks(pid, limit=8000):
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def mount_fusectl():
+    """Mounts the FUSE control file system if it is not (as root)."""
+    if os.path.isdir(FUSECTL) and not os.listdir(FUSECTL) and os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "fusectl", "none", FUSECTL], capture_output=True)
+
+
+def abort_fuse(mountpoints):
+    """Aborts the FUSE connections of @mountpoints (fusectl mounted by
+    mount_fusectl); every request waiting on them fails.  It forks nothing:
+    a child would inherit the caller's descriptors of a hung mount, and
+    hang closing them."""
+    if not os.path.isdir(FUSECTL):
+        return
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            # "id parent major:minor root mountpoint ...": the connection is the minor.
+            if fields[4] in {os.path.normpath(p) for p in mountpoints}:
+                try:
+                    with open("%s/%s/abort" % (FUSECTL, fields[2].split(":")[1]), "w") as a:
+                        a.write("1")
+                except OSError:
+                    pass
+
+
+def thread_stacks(pid, limit=8000, timeout=60):
     """Every thread's stack of process @pid (its last @limit characters),
     from gdb if it is installed (for the message of a process that hangs),
     else ""."""
     gdb = shutil.which("gdb")
     if not gdb:
         return ""
-    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
-                       capture_output=True, text=True, timeout=60)
+    try:
+        r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # ptrace waits for every thread to stop; one stuck in the kernel never does.
+        return "\n(gdb could not stop every thread of %d in %d s)" % (pid, timeout)
     return "\nthreads of %d:\n%s" % (pid, r.stdout[-limit:])
 
 

@@ -8,11 +8,12 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from cluster import Cluster  # noqa: E402
-from deadline import DEFAULT_S, Deadline  # noqa: E402
+from deadline import DEFAULT_S, Deadline, start_dumper  # noqa: E402
 from mount import Mount  # noqa: E402
 
 
 def pytest_configure(config):
+    start_dumper()
     config.addinivalue_line(
         "markers", "deadline(seconds): this test's deadline, instead of ORCH_TEST_DEADLINE's "
         "(tests/lib/deadline.py)")
