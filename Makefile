@@ -163,10 +163,12 @@ test-py: $(BINS) $(TOOL_BINS)
 # random servers under a workload through two FUSE mounts; and the network
 # faults of tests/py/test_faults_net.py at the scale they were first
 # measured at (10 s deadline, 45 s freeze, 5% loss); and the two-mount
-# random test of coherent mode at SOAK_COHERENT_OPS changes.  Long.
+# random test of coherent mode at SOAK_COHERENT_OPS changes.  Long: each
+# test may run an hour (ORCH_TEST_DEADLINE, tests/lib/deadline.py).
 SOAK_CUTS ?= 200
 SOAK_KILLS ?= 100
 SOAK_COHERENT_OPS ?= 20000
+soak: export ORCH_TEST_DEADLINE ?= 3600
 soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_CAMPAIGN_CUTS=$(SOAK_CUTS) ORCH_KILL_CAMPAIGN_KILLS=$(SOAK_KILLS) \
 		ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s \
