@@ -313,7 +313,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZDIR)/%,$(FUZZ_SRCS))
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_TIME ?= 10
-FUZZ_LIBSRCS := $(foreach m,common proto net meta store,$(call lib_srcs,$(m)))
+FUZZ_LIBSRCS := $(foreach m,common proto net meta store,$(call lib_srcs,$(m))) src/repl/entry.c
 # The libraries are compiled once, instrumented (fuzzer-no-link), and each
 # target links them: not compiled again for every target.
 FUZZ_OBJS := $(patsubst src/%.c,$(FUZZDIR)/obj/%.o,$(FUZZ_LIBSRCS))

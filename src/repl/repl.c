@@ -25,7 +25,6 @@
  * catches an entry damaged on a member's disk or in memory: the state
  * machine never sees bytes that are not what the leader proposed.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,20 +36,13 @@
 #include <raft/uv.h>
 #include <uv.h>
 
-#include "common/crc32c.h"
 #include "common/log.h"
 #include "net/ev.h"
+#include "repl/entry.h"
 #include "repl/repl.h"
 
 #define REPL_SEGMENT_SIZE (1u << 20)
 #define REPL_CONNECT_RETRY_MS 100
-#define REPL_ENTRY_MAX (64u << 20)   /* a proposal's bytes, at most */
-
-/* What precedes an entry's bytes in the log (little-endian). */
-struct repl_entry_hdr {
-	uint32_t e_len;       /* the bytes proposed, without padding */
-	uint32_t e_crc;       /* their CRC32C */
-};
 
 struct orch_repl {
 	struct orch_ev *r_ev;
@@ -149,14 +141,11 @@ static int fsm_apply(struct raft_fsm *rfsm, const struct raft_buffer *buf, void 
 	struct orch_repl *r = rfsm->data;
 	/* libraft 0.15 passes no index: this entry is the one after the last applied. */
 	uint64_t index = r->r_raft.last_applied + 1;
-	struct repl_entry_hdr h;
-	const unsigned char *bytes = (const unsigned char *)buf->base + sizeof(h);
+	const void *bytes;
+	size_t len;
 
 	*result = NULL;
-	if (buf->len >= sizeof(h))
-		memcpy(&h, buf->base, sizeof(h));
-	if (buf->len < sizeof(h) || le32toh(h.e_len) > buf->len - sizeof(h) ||
-	    orch_crc32c(0, bytes, le32toh(h.e_len)) != le32toh(h.e_crc)) {
+	if (orch_repl_entry_decode(buf->base, buf->len, &bytes, &len)) {
 		/*
 		 * Every member holds what the leader proposed, so this one's
 		 * copy was damaged: its state machine misses the entry, and
@@ -170,7 +159,7 @@ static int fsm_apply(struct raft_fsm *rfsm, const struct raft_buffer *buf, void 
 		r->r_damaged++;
 		return -EIO;
 	}
-	return r->r_fsm.apply(r->r_fsm.arg, index, bytes, le32toh(h.e_len), result);
+	return r->r_fsm.apply(r->r_fsm.arg, index, bytes, len, result);
 }
 
 /* Snapshot buffers are libraft's to free (raft_free), so they come from raft_malloc. */
@@ -389,7 +378,6 @@ static void repl_barrier_done(struct raft_barrier *req, int status)
 int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,
 		      void *arg)
 {
-	struct repl_entry_hdr h;
 	struct raft_buffer b;
 	struct repl_req *q;
 	int rv;
@@ -398,21 +386,17 @@ int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_rep
 		return -ESHUTDOWN;
 	if (raft_state(&r->r_raft) != RAFT_LEADER)
 		return ORCH_REPL_ENOTLEADER;
-	if (len > REPL_ENTRY_MAX)
+	b.len = orch_repl_entry_size(len);
+	if (!b.len)
 		return -EFBIG;
 	q = malloc(sizeof(*q));
-	b.len = (sizeof(h) + len + 7) & ~(size_t)7;
 	b.base = raft_malloc(b.len);
 	if (!q || !b.base) {
 		free(q);
 		raft_free(b.base);
 		return -ENOMEM;
 	}
-	h.e_len = htole32((uint32_t)len);
-	h.e_crc = htole32(orch_crc32c(0, buf, len));
-	memset(b.base, 0, b.len);
-	memcpy(b.base, &h, sizeof(h));
-	memcpy((char *)b.base + sizeof(h), buf, len);
+	orch_repl_entry_encode(b.base, buf, len);
 	q->q.apply.data = q;
 	q->q_done = done;
 	q->q_arg = arg;

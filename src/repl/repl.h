@@ -96,7 +96,8 @@ void orch_repl_close(struct orch_repl *r);
  * @done(arg, error, result) when the entry is committed and applied here,
  * with apply's return and result; or with ORCH_REPL_ELOST / -ESHUTDOWN.
  * Returns 0 (@done will be called) or -errno (it will not):
- * ORCH_REPL_ENOTLEADER on a member that is not the leader.
+ * ORCH_REPL_ENOTLEADER on a member that is not the leader, -EFBIG past
+ * ORCH_REPL_ENTRY_MAX bytes (entry.h).
  */
 typedef void (*orch_repl_done_fn)(void *arg, int error, void *result);
 int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,

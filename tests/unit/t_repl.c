@@ -16,6 +16,7 @@
 
 #include "common/time.h"
 #include "net/ev.h"
+#include "repl/entry.h"
 #include "repl/repl.h"
 #include "test.h"
 
@@ -329,6 +330,26 @@ static int propose_n(struct group *g, int l, unsigned int n, unsigned int tag)
 }
 
 /* --- Cases ------------------------------------------------------------------ */
+
+ORCH_TEST(an_entry_frame_holds_its_bytes_and_refuses_damage)
+{
+	static const char text[] = "entry 3 of batch 1";
+	size_t size = orch_repl_entry_size(sizeof(text) - 1), len;
+	unsigned char frame[64];
+	const void *bytes;
+
+	ORCH_CHECK(size == 32 && size % 8 == 0);
+	orch_repl_entry_encode(frame, text, sizeof(text) - 1);
+	ORCH_CHECK_OK(orch_repl_entry_decode(frame, size, &bytes, &len));
+	ORCH_CHECK(len == sizeof(text) - 1 && memcmp(bytes, text, len) == 0);
+	ORCH_CHECK(frame[size - 1] == 0); /* padded with zeros */
+	/* Cut short, or a byte changed: refused. */
+	ORCH_CHECK(orch_repl_entry_decode(frame, 8 + len - 1, &bytes, &len) == -EBADMSG);
+	ORCH_CHECK(orch_repl_entry_decode(frame, 7, &bytes, &len) == -EBADMSG);
+	frame[12] ^= 1;
+	ORCH_CHECK(orch_repl_entry_decode(frame, size, &bytes, &len) == -EBADMSG);
+	ORCH_CHECK(orch_repl_entry_size(ORCH_REPL_ENTRY_MAX + 1) == 0);
+}
 
 ORCH_TEST(three_members_elect_a_leader_and_apply_the_same_entries)
 {
