@@ -375,31 +375,45 @@ static void repl_barrier_done(struct raft_barrier *req, int status)
 	free(q);
 }
 
+/* A request for @done(@arg), if this member may make one; else NULL and *@error. */
+static struct repl_req *repl_req_new(struct orch_repl *r, orch_repl_done_fn done, void *arg,
+				     int *error)
+{
+	struct repl_req *q;
+
+	*error = r->r_closing ? -ESHUTDOWN
+		 : raft_state(&r->r_raft) != RAFT_LEADER ? ORCH_REPL_ENOTLEADER : 0;
+	if (*error)
+		return NULL;
+	q = malloc(sizeof(*q));
+	if (!q) {
+		*error = -ENOMEM;
+		return NULL;
+	}
+	q->q_done = done;
+	q->q_arg = arg;
+	return q;
+}
+
 int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,
 		      void *arg)
 {
-	struct raft_buffer b;
+	struct raft_buffer b = { .len = orch_repl_entry_size(len) };
 	struct repl_req *q;
-	int rv;
+	int rv, error;
 
-	if (r->r_closing)
-		return -ESHUTDOWN;
-	if (raft_state(&r->r_raft) != RAFT_LEADER)
-		return ORCH_REPL_ENOTLEADER;
-	b.len = orch_repl_entry_size(len);
 	if (!b.len)
 		return -EFBIG;
-	q = malloc(sizeof(*q));
+	q = repl_req_new(r, done, arg, &error);
+	if (!q)
+		return error;
 	b.base = raft_malloc(b.len);
-	if (!q || !b.base) {
+	if (!b.base) {
 		free(q);
-		raft_free(b.base);
 		return -ENOMEM;
 	}
 	orch_repl_entry_encode(b.base, buf, len);
 	q->q.apply.data = q;
-	q->q_done = done;
-	q->q_arg = arg;
 	/* The buffer is libraft's once this returns 0, ours to free otherwise. */
 	rv = raft_apply(&r->r_raft, &q->q.apply, &b, 1, repl_applied);
 	if (rv) {
@@ -413,19 +427,12 @@ int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_rep
 
 int orch_repl_barrier(struct orch_repl *r, orch_repl_done_fn done, void *arg)
 {
-	struct repl_req *q;
 	int rv;
+	struct repl_req *q = repl_req_new(r, done, arg, &rv);
 
-	if (r->r_closing)
-		return -ESHUTDOWN;
-	if (raft_state(&r->r_raft) != RAFT_LEADER)
-		return ORCH_REPL_ENOTLEADER;
-	q = malloc(sizeof(*q));
 	if (!q)
-		return -ENOMEM;
+		return rv;
 	q->q.barrier.data = q;
-	q->q_done = done;
-	q->q_arg = arg;
 	rv = raft_barrier(&r->r_raft, &q->q.barrier, repl_barrier_done);
 	if (rv) {
 		free(q);
