@@ -367,9 +367,15 @@ ORCH_TEST(three_members_elect_a_leader_and_apply_the_same_entries)
 		ORCH_CHECK(g.fsm[i].applied == 200);
 		ORCH_CHECK(!g.fsm[i].out_of_order);
 	}
-	/* A follower proposes nothing. */
+	/* A follower proposes nothing, and cannot make its reads current. */
 	ORCH_CHECK(orch_repl_propose(g.m[(l + 1) % N], "x", 1, proposed, &g) ==
 		   ORCH_REPL_ENOTLEADER);
+	ORCH_CHECK(orch_repl_barrier(g.m[(l + 1) % N], proposed, &g) == ORCH_REPL_ENOTLEADER);
+	/* The leader's barrier: once called back, everything before it is applied there. */
+	want_done = g.done_ok + 1;
+	ORCH_CHECK_OK(orch_repl_barrier(g.m[l], proposed, &g));
+	ORCH_CHECK(run_until(&g, all_done));
+	ORCH_CHECK(g.done_ok == 201 && g.fsm[l].applied == 200);
 	group_fini(&g);
 }
 
