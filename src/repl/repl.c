@@ -216,7 +216,7 @@ static int repl_fail(struct orch_repl *r, const char *what, int rv)
 		why = r->r_io.errmsg;
 	ORCH_LOG(ORCH_LOG_ERR, "replication: member %llu: %s: %s", (unsigned long long)r->r_raft.id,
 		 what, why && *why ? why : raft_strerror(rv));
-	return repl_error(rv) == -EIO ? -EIO : repl_error(rv);
+	return repl_error(rv);
 }
 
 static int repl_configure(struct orch_repl *r, const struct orch_repl_cfg *cfg)
