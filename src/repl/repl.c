@@ -299,6 +299,8 @@ int orch_repl_open(struct orch_ev *ev, const struct orch_repl_cfg *cfg,
 	raft_set_pre_vote(&r->r_raft, true);
 	raft_set_snapshot_threshold(&r->r_raft, cfg->snapshot_every ? cfg->snapshot_every : 1024);
 	raft_set_snapshot_trailing(&r->r_raft, cfg->snapshot_keep ? cfg->snapshot_keep : 128);
+	if (cfg->snapshot_timeout_ms)
+		raft_set_install_snapshot_timeout(&r->r_raft, cfg->snapshot_timeout_ms);
 	if (cfg->bootstrap) {
 		error = repl_configure(r, cfg);
 		if (error)

@@ -80,6 +80,12 @@ struct orch_repl_cfg {
 	unsigned int heartbeat_ms;       /* 0: election_ms / 10 */
 	unsigned int snapshot_every;     /* entries between snapshots; 0: 1024 */
 	unsigned int snapshot_keep;      /* entries kept behind a snapshot; 0: 128 */
+	/*
+	 * How long a leader waits for a member to install the snapshot it sent
+	 * before it sends again; 0: libraft's 30 s.  A lost reply stalls that
+	 * member this long.
+	 */
+	unsigned int snapshot_timeout_ms;
 };
 
 /* Starts this member on @ev; 0 or -errno (logged with libraft's reason). */
