@@ -161,6 +161,7 @@ void orch_meta_close(struct orch_meta *m)
 {
 	if (!m)
 		return;
+	orch_meta_capture_cancel(m);
 	if (m->m_in_txn)
 		orch_meta_abort(m);
 	orch_sqldb_finalize_all(m);

@@ -406,6 +406,42 @@ int orch_meta_applied_trim(struct orch_meta *m, uint32_t origin, uint64_t below)
 int orch_meta_orphan_free(struct orch_meta *m, uint64_t h, bool *freed);
 int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h);
 
+/* --- The namespace as a replica group's state machine (changes.c) -------------- */
+
+/*
+ * A leader records what a mutation changes, without keeping it: capture_begin
+ * opens a transaction that records every row change; the caller runs one or
+ * more operations in it; capture_end rolls it all back and hands over the
+ * changes as a SQLite changeset (*@out from malloc, NULL and 0 bytes when
+ * nothing changed; -EIO if SQLite lost the transaction).  capture_cancel
+ * drops a capture.  The change hook still fires during a capture.
+ */
+int orch_meta_capture_begin(struct orch_meta *m);
+int orch_meta_capture_end(struct orch_meta *m, void **out, size_t *outlen);
+void orch_meta_capture_cancel(struct orch_meta *m);
+
+/*
+ * Every member applies the decided changes of log entry @index (> 0) in one
+ * transaction that also records @index; an entry at or below the recorded
+ * index is a replay and is skipped (returns 1).  A change that does not
+ * apply exactly (a row missing or different: this member diverged), or that
+ * touches a table not the namespace's, changes nothing: -EIO and one log
+ * line.  applied_index: the last index applied (0: none).
+ */
+int orch_meta_changes_apply(struct orch_meta *m, uint64_t index, const void *chg,
+			    size_t len);
+int orch_meta_applied_index(struct orch_meta *m, uint64_t *index);
+
+/*
+ * snapshot: the whole database, one committed state, as one buffer (*@out
+ * from malloc).  restore: replaces this member's database with such an
+ * image, after checking that it is a sound database of the same cluster and
+ * index (-ORCH_ECORRUPT, -EPROTONOSUPPORT, -EXDEV otherwise, and nothing
+ * changes).  Neither during a transaction.
+ */
+int orch_meta_snapshot(struct orch_meta *m, void **out, size_t *outlen);
+int orch_meta_restore(struct orch_meta *m, const void *buf, size_t len);
+
 /* --- Statistics --------------------------------------------------------------------- */
 
 /* Inodes held here, and the next counter value. */

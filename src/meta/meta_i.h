@@ -149,6 +149,7 @@ struct orch_meta {
 	void *m_change_arg;
 	orch_meta_open_fn m_is_open;          /* NULL: nothing is open */
 	void *m_is_open_arg;
+	struct sqlite3_session *m_capture;    /* recording changes (changes.c) */
 };
 
 static inline void orch_sqldb_changed(struct orch_meta *m, uint64_t h, const char *name,
