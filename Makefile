@@ -29,7 +29,7 @@ LDFLAGS += -fsanitize=thread
 endif
 
 # Modules, in dependency order: each may use the ones before it.
-MODULES := common web proto net repl meta store client
+MODULES := common web proto net repl meta group store client
 lib_srcs = $(wildcard src/$(1)/*.c)
 lib_objs = $(patsubst src/%.c,$(BUILDDIR)/obj/%.o,$(call lib_srcs,$(1)))
 LIBS := $(foreach m,$(MODULES),$(BUILDDIR)/lib/liborch$(m).a)

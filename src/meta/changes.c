@@ -60,6 +60,20 @@ static void changes_capture_drop(struct orch_meta *m)
 	m->m_reserved = false;
 }
 
+int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch_meta *m),
+			   void *arg)
+{
+	int error;
+
+	if (!m->m_capture)
+		return -EINVAL;
+	error = orch_sqldb_op_begin(m);
+	if (error)
+		return error;
+	/* A session reads rows' final values: what a savepoint undid is not in it. */
+	return orch_sqldb_op_end(m, fn(arg, m));
+}
+
 void orch_meta_capture_cancel(struct orch_meta *m)
 {
 	if (m->m_capture)

@@ -417,6 +417,9 @@ int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h);
  * drops a capture.  The change hook still fires during a capture.
  */
 int orch_meta_capture_begin(struct orch_meta *m);
+/* Runs @fn inside a capture, in a savepoint: a failing @fn changes nothing. */
+int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch_meta *m),
+			   void *arg);
 int orch_meta_capture_end(struct orch_meta *m, void **out, size_t *outlen);
 void orch_meta_capture_cancel(struct orch_meta *m);
 

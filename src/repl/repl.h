@@ -19,9 +19,14 @@
  * machine that persists its own state records the index of each entry it
  * applied and skips those at or below it (the index is passed in).
  *
+ * An apply that fails (returns -errno) stops this member's state machine:
+ * libraft does not count the entry applied, applies it again at the next
+ * commit and never skips it (and does not call its proposer back).
+ *
  * Errors: 0 or -errno, and two of our own (below).  Threads: loop thread
  * only.  The process must ignore SIGPIPE: libuv writes to peers with
- * write(2), and a peer that closed would kill it.  Floors: uses common and net; the server uses it.
+ * write(2), and a peer that closed would kill it.  Floors: uses common and
+ * net; group (the namespace's replica group) uses it.
  */
 #ifndef ORCH_REPL_REPL_H
 #define ORCH_REPL_REPL_H

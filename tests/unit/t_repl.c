@@ -5,19 +5,17 @@
  * order, shows that all members applied the same entries; leaders are
  * closed and members wiped to show failover and catch-up by snapshot.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/time.h"
 #include "net/ev.h"
 #include "repl/entry.h"
 #include "repl/repl.h"
+#include "unit/ev_fx.h"
 #include "test.h"
 
 #define N 3
@@ -93,21 +91,6 @@ struct group {
 	int last_err;
 };
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t port = 0;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 static int group_open_member(struct group *g, int i)
 {
 	struct orch_repl_fsm fsm = { .arg = &g->fsm[i], .apply = tfsm_apply,
@@ -148,7 +131,7 @@ static int group_init(struct group *g, unsigned int snapshot_every)
 		c->snapshot_timeout_ms = 3000;
 	}
 	for (int j = 0; j < N; j++) {
-		uint16_t port = free_port();
+		uint16_t port = fx_free_port();
 
 		if (!port)
 			return -EADDRNOTAVAIL;
@@ -181,28 +164,6 @@ static void group_fini(struct group *g)
 
 /* --- Running the loop until something holds ---------------------------------- */
 
-struct until {
-	struct group *g;
-	bool (*cond)(struct group *g);
-	uint64_t deadline;
-	struct orch_ev_timer t;
-	bool met;
-};
-
-static void until_check(void *arg)
-{
-	struct until *u = arg;
-
-	if (u->cond(u->g)) {
-		u->met = true;
-		orch_ev_stop(u->g->ev);
-	} else if (orch_time_now_ms() > u->deadline) {
-		orch_ev_stop(u->g->ev);
-	} else {
-		orch_ev_timer_arm(u->g->ev, &u->t, 5, until_check, u);
-	}
-}
-
 /* On failure, what each member says, for the message. */
 static void group_print(struct group *g)
 {
@@ -227,17 +188,26 @@ static void group_print(struct group *g)
 		g->last_err);
 }
 
+struct until {
+	struct group *g;
+	bool (*cond)(struct group *g);
+};
+
+static bool until_cond(void *arg)
+{
+	struct until *u = arg;
+
+	return u->cond(u->g);
+}
+
 static bool run_until(struct group *g, bool (*cond)(struct group *g))
 {
-	struct until u = { .g = g, .cond = cond, .deadline = orch_time_now_ms() + WAIT_MS };
+	struct until u = { g, cond };
+	bool met = fx_run_until(g->ev, until_cond, &u, WAIT_MS);
 
-	orch_ev_timer_arm(g->ev, &u.t, 0, until_check, &u);
-	orch_ev_run(g->ev);
-	orch_ev_reset_stop(g->ev);
-	orch_ev_timer_cancel(g->ev, &u.t);
-	if (!u.met)
+	if (!met)
 		group_print(g);
-	return u.met;
+	return met;
 }
 
 /* The one member that leads, and that every open member knows as leader; -1 if none. */

@@ -1,0 +1,344 @@
+/*
+ * The namespace of one replica group: operations captured on the leader,
+ * batched into log entries, applied on every member.  group.h says what
+ * each call promises; docs/DESIGN.md, "The namespace as the group's state
+ * machine", why it works this way.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "group/group.h"
+#include "meta/meta.h"
+#include "net/ev.h"
+
+/* The first byte of every entry: what follows. */
+enum group_entry_kind {
+	GROUP_ENTRY_CHANGES = 1, /* a changeset of the namespace (possibly empty) */
+};
+
+struct group_op {
+	orch_group_op_fn op;
+	orch_group_done_fn done;
+	void *arg;
+	int result;             /* the op's return, once captured */
+	struct group_op *next;
+};
+
+/* One proposal in flight, its ops detached if the member diverges first. */
+struct group_entry {
+	struct orch_group *g;
+	struct group_op *ops;
+};
+
+struct orch_group {
+	struct orch_ev *ev;
+	struct orch_meta *meta;
+	struct orch_repl *repl;
+	struct group_op *queue, **queue_tail;  /* submitted, not captured yet */
+	struct group_entry *flight;            /* the entry in flight, or NULL */
+	bool barrier;                          /* a barrier in flight */
+	uint64_t barrier_term;                 /* the term it was asked in */
+	uint64_t ready_term;                   /* the term whose barrier is applied */
+	bool diverged;
+	bool closing;
+	struct orch_ev_timer kick;             /* group_run at the loop's next turn */
+	struct orch_group_stats st;
+};
+
+static void group_run(void *arg);
+
+static void group_kick(struct orch_group *g)
+{
+	if (!g->closing)
+		orch_ev_timer_arm(g->ev, &g->kick, 0, group_run, g);
+}
+
+/* Calls every op of @list back with @result and frees it. */
+static void group_ops_done(struct group_op *list, int result)
+{
+	while (list) {
+		struct group_op *op = list;
+
+		list = op->next;
+		op->done(op->arg, result);
+		free(op);
+	}
+}
+
+static void group_fail_queue(struct orch_group *g, int result)
+{
+	struct group_op *list = g->queue;
+
+	g->queue = NULL;
+	g->queue_tail = &g->queue;
+	group_ops_done(list, result);
+}
+
+/* --- Every member: the state machine ------------------------------------------ */
+
+static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, void **result)
+{
+	struct orch_group *g = arg;
+	const unsigned char *b = buf;
+	int rc;
+
+	*result = NULL;
+	if (g->diverged)
+		return -EIO;
+	if (len < 1 || b[0] != GROUP_ENTRY_CHANGES) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu is of no kind"
+				   " this build knows (%zu bytes); not applied",
+				   (unsigned long long)index, len);
+		rc = -EIO;
+	} else {
+		rc = orch_meta_changes_apply(g->meta, index, b + 1, len - 1);
+	}
+	if (rc < 0) {
+		/*
+		 * libraft applies this entry again at the next commit and never
+		 * skips it; meanwhile this member serves nothing of the
+		 * namespace.  A snapshot (restore) rebuilds it.
+		 */
+		ORCH_LOG(ORCH_LOG_ERR, "namespace group: log entry %llu does not apply here (%s):"
+			 " this member stops serving until it is rebuilt from a snapshot",
+			 (unsigned long long)index, strerror(-rc));
+		g->diverged = true;
+		group_kick(g);
+		return rc;
+	}
+	if (rc == 0)
+		g->st.applied++;
+	return 0;
+}
+
+static int group_snapshot(void *arg, void **buf, size_t *len)
+{
+	struct orch_group *g = arg;
+
+	return orch_meta_snapshot(g->meta, buf, len);
+}
+
+static int group_restore(void *arg, const void *buf, size_t len)
+{
+	struct orch_group *g = arg;
+	int error = orch_meta_restore(g->meta, buf, len);
+
+	if (!error && g->diverged) {
+		ORCH_LOG(ORCH_LOG_NOTICE, "namespace group: rebuilt from a snapshot; serving again");
+		g->diverged = false;
+	}
+	return error;
+}
+
+/* --- The leader: capture, propose, answer ---------------------------------------- */
+
+static void group_entry_done(void *arg, int error, void *result)
+{
+	struct group_entry *e = arg;
+	struct orch_group *g = e->g;
+	struct group_op *list = e->ops;
+
+	(void)result;
+	if (g->flight == e)
+		g->flight = NULL;
+	free(e);
+	while (list) {
+		struct group_op *op = list;
+
+		list = op->next;
+		op->done(op->arg, error ? error : op->result);
+		free(op);
+	}
+	group_kick(g);
+}
+
+static void group_barrier_done(void *arg, int error, void *result)
+{
+	struct orch_group *g = arg;
+
+	(void)result;
+	g->barrier = false;
+	if (!error)
+		g->ready_term = g->barrier_term;
+	else if (!g->closing)
+		group_fail_queue(g, ORCH_REPL_ENOTLEADER);
+	group_kick(g);
+}
+
+/* Captures up to ORCH_GROUP_BATCH_MAX queued ops and proposes their changes. */
+static void group_propose(struct orch_group *g)
+{
+	struct group_entry *e = calloc(1, sizeof(*e));
+	struct group_op **tail;
+	unsigned char *entry = NULL;
+	void *chg = NULL;
+	size_t len = 0;
+	uint64_t n = 0;
+	int error;
+
+	if (!e) {
+		group_fail_queue(g, -ENOMEM);
+		return;
+	}
+	e->g = g;
+	error = orch_meta_capture_begin(g->meta);
+	if (error) {
+		free(e);
+		group_fail_queue(g, error);
+		return;
+	}
+	tail = &e->ops;
+	while (g->queue && n < ORCH_GROUP_BATCH_MAX) {
+		struct group_op *op = g->queue;
+
+		g->queue = op->next;
+		op->next = NULL;
+		op->result = orch_meta_capture_step(g->meta, op->op, op->arg);
+		*tail = op;
+		tail = &op->next;
+		n++;
+	}
+	if (!g->queue)
+		g->queue_tail = &g->queue;
+	error = orch_meta_capture_end(g->meta, &chg, &len);
+	if (!error) {
+		entry = malloc(1 + len);
+		error = entry ? 0 : -ENOMEM;
+	}
+	if (!error) {
+		entry[0] = GROUP_ENTRY_CHANGES;
+		if (len)
+			memcpy(entry + 1, chg, len);
+		error = orch_repl_propose(g->repl, entry, 1 + len, group_entry_done, e);
+	}
+	free(entry);
+	free(chg);
+	if (error) {
+		group_ops_done(e->ops, error);
+		free(e);
+		group_kick(g);
+		return;
+	}
+	g->flight = e;
+	g->st.entries++;
+	g->st.ops += n;
+	if (n > g->st.batch_max)
+		g->st.batch_max = n;
+}
+
+static void group_run(void *arg)
+{
+	struct orch_group *g = arg;
+	struct orch_repl_status rs;
+	int error;
+
+	if (g->diverged) {
+		/* Nothing in flight will apply here: its ops learn it now. */
+		if (g->flight) {
+			group_ops_done(g->flight->ops, -EIO);
+			g->flight->ops = NULL;
+			g->flight = NULL;
+		}
+		group_fail_queue(g, -EIO);
+		return;
+	}
+	if (g->flight || g->barrier || !g->queue)
+		return;
+	orch_repl_status(g->repl, &rs);
+	if (rs.role != ORCH_REPL_LEADER) {
+		group_fail_queue(g, ORCH_REPL_ENOTLEADER);
+		return;
+	}
+	if (g->ready_term != rs.term) {
+		/* Capture on top of everything committed before this term. */
+		g->barrier_term = rs.term;
+		error = orch_repl_barrier(g->repl, group_barrier_done, g);
+		if (error) {
+			group_fail_queue(g, error);
+			return;
+		}
+		g->barrier = true;
+		g->st.barriers++;
+		return;
+	}
+	group_propose(g);
+}
+
+int orch_group_submit(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
+		      void *arg)
+{
+	struct orch_repl_status rs;
+	struct group_op *o;
+
+	if (g->closing)
+		return -ESHUTDOWN;
+	if (g->diverged)
+		return -EIO;
+	orch_repl_status(g->repl, &rs);
+	if (rs.role != ORCH_REPL_LEADER)
+		return ORCH_REPL_ENOTLEADER;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->op = op;
+	o->done = done;
+	o->arg = arg;
+	*g->queue_tail = o;
+	g->queue_tail = &o->next;
+	group_kick(g);
+	return 0;
+}
+
+/* --- Lifecycle ---------------------------------------------------------------------- */
+
+int orch_group_open(struct orch_ev *ev, struct orch_meta *meta,
+		    const struct orch_repl_cfg *cfg, struct orch_group **out)
+{
+	struct orch_group *g = calloc(1, sizeof(*g));
+	struct orch_repl_fsm fsm;
+	int error;
+
+	if (!g)
+		return -ENOMEM;
+	g->ev = ev;
+	g->meta = meta;
+	g->queue_tail = &g->queue;
+	fsm = (struct orch_repl_fsm){ .arg = g, .apply = group_apply,
+				      .snapshot = group_snapshot, .restore = group_restore };
+	error = orch_repl_open(ev, cfg, &fsm, &g->repl);
+	if (error) {
+		free(g);
+		return error;
+	}
+	*out = g;
+	return 0;
+}
+
+void orch_group_close(struct orch_group *g)
+{
+	if (!g)
+		return;
+	g->closing = true;
+	orch_ev_timer_cancel(g->ev, &g->kick);
+	/* Calls back what is in flight (ESHUTDOWN or ELOST). */
+	orch_repl_close(g->repl);
+	if (g->flight) {
+		group_ops_done(g->flight->ops, -ESHUTDOWN);
+		g->flight->ops = NULL;
+	}
+	group_fail_queue(g, -ESHUTDOWN);
+	free(g);
+}
+
+void orch_group_stats(const struct orch_group *g, struct orch_group_stats *st)
+{
+	*st = g->st;
+	st->diverged = g->diverged;
+}
+
+struct orch_repl *orch_group_repl(struct orch_group *g)
+{
+	return g->repl;
+}

@@ -1,0 +1,80 @@
+/*
+ * The namespace of one replica group (docs/DESIGN.md, "The namespace as
+ * the group's state machine"): the group's log (src/repl) carrying the
+ * namespace's changes (src/meta, changes.c).
+ *
+ * On the leader, orch_group_submit runs a caller's operation on the
+ * namespace inside a capture; the changes of every operation submitted
+ * while the previous entry was in flight go into one entry; each
+ * operation's @done runs once that entry is committed and applied here,
+ * with the operation's own result.  Every member applies every entry to
+ * its database with the entry's index.  Before the first entry of a new
+ * term the leader commits a barrier, so that it captures on top of every
+ * entry committed before it led.
+ *
+ * A member whose database refuses an entry (it diverged, or the entry is
+ * damaged) stops applying (libraft applies the entry again at the next
+ * commit and never skips it), answers -EIO to every submission and must be
+ * rebuilt from a snapshot.
+ *
+ * Threads: the loop thread of @ev only.  Floors: uses meta and repl; the
+ * server will use it.
+ */
+#ifndef ORCH_GROUP_GROUP_H
+#define ORCH_GROUP_GROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "repl/repl.h"
+
+struct orch_ev;
+struct orch_meta;
+struct orch_group;
+
+/* Entries of one capture at most: a bound on the work one entry redoes. */
+#define ORCH_GROUP_BATCH_MAX 256
+
+/*
+ * Opens the group's member on @ev over the namespace @meta (open, and the
+ * caller's until orch_group_close).  @cfg as orch_repl_open.
+ */
+int orch_group_open(struct orch_ev *ev, struct orch_meta *meta,
+		    const struct orch_repl_cfg *cfg, struct orch_group **out);
+/* Ops submitted and not done are called back with -ESHUTDOWN or ORCH_REPL_ELOST. */
+void orch_group_close(struct orch_group *g);
+
+/*
+ * An operation on the namespace: any meta calls, run on the leader inside
+ * a savepoint of a capture; it returns 0 or -errno (a failed one changes
+ * nothing).  It must not open or end transactions of its own.
+ */
+typedef int (*orch_group_op_fn)(void *arg, struct orch_meta *m);
+/*
+ * @result: the operation's return once its entry is applied here; or
+ * ORCH_REPL_ENOTLEADER (not run: leadership moved first), ORCH_REPL_ELOST
+ * (leadership moved while its entry was in flight: it may or may not have
+ * happened), -ESHUTDOWN, -EIO.
+ */
+typedef void (*orch_group_done_fn)(void *arg, int result);
+
+/*
+ * Queues @op; 0 (@done will run, never from inside this call) or -errno
+ * (it will not): ORCH_REPL_ENOTLEADER, -EIO (this member diverged),
+ * -ESHUTDOWN.
+ */
+int orch_group_submit(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
+		      void *arg);
+
+struct orch_group_stats {
+	uint64_t entries;       /* proposed by this member */
+	uint64_t ops;           /* in those entries */
+	uint64_t batch_max;     /* most ops in one entry */
+	uint64_t applied;       /* entries applied here (replays skipped) */
+	uint64_t barriers;      /* at the start of a term */
+	bool diverged;
+};
+void orch_group_stats(const struct orch_group *g, struct orch_group_stats *st);
+struct orch_repl *orch_group_repl(struct orch_group *g);
+
+#endif
