@@ -19,6 +19,7 @@ enum group_entry_kind {
 };
 
 struct group_op {
+	struct orch_group_req req;    /* client 0: none */
 	orch_group_op_fn op;
 	orch_group_done_fn done;
 	void *arg;
@@ -167,6 +168,37 @@ static void group_barrier_done(void *arg, int error, void *result)
 	group_kick(g);
 }
 
+/* The op and the record of its result, in one savepoint: both or neither. */
+static int group_op_recorded(void *arg, struct orch_meta *m)
+{
+	struct group_op *op = arg;
+
+	op->result = orch_meta_capture_step(m, op->op, op->arg);
+	return orch_meta_reply_put(m, op->req.client, op->req.seq, op->result,
+				   op->req.done_below);
+}
+
+/*
+ * One op in the capture: a retry gets the recorded result; a first try
+ * runs, and its result is recorded in the same entry as its changes.
+ */
+static int group_capture_op(struct orch_group *g, struct group_op *op)
+{
+	int result, error;
+
+	if (!op->req.client)
+		return orch_meta_capture_step(g->meta, op->op, op->arg);
+	error = orch_meta_reply_get(g->meta, op->req.client, op->req.seq, &result);
+	if (!error) {
+		g->st.retries++;
+		return result;
+	}
+	if (error != -ENOENT)
+		return error;
+	error = orch_meta_capture_step(g->meta, group_op_recorded, op);
+	return error ? error : op->result;
+}
+
 /* Captures up to ORCH_GROUP_BATCH_MAX queued ops and proposes their changes. */
 static void group_propose(struct orch_group *g)
 {
@@ -195,7 +227,7 @@ static void group_propose(struct orch_group *g)
 
 		g->queue = op->next;
 		op->next = NULL;
-		op->result = orch_meta_capture_step(g->meta, op->op, op->arg);
+		op->result = group_capture_op(g, op);
 		*tail = op;
 		tail = &op->next;
 		n++;
@@ -266,12 +298,14 @@ static void group_run(void *arg)
 	group_propose(g);
 }
 
-int orch_group_submit(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
-		      void *arg)
+int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
+		      orch_group_op_fn op, orch_group_done_fn done, void *arg)
 {
 	struct orch_repl_status rs;
 	struct group_op *o;
 
+	if (req && (!req->client || !req->seq))
+		return -EINVAL;
 	if (g->closing)
 		return -ESHUTDOWN;
 	if (g->diverged)
@@ -282,6 +316,8 @@ int orch_group_submit(struct orch_group *g, orch_group_op_fn op, orch_group_done
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
+	if (req)
+		o->req = *req;
 	o->op = op;
 	o->done = done;
 	o->arg = arg;

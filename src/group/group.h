@@ -59,12 +59,26 @@ typedef int (*orch_group_op_fn)(void *arg, struct orch_meta *m);
 typedef void (*orch_group_done_fn)(void *arg, int result);
 
 /*
+ * Who asks, for exactly-once: request @seq (> 0) of client @client (> 0,
+ * unique per client instance), whose requests below @done_below have their
+ * answers.  The result of every such request is recorded in the entry that
+ * applies it; a retry (the same client and seq, on this leader or the
+ * next) is answered with the recorded result and not run again.
+ */
+struct orch_group_req {
+	uint64_t client;
+	uint64_t seq;
+	uint64_t done_below;
+};
+
+/*
  * Queues @op; 0 (@done will run, never from inside this call) or -errno
  * (it will not): ORCH_REPL_ENOTLEADER, -EIO (this member diverged),
- * -ESHUTDOWN.
+ * -ESHUTDOWN, -EINVAL (a @req with client or seq 0).  @req NULL: no
+ * exactly-once (a retry after ORCH_REPL_ELOST may apply it twice).
  */
-int orch_group_submit(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
-		      void *arg);
+int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
+		      orch_group_op_fn op, orch_group_done_fn done, void *arg);
 
 struct orch_group_stats {
 	uint64_t entries;       /* proposed by this member */
@@ -72,6 +86,7 @@ struct orch_group_stats {
 	uint64_t batch_max;     /* most ops in one entry */
 	uint64_t applied;       /* entries applied here (replays skipped) */
 	uint64_t barriers;      /* at the start of a term */
+	uint64_t retries;       /* answered from the recorded result */
 	bool diverged;
 };
 void orch_group_stats(const struct orch_group *g, struct orch_group_stats *st);

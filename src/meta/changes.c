@@ -167,6 +167,7 @@ static const struct changes_table {
 	{ "intent", 4, { 1 } },
 	{ "applied", 3, { 1, 2 } },
 	{ "orphan", 2, { 1 } },
+	{ "reply", 3, { 1, 2 } },
 };
 
 static int changes_filter(void *arg, const char *table)
@@ -616,5 +617,57 @@ int orch_meta_restore(struct orch_meta *m, const void *buf, size_t len)
 	/* Counter reservations held in memory belong to the state just replaced. */
 	for (int c = 0; c < SQLDB_NCOUNTERS; c++)
 		m->m_counter[c].c_limit = 0;
+	/* An image from an older member may lack what this one creates at open. */
+	return orch_sqldb_tables_ensure(m);
+}
+
+/* --- Exactly once: what each client's request returned ---------------------- */
+
+int orch_meta_reply_get(struct orch_meta *m, uint64_t client, uint64_t seq, int *result)
+{
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_REPLY_GET);
+	int64_t v;
+	int error;
+
+	orch_sqldb_bind_u64(st, 1, client);
+	orch_sqldb_bind_u64(st, 2, seq);
+	error = orch_sqldb_step(m, SQLDB_REPLY_GET);
+	if (error <= 0)
+		return error ? error : -ENOENT;
+	v = sqlite3_column_int64(st, 0);
+	if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || v > 0 || v < -4095) {
+		orch_sqldb_reset(m, SQLDB_REPLY_GET);
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "corrupt record: table=reply client=%" PRIu64
+				   " seq=%" PRIu64 ": db='%s'", client, seq, m->m_path);
+		return -ORCH_ECORRUPT;
+	}
+	*result = (int)v;
+	orch_sqldb_reset(m, SQLDB_REPLY_GET);
 	return 0;
+}
+
+int orch_meta_reply_put(struct orch_meta *m, uint64_t client, uint64_t seq, int result,
+			uint64_t done_below)
+{
+	sqlite3_stmt *st;
+	int error;
+
+	if (result > 0 || result < -4095)
+		return -EINVAL;
+	error = orch_sqldb_op_begin(m);
+	if (error)
+		return error;
+	st = orch_sqldb_stmt(m, SQLDB_REPLY_PUT);
+	orch_sqldb_bind_u64(st, 1, client);
+	orch_sqldb_bind_u64(st, 2, seq);
+	sqlite3_bind_int64(st, 3, result);
+	error = orch_sqldb_exec(m, SQLDB_REPLY_PUT);
+	if (!error && done_below) {
+		/* Sequence numbers are compared as stored: clients count from 1. */
+		st = orch_sqldb_stmt(m, SQLDB_REPLY_TRIM);
+		orch_sqldb_bind_u64(st, 1, client);
+		orch_sqldb_bind_u64(st, 2, ORCH_MIN(done_below, (uint64_t)INT64_MAX));
+		error = orch_sqldb_exec(m, SQLDB_REPLY_TRIM);
+	}
+	return orch_sqldb_op_end(m, error);
 }

@@ -445,6 +445,16 @@ int orch_meta_applied_index(struct orch_meta *m, uint64_t *index);
 int orch_meta_snapshot(struct orch_meta *m, void **out, size_t *outlen);
 int orch_meta_restore(struct orch_meta *m, const void *buf, size_t len);
 
+/*
+ * Exactly once: the result (0 or -errno) of request @seq of client @client,
+ * recorded in the same entry as its changes.  get: -ENOENT if none.  put:
+ * -EEXIST if recorded already; also forgets the client's results below
+ * @done_below (the client has its answers; 0: forget nothing).
+ */
+int orch_meta_reply_get(struct orch_meta *m, uint64_t client, uint64_t seq, int *result);
+int orch_meta_reply_put(struct orch_meta *m, uint64_t client, uint64_t seq, int result,
+			uint64_t done_below);
+
 /* --- Statistics --------------------------------------------------------------------- */
 
 /* Inodes held here, and the next counter value. */

@@ -95,7 +95,10 @@
 		      "VALUES (?1, ?2)")                                       \
 	X(ORPHAN_DELETE, "DELETE FROM orphan WHERE handle = ?1")               \
 	X(ORPHAN_NEXT, "SELECT handle FROM orphan WHERE handle > ?1 "          \
-		       "ORDER BY handle LIMIT 1")
+		       "ORDER BY handle LIMIT 1")                                  \
+	X(REPLY_GET, "SELECT result FROM reply WHERE client = ?1 AND seq = ?2") \
+	X(REPLY_PUT, "INSERT INTO reply (client, seq, result) VALUES (?1, ?2, ?3)") \
+	X(REPLY_TRIM, "DELETE FROM reply WHERE client = ?1 AND seq < ?2")
 
 enum orch_sqldb_stmt {
 #define ORCH_MDB_ENUM_(name, sql) SQLDB_##name,
@@ -184,6 +187,9 @@ struct orch_dirent_irec {
 };
 
 /* --- sqldb.c: SQLite wrapper ------------------------------------------------- */
+
+/* Creates what came after format 1 shipped (index, tables) when missing. */
+int orch_sqldb_tables_ensure(struct orch_meta *m);
 
 /* Maps a SQLite result code to -errno, logging anything unexpected. */
 int orch_sqldb_error(struct orch_meta *m, int rc, enum orch_sqldb_stmt id);

@@ -94,18 +94,44 @@ static const char sqldb_table_orphan[] =
 	" handle INTEGER NOT NULL PRIMARY KEY, since INTEGER NOT NULL"
 	") WITHOUT ROWID";
 
+/*
+ * The result of each request a replica group applied for a client (client
+ * id, sequence number), so that a retry is answered, not applied again
+ * (docs/DESIGN.md, "Exactly once").  Created at open when missing, as
+ * orphan is.
+ */
+static const char sqldb_table_reply[] =
+	"CREATE TABLE IF NOT EXISTS reply ("
+	" client INTEGER NOT NULL, seq INTEGER NOT NULL, result INTEGER NOT NULL,"
+	" PRIMARY KEY (client, seq)"
+	") WITHOUT ROWID";
+
+int orch_sqldb_tables_ensure(struct orch_meta *m)
+{
+	static const struct {
+		const char *what, *sql;
+	} later[] = {
+		{ "index dirent_child", sqldb_index_child },
+		{ "table orphan", sqldb_table_orphan },
+		{ "table reply", sqldb_table_reply },
+	};
+
+	for (size_t i = 0; i < ORCH_ARRAY_SIZE(later); i++) {
+		if (sqlite3_exec(m->m_db, later[i].sql, NULL, NULL, NULL) != SQLITE_OK) {
+			ORCH_ERR("cannot create %s: %s: db='%s'", later[i].what,
+				 sqlite3_errmsg(m->m_db), m->m_path);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
 int orch_sqldb_prepare_all(struct orch_meta *m)
 {
-	if (sqlite3_exec(m->m_db, sqldb_index_child, NULL, NULL, NULL) != SQLITE_OK) {
-		ORCH_ERR("cannot create index dirent_child: %s: db='%s'",
-			 sqlite3_errmsg(m->m_db), m->m_path);
-		return -EIO;
-	}
-	if (sqlite3_exec(m->m_db, sqldb_table_orphan, NULL, NULL, NULL) != SQLITE_OK) {
-		ORCH_ERR("cannot create table orphan: %s: db='%s'",
-			 sqlite3_errmsg(m->m_db), m->m_path);
-		return -EIO;
-	}
+	int error = orch_sqldb_tables_ensure(m);
+
+	if (error)
+		return error;
 	for (int i = 0; i < SQLDB_NSTMT; i++) {
 		int rc = sqlite3_prepare_v3(m->m_db, sqldb_stmt_sql[i], -1,
 					    SQLITE_PREPARE_PERSISTENT, &m->m_stmt[i], NULL);

@@ -39,7 +39,8 @@ static uint64_t ns_fnv(uint64_t h, const void *p, size_t n)
 static int __attribute__((unused)) ns_hash(const char *dir, uint64_t *out, uint64_t *rows)
 {
 	static const char *const tables[] = { "super", "inode", "dirent", "xattr",
-					      "intent", "applied", "orphan" };
+					      "intent", "applied", "orphan",
+					      "reply" };
 	char path[128], sql[96];
 	sqlite3 *db;
 	int rc;

@@ -309,7 +309,7 @@ static int submit_n(struct cluster *c, int l, unsigned int n)
 {
 	c->want_done = c->done_ok + c->done_failed + c->done_lost + n;
 	for (unsigned int i = 0; i < n; i++) {
-		int error = orch_group_submit(c->m[l].g, op_random, op_done, c);
+		int error = orch_group_submit(c->m[l].g, NULL, op_random, op_done, c);
 
 		if (error)
 			return error;
@@ -346,7 +346,7 @@ ORCH_TEST(operations_go_through_the_log_and_members_end_identical)
 	ORCH_CHECK(run_until(&c, has_leader));
 	l = leader(&c);
 	/* A follower refuses, and says so at once. */
-	ORCH_CHECK_RC(orch_group_submit(c.m[(l + 1) % N].g, op_random, op_done, &c),
+	ORCH_CHECK_RC(orch_group_submit(c.m[(l + 1) % N].g, NULL, op_random, op_done, &c),
 		      ORCH_REPL_ENOTLEADER);
 	/* One at a time, then bursts that share entries. */
 	ORCH_CHECK_OK(run_rounds(&c, 60, 1));
@@ -442,8 +442,115 @@ ORCH_TEST(a_member_changed_behind_the_groups_back_stops_serving)
 	ORCH_CHECK(run_until(&c, all_caught_up));
 	orch_group_stats(c.m[f].g, &gs);
 	ORCH_CHECK(gs.diverged);
-	ORCH_CHECK_RC(orch_group_submit(c.m[f].g, op_random, op_done, &c), -EIO);
+	ORCH_CHECK_RC(orch_group_submit(c.m[f].g, NULL, op_random, op_done, &c), -EIO);
 	ORCH_CHECK_OK(cluster_same(&c, f));
+	cluster_fini(&c);
+}
+
+/* --- Exactly once ------------------------------------------------------------------ */
+
+/* Creates "x<seq>" in the root, exclusively: run twice, the second says EEXIST. */
+struct xop {
+	struct cluster *c;
+	struct orch_group_req req;
+	int result;
+	bool done;
+};
+
+static int op_create_named(void *arg, struct orch_meta *m)
+{
+	struct xop *x = arg;
+	struct orch_layout lay = { .strip_size = 65536, .stripe_count = 1 };
+	struct orch_attr out;
+	char name[32];
+	bool existed;
+
+	snprintf(name, sizeof(name), "x%llu", (unsigned long long)x->req.seq);
+	return orch_meta_create(m, &ROOT, 1, name, strlen(name), S_IFREG | 0644, 0, NULL, &lay,
+				true, &out, &existed);
+}
+
+static void xop_done(void *arg, int result)
+{
+	struct xop *x = arg;
+
+	x->result = result;
+	x->done = true;
+	op_done(x->c, result);
+}
+
+/* Submits requests @from..@to of client 7 (again, if they were before) to member @l. */
+static int submit_x(struct cluster *c, struct xop *x, int l, uint64_t from, uint64_t to,
+		    uint64_t done_below)
+{
+	c->want_done = c->done_ok + c->done_failed + c->done_lost + (unsigned int)(to - from + 1);
+	for (uint64_t s = from; s <= to; s++) {
+		struct xop *o = &x[s];
+		int error;
+
+		*o = (struct xop){ .c = c, .req = { 7, s, done_below } };
+		error = orch_group_submit(c->m[l].g, &o->req, op_create_named, xop_done, o);
+		if (error)
+			return error;
+	}
+	return 0;
+}
+
+ORCH_TEST(retries_are_answered_not_applied_again)
+{
+	struct orch_meta_ident id = ident();
+	struct orch_group_stats gs;
+	struct xop x[64];
+	struct cluster c;
+	char err[256];
+	int l, old, result;
+
+	ORCH_CHECK_OK(cluster_init(&c, 0));
+	ORCH_CHECK(run_until(&c, has_leader));
+	l = leader(&c);
+	ORCH_CHECK_RC(orch_group_submit(c.m[l].g, &(struct orch_group_req){ 7, 0, 0 },
+					op_create_named, xop_done, &x[0]), -EINVAL);
+	ORCH_CHECK_OK(submit_x(&c, x, l, 1, 20, 1));
+	ORCH_CHECK(run_until(&c, all_done));
+	for (int s = 1; s <= 20; s++)
+		ORCH_CHECK(x[s].done && x[s].result == 0);
+	/* Answers lost on the way: the client asks again and gets the same answers. */
+	ORCH_CHECK_OK(submit_x(&c, x, l, 1, 20, 1));
+	ORCH_CHECK(run_until(&c, all_done));
+	for (int s = 1; s <= 20; s++)
+		ORCH_CHECK(x[s].result == 0);
+	orch_group_stats(c.m[l].g, &gs);
+	ORCH_CHECK(gs.retries == 20);
+
+	/* The leader goes away with requests in flight; the client asks the next one. */
+	old = l;
+	ORCH_CHECK_OK(submit_x(&c, x, old, 21, 50, 21));
+	member_stop(&c, old);
+	ORCH_CHECK(run_until(&c, has_leader));
+	l = leader(&c);
+	ORCH_CHECK_OK(submit_x(&c, x, l, 21, 50, 21));
+	ORCH_CHECK(run_until(&c, all_done));
+	for (int s = 21; s <= 50; s++)
+		ORCH_CHECK(x[s].result == 0);
+	ORCH_CHECK_OK(submit_x(&c, x, l, 21, 50, 21));
+	ORCH_CHECK(run_until(&c, all_done));
+	for (int s = 21; s <= 50; s++)
+		ORCH_CHECK(x[s].result == 0);
+
+	/* What the client has answers for is forgotten; the rest is kept. */
+	ORCH_CHECK_RC(orch_meta_reply_get(c.m[l].meta, 7, 20, &result), -ENOENT);
+	ORCH_CHECK_OK(orch_meta_reply_get(c.m[l].meta, 7, 50, &result));
+	ORCH_CHECK_OK(submit_x(&c, x, l, 51, 51, 51));
+	ORCH_CHECK(run_until(&c, all_done));
+	ORCH_CHECK(x[51].result == 0);
+	ORCH_CHECK_RC(orch_meta_reply_get(c.m[l].meta, 7, 50, &result), -ENOENT);
+	ORCH_CHECK_OK(orch_meta_reply_get(c.m[l].meta, 7, 51, &result));
+	ORCH_CHECK(result == 0);
+
+	ORCH_CHECK_OK(orch_meta_open(c.m[old].dir, &id, &c.m[old].meta, err, sizeof(err)));
+	ORCH_CHECK_OK(member_start(&c, old));
+	ORCH_CHECK(run_until(&c, all_caught_up));
+	ORCH_CHECK_OK(cluster_same(&c, -1));
 	cluster_fini(&c);
 }
 
