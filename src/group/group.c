@@ -38,6 +38,8 @@ struct orch_group {
 	struct orch_meta *meta;
 	struct orch_repl *repl;
 	struct group_op *queue, **queue_tail;  /* submitted, not captured yet */
+	struct group_op *reads, **reads_tail;  /* asked, waiting for the next barrier */
+	struct group_op *reading;              /* waiting for the barrier in flight */
 	struct group_entry *flight;            /* the entry in flight, or NULL */
 	bool barrier;                          /* a barrier in flight */
 	uint64_t barrier_term;                 /* the term it was asked in */
@@ -74,6 +76,15 @@ static void group_fail_queue(struct orch_group *g, int result)
 
 	g->queue = NULL;
 	g->queue_tail = &g->queue;
+	group_ops_done(list, result);
+}
+
+static void group_fail_reads(struct orch_group *g, int result)
+{
+	struct group_op *list = g->reads;
+
+	g->reads = NULL;
+	g->reads_tail = &g->reads;
 	group_ops_done(list, result);
 }
 
@@ -260,6 +271,52 @@ static void group_propose(struct orch_group *g)
 		g->st.batch_max = n;
 }
 
+/* The barrier the reads in g->reading waited for is applied here (or failed). */
+static void group_reads_done(void *arg, int error, void *result)
+{
+	struct orch_group *g = arg;
+	struct group_op *list = g->reading;
+
+	(void)result;
+	g->reading = NULL;
+	while (list) {
+		struct group_op *op = list;
+		int rc;
+
+		list = op->next;
+		if (error)
+			rc = error == ORCH_REPL_ELOST ? ORCH_REPL_ENOTLEADER : error;
+		else if (g->diverged)
+			rc = -EIO;
+		else {
+			rc = op->op(op->arg, g->meta);
+			g->st.reads++;
+		}
+		op->done(op->arg, rc);
+		free(op);
+	}
+	group_kick(g);
+}
+
+/* The reads asked so far wait for one new barrier. */
+static void group_read_barrier(struct orch_group *g)
+{
+	int error;
+
+	g->reading = g->reads;
+	g->reads = NULL;
+	g->reads_tail = &g->reads;
+	error = orch_repl_barrier(g->repl, group_reads_done, g);
+	if (error) {
+		struct group_op *list = g->reading;
+
+		g->reading = NULL;
+		group_ops_done(list, error);
+		return;
+	}
+	g->st.read_barriers++;
+}
+
 static void group_run(void *arg)
 {
 	struct orch_group *g = arg;
@@ -274,8 +331,11 @@ static void group_run(void *arg)
 			g->flight = NULL;
 		}
 		group_fail_queue(g, -EIO);
+		group_fail_reads(g, -EIO);
 		return;
 	}
+	if (g->reads && !g->reading)
+		group_read_barrier(g);
 	if (g->flight || g->barrier || !g->queue)
 		return;
 	orch_repl_status(g->repl, &rs);
@@ -298,31 +358,66 @@ static void group_run(void *arg)
 	group_propose(g);
 }
 
-int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
-		      orch_group_op_fn op, orch_group_done_fn done, void *arg)
+/* A new op for @g, if this member may take one now; else NULL and *@error. */
+static struct group_op *group_op_new(struct orch_group *g, orch_group_op_fn op,
+				     orch_group_done_fn done, void *arg, int *error)
 {
 	struct orch_repl_status rs;
 	struct group_op *o;
 
-	if (req && (!req->client || !req->seq))
-		return -EINVAL;
+	*error = 0;
 	if (g->closing)
-		return -ESHUTDOWN;
-	if (g->diverged)
-		return -EIO;
+		*error = -ESHUTDOWN;
+	else if (g->diverged)
+		*error = -EIO;
+	if (*error)
+		return NULL;
 	orch_repl_status(g->repl, &rs);
-	if (rs.role != ORCH_REPL_LEADER)
-		return ORCH_REPL_ENOTLEADER;
+	if (rs.role != ORCH_REPL_LEADER) {
+		*error = ORCH_REPL_ENOTLEADER;
+		return NULL;
+	}
 	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	if (req)
-		o->req = *req;
+	if (!o) {
+		*error = -ENOMEM;
+		return NULL;
+	}
 	o->op = op;
 	o->done = done;
 	o->arg = arg;
+	return o;
+}
+
+int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
+		      orch_group_op_fn op, orch_group_done_fn done, void *arg)
+{
+	struct group_op *o;
+	int error;
+
+	if (req && (!req->client || !req->seq))
+		return -EINVAL;
+	o = group_op_new(g, op, done, arg, &error);
+	if (!o)
+		return error;
+	if (req)
+		o->req = *req;
 	*g->queue_tail = o;
 	g->queue_tail = &o->next;
+	group_kick(g);
+	return 0;
+}
+
+int orch_group_read(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
+		    void *arg)
+{
+	struct group_op *o;
+	int error;
+
+	o = group_op_new(g, op, done, arg, &error);
+	if (!o)
+		return error;
+	*g->reads_tail = o;
+	g->reads_tail = &o->next;
 	group_kick(g);
 	return 0;
 }
@@ -341,6 +436,7 @@ int orch_group_open(struct orch_ev *ev, struct orch_meta *meta,
 	g->ev = ev;
 	g->meta = meta;
 	g->queue_tail = &g->queue;
+	g->reads_tail = &g->reads;
 	fsm = (struct orch_repl_fsm){ .arg = g, .apply = group_apply,
 				      .snapshot = group_snapshot, .restore = group_restore };
 	error = orch_repl_open(ev, cfg, &fsm, &g->repl);
@@ -365,6 +461,7 @@ void orch_group_close(struct orch_group *g)
 		g->flight->ops = NULL;
 	}
 	group_fail_queue(g, -ESHUTDOWN);
+	group_fail_reads(g, -ESHUTDOWN);
 	free(g);
 }
 

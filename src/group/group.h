@@ -80,6 +80,19 @@ struct orch_group_req {
 int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
 		      orch_group_op_fn op, orch_group_done_fn done, void *arg);
 
+/*
+ * A read of the namespace that sees every change applied anywhere in the
+ * group before it was asked: @op runs on this member (outside any
+ * capture; it must not change anything) once a barrier proposed after
+ * this call is applied here, which a majority of the current term must
+ * accept; its return reaches @done.  Reads asked while a barrier is in
+ * flight share the next one.  A member cut off from the majority answers
+ * none (ORCH_REPL_ENOTLEADER once it steps down), never an old state.
+ * Same returns as orch_group_submit.
+ */
+int orch_group_read(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
+		    void *arg);
+
 struct orch_group_stats {
 	uint64_t entries;       /* proposed by this member */
 	uint64_t ops;           /* in those entries */
@@ -87,6 +100,8 @@ struct orch_group_stats {
 	uint64_t applied;       /* entries applied here (replays skipped) */
 	uint64_t barriers;      /* at the start of a term */
 	uint64_t retries;       /* answered from the recorded result */
+	uint64_t reads;         /* run after their barrier */
+	uint64_t read_barriers; /* barriers proposed for reads */
 	bool diverged;
 };
 void orch_group_stats(const struct orch_group *g, struct orch_group_stats *st);

@@ -554,6 +554,90 @@ ORCH_TEST(retries_are_answered_not_applied_again)
 	cluster_fini(&c);
 }
 
+/* --- Reads ------------------------------------------------------------------------- */
+
+/* Counts the names "x<n>" in the root that exist. */
+struct xread {
+	struct cluster *c;
+	unsigned int want;      /* names x1..x<want> */
+	unsigned int found;
+	bool ran, done;
+	int result;
+};
+
+static int op_count_names(void *arg, struct orch_meta *m)
+{
+	struct xread *r = arg;
+
+	r->ran = true;
+	r->found = 0;
+	for (unsigned int i = 1; i <= r->want; i++) {
+		struct orch_dirent de;
+		char name[32];
+
+		snprintf(name, sizeof(name), "x%u", i);
+		if (orch_meta_lookup(m, &ROOT, 1, name, strlen(name), &de) == 0)
+			r->found++;
+	}
+	return 0;
+}
+
+static void xread_done(void *arg, int result)
+{
+	struct xread *r = arg;
+
+	r->result = result;
+	r->done = true;
+}
+
+static struct xread *watched_read;
+
+static bool the_read_is_done(struct cluster *c)
+{
+	(void)c;
+	return watched_read->done;
+}
+
+ORCH_TEST(reads_see_every_change_and_a_cut_off_leader_answers_none)
+{
+	struct orch_group_stats gs;
+	struct xread rd[8];
+	struct xop x[32];
+	struct cluster c;
+	int l;
+
+	ORCH_CHECK_OK(cluster_init(&c, 0));
+	ORCH_CHECK(run_until(&c, has_leader));
+	l = leader(&c);
+	ORCH_CHECK_RC(orch_group_read(c.m[(l + 1) % N].g, op_count_names, xread_done, &rd[0]),
+		      ORCH_REPL_ENOTLEADER);
+	ORCH_CHECK_OK(submit_x(&c, x, l, 1, 20, 1));
+	ORCH_CHECK(run_until(&c, all_done));
+	/* Several reads asked at once share one barrier; each sees all 20. */
+	for (int i = 0; i < 8; i++) {
+		rd[i] = (struct xread){ .c = &c, .want = 20 };
+		ORCH_CHECK_OK(orch_group_read(c.m[l].g, op_count_names, xread_done, &rd[i]));
+	}
+	watched_read = &rd[7];
+	ORCH_CHECK(run_until(&c, the_read_is_done));
+	for (int i = 0; i < 8; i++)
+		ORCH_CHECK(rd[i].done && rd[i].result == 0 && rd[i].found == 20);
+	orch_group_stats(c.m[l].g, &gs);
+	ORCH_CHECK(gs.reads == 8 && gs.read_barriers <= 2);
+
+	/* The two others go: the leader cannot know it is still the leader. */
+	for (int i = 0; i < N; i++)
+		if (i != l)
+			member_stop(&c, i);
+	rd[0] = (struct xread){ .c = &c, .want = 20 };
+	ORCH_CHECK_OK(orch_group_read(c.m[l].g, op_count_names, xread_done, &rd[0]));
+	watched_read = &rd[0];
+	ORCH_CHECK(run_until(&c, the_read_is_done));
+	ORCH_CHECK(!rd[0].ran);
+	ORCH_CHECK(rd[0].result == ORCH_REPL_ENOTLEADER);
+	cluster_fini(&c);
+}
+
 /* libuv writes to peers' sockets with write(2): a closed member's would kill us. */
 __attribute__((constructor)) static void ignore_sigpipe(void)
 {
