@@ -27,10 +27,20 @@ struct group_op {
 	struct group_op *next;
 };
 
+/* A change a capture made, reported once its entry is applied. */
+struct group_change {
+	struct group_change *next;
+	uint64_t h;
+	bool has_name;
+	size_t namelen;
+	char name[];
+};
+
 /* One proposal in flight, its ops detached if the member diverges first. */
 struct group_entry {
 	struct orch_group *g;
 	struct group_op *ops;
+	struct group_change *changes, **changes_tail;
 };
 
 struct orch_group {
@@ -46,6 +56,9 @@ struct orch_group {
 	uint64_t ready_term;                   /* the term whose barrier is applied */
 	bool diverged;
 	bool closing;
+	struct group_entry *capturing;         /* the entry a capture is filling */
+	void (*change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
+	void *change_arg;
 	struct orch_ev_timer kick;             /* group_run at the loop's next turn */
 	struct orch_group_stats st;
 };
@@ -86,6 +99,59 @@ static void group_fail_reads(struct orch_group *g, int result)
 	g->reads = NULL;
 	g->reads_tail = &g->reads;
 	group_ops_done(list, result);
+}
+
+/* --- The change hook ------------------------------------------------------------ */
+
+static void group_changed(void *arg, uint64_t h, const char *name, size_t namelen)
+{
+	struct orch_group *g = arg;
+	struct group_entry *e = g->capturing;
+	struct group_change *c;
+
+	if (!e) {
+		if (g->change_fn)
+			g->change_fn(g->change_arg, h, name, namelen);
+		return;
+	}
+	c = malloc(sizeof(*c) + (name ? namelen : 0));
+	if (!c) {
+		/* Said now rather than never: a holder refetches, maybe too early. */
+		if (g->change_fn)
+			g->change_fn(g->change_arg, h, name, namelen);
+		return;
+	}
+	c->next = NULL;
+	c->h = h;
+	c->has_name = name != NULL;
+	c->namelen = name ? namelen : 0;
+	if (name)
+		memcpy(c->name, name, namelen);
+	*e->changes_tail = c;
+	e->changes_tail = &c->next;
+}
+
+/* Reports (if @report) and frees an entry's changes. */
+static void group_changes_done(struct orch_group *g, struct group_entry *e, bool report)
+{
+	while (e->changes) {
+		struct group_change *c = e->changes;
+
+		e->changes = c->next;
+		if (report && g->change_fn)
+			g->change_fn(g->change_arg, c->h, c->has_name ? c->name : NULL, c->namelen);
+		free(c);
+	}
+	e->changes_tail = &e->changes;
+}
+
+void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint64_t h,
+								   const char *name,
+								   size_t namelen),
+				void *arg)
+{
+	g->change_fn = fn;
+	g->change_arg = arg;
 }
 
 /* --- Every member: the state machine ------------------------------------------ */
@@ -155,6 +221,8 @@ static void group_entry_done(void *arg, int error, void *result)
 	(void)result;
 	if (g->flight == e)
 		g->flight = NULL;
+	/* Also when lost: the entry may still commit under the next leader. */
+	group_changes_done(g, e, !g->closing || !error);
 	free(e);
 	while (list) {
 		struct group_op *op = list;
@@ -226,12 +294,14 @@ static void group_propose(struct orch_group *g)
 		return;
 	}
 	e->g = g;
+	e->changes_tail = &e->changes;
 	error = orch_meta_capture_begin(g->meta);
 	if (error) {
 		free(e);
 		group_fail_queue(g, error);
 		return;
 	}
+	g->capturing = e;
 	tail = &e->ops;
 	while (g->queue && n < ORCH_GROUP_BATCH_MAX) {
 		struct group_op *op = g->queue;
@@ -245,6 +315,7 @@ static void group_propose(struct orch_group *g)
 	}
 	if (!g->queue)
 		g->queue_tail = &g->queue;
+	g->capturing = NULL;
 	error = orch_meta_capture_end(g->meta, &chg, &len);
 	if (!error) {
 		entry = malloc(1 + len);
@@ -259,6 +330,8 @@ static void group_propose(struct orch_group *g)
 	free(entry);
 	free(chg);
 	if (error) {
+		/* Nothing was proposed: nothing changed. */
+		group_changes_done(g, e, false);
 		group_ops_done(e->ops, error);
 		free(e);
 		group_kick(g);
@@ -439,8 +512,10 @@ int orch_group_open(struct orch_ev *ev, struct orch_meta *meta,
 	g->reads_tail = &g->reads;
 	fsm = (struct orch_repl_fsm){ .arg = g, .apply = group_apply,
 				      .snapshot = group_snapshot, .restore = group_restore };
+	orch_meta_set_change_hook(meta, group_changed, g);
 	error = orch_repl_open(ev, cfg, &fsm, &g->repl);
 	if (error) {
+		orch_meta_set_change_hook(meta, NULL, NULL);
 		free(g);
 		return error;
 	}
@@ -462,6 +537,7 @@ void orch_group_close(struct orch_group *g)
 	}
 	group_fail_queue(g, -ESHUTDOWN);
 	group_fail_reads(g, -ESHUTDOWN);
+	orch_meta_set_change_hook(g->meta, NULL, NULL);
 	free(g);
 }
 

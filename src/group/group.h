@@ -93,6 +93,19 @@ int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
 int orch_group_read(struct orch_group *g, orch_group_op_fn op, orch_group_done_fn done,
 		    void *arg);
 
+/*
+ * The namespace's change hook (orch_meta_set_change_hook), as the group
+ * runs it: the group takes @meta's hook at open, and the changes an entry
+ * makes reach @fn on the leader once the entry is applied there (before
+ * its operations' @done), never while they are only captured; changes made
+ * outside the group reach it at once.  A change a failed operation rolled
+ * back is reported all the same (a holder refetches).
+ */
+void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint64_t h,
+								   const char *name,
+								   size_t namelen),
+				void *arg);
+
 struct orch_group_stats {
 	uint64_t entries;       /* proposed by this member */
 	uint64_t ops;           /* in those entries */

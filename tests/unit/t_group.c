@@ -638,6 +638,80 @@ ORCH_TEST(reads_see_every_change_and_a_cut_off_leader_answers_none)
 	cluster_fini(&c);
 }
 
+/* --- The change hook ------------------------------------------------------------------ */
+
+struct hook_seen {
+	struct member *mb;
+	unsigned int names, committed;  /* names reported; of them, committed at that time */
+	unsigned int attrs;
+};
+
+/* Whether entry @name of the root is in @mb's committed database (another connection). */
+static bool committed_name(const struct member *mb, const char *name, size_t namelen)
+{
+	char path[160];
+	sqlite3_stmt *st = NULL;
+	sqlite3 *db;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/meta.db", mb->dir);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT 1 FROM dirent WHERE parent = 1 AND name = ?1", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_blob(st, 1, name, (int)namelen, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return found;
+}
+
+static void hook_changed(void *arg, uint64_t h, const char *name, size_t namelen)
+{
+	struct hook_seen *hs = arg;
+
+	if (!name) {
+		hs->attrs++;
+		return;
+	}
+	if (h != 1 || namelen < 2 || name[0] != 'x')
+		return;
+	hs->names++;
+	if (committed_name(hs->mb, name, namelen))
+		hs->committed++;
+}
+
+ORCH_TEST(changes_are_reported_once_applied_never_while_captured)
+{
+	struct hook_seen seen[N];
+	struct xop x[32];
+	struct cluster c;
+	int l;
+
+	ORCH_CHECK_OK(cluster_init(&c, 0));
+	for (int i = 0; i < N; i++) {
+		seen[i] = (struct hook_seen){ .mb = &c.m[i] };
+		orch_group_set_change_hook(c.m[i].g, hook_changed, &seen[i]);
+	}
+	ORCH_CHECK(run_until(&c, has_leader));
+	l = leader(&c);
+	ORCH_CHECK_OK(submit_x(&c, x, l, 1, 20, 1));
+	ORCH_CHECK(run_until(&c, all_done));
+	for (int s = 1; s <= 20; s++)
+		ORCH_CHECK(x[s].result == 0);
+	/* Each new name, and the root's attributes, once the name is in the database. */
+	ORCH_CHECK(seen[l].names == 20 && seen[l].committed == 20);
+	ORCH_CHECK(seen[l].attrs >= 1);
+	/*
+	 * Members that only apply say nothing: leases are the leader's
+	 * (a new leader and the old one's leases: docs/DESIGN.md, next steps).
+	 */
+	for (int i = 0; i < N; i++)
+		if (i != l)
+			ORCH_CHECK(seen[i].names == 0);
+	cluster_fini(&c);
+}
+
 /* libuv writes to peers' sockets with write(2): a closed member's would kill us. */
 __attribute__((constructor)) static void ignore_sigpipe(void)
 {
