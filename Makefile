@@ -45,9 +45,10 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILDDIR)/tests/%,$(UNIT_SRCS))
 # Test tools: small programs the integration tests drive (tests/tools/*.c).
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
-BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench
+BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench \
+	$(BUILDDIR)/bench/group-bench
 
-.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store clean help
+.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store bench-group clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -353,12 +354,23 @@ $(BUILDDIR)/bench/store-bench: $(BUILDDIR)/obj/bench/store_bench.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
 
+$(BUILDDIR)/bench/group-bench: $(BUILDDIR)/obj/bench/group_bench.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINKLIBS) $(LDLIBS)
+
 $(BUILDDIR)/obj/bench/%.o: bench/%.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -c $< -o $@
 
 bench: $(BINS) $(BENCH_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/cli_bench.py
+
+# Namespace operations through a replica group of 1 and of 3 members
+# against the namespace directly (src/group; DESIGN.md, "Replication").
+# BENCHFLAGS="--ops N --window N --rounds N".
+bench-group: $(BUILDDIR)/bench/group-bench
+	$(Q)$(BUILDDIR)/bench/group-bench --window 1 --ops 1000 $(BENCHFLAGS)
+	$(Q)$(BUILDDIR)/bench/group-bench --window 64 $(BENCHFLAGS)
 
 # The mount against a local directory and libfuse's passthrough_ll, side by
 # side (its targets: docs/PERF-NOTES.md).  BENCHFLAGS=--quick-ish flags: see
@@ -403,5 +415,6 @@ help:
 	@echo "make bench      CLI benchmark against a 2-server local cluster"
 	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...), and a PNG chart"
 	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...), and a PNG chart"
+	@echo "make bench-group  namespace creates through a replica group of 1 and 3 vs the namespace directly"
 
 -include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)

@@ -57,6 +57,7 @@ typedef int (*orch_group_op_fn)(void *arg, struct orch_meta *m);
  * happened), -ESHUTDOWN, -EIO.
  */
 typedef void (*orch_group_done_fn)(void *arg, int result);
+/* (@done runs inside libraft's callbacks: it may submit, never close the group.) */
 
 /*
  * Who asks, for exactly-once: request @seq (> 0) of client @client (> 0,
