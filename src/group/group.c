@@ -36,6 +36,12 @@ struct group_change {
 	char name[];
 };
 
+/* The reads waiting for one barrier, detached if the member diverges first. */
+struct group_readers {
+	struct orch_group *g;
+	struct group_op *ops;
+};
+
 /* One proposal in flight, its ops detached if the member diverges first. */
 struct group_entry {
 	struct orch_group *g;
@@ -49,7 +55,7 @@ struct orch_group {
 	struct orch_repl *repl;
 	struct group_op *queue, **queue_tail;  /* submitted, not captured yet */
 	struct group_op *reads, **reads_tail;  /* asked, waiting for the next barrier */
-	struct group_op *reading;              /* waiting for the barrier in flight */
+	struct group_readers *reading;         /* the read barrier in flight, or NULL */
 	struct group_entry *flight;            /* the entry in flight, or NULL */
 	bool barrier;                          /* a barrier in flight */
 	uint64_t barrier_term;                 /* the term it was asked in */
@@ -60,6 +66,7 @@ struct orch_group {
 	void (*change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
 	void *change_arg;
 	struct orch_ev_timer kick;             /* group_run at the loop's next turn */
+	struct orch_ev_timer retry;            /* a barrier, so that a failed apply is retried */
 	struct orch_group_stats st;
 };
 
@@ -156,6 +163,24 @@ void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint
 
 /* --- Every member: the state machine ------------------------------------------ */
 
+static void group_barrier_ignored(void *arg, int error, void *result)
+{
+	(void)arg, (void)error, (void)result;
+}
+
+/*
+ * An entry failed to apply for now.  libraft tries again at the next
+ * commit; on a leader with nothing else to commit, a barrier is that
+ * commit.  (A follower waits for its leader's next entry or heartbeat.)
+ */
+static void group_retry(void *arg)
+{
+	struct orch_group *g = arg;
+
+	if (!g->closing && !g->diverged)
+		orch_repl_barrier(g->repl, group_barrier_ignored, NULL);
+}
+
 static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, void **result)
 {
 	struct orch_group *g = arg;
@@ -169,21 +194,30 @@ static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, v
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu is of no kind"
 				   " this build knows (%zu bytes); not applied",
 				   (unsigned long long)index, len);
-		rc = -EIO;
+		rc = -EBADMSG;
 	} else {
 		rc = orch_meta_changes_apply(g->meta, index, b + 1, len - 1);
 	}
-	if (rc < 0) {
+	if (rc == -EBADMSG) {
 		/*
-		 * libraft applies this entry again at the next commit and never
-		 * skips it; meanwhile this member serves nothing of the
-		 * namespace.  A snapshot (restore) rebuilds it.
+		 * It never will apply here.  libraft applies it again at each
+		 * commit and never skips it; meanwhile this member serves
+		 * nothing of the namespace.  A snapshot (restore) rebuilds it.
 		 */
-		ORCH_LOG(ORCH_LOG_ERR, "namespace group: log entry %llu does not apply here (%s):"
+		ORCH_LOG(ORCH_LOG_ERR, "namespace group: log entry %llu does not apply here:"
 			 " this member stops serving until it is rebuilt from a snapshot",
-			 (unsigned long long)index, strerror(-rc));
+			 (unsigned long long)index);
 		g->diverged = true;
 		group_kick(g);
+		return rc;
+	}
+	if (rc < 0) {
+		/* A full disk, no memory: libraft tries again at the next commit. */
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu cannot be"
+				   " applied now (%s); trying again", (unsigned long long)index,
+				   strerror(-rc));
+		if (!g->closing)
+			orch_ev_timer_arm(g->ev, &g->retry, 100, group_retry, g);
 		return rc;
 	}
 	if (rc == 0)
@@ -223,6 +257,9 @@ static void group_entry_done(void *arg, int error, void *result)
 		g->flight = NULL;
 	/* Also when lost: the entry may still commit under the next leader. */
 	group_changes_done(g, e, !g->closing || !error);
+	/* A lost entry's counter reservation may be another leader's too. */
+	if (error)
+		orch_meta_forget_reservations(g->meta);
 	free(e);
 	while (list) {
 		struct group_op *op = list;
@@ -240,8 +277,11 @@ static void group_barrier_done(void *arg, int error, void *result)
 
 	(void)result;
 	g->barrier = false;
-	if (!error)
+	if (!error) {
+		/* What this member reserved as leader before may be another's now. */
+		orch_meta_forget_reservations(g->meta);
 		g->ready_term = g->barrier_term;
+	}
 	else if (!g->closing)
 		group_fail_queue(g, ORCH_REPL_ENOTLEADER);
 	group_kick(g);
@@ -301,20 +341,22 @@ static void group_propose(struct orch_group *g)
 		group_fail_queue(g, error);
 		return;
 	}
-	g->capturing = e;
+	/* The batch leaves the queue first: an op may submit another. */
 	tail = &e->ops;
 	while (g->queue && n < ORCH_GROUP_BATCH_MAX) {
 		struct group_op *op = g->queue;
 
 		g->queue = op->next;
 		op->next = NULL;
-		op->result = group_capture_op(g, op);
 		*tail = op;
 		tail = &op->next;
 		n++;
 	}
 	if (!g->queue)
 		g->queue_tail = &g->queue;
+	g->capturing = e;
+	for (struct group_op *op = e->ops; op; op = op->next)
+		op->result = group_capture_op(g, op);
 	g->capturing = NULL;
 	error = orch_meta_capture_end(g->meta, &chg, &len);
 	if (!error) {
@@ -344,14 +386,17 @@ static void group_propose(struct orch_group *g)
 		g->st.batch_max = n;
 }
 
-/* The barrier the reads in g->reading waited for is applied here (or failed). */
+/* The barrier @rd's reads waited for is applied here (or failed). */
 static void group_reads_done(void *arg, int error, void *result)
 {
-	struct orch_group *g = arg;
-	struct group_op *list = g->reading;
+	struct group_readers *rd = arg;
+	struct orch_group *g = rd->g;
+	struct group_op *list = rd->ops;
 
 	(void)result;
-	g->reading = NULL;
+	if (g->reading == rd)
+		g->reading = NULL;
+	free(rd);
 	while (list) {
 		struct group_op *op = list;
 		int rc;
@@ -374,19 +419,24 @@ static void group_reads_done(void *arg, int error, void *result)
 /* The reads asked so far wait for one new barrier. */
 static void group_read_barrier(struct orch_group *g)
 {
+	struct group_readers *rd = malloc(sizeof(*rd));
 	int error;
 
-	g->reading = g->reads;
-	g->reads = NULL;
-	g->reads_tail = &g->reads;
-	error = orch_repl_barrier(g->repl, group_reads_done, g);
-	if (error) {
-		struct group_op *list = g->reading;
-
-		g->reading = NULL;
-		group_ops_done(list, error);
+	if (!rd) {
+		group_fail_reads(g, -ENOMEM);
 		return;
 	}
+	rd->g = g;
+	rd->ops = g->reads;
+	g->reads = NULL;
+	g->reads_tail = &g->reads;
+	error = orch_repl_barrier(g->repl, group_reads_done, rd);
+	if (error) {
+		group_ops_done(rd->ops, error);
+		free(rd);
+		return;
+	}
+	g->reading = rd;
 	g->st.read_barriers++;
 }
 
@@ -397,11 +447,23 @@ static void group_run(void *arg)
 	int error;
 
 	if (g->diverged) {
-		/* Nothing in flight will apply here: its ops learn it now. */
+		/*
+		 * Nothing in flight will apply here.  The entry may still
+		 * commit on the others: its ops learn "maybe" (ELOST) now.
+		 */
 		if (g->flight) {
-			group_ops_done(g->flight->ops, -EIO);
+			struct group_op *ops = g->flight->ops;
+
 			g->flight->ops = NULL;
 			g->flight = NULL;
+			group_ops_done(ops, ORCH_REPL_ELOST);
+		}
+		if (g->reading) {
+			struct group_op *ops = g->reading->ops;
+
+			g->reading->ops = NULL;
+			g->reading = NULL;
+			group_ops_done(ops, -EIO);
 		}
 		group_fail_queue(g, -EIO);
 		group_fail_reads(g, -EIO);
@@ -529,11 +591,24 @@ void orch_group_close(struct orch_group *g)
 		return;
 	g->closing = true;
 	orch_ev_timer_cancel(g->ev, &g->kick);
+	orch_ev_timer_cancel(g->ev, &g->retry);
 	/* Calls back what is in flight (ESHUTDOWN or ELOST). */
 	orch_repl_close(g->repl);
 	if (g->flight) {
-		group_ops_done(g->flight->ops, -ESHUTDOWN);
-		g->flight->ops = NULL;
+		/* Not called back: libraft is gone, so it never will be. */
+		struct group_entry *e = g->flight;
+
+		g->flight = NULL;
+		group_changes_done(g, e, false);
+		group_ops_done(e->ops, -ESHUTDOWN);
+		free(e);
+	}
+	if (g->reading) {
+		struct group_readers *rd = g->reading;
+
+		g->reading = NULL;
+		group_ops_done(rd->ops, -ESHUTDOWN);
+		free(rd);
 	}
 	group_fail_queue(g, -ESHUTDOWN);
 	group_fail_reads(g, -ESHUTDOWN);

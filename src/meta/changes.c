@@ -60,6 +60,12 @@ static void changes_capture_drop(struct orch_meta *m)
 	m->m_reserved = false;
 }
 
+void orch_meta_forget_reservations(struct orch_meta *m)
+{
+	for (int c = 0; c < SQLDB_NCOUNTERS; c++)
+		m->m_counter[c].c_limit = 0;
+}
+
 int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch_meta *m),
 			   void *arg)
 {
@@ -254,7 +260,7 @@ static bool changes_value(struct changes_cursor *c, unsigned int *type)
 static bool changes_record(struct changes_cursor *c, const struct changes_table *t,
 			   unsigned int op)
 {
-	unsigned int old[16], type;
+	unsigned int old[16], type, changed = 0;
 
 	for (unsigned int i = 0; i < t->ncol; i++) {
 		if (!changes_value(c, &old[i]))
@@ -270,8 +276,10 @@ static bool changes_record(struct changes_cursor *c, const struct changes_table 
 			return false;
 		if (t->pk[i] ? type != 0 : (type == 0) != (old[i] == 0))
 			return false;
+		changed += !t->pk[i] && type != 0;
 	}
-	return true;
+	/* An UPDATE of nothing: SQLite would build an empty SET and fail everywhere. */
+	return changed > 0;
 }
 
 static bool changes_header(struct changes_cursor *c, const struct changes_table **out)
@@ -374,6 +382,29 @@ static void changes_refused(const struct changes_apply *a, int rc)
 				   " db='%s'", a->index, sqlite3_errstr(rc), a->m->m_path);
 }
 
+/*
+ * What a failed apply means: -EBADMSG if the entry can never apply here
+ * (a conflict: this member diverged; or the entry itself is bad), else the
+ * error of the moment (-ENOSPC, -ENOMEM, -EIO) that a later try may not meet.
+ */
+static int changes_apply_error(const struct changes_apply *a, int rc)
+{
+	if (a->conflict || a->foreign)
+		return -EBADMSG;
+	switch (rc & 0xff) {
+	case SQLITE_FULL: return -ENOSPC;
+	case SQLITE_NOMEM: return -ENOMEM;
+	case SQLITE_CORRUPT:
+	case SQLITE_MISMATCH:
+	case SQLITE_RANGE:
+	case SQLITE_SCHEMA:
+	case SQLITE_CONSTRAINT:
+	case SQLITE_ERROR:
+		return -EBADMSG;
+	default: return -EIO;
+	}
+}
+
 static int changes_index_put(struct orch_meta *m, uint64_t index)
 {
 	sqlite3_stmt *st;
@@ -415,7 +446,7 @@ int orch_meta_changes_apply(struct orch_meta *m, uint64_t index, const void *chg
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "log entry %" PRIu64 " is not a well-formed"
 				   " change of the namespace; not applied: db='%s'", index,
 				   m->m_path);
-		return -EIO;
+		return -EBADMSG;
 	}
 	error = orch_meta_begin(m);
 	if (error)
@@ -428,7 +459,7 @@ int orch_meta_changes_apply(struct orch_meta *m, uint64_t index, const void *chg
 		if (rc != SQLITE_OK || a.conflict || a.foreign) {
 			orch_meta_abort(m);
 			changes_refused(&a, rc);
-			return rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+			return changes_apply_error(&a, rc);
 		}
 	}
 	error = changes_index_put(m, index);
@@ -615,8 +646,7 @@ int orch_meta_restore(struct orch_meta *m, const void *buf, size_t len)
 		return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 	}
 	/* Counter reservations held in memory belong to the state just replaced. */
-	for (int c = 0; c < SQLDB_NCOUNTERS; c++)
-		m->m_counter[c].c_limit = 0;
+	orch_meta_forget_reservations(m);
 	/* An image from an older member may lack what this one creates at open. */
 	return orch_sqldb_tables_ensure(m);
 }

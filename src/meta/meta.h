@@ -422,14 +422,24 @@ int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch
 			   void *arg);
 int orch_meta_capture_end(struct orch_meta *m, void **out, size_t *outlen);
 void orch_meta_capture_cancel(struct orch_meta *m);
+/*
+ * Handles and intent ids are reserved in batches held in memory, the
+ * reservation being a row of the captured changes.  A leader whose entry
+ * was lost, or that led before another did, may hold a batch another
+ * leader reserved too: it forgets its batches at every new term and after
+ * a lost entry, and the next value reserves afresh above the stored row.
+ */
+void orch_meta_forget_reservations(struct orch_meta *m);
 
 /*
  * Every member applies the decided changes of log entry @index (> 0) in one
  * transaction that also records @index; an entry at or below the recorded
  * index is a replay and is skipped (returns 1).  A change that does not
- * apply exactly (a row missing or different: this member diverged), or that
- * touches a table not the namespace's, changes nothing: -EIO and one log
- * line.  applied_index: the last index applied (0: none).
+ * apply exactly (a row missing or different: this member diverged), that
+ * is malformed, or that touches a table not the namespace's, changes
+ * nothing: -EBADMSG (it never will apply here) and one log line; -ENOSPC,
+ * -ENOMEM, -EIO: it failed this time.  applied_index: the last index
+ * applied (0: none).
  */
 int orch_meta_changes_apply(struct orch_meta *m, uint64_t index, const void *chg,
 			    size_t len);

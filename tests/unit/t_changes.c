@@ -278,7 +278,7 @@ ORCH_TEST(a_member_that_diverged_applies_nothing)
 	ORCH_CHECK_OK(orch_meta_capture_end(G[0].m, &chg, &len));
 	ORCH_CHECK_OK(orch_meta_changes_apply(G[0].m, 1, chg, len));
 	ORCH_CHECK_OK(orch_meta_changes_apply(G[2].m, 1, chg, len));
-	ORCH_CHECK_RC(orch_meta_changes_apply(G[1].m, 1, chg, len), -EIO);
+	ORCH_CHECK_RC(orch_meta_changes_apply(G[1].m, 1, chg, len), -EBADMSG);
 	free(chg);
 	ORCH_CHECK_OK(member_hash(&G[1], &after, &rows));
 	ORCH_CHECK(before == after); /* not even the new directory */
@@ -327,18 +327,18 @@ ORCH_TEST(an_entry_touching_another_table_or_damaged_applies_nothing)
 	ORCH_CHECK_OK(group_make());
 	ORCH_CHECK_OK(member_hash(&G[0], &before, &rows));
 	ORCH_CHECK_OK(foreign_changes("evil", &chg, &len));
-	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 1, chg, (size_t)len), -EIO);
+	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 1, chg, (size_t)len), -EBADMSG);
 	sqlite3_free(chg);
 	/* The right table name, with the wrong columns. */
 	ORCH_CHECK_OK(foreign_changes("inode", &chg, &len));
-	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 1, chg, (size_t)len), -EIO);
+	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 1, chg, (size_t)len), -EBADMSG);
 	sqlite3_free(chg);
 	/* A real changeset, cut short and with flipped bytes. */
 	ORCH_CHECK_OK(record_create(G[0].m, "f", &good, &goodlen));
 	ORCH_CHECK(goodlen > 16);
-	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen / 2) < 0);
+	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen / 2) == -EBADMSG);
 	((unsigned char *)good)[1] ^= 0x5a; /* the table's column count */
-	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen) < 0);
+	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen) == -EBADMSG);
 	free(good);
 	ORCH_CHECK_OK(member_hash(&G[0], &after, &rows));
 	ORCH_CHECK(before == after);
@@ -426,6 +426,45 @@ ORCH_TEST(a_new_leader_never_hands_out_a_handle_again)
 			ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, idx, chg, len));
 		free(chg);
 	}
+	ORCH_CHECK_OK(group_same());
+	group_close();
+}
+
+ORCH_TEST(a_leader_whose_entry_was_lost_forgets_its_reservation)
+{
+	struct orch_layout lay = { .strip_size = 65536, .stripe_count = 1 };
+	struct orch_attr a_lost, b_out, b2_out, a_out;
+	void *chg;
+	size_t len;
+
+	ORCH_CHECK_OK(group_make());
+	/* Member 0 leads, reserves a batch of handles; its entry is lost. */
+	ORCH_CHECK_OK(orch_meta_capture_begin(G[0].m));
+	ORCH_CHECK_OK(orch_meta_create(G[0].m, &ROOT, 1, "lost", 4, S_IFREG | 0644, 0, NULL,
+				       &lay, true, &a_lost, &(bool){ false }));
+	ORCH_CHECK_OK(orch_meta_capture_end(G[0].m, &chg, &len));
+	free(chg);
+	/* Member 1 leads next: it reserves the same batch from the stored row. */
+	ORCH_CHECK_OK(orch_meta_capture_begin(G[1].m));
+	ORCH_CHECK_OK(orch_meta_create(G[1].m, &ROOT, 1, "b", 1, S_IFREG | 0644, 0, NULL, &lay,
+				       true, &b_out, &(bool){ false }));
+	ORCH_CHECK_OK(orch_meta_create(G[1].m, &ROOT, 1, "b2", 2, S_IFREG | 0644, 0, NULL, &lay,
+				       true, &b2_out, &(bool){ false }));
+	ORCH_CHECK_OK(orch_meta_capture_end(G[1].m, &chg, &len));
+	for (int i = 0; i < MEMBERS; i++)
+		ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, 1, chg, len));
+	free(chg);
+	ORCH_CHECK(b_out.handle == a_lost.handle); /* the same first value: same stored row */
+	/* Member 0 leads again, after forgetting (as the group does at a new term). */
+	orch_meta_forget_reservations(G[0].m);
+	ORCH_CHECK_OK(orch_meta_capture_begin(G[0].m));
+	ORCH_CHECK_OK(orch_meta_create(G[0].m, &ROOT, 1, "a", 1, S_IFREG | 0644, 0, NULL, &lay,
+				       true, &a_out, &(bool){ false }));
+	ORCH_CHECK_OK(orch_meta_capture_end(G[0].m, &chg, &len));
+	ORCH_CHECK(a_out.handle != b_out.handle && a_out.handle != b2_out.handle);
+	for (int i = 0; i < MEMBERS; i++)
+		ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, 2, chg, len));
+	free(chg);
 	ORCH_CHECK_OK(group_same());
 	group_close();
 }
