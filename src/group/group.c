@@ -60,13 +60,13 @@ struct orch_group {
 	bool barrier;                          /* a barrier in flight */
 	uint64_t barrier_term;                 /* the term it was asked in */
 	uint64_t ready_term;                   /* the term whose barrier is applied */
-	bool diverged;
+	bool diverged;                         /* an entry never applies here */
+	bool unavailable;                      /* an apply failed: out until restarted */
 	bool closing;
 	struct group_entry *capturing;         /* the entry a capture is filling */
 	void (*change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
 	void *change_arg;
 	struct orch_ev_timer kick;             /* group_run at the loop's next turn */
-	struct orch_ev_timer retry;            /* a barrier, so that a failed apply is retried */
 	struct orch_group_stats st;
 };
 
@@ -163,24 +163,6 @@ void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint
 
 /* --- Every member: the state machine ------------------------------------------ */
 
-static void group_barrier_ignored(void *arg, int error, void *result)
-{
-	(void)arg, (void)error, (void)result;
-}
-
-/*
- * An entry failed to apply for now.  libraft tries again at the next
- * commit; on a leader with nothing else to commit, a barrier is that
- * commit.  (A follower waits for its leader's next entry or heartbeat.)
- */
-static void group_retry(void *arg)
-{
-	struct orch_group *g = arg;
-
-	if (!g->closing && !g->diverged)
-		orch_repl_barrier(g->repl, group_barrier_ignored, NULL);
-}
-
 static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, void **result)
 {
 	struct orch_group *g = arg;
@@ -188,7 +170,7 @@ static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, v
 	int rc;
 
 	*result = NULL;
-	if (g->diverged)
+	if (g->unavailable)
 		return -EIO;
 	if (len < 1 || b[0] != GROUP_ENTRY_CHANGES) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu is of no kind"
@@ -198,26 +180,22 @@ static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, v
 	} else {
 		rc = orch_meta_changes_apply(g->meta, index, b + 1, len - 1);
 	}
-	if (rc == -EBADMSG) {
-		/*
-		 * It never will apply here.  libraft applies it again at each
-		 * commit and never skips it; meanwhile this member serves
-		 * nothing of the namespace.  A snapshot (restore) rebuilds it.
-		 */
-		ORCH_LOG(ORCH_LOG_ERR, "namespace group: log entry %llu does not apply here:"
-			 " this member stops serving until it is rebuilt from a snapshot",
-			 (unsigned long long)index);
-		g->diverged = true;
-		group_kick(g);
-		return rc;
-	}
 	if (rc < 0) {
-		/* A full disk, no memory: libraft tries again at the next commit. */
-		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu cannot be"
-				   " applied now (%s); trying again", (unsigned long long)index,
-				   strerror(-rc));
-		if (!g->closing)
-			orch_ev_timer_arm(g->ev, &g->retry, 100, group_retry, g);
+		/*
+		 * libraft 0.15 takes a member whose apply fails out of the
+		 * group (unavailable: no votes, no election, nothing applied)
+		 * until it is restarted; a restart replays the entry.  An entry
+		 * that never applies here (-EBADMSG: this member diverged, or
+		 * the entry is bad) needs this member rebuilt from a snapshot;
+		 * a passing error (a full disk) only the restart.
+		 */
+		ORCH_LOG(ORCH_LOG_ERR, "namespace group: log entry %llu %s (%s): this member"
+			 " leaves the group until it is %s", (unsigned long long)index,
+			 rc == -EBADMSG ? "does not apply here" : "cannot be applied now",
+			 strerror(-rc), rc == -EBADMSG ? "rebuilt from a snapshot" : "restarted");
+		g->diverged = rc == -EBADMSG;
+		g->unavailable = true;
+		group_kick(g);
 		return rc;
 	}
 	if (rc == 0)
@@ -237,10 +215,11 @@ static int group_restore(void *arg, const void *buf, size_t len)
 	struct orch_group *g = arg;
 	int error = orch_meta_restore(g->meta, buf, len);
 
-	if (!error && g->diverged) {
+	if (!error && (g->diverged || g->unavailable)) {
 		ORCH_LOG(ORCH_LOG_NOTICE, "namespace group: rebuilt from a snapshot; serving again");
 		g->diverged = false;
-	}
+		g->unavailable = false;
+		}
 	return error;
 }
 
@@ -446,7 +425,7 @@ static void group_run(void *arg)
 	struct orch_repl_status rs;
 	int error;
 
-	if (g->diverged) {
+	if (g->diverged || g->unavailable) {
 		/*
 		 * Nothing in flight will apply here.  The entry may still
 		 * commit on the others: its ops learn "maybe" (ELOST) now.
@@ -503,7 +482,7 @@ static struct group_op *group_op_new(struct orch_group *g, orch_group_op_fn op,
 	*error = 0;
 	if (g->closing)
 		*error = -ESHUTDOWN;
-	else if (g->diverged)
+	else if (g->diverged || g->unavailable)
 		*error = -EIO;
 	if (*error)
 		return NULL;
@@ -591,7 +570,6 @@ void orch_group_close(struct orch_group *g)
 		return;
 	g->closing = true;
 	orch_ev_timer_cancel(g->ev, &g->kick);
-	orch_ev_timer_cancel(g->ev, &g->retry);
 	/* Calls back what is in flight (ESHUTDOWN or ELOST). */
 	orch_repl_close(g->repl);
 	if (g->flight) {

@@ -13,9 +13,10 @@
  * entry committed before it led.
  *
  * A member whose database refuses an entry (it diverged, or the entry is
- * damaged) stops applying (libraft applies the entry again at the next
- * commit and never skips it), answers -EIO to every submission and must be
- * rebuilt from a snapshot.
+ * damaged) or cannot apply it now (a full disk) leaves the group (libraft
+ * makes it unavailable until restarted, and never skips the entry) and
+ * answers -EIO to every submission; one that diverged must be rebuilt from
+ * a snapshot.
  *
  * Threads: the loop thread of @ev only.  Floors: uses meta and repl; the
  * server will use it.

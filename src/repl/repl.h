@@ -19,9 +19,10 @@
  * machine that persists its own state records the index of each entry it
  * applied and skips those at or below it (the index is passed in).
  *
- * An apply that fails (returns -errno) stops this member's state machine:
- * libraft does not count the entry applied, applies it again at the next
- * commit and never skips it (and does not call its proposer back).
+ * An apply that fails (returns -errno) takes this member out of the group:
+ * libraft 0.15 makes it unavailable (no votes, no elections, nothing more
+ * applied, the proposer not called back) until it is restarted, and a
+ * restart applies the entry again; it never skips it.
  *
  * Errors: 0 or -errno, and two of our own (below).  Threads: loop thread
  * only.  The process must ignore SIGPIPE: libuv writes to peers with

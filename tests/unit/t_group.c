@@ -452,6 +452,15 @@ ORCH_TEST(a_member_changed_behind_the_groups_back_stops_serving)
 	ORCH_CHECK(gs.diverged);
 	ORCH_CHECK_RC(orch_group_submit(c.m[f].g, NULL, op_random, op_done, &c), -EIO);
 	ORCH_CHECK_OK(cluster_same(&c, f));
+
+	/* libraft took it out: it cannot be elected, and the two others go on. */
+	struct orch_repl_status rs;
+
+	orch_repl_status(orch_group_repl(c.m[f].g), &rs);
+	ORCH_CHECK(rs.role == ORCH_REPL_UNAVAILABLE);
+	ORCH_CHECK_OK(run_rounds(&c, 5, 5));
+	ORCH_CHECK(run_until(&c, all_caught_up));
+	ORCH_CHECK_OK(cluster_same(&c, f));
 	cluster_fini(&c);
 }
 
