@@ -36,13 +36,10 @@ struct group_change {
 	char name[];
 };
 
-/* The reads waiting for one barrier, detached if the member diverges first. */
-struct group_readers {
-	struct orch_group *g;
-	struct group_op *ops;
-};
-
-/* One proposal in flight, its ops detached if the member diverges first. */
+/*
+ * One proposal in flight (an entry, or the barrier of reads), its ops
+ * detached if the member leaves the group first.
+ */
 struct group_entry {
 	struct orch_group *g;
 	struct group_op *ops;
@@ -55,13 +52,13 @@ struct orch_group {
 	struct orch_repl *repl;
 	struct group_op *queue, **queue_tail;  /* submitted, not captured yet */
 	struct group_op *reads, **reads_tail;  /* asked, waiting for the next barrier */
-	struct group_readers *reading;         /* the read barrier in flight, or NULL */
+	struct group_entry *reading;           /* the read barrier in flight, or NULL */
 	struct group_entry *flight;            /* the entry in flight, or NULL */
 	bool barrier;                          /* a barrier in flight */
 	uint64_t barrier_term;                 /* the term it was asked in */
 	uint64_t ready_term;                   /* the term whose barrier is applied */
-	bool diverged;                         /* an entry never applies here */
 	bool unavailable;                      /* an apply failed: out until restarted */
+	bool diverged;                         /* ... because the entry never applies here */
 	bool closing;
 	struct group_entry *capturing;         /* the entry a capture is filling */
 	void (*change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
@@ -78,34 +75,36 @@ static void group_kick(struct orch_group *g)
 		orch_ev_timer_arm(g->ev, &g->kick, 0, group_run, g);
 }
 
-/* Calls every op of @list back with @result and frees it. */
-static void group_ops_done(struct group_op *list, int result)
+/* Calls every op of @list back, with @error or else its own result, and frees it. */
+static void group_ops_done(struct group_op *list, int error)
 {
 	while (list) {
 		struct group_op *op = list;
 
 		list = op->next;
-		op->done(op->arg, result);
+		op->done(op->arg, error ? error : op->result);
 		free(op);
 	}
 }
 
-static void group_fail_queue(struct orch_group *g, int result)
+/* Empties the list at @head (its tail pointer @tail) and answers it @error. */
+static void group_fail_list(struct group_op **head, struct group_op ***tail, int error)
 {
-	struct group_op *list = g->queue;
+	struct group_op *list = *head;
 
-	g->queue = NULL;
-	g->queue_tail = &g->queue;
-	group_ops_done(list, result);
+	*head = NULL;
+	*tail = head;
+	group_ops_done(list, error);
 }
 
-static void group_fail_reads(struct orch_group *g, int result)
+static void group_fail_queue(struct orch_group *g, int error)
 {
-	struct group_op *list = g->reads;
+	group_fail_list(&g->queue, &g->queue_tail, error);
+}
 
-	g->reads = NULL;
-	g->reads_tail = &g->reads;
-	group_ops_done(list, result);
+static void group_fail_reads(struct orch_group *g, int error)
+{
+	group_fail_list(&g->reads, &g->reads_tail, error);
 }
 
 /* --- The change hook ------------------------------------------------------------ */
@@ -171,7 +170,7 @@ static int group_apply(void *arg, uint64_t index, const void *buf, size_t len, v
 
 	*result = NULL;
 	if (g->unavailable)
-		return -EIO;
+		return -EIO; /* never past an entry that failed here */
 	if (len < 1 || b[0] != GROUP_ENTRY_CHANGES) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "namespace group: log entry %llu is of no kind"
 				   " this build knows (%zu bytes); not applied",
@@ -213,14 +212,8 @@ static int group_snapshot(void *arg, void **buf, size_t *len)
 static int group_restore(void *arg, const void *buf, size_t len)
 {
 	struct orch_group *g = arg;
-	int error = orch_meta_restore(g->meta, buf, len);
 
-	if (!error && (g->diverged || g->unavailable)) {
-		ORCH_LOG(ORCH_LOG_NOTICE, "namespace group: rebuilt from a snapshot; serving again");
-		g->diverged = false;
-		g->unavailable = false;
-		}
-	return error;
+	return orch_meta_restore(g->meta, buf, len);
 }
 
 /* --- The leader: capture, propose, answer ---------------------------------------- */
@@ -240,13 +233,7 @@ static void group_entry_done(void *arg, int error, void *result)
 	if (error)
 		orch_meta_forget_reservations(g->meta);
 	free(e);
-	while (list) {
-		struct group_op *op = list;
-
-		list = op->next;
-		op->done(op->arg, error ? error : op->result);
-		free(op);
-	}
+	group_ops_done(list, error);
 	group_kick(g);
 }
 
@@ -368,7 +355,7 @@ static void group_propose(struct orch_group *g)
 /* The barrier @rd's reads waited for is applied here (or failed). */
 static void group_reads_done(void *arg, int error, void *result)
 {
-	struct group_readers *rd = arg;
+	struct group_entry *rd = arg;
 	struct orch_group *g = rd->g;
 	struct group_op *list = rd->ops;
 
@@ -376,29 +363,23 @@ static void group_reads_done(void *arg, int error, void *result)
 	if (g->reading == rd)
 		g->reading = NULL;
 	free(rd);
-	while (list) {
-		struct group_op *op = list;
-		int rc;
-
-		list = op->next;
-		if (error)
-			rc = error == ORCH_REPL_ELOST ? ORCH_REPL_ENOTLEADER : error;
-		else if (g->diverged)
-			rc = -EIO;
-		else {
-			rc = op->op(op->arg, g->meta);
-			g->st.reads++;
-		}
-		op->done(op->arg, rc);
-		free(op);
+	/* A read that did not run has no "maybe": it was not done. */
+	if (error == ORCH_REPL_ELOST)
+		error = ORCH_REPL_ENOTLEADER;
+	if (!error && g->unavailable)
+		error = -EIO;
+	for (struct group_op *op = list; op && !error; op = op->next) {
+		op->result = op->op(op->arg, g->meta);
+		g->st.reads++;
 	}
+	group_ops_done(list, error);
 	group_kick(g);
 }
 
 /* The reads asked so far wait for one new barrier. */
 static void group_read_barrier(struct orch_group *g)
 {
-	struct group_readers *rd = malloc(sizeof(*rd));
+	struct group_entry *rd = calloc(1, sizeof(*rd));
 	int error;
 
 	if (!rd) {
@@ -425,7 +406,7 @@ static void group_run(void *arg)
 	struct orch_repl_status rs;
 	int error;
 
-	if (g->diverged || g->unavailable) {
+	if (g->unavailable) {
 		/*
 		 * Nothing in flight will apply here.  The entry may still
 		 * commit on the others: its ops learn "maybe" (ELOST) now.
@@ -434,14 +415,12 @@ static void group_run(void *arg)
 			struct group_op *ops = g->flight->ops;
 
 			g->flight->ops = NULL;
-			g->flight = NULL;
 			group_ops_done(ops, ORCH_REPL_ELOST);
 		}
 		if (g->reading) {
 			struct group_op *ops = g->reading->ops;
 
 			g->reading->ops = NULL;
-			g->reading = NULL;
 			group_ops_done(ops, -EIO);
 		}
 		group_fail_queue(g, -EIO);
@@ -482,7 +461,7 @@ static struct group_op *group_op_new(struct orch_group *g, orch_group_op_fn op,
 	*error = 0;
 	if (g->closing)
 		*error = -ESHUTDOWN;
-	else if (g->diverged || g->unavailable)
+	else if (g->unavailable)
 		*error = -EIO;
 	if (*error)
 		return NULL;
@@ -582,7 +561,7 @@ void orch_group_close(struct orch_group *g)
 		free(e);
 	}
 	if (g->reading) {
-		struct group_readers *rd = g->reading;
+		struct group_entry *rd = g->reading;
 
 		g->reading = NULL;
 		group_ops_done(rd->ops, -ESHUTDOWN);
