@@ -405,26 +405,14 @@ static int changes_apply_error(const struct changes_apply *a, int rc)
 	}
 }
 
+/* In the apply's transaction: a statement of the cache, as every entry runs it. */
 static int changes_index_put(struct orch_meta *m, uint64_t index)
 {
-	sqlite3_stmt *st;
-	int rc;
+	sqlite3_stmt *st = orch_sqldb_stmt(m, SQLDB_SUPER_PUT);
 
-	rc = sqlite3_prepare_v2(m->m_db,
-				"INSERT OR REPLACE INTO super (key, value) VALUES (?1, ?2)", -1,
-				&st, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, CHANGES_APPLIED_KEY, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)index);
-		rc = sqlite3_step(st);
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		ORCH_ERR("cannot record the applied index: %s: index=%" PRIu64 " db='%s'",
-			 sqlite3_errmsg(m->m_db), index, m->m_path);
-		return rc == SQLITE_FULL ? -ENOSPC : -EIO;
-	}
-	return 0;
+	sqlite3_bind_text(st, 1, CHANGES_APPLIED_KEY, -1, SQLITE_STATIC);
+	orch_sqldb_bind_u64(st, 2, index);
+	return orch_sqldb_exec(m, SQLDB_SUPER_PUT);
 }
 
 int orch_meta_changes_apply(struct orch_meta *m, uint64_t index, const void *chg, size_t len)

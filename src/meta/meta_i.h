@@ -47,6 +47,7 @@
 	X(ROLLBACK_TO, "ROLLBACK TO orch_op")                                  \
 	X(SUPER_GET, "SELECT value FROM super WHERE key = ?1")                 \
 	X(COUNTER_SET, "UPDATE super SET value = ?2 WHERE key = ?1")           \
+	X(SUPER_PUT, "INSERT OR REPLACE INTO super (key, value) VALUES (?1, ?2)") \
 	X(INODE_GET, "SELECT mode, uid, gid, nlink, size, rdev, atime, "       \
 		     "mtime, ctime, parent, strip_size, stripe_count, "        \
 		     "first_server, next_seq, EXISTS (SELECT 1 FROM xattr "   \
