@@ -288,8 +288,9 @@ static int group_capture_op(struct orch_group *g, struct group_op *op)
 static void group_propose(struct orch_group *g)
 {
 	struct group_entry *e = calloc(1, sizeof(*e));
+	static unsigned char kind = GROUP_ENTRY_CHANGES;
 	struct group_op **tail;
-	unsigned char *entry = NULL;
+	struct iovec parts[2];
 	void *chg = NULL;
 	size_t len = 0;
 	uint64_t n = 0;
@@ -326,17 +327,12 @@ static void group_propose(struct orch_group *g)
 	g->capturing = NULL;
 	error = orch_meta_capture_end(g->meta, &chg, &len);
 	if (!error) {
-		entry = malloc(1 + len);
-		error = entry ? 0 : -ENOMEM;
+		/* The entry: its kind, then the changes, framed into libraft's buffer at once. */
+		parts[0] = (struct iovec){ .iov_base = &kind, .iov_len = 1 };
+		parts[1] = (struct iovec){ .iov_base = chg, .iov_len = len };
+		error = orch_repl_proposev(g->repl, parts, 2, group_entry_done, e);
 	}
-	if (!error) {
-		entry[0] = GROUP_ENTRY_CHANGES;
-		if (len)
-			memcpy(entry + 1, chg, len);
-		error = orch_repl_propose(g->repl, entry, 1 + len, group_entry_done, e);
-	}
-	free(entry);
-	free(chg);
+	orch_meta_changes_free(chg);
 	if (error) {
 		/* Nothing was proposed: nothing changed. */
 		group_changes_done(g, e, false);

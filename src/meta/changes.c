@@ -108,18 +108,19 @@ int orch_meta_capture_end(struct orch_meta *m, void **out, size_t *outlen)
 			 m->m_path);
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
 	}
+	/* SQLite's own buffer, handed over as it is: no copy on every entry. */
 	if (n > 0) {
-		/* The caller frees with free(), not sqlite3_free(). */
-		*out = malloc((size_t)n);
-		if (!*out) {
-			sqlite3_free(chg);
-			return -ENOMEM;
-		}
-		memcpy(*out, chg, (size_t)n);
+		*out = chg;
 		*outlen = (size_t)n;
+	} else {
+		sqlite3_free(chg);
 	}
-	sqlite3_free(chg);
 	return 0;
+}
+
+void orch_meta_changes_free(void *chg)
+{
+	sqlite3_free(chg);
 }
 
 /* --- Apply --------------------------------------------------------------------- */

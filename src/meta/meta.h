@@ -412,8 +412,9 @@ int orch_meta_orphan_next(struct orch_meta *m, uint64_t after, uint64_t *h);
  * A leader records what a mutation changes, without keeping it: capture_begin
  * opens a transaction that records every row change; the caller runs one or
  * more operations in it; capture_end rolls it all back and hands over the
- * changes as a SQLite changeset (*@out from malloc, NULL and 0 bytes when
- * nothing changed; -EIO if SQLite lost the transaction).  capture_cancel
+ * changes as a SQLite changeset (*@out, freed with orch_meta_changes_free;
+ * NULL and 0 bytes when nothing changed; -EIO if SQLite lost the
+ * transaction).  capture_cancel
  * drops a capture.  The change hook still fires during a capture.
  */
 int orch_meta_capture_begin(struct orch_meta *m);
@@ -421,6 +422,7 @@ int orch_meta_capture_begin(struct orch_meta *m);
 int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch_meta *m),
 			   void *arg);
 int orch_meta_capture_end(struct orch_meta *m, void **out, size_t *outlen);
+void orch_meta_changes_free(void *chg);
 void orch_meta_capture_cancel(struct orch_meta *m);
 /*
  * Handles and intent ids are reserved in batches held in memory, the

@@ -19,16 +19,27 @@ size_t orch_repl_entry_size(size_t len)
 	return (sizeof(struct repl_entry_hdr) + len + 7) & ~(size_t)7;
 }
 
-void orch_repl_entry_encode(void *dst, const void *buf, size_t len)
+void orch_repl_entry_encodev(void *dst, const struct iovec *iov, unsigned int n, size_t len)
 {
-	struct repl_entry_hdr h = {
-		.e_len = htole32((uint32_t)len),
-		.e_crc = htole32(orch_crc32c(0, buf, len)),
-	};
+	struct repl_entry_hdr h = { .e_len = htole32((uint32_t)len) };
+	char *p = (char *)dst + sizeof(h);
+	uint32_t crc = 0;
 
 	memset(dst, 0, orch_repl_entry_size(len));
+	for (unsigned int i = 0; i < n; i++) {
+		crc = orch_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	h.e_crc = htole32(crc);
 	memcpy(dst, &h, sizeof(h));
-	memcpy((char *)dst + sizeof(h), buf, len);
+}
+
+void orch_repl_entry_encode(void *dst, const void *buf, size_t len)
+{
+	struct iovec one = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+	orch_repl_entry_encodev(dst, &one, 1, len);
 }
 
 int orch_repl_entry_decode(const void *frame, size_t size, const void **bytes, size_t *len)

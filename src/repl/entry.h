@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define ORCH_REPL_ENTRY_MAX (64u << 20)   /* the bytes of one proposal, at most */
 
@@ -15,6 +16,8 @@
 size_t orch_repl_entry_size(size_t len);
 /* Frames @len bytes of @buf into @dst, orch_repl_entry_size(len) bytes. */
 void orch_repl_entry_encode(void *dst, const void *buf, size_t len);
+/* The same for the @n parts of @iov, @len bytes in all: no copy to join them first. */
+void orch_repl_entry_encodev(void *dst, const struct iovec *iov, unsigned int n, size_t len);
 /*
  * The bytes framed in @frame of @size bytes (as read from a log or a
  * peer: untrusted): 0 with *@bytes and *@len set, or -EBADMSG if the

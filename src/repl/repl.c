@@ -397,13 +397,20 @@ static struct repl_req *repl_req_new(struct orch_repl *r, orch_repl_done_fn done
 	return q;
 }
 
-int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,
-		      void *arg)
+int orch_repl_proposev(struct orch_repl *r, const struct iovec *iov, unsigned int n,
+		       orch_repl_done_fn done, void *arg)
 {
-	struct raft_buffer b = { .len = orch_repl_entry_size(len) };
+	struct raft_buffer b;
 	struct repl_req *q;
+	size_t len = 0;
 	int rv, error;
 
+	for (unsigned int i = 0; i < n; i++) {
+		if (iov[i].iov_len > ORCH_REPL_ENTRY_MAX)
+			return -EFBIG;
+		len += iov[i].iov_len;
+	}
+	b.len = orch_repl_entry_size(len);
 	if (!b.len)
 		return -EFBIG;
 	q = repl_req_new(r, done, arg, &error);
@@ -414,7 +421,7 @@ int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_rep
 		free(q);
 		return -ENOMEM;
 	}
-	orch_repl_entry_encode(b.base, buf, len);
+	orch_repl_entry_encodev(b.base, iov, n, len);
 	q->q.apply.data = q;
 	/* The buffer is libraft's once this returns 0, ours to free otherwise. */
 	rv = raft_apply(&r->r_raft, &q->q.apply, &b, 1, repl_applied);
@@ -425,6 +432,14 @@ int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_rep
 	}
 	repl_kick(r);
 	return 0;
+}
+
+int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,
+		      void *arg)
+{
+	struct iovec one = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+	return orch_repl_proposev(r, &one, 1, done, arg);
 }
 
 int orch_repl_barrier(struct orch_repl *r, orch_repl_done_fn done, void *arg)

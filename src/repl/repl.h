@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct orch_ev;
 struct orch_repl;
@@ -114,6 +115,9 @@ void orch_repl_close(struct orch_repl *r);
 typedef void (*orch_repl_done_fn)(void *arg, int error, void *result);
 int orch_repl_propose(struct orch_repl *r, const void *buf, size_t len, orch_repl_done_fn done,
 		      void *arg);
+/* The same for an entry made of the @n parts of @iov, framed without joining them first. */
+int orch_repl_proposev(struct orch_repl *r, const struct iovec *iov, unsigned int n,
+		       orch_repl_done_fn done, void *arg);
 /*
  * @done once every entry before it is applied here, which, after a new
  * leader is elected, is what makes its reads current (libraft 0.15 has no

@@ -146,7 +146,7 @@ static int entry_round(struct member *lead, struct model *mo, unsigned int nops,
 		if (G[i].m)
 			error = orch_meta_changes_apply(G[i].m, mo->index, chg, len);
 	*changes_len += len;
-	free(chg);
+	orch_meta_changes_free(chg);
 	return error;
 }
 
@@ -240,7 +240,7 @@ ORCH_TEST(replays_are_skipped_and_the_index_survives_reopen)
 	/* Once more at the same index, and at an older one: nothing happens. */
 	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 5, chg, len), 1);
 	ORCH_CHECK_RC(orch_meta_changes_apply(G[0].m, 3, chg, len), 1);
-	free(chg);
+	orch_meta_changes_free(chg);
 	ORCH_CHECK_OK(member_hash(&G[0], &after, &rows));
 	ORCH_CHECK(before == after);
 	orch_meta_close(G[0].m);
@@ -279,7 +279,7 @@ ORCH_TEST(a_member_that_diverged_applies_nothing)
 	ORCH_CHECK_OK(orch_meta_changes_apply(G[0].m, 1, chg, len));
 	ORCH_CHECK_OK(orch_meta_changes_apply(G[2].m, 1, chg, len));
 	ORCH_CHECK_RC(orch_meta_changes_apply(G[1].m, 1, chg, len), -EBADMSG);
-	free(chg);
+	orch_meta_changes_free(chg);
 	ORCH_CHECK_OK(member_hash(&G[1], &after, &rows));
 	ORCH_CHECK(before == after); /* not even the new directory */
 	ORCH_CHECK_OK(orch_meta_applied_index(G[1].m, &idx));
@@ -339,7 +339,7 @@ ORCH_TEST(an_entry_touching_another_table_or_damaged_applies_nothing)
 	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen / 2) == -EBADMSG);
 	((unsigned char *)good)[1] ^= 0x5a; /* the table's column count */
 	ORCH_CHECK(orch_meta_changes_apply(G[0].m, 1, good, goodlen) == -EBADMSG);
-	free(good);
+	orch_meta_changes_free(good);
 	ORCH_CHECK_OK(member_hash(&G[0], &after, &rows));
 	ORCH_CHECK(before == after);
 	ORCH_CHECK_OK(orch_meta_applied_index(G[0].m, &idx));
@@ -424,7 +424,7 @@ ORCH_TEST(a_new_leader_never_hands_out_a_handle_again)
 		idx++;
 		for (int i = 0; i < MEMBERS; i++)
 			ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, idx, chg, len));
-		free(chg);
+		orch_meta_changes_free(chg);
 	}
 	ORCH_CHECK_OK(group_same());
 	group_close();
@@ -443,7 +443,7 @@ ORCH_TEST(a_leader_whose_entry_was_lost_forgets_its_reservation)
 	ORCH_CHECK_OK(orch_meta_create(G[0].m, &ROOT, 1, "lost", 4, S_IFREG | 0644, 0, NULL,
 				       &lay, true, &a_lost, &(bool){ false }));
 	ORCH_CHECK_OK(orch_meta_capture_end(G[0].m, &chg, &len));
-	free(chg);
+	orch_meta_changes_free(chg);
 	/* Member 1 leads next: it reserves the same batch from the stored row. */
 	ORCH_CHECK_OK(orch_meta_capture_begin(G[1].m));
 	ORCH_CHECK_OK(orch_meta_create(G[1].m, &ROOT, 1, "b", 1, S_IFREG | 0644, 0, NULL, &lay,
@@ -453,7 +453,7 @@ ORCH_TEST(a_leader_whose_entry_was_lost_forgets_its_reservation)
 	ORCH_CHECK_OK(orch_meta_capture_end(G[1].m, &chg, &len));
 	for (int i = 0; i < MEMBERS; i++)
 		ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, 1, chg, len));
-	free(chg);
+	orch_meta_changes_free(chg);
 	ORCH_CHECK(b_out.handle == a_lost.handle); /* the same first value: same stored row */
 	/* Member 0 leads again, after forgetting (as the group does at a new term). */
 	orch_meta_forget_reservations(G[0].m);
@@ -464,7 +464,7 @@ ORCH_TEST(a_leader_whose_entry_was_lost_forgets_its_reservation)
 	ORCH_CHECK(a_out.handle != b_out.handle && a_out.handle != b2_out.handle);
 	for (int i = 0; i < MEMBERS; i++)
 		ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, 2, chg, len));
-	free(chg);
+	orch_meta_changes_free(chg);
 	ORCH_CHECK_OK(group_same());
 	group_close();
 }
