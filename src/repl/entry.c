@@ -27,6 +27,8 @@ void orch_repl_entry_encodev(void *dst, const struct iovec *iov, unsigned int n,
 
 	memset(dst, 0, orch_repl_entry_size(len));
 	for (unsigned int i = 0; i < n; i++) {
+		if (!iov[i].iov_len)
+			continue; /* an empty part may have no buffer at all */
 		crc = orch_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 		memcpy(p, iov[i].iov_base, iov[i].iov_len);
 		p += iov[i].iov_len;
