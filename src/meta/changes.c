@@ -55,6 +55,7 @@ static void changes_capture_drop(struct orch_meta *m)
 {
 	sqlite3session_delete(m->m_capture);
 	m->m_capture = NULL;
+	m->m_capture_txn = false;
 	orch_meta_abort(m);
 	/* The reservation rolled back with it; applying it brings it back. */
 	m->m_reserved = false;
@@ -69,15 +70,22 @@ void orch_meta_forget_reservations(struct orch_meta *m)
 int orch_meta_capture_step(struct orch_meta *m, int (*fn)(void *arg, struct orch_meta *m),
 			   void *arg)
 {
-	int error;
+	int error, rc;
 
 	if (!m->m_capture)
 		return -EINVAL;
 	error = orch_sqldb_op_begin(m);
 	if (error)
 		return error;
+	rc = fn(arg, m);
+	if (m->m_capture_txn) {
+		/* @fn began a transaction and ended it neither way: it changes nothing. */
+		ORCH_ERR("an operation left its transaction open: db='%s'", m->m_path);
+		orch_meta_abort(m);
+		rc = rc ? rc : -EINVAL;
+	}
 	/* A session reads rows' final values: what a savepoint undid is not in it. */
-	return orch_sqldb_op_end(m, fn(arg, m));
+	return orch_sqldb_op_end(m, rc);
 }
 
 void orch_meta_capture_cancel(struct orch_meta *m)

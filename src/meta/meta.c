@@ -516,6 +516,15 @@ int orch_meta_begin(struct orch_meta *m)
 {
 	int error;
 
+	if (m->m_capture) {
+		/* Inside a capture: a savepoint of its transaction (meta_i.h). */
+		ORCH_ASSERT(!m->m_capture_txn);
+		if (m->m_capture_txn)
+			return -EINVAL;
+		error = orch_sqldb_op_begin(m);
+		m->m_capture_txn = !error;
+		return error;
+	}
 	ORCH_ASSERT(!m->m_in_txn);
 	if (m->m_in_txn)
 		return -EINVAL;
@@ -532,6 +541,10 @@ int orch_meta_commit(struct orch_meta *m)
 {
 	int error;
 
+	if (m->m_capture_txn) {
+		m->m_capture_txn = false;
+		return orch_sqldb_op_end(m, 0);
+	}
 	ORCH_ASSERT(m->m_in_txn);
 	if (!m->m_in_txn)
 		return -EINVAL;
@@ -552,6 +565,11 @@ int orch_meta_commit(struct orch_meta *m)
 
 void orch_meta_abort(struct orch_meta *m)
 {
+	if (m->m_capture_txn) {
+		m->m_capture_txn = false;
+		orch_sqldb_op_end(m, -ECANCELED);
+		return;
+	}
 	if (!sqlite3_get_autocommit(m->m_db)) {
 		orch_sqldb_stmt(m, SQLDB_ROLLBACK);
 		orch_sqldb_exec(m, SQLDB_ROLLBACK);

@@ -91,7 +91,12 @@ void orch_meta_set_open_hook(struct orch_meta *m, orch_meta_open_fn fn, void *ar
 
 /* --- Transactions ------------------------------------------------------------ */
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK.  No nesting. */
+/*
+ * BEGIN IMMEDIATE / COMMIT / ROLLBACK.  No nesting.  Inside a capture
+ * (changes.c) they are a savepoint of the capture's transaction, its
+ * release and its rollback: code that makes its own transactions runs
+ * unchanged as an operation of a replica group.
+ */
 int orch_meta_begin(struct orch_meta *m);
 int orch_meta_commit(struct orch_meta *m);
 void orch_meta_abort(struct orch_meta *m);

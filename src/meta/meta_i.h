@@ -154,6 +154,12 @@ struct orch_meta {
 	orch_meta_open_fn m_is_open;          /* NULL: nothing is open */
 	void *m_is_open_arg;
 	struct sqlite3_session *m_capture;    /* recording changes (changes.c) */
+	/*
+	 * orch_meta_begin() inside a capture: a savepoint in the capture's
+	 * transaction, so that code written for transactions of its own runs
+	 * unchanged as an operation of a replica group (changes.c).
+	 */
+	bool m_capture_txn;
 };
 
 static inline void orch_sqldb_changed(struct orch_meta *m, uint64_t h, const char *name,

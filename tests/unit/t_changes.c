@@ -289,6 +289,76 @@ ORCH_TEST(a_member_that_diverged_applies_nothing)
 	group_close();
 }
 
+/* Operations written with transactions of their own, as the server's handlers are. */
+static int op_mkdir_committed(void *arg, struct orch_meta *m)
+{
+	struct orch_attr out;
+	int error = orch_meta_begin(m);
+
+	if (error)
+		return error;
+	error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL, NULL,
+				 true, &out, &(bool){ false });
+	if (error) {
+		orch_meta_abort(m);
+		return error;
+	}
+	return orch_meta_commit(m);
+}
+
+static int op_mkdir_aborted(void *arg, struct orch_meta *m)
+{
+	struct orch_attr out;
+	int error = orch_meta_begin(m);
+
+	if (!error)
+		error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL,
+					 NULL, true, &out, &(bool){ false });
+	orch_meta_abort(m);
+	return error; /* 0: succeeded, having changed nothing */
+}
+
+static int op_mkdir_left_open(void *arg, struct orch_meta *m)
+{
+	struct orch_attr out;
+	int error = orch_meta_begin(m);
+
+	if (!error)
+		error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL,
+					 NULL, true, &out, &(bool){ false });
+	return error;
+}
+
+ORCH_TEST(transactions_inside_a_capture_are_savepoints)
+{
+	struct orch_dirent de;
+	void *chg;
+	size_t len;
+
+	ORCH_CHECK_OK(group_make());
+	ORCH_CHECK_OK(orch_meta_capture_begin(G[0].m));
+	ORCH_CHECK_OK(orch_meta_capture_step(G[0].m, op_mkdir_committed, "kept"));
+	ORCH_CHECK_OK(orch_meta_capture_step(G[0].m, op_mkdir_aborted, "aborted"));
+	ORCH_CHECK_RC(orch_meta_capture_step(G[0].m, op_mkdir_left_open, "open"), -EINVAL);
+	/* The capture goes on: the next operation sees the first one's directory. */
+	ORCH_CHECK_RC(orch_meta_capture_step(G[0].m, op_mkdir_committed, "kept"), -EEXIST);
+	ORCH_CHECK_OK(orch_meta_capture_step(G[0].m, op_mkdir_committed, "second"));
+	ORCH_CHECK_OK(orch_meta_capture_end(G[0].m, &chg, &len));
+	for (int i = 0; i < MEMBERS; i++) {
+		ORCH_CHECK_OK(orch_meta_changes_apply(G[i].m, 1, chg, len));
+		ORCH_CHECK_OK(orch_meta_lookup(G[i].m, &ROOT, 1, "kept", 4, &de));
+		ORCH_CHECK_OK(orch_meta_lookup(G[i].m, &ROOT, 1, "second", 6, &de));
+		ORCH_CHECK_RC(orch_meta_lookup(G[i].m, &ROOT, 1, "aborted", 7, &de), -ENOENT);
+		ORCH_CHECK_RC(orch_meta_lookup(G[i].m, &ROOT, 1, "open", 4, &de), -ENOENT);
+	}
+	orch_meta_changes_free(chg);
+	ORCH_CHECK_OK(group_same());
+	/* Outside a capture, transactions are transactions again. */
+	ORCH_CHECK_OK(op_mkdir_committed("after", G[0].m));
+	ORCH_CHECK_OK(orch_meta_lookup(G[0].m, &ROOT, 1, "after", 5, &de));
+	group_close();
+}
+
 /* A changeset from another database, touching a table named @table. */
 static int foreign_changes(const char *table, void **out, int *outlen)
 {
