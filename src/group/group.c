@@ -30,6 +30,7 @@ struct group_op {
 /* A change a capture made, reported once its entry is applied. */
 struct group_change {
 	struct group_change *next;
+	struct group_op *op;    /* whose capture made it; NULL once that op is answered */
 	uint64_t h;
 	bool has_name;
 	size_t namelen;
@@ -61,7 +62,8 @@ struct orch_group {
 	bool diverged;                         /* ... because the entry never applies here */
 	bool closing;
 	struct group_entry *capturing;         /* the entry a capture is filling */
-	void (*change_fn)(void *arg, uint64_t h, const char *name, size_t namelen);
+	struct group_op *capturing_op;         /* ... and the op it runs */
+	orch_group_change_fn change_fn;
 	void *change_arg;
 	struct orch_ev_timer kick;             /* group_run at the loop's next turn */
 	struct orch_group_stats st;
@@ -117,17 +119,19 @@ static void group_changed(void *arg, uint64_t h, const char *name, size_t namele
 
 	if (!e) {
 		if (g->change_fn)
-			g->change_fn(g->change_arg, h, name, namelen);
+			g->change_fn(g->change_arg, NULL, h, name, namelen);
 		return;
 	}
 	c = malloc(sizeof(*c) + (name ? namelen : 0));
 	if (!c) {
 		/* Said now rather than never: a holder refetches, maybe too early. */
 		if (g->change_fn)
-			g->change_fn(g->change_arg, h, name, namelen);
+			g->change_fn(g->change_arg, g->capturing_op ? g->capturing_op->arg : NULL,
+				     h, name, namelen);
 		return;
 	}
 	c->next = NULL;
+	c->op = g->capturing_op;
 	c->h = h;
 	c->has_name = name != NULL;
 	c->namelen = name ? namelen : 0;
@@ -137,24 +141,35 @@ static void group_changed(void *arg, uint64_t h, const char *name, size_t namele
 	e->changes_tail = &c->next;
 }
 
-/* Reports (if @report) and frees an entry's changes. */
-static void group_changes_done(struct orch_group *g, struct group_entry *e, bool report)
+/*
+ * Reports (if @report) and frees the changes at the head of @e's list made
+ * by @op (every one left, with @op NULL).  Captures append in op order, so
+ * an op's changes are together.
+ */
+static void group_changes_done(struct orch_group *g, struct group_entry *e,
+			       const struct group_op *op, bool report)
 {
-	while (e->changes) {
+	while (e->changes && (!op || e->changes->op == op)) {
 		struct group_change *c = e->changes;
 
 		e->changes = c->next;
 		if (report && g->change_fn)
-			g->change_fn(g->change_arg, c->h, c->has_name ? c->name : NULL, c->namelen);
+			g->change_fn(g->change_arg, c->op ? c->op->arg : NULL, c->h,
+				     c->has_name ? c->name : NULL, c->namelen);
 		free(c);
 	}
-	e->changes_tail = &e->changes;
+	if (!e->changes)
+		e->changes_tail = &e->changes;
 }
 
-void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint64_t h,
-								   const char *name,
-								   size_t namelen),
-				void *arg)
+/* The ops of @e are answered elsewhere: their changes no longer name them. */
+static void group_changes_orphan(struct group_entry *e)
+{
+	for (struct group_change *c = e->changes; c; c = c->next)
+		c->op = NULL;
+}
+
+void orch_group_set_change_hook(struct orch_group *g, orch_group_change_fn fn, void *arg)
 {
 	g->change_fn = fn;
 	g->change_arg = arg;
@@ -224,16 +239,29 @@ static void group_entry_done(void *arg, int error, void *result)
 	struct orch_group *g = e->g;
 	struct group_op *list = e->ops;
 
+	bool report = !g->closing || !error;
+
 	(void)result;
 	if (g->flight == e)
 		g->flight = NULL;
-	/* Also when lost: the entry may still commit under the next leader. */
-	group_changes_done(g, e, !g->closing || !error);
 	/* A lost entry's counter reservation may be another leader's too. */
 	if (error)
 		orch_meta_forget_reservations(g->meta);
+	/*
+	 * Each op's changes, then its answer, as a server pushes before it
+	 * replies.  Also when lost: the entry may still commit under the next
+	 * leader.
+	 */
+	while (list) {
+		struct group_op *op = list;
+
+		list = op->next;
+		group_changes_done(g, e, op, report);
+		op->done(op->arg, error ? error : op->result);
+		free(op);
+	}
+	group_changes_done(g, e, NULL, report);
 	free(e);
-	group_ops_done(list, error);
 	group_kick(g);
 }
 
@@ -322,9 +350,12 @@ static void group_propose(struct orch_group *g)
 	if (!g->queue)
 		g->queue_tail = &g->queue;
 	g->capturing = e;
-	for (struct group_op *op = e->ops; op; op = op->next)
+	for (struct group_op *op = e->ops; op; op = op->next) {
+		g->capturing_op = op;
 		op->result = group_capture_op(g, op);
+	}
 	g->capturing = NULL;
+	g->capturing_op = NULL;
 	error = orch_meta_capture_end(g->meta, &chg, &len);
 	if (!error) {
 		/* The entry: its kind, then the changes, framed into libraft's buffer at once. */
@@ -335,7 +366,7 @@ static void group_propose(struct orch_group *g)
 	orch_meta_changes_free(chg);
 	if (error) {
 		/* Nothing was proposed: nothing changed. */
-		group_changes_done(g, e, false);
+		group_changes_done(g, e, NULL, false);
 		group_ops_done(e->ops, error);
 		free(e);
 		group_kick(g);
@@ -411,6 +442,7 @@ static void group_run(void *arg)
 			struct group_op *ops = g->flight->ops;
 
 			g->flight->ops = NULL;
+			group_changes_orphan(g->flight);
 			group_ops_done(ops, ORCH_REPL_ELOST);
 		}
 		if (g->reading) {
@@ -552,7 +584,7 @@ void orch_group_close(struct orch_group *g)
 		struct group_entry *e = g->flight;
 
 		g->flight = NULL;
-		group_changes_done(g, e, false);
+		group_changes_done(g, e, NULL, false);
 		group_ops_done(e->ops, -ESHUTDOWN);
 		free(e);
 	}

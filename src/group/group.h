@@ -48,7 +48,8 @@ void orch_group_close(struct orch_group *g);
 /*
  * An operation on the namespace: any meta calls, run on the leader inside
  * a savepoint of a capture; it returns 0 or -errno (a failed one changes
- * nothing).  It must not open or end transactions of its own.
+ * nothing).  Its own transactions (orch_meta_begin, commit, abort) are
+ * savepoints inside it; one it leaves open fails it.
  */
 typedef int (*orch_group_op_fn)(void *arg, struct orch_meta *m);
 /*
@@ -98,15 +99,16 @@ int orch_group_read(struct orch_group *g, orch_group_op_fn op, orch_group_done_f
 /*
  * The namespace's change hook (orch_meta_set_change_hook), as the group
  * runs it: the group takes @meta's hook at open, and the changes an entry
- * makes reach @fn on the leader once the entry is applied there (before
- * its operations' @done), never while they are only captured; changes made
- * outside the group reach it at once.  A change a failed operation rolled
- * back is reported all the same (a holder refetches).
+ * makes reach @fn on the leader once the entry is applied there, never
+ * while they are only captured: each operation's changes, with its @arg as
+ * @op_arg, just before its @done (NULL once that operation was answered
+ * otherwise).  Changes made outside the group reach it at once, with
+ * @op_arg NULL.  A change a failed operation rolled back is reported all
+ * the same (a holder refetches).
  */
-void orch_group_set_change_hook(struct orch_group *g, void (*fn)(void *arg, uint64_t h,
-								   const char *name,
-								   size_t namelen),
-				void *arg);
+typedef void (*orch_group_change_fn)(void *arg, void *op_arg, uint64_t h, const char *name,
+				     size_t namelen);
+void orch_group_set_change_hook(struct orch_group *g, orch_group_change_fn fn, void *arg);
 
 struct orch_group_stats {
 	uint64_t entries;       /* proposed by this member */

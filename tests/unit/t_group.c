@@ -661,6 +661,7 @@ struct hook_seen {
 	struct member *mb;
 	unsigned int names, committed;  /* names reported; of them, committed at that time */
 	unsigned int attrs;
+	unsigned int own_op;            /* names reported with the op that made them, not answered yet */
 };
 
 /* Whether entry @name of the root is in @mb's committed database (another connection). */
@@ -683,9 +684,11 @@ static bool committed_name(const struct member *mb, const char *name, size_t nam
 	return found;
 }
 
-static void hook_changed(void *arg, uint64_t h, const char *name, size_t namelen)
+static void hook_changed(void *arg, void *op_arg, uint64_t h, const char *name, size_t namelen)
 {
 	struct hook_seen *hs = arg;
+	const struct xop *x = op_arg;
+	char want[32];
 
 	if (!name) {
 		hs->attrs++;
@@ -696,6 +699,10 @@ static void hook_changed(void *arg, uint64_t h, const char *name, size_t namelen
 	hs->names++;
 	if (committed_name(hs->mb, name, namelen))
 		hs->committed++;
+	if (x && !x->done) {
+		snprintf(want, sizeof(want), "x%llu", (unsigned long long)x->req.seq);
+		hs->own_op += strlen(want) == namelen && !memcmp(want, name, namelen);
+	}
 }
 
 ORCH_TEST(changes_are_reported_once_applied_never_while_captured)
@@ -716,8 +723,12 @@ ORCH_TEST(changes_are_reported_once_applied_never_while_captured)
 	ORCH_CHECK(run_until(&c, all_done));
 	for (int s = 1; s <= 20; s++)
 		ORCH_CHECK(x[s].result == 0);
-	/* Each new name, and the root's attributes, once the name is in the database. */
+	/*
+	 * Each new name, and the root's attributes, once the name is in the
+	 * database, with the op that made it, before that op's answer.
+	 */
 	ORCH_CHECK(seen[l].names == 20 && seen[l].committed == 20);
+	ORCH_CHECK(seen[l].own_op == 20);
 	ORCH_CHECK(seen[l].attrs >= 1);
 	/*
 	 * Members that only apply say nothing: leases are the leader's
