@@ -5,8 +5,8 @@
  * namespace (meta.db) stamped with the cluster id and the server's index.
  * A directory that holds anything is refused unless --force, which first
  * deletes what a previous mkfs made (meta.db and its WAL/SHM files, the
- * data/ tree of the interim store; the store replaces its own files) and
- * leaves any other file alone.
+ * data/ tree of the interim store, the log/ of a replicated namespace; the
+ * store replaces its own files) and leaves any other file alone.
  */
 #include "cli/cli.h"
 
@@ -66,12 +66,18 @@ static int mkfs_wipe(const char *dir)
 			return error;
 		}
 	}
-	/* The object files of the interim store (before the extent store). */
-	snprintf(path, sizeof(path), "%s/data", dir);
-	if (access(path, F_OK) < 0)
-		return 0;
-	if (nftw(path, mkfs_rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		return -EIO;
+	/*
+	 * The object files of the interim store (before the extent store), and
+	 * the namespace's replicated log: replayed onto a new namespace, its
+	 * entries would not apply (they change rows this one never had).
+	 */
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, i ? "log" : "data");
+		if (access(path, F_OK) < 0)
+			continue;
+		if (nftw(path, mkfs_rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0)
+			return -EIO;
+	}
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* Cluster configuration.  See cfg.h. */
 #include "common/cfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -152,6 +153,20 @@ static int cfg_metrics_address(const char *val, char *out, size_t outlen)
 	return 0;
 }
 
+/* A replica group log's address: numeric IPv4 and a port, as libraft's transport takes it. */
+static int cfg_log_address(const char *val, char *out, size_t outlen)
+{
+	char host[256];
+	struct in_addr a;
+	uint16_t port;
+
+	if (orch_cfg_parse_address(val, host, sizeof(host), &port) || !port ||
+	    inet_pton(AF_INET, host, &a) != 1 || strlen(val) >= ORCH_CFG_LOG_ADDR_MAX ||
+	    snprintf(out, outlen, "%s", val) >= (int)outlen)
+		return -EINVAL;
+	return 0;
+}
+
 /* inih handler: nonzero means "go on"; our own errors are kept in @p. */
 static int cfg_handler(void *user, const char *section, const char *name,
 		       const char *value)
@@ -226,6 +241,8 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_metrics_address(value, s->metrics, sizeof(s->metrics)) ? 5 : 0;
 		else if (strcmp(name, "metrics_public") == 0)
 			bad = orch_cfg_parse_bool(value, &s->metrics_public) ? 6 : 0;
+		else if (strcmp(name, "log_address") == 0)
+			bad = cfg_log_address(value, s->log_address, sizeof(s->log_address)) ? 7 : 0;
 		else
 			bad = 2;
 		if (!bad && strcmp(name, "store_device") == 0)
@@ -246,6 +263,9 @@ static int cfg_handler(void *user, const char *section, const char *name,
 	else if (bad == 6)
 		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want yes or no", name,
 			 section);
+	else if (bad == 7)
+		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want IPv4:PORT (the "
+			 "log's transport takes numeric IPv4 addresses)", name, section);
 	else if (bad == 4)
 		snprintf(p->err, p->errlen, "bad value for '%s' in [%s]: want a number of blocks",
 			 name, section);

@@ -25,6 +25,10 @@
  *   store_device = /dev/sdb ; optional: the blocks on a device or file
  *   metrics = 127.0.0.1:9500 ; optional: GET /metrics and the status page here
  *   metrics_public = no     ; yes: allow a metrics address that is not loopback
+ *   log_address = 127.0.0.1:7600 ; optional: the namespace goes through a
+ *                           ; replicated log (libraft) whose members talk here;
+ *                           ; a group of one today (docs/DESIGN.md,
+ *                           ; "The server on the group")
  *
  * The store_* settings but store_reserve are read by mkfs only (they are
  * the store's geometry, docs/SPEC-store.md); 0 means the store's default.
@@ -48,6 +52,8 @@
 #endif
 
 #define ORCH_SERVERS_MAX 64
+/* Longest log_address, with its NUL (the log's own limit, repl.h). */
+#define ORCH_CFG_LOG_ADDR_MAX 64
 #define ORCH_KEY_LEN 32
 #define ORCH_CFG_NAME_MAX 64
 #define ORCH_STRIP_MIN 4096u
@@ -68,6 +74,7 @@ struct orch_server_cfg {
 	char store_device[PATH_MAX]; /* absolute; "" = data_dir/blocks */
 	char metrics[300];       /* HOST:PORT of the HTTP endpoint; "" = off */
 	uint32_t metrics_public; /* 1: metrics may be on an address that is not loopback */
+	char log_address[300];   /* IPv4:PORT of its replica group's log; "" = no log */
 };
 
 struct orch_cfg {
