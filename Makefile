@@ -48,7 +48,7 @@ TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench \
 	$(BUILDDIR)/bench/group-bench
 
-.PHONY: all deps spec test test-unit test-py soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store bench-group clean help
+.PHONY: all deps spec test test-unit test-py test-py-log soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store bench-group clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -109,7 +109,7 @@ $(BUILDDIR)/tests/t_knames: $(BUILDDIR)/obj/tests/unit/t_knames.o $(BUILDDIR)/ob
 SV_TEST_OBJS = $(patsubst %,$(BUILDDIR)/obj/server/%.o,$(1))
 T_LEASE_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req)
 # t_intent brings its own peer transport and flusher.
-T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req sv_writers sv_opens intent)
+T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req sv_ns sv_writers sv_opens intent)
 $(BUILDDIR)/tests/t_lease: $(BUILDDIR)/obj/tests/unit/t_lease.o $(T_LEASE_OBJS) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -157,6 +157,15 @@ PYTEST_JOBS ?=
 test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
 		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
+
+# The namespace, POSIX, lease and acknowledgement tests again, every server's
+# namespace through a replicated log of its own (ORCH_TEST_LOG=1,
+# tests/lib/cluster.py; docs/DESIGN.md, "The server on the group").
+LOG_TESTS := tests/py/test_namespace.py tests/py/test_posix.py tests/py/test_leases.py \
+	tests/py/test_acks.py tests/py/test_intents.py tests/py/test_group_server.py
+test-py-log: $(BINS) $(TOOL_BINS)
+	$(Q)ORCH_TEST_LOG=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
+		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) $(LOG_TESTS) $(TESTFLAGS)
 
 # The long campaigns: the power-cut campaign of tests/py/test_pcut_campaign.py,
 # 200 rounds of cuts of random servers (one or two) under a mixed workload;
@@ -242,7 +251,7 @@ check-valgrind: $(UNIT_BINS)
 # The builds of the stages run CHECK_JOBS compilers at once (the tests run
 # as each stage says).
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
-CHECK_STAGES := all test-unit fuzz-replay check-clang check-valgrind check-asan check-tsan \
+CHECK_STAGES := all test-unit fuzz-replay test-py-log check-clang check-valgrind check-asan check-tsan \
 	fuzz-smoke check-deb
 check: deps
 	$(Q)start=$$(date +%s); for stage in $(CHECK_STAGES); do \
@@ -403,6 +412,7 @@ help:
 	@echo "                tests, a short fuzz run, the Debian packages (CHECK_STAGES)"
 	@echo "make test       unit tests, fuzz replay, integration tests (TESTFLAGS=... for pytest,"
 	@echo "                PYTEST_JOBS=N for N test files at a time)"
+	@echo "make test-py-log  the namespace tests with every server's namespace through a log"
 	@echo "make spec       rewrite docs/SPEC-wire.md's tables from src/proto/msg.def and flags.def"
 	@echo "make soak       the power-cut campaign, 200 rounds (SOAK_CUTS=N), the kill"
 	@echo "                campaign, 100 server kills (SOAK_KILLS=N), long network faults"

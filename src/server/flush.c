@@ -38,6 +38,7 @@
 #include "common/pcut.h"
 #include "common/time.h"
 #include "server/flush.h"
+#include "server/sv_ns.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
 
@@ -312,9 +313,44 @@ void sv_flusher_stop(struct sv_server *sv)
 	sv->s_flusher = NULL;
 }
 
+/* A flush asked inside the group's capture, waiting for the change's entry. */
+struct flush_later {
+	sv_flushed_fn fl_fn;
+	void *fl_arg;
+};
+
+static void flush_after_applied(struct sv_server *sv, void *arg, int error)
+{
+	struct flush_later fl = *(struct flush_later *)arg;
+
+	free(arg);
+	if (error)
+		fl.fl_fn(sv, fl.fl_arg, error);
+	else
+		sv_flusher_after(sv, fl.fl_fn, fl.fl_arg);
+}
+
 void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 {
 	struct sv_flusher *f = sv->s_flusher;
+
+	if (sv_ns_capturing(sv)) {
+		/*
+		 * What waits for durability waits for the change's entry first:
+		 * until it is applied, nothing of it is in the database to flush.
+		 */
+		struct flush_later *fl = malloc(sizeof(*fl));
+
+		if (fl) {
+			*fl = (struct flush_later){ .fl_fn = fn, .fl_arg = arg };
+			if (sv_ns_defer(sv, flush_after_applied, fl) == 1)
+				return;
+			free(fl);
+		}
+		sv_ns_fail(sv, -ENOMEM);
+		fn(sv, arg, -ENOMEM);
+		return;
+	}
 
 	pthread_mutex_lock(&f->f_lock);
 	if (f->f_n == f->f_cap) {

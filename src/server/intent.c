@@ -38,6 +38,7 @@
 #include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
+#include "server/sv_ns.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
 #include "server/sv_writers.h"
@@ -294,6 +295,97 @@ static void intent_trim_peers(struct sv_server *sv)
 	sv_flusher_after(sv, intent_trim_send, (void *)(uintptr_t)below);
 }
 
+/*
+ * --- Steps as changes of the namespace ---------------------------------------------------
+ *
+ * Every callback that may write the namespace (a peer's answer, a flush
+ * done, a retry) runs as a change (sv_ns.h): through the server's replica
+ * group if it has one, where its transactions are savepoints of a capture,
+ * its replies wait for the entry and what it starts (intents, flushes)
+ * waits for the entry to be applied.  In-memory state moves at once: a
+ * step whose entry does not apply (this member left its group, or is
+ * stopping) leaves its intent in the database, driven again at the next
+ * start.  Without a group the callback simply runs.
+ */
+struct intent_step {
+	void (*st_peer)(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep);
+	void (*st_flushed)(struct sv_server *sv, void *arg, int error);
+	void (*st_timer)(void *arg);
+	void *st_arg;
+	int st_error;
+	bool st_has_rep;
+	struct orch_msg st_rep;   /* a peer's answer: scalar fields only, copied */
+};
+
+static int intent_step_run(struct sv_server *sv, void *arg)
+{
+	struct intent_step *st = arg;
+
+	if (st->st_peer)
+		st->st_peer(sv, st->st_arg, st->st_error, st->st_has_rep ? &st->st_rep : NULL);
+	else if (st->st_flushed)
+		st->st_flushed(sv, st->st_arg, st->st_error);
+	else
+		st->st_timer(st->st_arg);
+	return 0;
+}
+
+static void intent_step_done(struct sv_server *sv, void *arg, int error)
+{
+	(void)sv;
+	if (error)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "an intent's step was not applied (%s): its "
+				   "intent is driven again at the next start", strerror(-error));
+	free(arg);
+}
+
+static void intent_as_change(struct sv_server *sv, const struct intent_step *st)
+{
+	struct intent_step *copy;
+
+	if (!sv_ns_replicated(sv)) {
+		intent_step_run(sv, (void *)st);
+		return;
+	}
+	copy = malloc(sizeof(*copy));
+	if (copy) {
+		*copy = *st;
+		if (copy->st_has_rep) {
+			/* Only its scalars are read: no pointer into a gone frame survives. */
+			copy->st_rep.name = copy->st_rep.name2 = copy->st_rep.target =
+				copy->st_rep.xname = copy->st_rep.data = copy->st_rep.json =
+				(struct orch_str){ 0 };
+			copy->st_rep.dirents = NULL;
+			copy->st_rep.ndirents = 0;
+		}
+		if (!sv_ns_change(sv, NULL, intent_step_run, intent_step_done, copy))
+			return;
+		free(copy);
+	}
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "an intent's step could not be queued: its intent "
+			   "is driven again at the next start");
+}
+
+static void intent_as_change_peer(struct sv_server *sv,
+				  void (*fn)(struct sv_server *, void *, int, const struct orch_msg *),
+				  void *arg, int error, const struct orch_msg *rep)
+{
+	struct intent_step st = { .st_peer = fn, .st_arg = arg, .st_error = error,
+				  .st_has_rep = rep != NULL };
+
+	if (rep)
+		st.st_rep = *rep;
+	intent_as_change(sv, &st);
+}
+
+static void intent_as_change_flushed(struct sv_server *sv,
+				     void (*fn)(struct sv_server *, void *, int), void *arg,
+				     int error)
+{
+	intent_as_change(sv, &(struct intent_step){ .st_flushed = fn, .st_arg = arg,
+						    .st_error = error });
+}
+
 static void intent_drive(struct sv_server *sv, struct intent_run *run);
 
 static void intent_answer(struct intent_run *run, struct orch_msg *m)
@@ -348,6 +440,7 @@ static int intent_finish(struct sv_server *sv, struct intent_run *run,
 	 */
 	if (run->ir_waiter)
 		sv->s_acting = run->ir_waiter;
+	sv_ns_acting(sv, sv->s_acting); /* through the group: pushed once applied */
 	error = orch_meta_begin(sv->s_meta);
 	if (!error && apply)
 		error = apply(sv, in, arg);
@@ -666,7 +759,7 @@ static void intent_rename_over_done(struct sv_server *sv, struct intent_run *run
 	sv_intent_start(sv, ro.ro_next, waiter);
 }
 
-static void intent_peer_done(struct sv_server *sv, void *arg, int error,
+static void intent_peer_done_step(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
 {
 	struct intent_run *run = arg;
@@ -728,6 +821,11 @@ static void intent_peer_done(struct sv_server *sv, void *arg, int error,
 	}
 }
 
+static void intent_peer_done(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	intent_as_change_peer(sv, intent_peer_done_step, arg, error, rep);
+}
+
 /* Per-server completion of FREE_DATA / TRUNCATE calls. */
 struct data_call {
 	struct intent_run *dc_run;
@@ -747,7 +845,7 @@ static struct intent_run *intent_run_find(struct sv_server *sv, uint64_t id)
 
 static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *run);
 
-static void intent_store_durable(struct sv_server *sv, void *arg, int error)
+static void intent_store_durable_step(struct sv_server *sv, void *arg, int error)
 {
 	struct intent_run *run = intent_run_find(sv, (uintptr_t)arg);
 
@@ -760,6 +858,11 @@ static void intent_store_durable(struct sv_server *sv, void *arg, int error)
 	}
 	run->ir_store_dirty = false;
 	intent_data_finish_if_done(sv, run);
+}
+
+static void intent_store_durable(struct sv_server *sv, void *arg, int error)
+{
+	intent_as_change_flushed(sv, intent_store_durable_step, arg, error);
 }
 
 static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *run)
@@ -795,7 +898,7 @@ static void intent_data_finish_if_done(struct sv_server *sv, struct intent_run *
 	}
 }
 
-static void intent_data_done(struct sv_server *sv, void *arg, int error,
+static void intent_data_done_step(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
 {
 	struct data_call *dc = arg;
@@ -810,6 +913,11 @@ static void intent_data_done(struct sv_server *sv, void *arg, int error,
 				   (unsigned long long)run->ir_in->i_handle, strerror(-error));
 	free(dc);
 	intent_data_finish_if_done(sv, run);
+}
+
+static void intent_data_done(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	intent_as_change_peer(sv, intent_data_done_step, arg, error, rep);
 }
 
 /* FREE_DATA and TRUNCATE: every server still to do, in parallel. */
@@ -857,7 +965,7 @@ static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
 	intent_data_finish_if_done(sv, run);
 }
 
-static void intent_c1_durable(struct sv_server *sv, void *arg, int error)
+static void intent_c1_durable_step(struct sv_server *sv, void *arg, int error)
 {
 	struct intent_run *run = intent_run_find(sv, (uintptr_t)arg);
 
@@ -871,6 +979,11 @@ static void intent_c1_durable(struct sv_server *sv, void *arg, int error)
 	run->ir_durable = true;
 	intent_point(run->ir_in, "durable");
 	intent_drive(sv, run);
+}
+
+static void intent_c1_durable(struct sv_server *sv, void *arg, int error)
+{
+	intent_as_change_flushed(sv, intent_c1_durable_step, arg, error);
 }
 
 static void intent_drive(struct sv_server *sv, struct intent_run *run)
@@ -929,7 +1042,9 @@ static void intent_drive(struct sv_server *sv, struct intent_run *run)
 	sv_peer_call(sv, in->i_peer, &m, intent_peer_done, run);
 }
 
-static void intent_tick(void *arg)
+static void intent_tick(void *arg);
+
+static void intent_tick_step(void *arg)
 {
 	struct sv_server *sv = arg;
 	struct sv_intents *is = sv->s_intents;
@@ -945,6 +1060,21 @@ static void intent_tick(void *arg)
 		orch_ev_timer_arm(sv->s_ev, &is->is_timer, INTENT_RETRY_MS, intent_tick, sv);
 		is->is_timer_armed = true;
 	}
+}
+
+static void intent_tick(void *arg)
+{
+	struct sv_server *sv = arg;
+	bool due = false;
+
+	/* Only a retry may write (an entry each tick for nothing would fill the log). */
+	for (struct intent_run *run = sv->s_intents->is_runs; run && !due; run = run->ir_next)
+		due = run->ir_retry && !run->ir_outstanding;
+	if (due)
+		intent_as_change(sv, &(struct intent_step){ .st_timer = intent_tick_step,
+							    .st_arg = sv });
+	else
+		intent_tick_step(sv);
 }
 
 /* Makes @in a running intent (consumed).  NULL on ENOMEM: it stays in the database. */
@@ -1080,7 +1210,7 @@ static void intent_free_complete(struct sv_server *sv, struct free_batch *fb)
 }
 
 /* Our deletes of @fb are durable (or the flush failed). */
-static void intent_free_stored(struct sv_server *sv, void *arg, int error)
+static void intent_free_stored_step(struct sv_server *sv, void *arg, int error)
 {
 	struct sv_intents *is = sv->s_intents;
 	struct free_batch *fb = arg;
@@ -1093,6 +1223,11 @@ static void intent_free_stored(struct sv_server *sv, void *arg, int error)
 	}
 	fb->fb_store_dirty = false;
 	intent_free_complete(sv, fb);
+}
+
+static void intent_free_stored(struct sv_server *sv, void *arg, int error)
+{
+	intent_as_change_flushed(sv, intent_free_stored_step, arg, error);
 }
 
 static void intent_free_finish_if_done(struct sv_server *sv, struct free_batch *fb)
@@ -1117,7 +1252,7 @@ struct free_call {
 	unsigned int fc_server;
 };
 
-static void intent_free_done(struct sv_server *sv, void *arg, int error,
+static void intent_free_done_step(struct sv_server *sv, void *arg, int error,
 			     const struct orch_msg *rep)
 {
 	struct free_call *fc = arg;
@@ -1132,6 +1267,11 @@ static void intent_free_done(struct sv_server *sv, void *arg, int error,
 				   strerror(-error));
 	free(fc);
 	intent_free_finish_if_done(sv, fb);
+}
+
+static void intent_free_done(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	intent_as_change_peer(sv, intent_free_done_step, arg, error, rep);
 }
 
 /* Frees the objects of @fb here and asks every peer to free theirs. */
@@ -1175,7 +1315,7 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 }
 
 /* The intents of @fb are durable (C1): now their objects may go. */
-static void intent_free_durable(struct sv_server *sv, void *arg, int error)
+static void intent_free_durable_step(struct sv_server *sv, void *arg, int error)
 {
 	struct sv_intents *is = sv->s_intents;
 	struct free_batch *fb = arg;
@@ -1191,6 +1331,11 @@ static void intent_free_durable(struct sv_server *sv, void *arg, int error)
 	intent_free_send(sv, fb);
 }
 
+static void intent_free_durable(struct sv_server *sv, void *arg, int error)
+{
+	intent_as_change_flushed(sv, intent_free_durable_step, arg, error);
+}
+
 /* Parks @fb until its intents are durable. */
 static void intent_free_wait(struct sv_server *sv, struct free_batch *fb)
 {
@@ -1200,7 +1345,9 @@ static void intent_free_wait(struct sv_server *sv, struct free_batch *fb)
 	sv_flusher_after(sv, intent_free_durable, fb);
 }
 
-static void intent_free_tick(void *arg)
+static void intent_free_tick(void *arg);
+
+static void intent_free_tick_step(void *arg)
 {
 	struct sv_server *sv = arg;
 	struct sv_intents *is = sv->s_intents;
@@ -1215,6 +1362,12 @@ static void intent_free_tick(void *arg)
 		is->is_free_full = fb->fb_next;
 		intent_free_wait(sv, fb);
 	}
+}
+
+/* Writes nothing itself (the flushes it asks for call back as steps). */
+static void intent_free_tick(void *arg)
+{
+	intent_free_tick_step(arg);
 }
 
 /* Adds FREE_DATA intent @in (consumed) to the batch being filled. */
@@ -1252,7 +1405,48 @@ static void intent_free_queue(struct sv_server *sv, struct sv_intent *in)
 	}
 }
 
+/* An intent written by a change that runs through the group: started once it is applied. */
+struct intent_start {
+	struct sv_intent *is_in;
+	struct sv_req *is_waiter;
+};
+
+static void intent_start_now(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter);
+
+static void intent_start_applied(struct sv_server *sv, void *arg, int error)
+{
+	struct intent_start *st = arg;
+
+	if (error) {
+		free(st->is_in); /* never written */
+		if (st->is_waiter)
+			sv_reply_status(st->is_waiter, error);
+	} else
+		intent_start_now(sv, st->is_in, st->is_waiter);
+	free(st);
+}
+
 void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter)
+{
+	struct intent_start *st;
+
+	if (sv_ns_capturing(sv)) {
+		/* Its record is only captured yet: nobody may act on it before it is applied. */
+		st = malloc(sizeof(*st));
+		if (st) {
+			*st = (struct intent_start){ .is_in = in, .is_waiter = waiter };
+			if (sv_ns_defer(sv, intent_start_applied, st) == 1)
+				return;
+			free(st);
+		}
+		sv_ns_fail(sv, -ENOMEM);
+		free(in);
+		return;
+	}
+	intent_start_now(sv, in, waiter);
+}
+
+static void intent_start_now(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter)
 {
 	struct intent_run *run;
 

@@ -36,6 +36,7 @@
 #include "server/sv_stats.h"
 #include "server/sv_work.h"
 #include "server/sv_write.h"
+#include "server/sv_ns.h"
 #include "server/sv_opens.h"
 #include "server/sv_writers.h"
 
@@ -321,12 +322,23 @@ int main(int argc, char **argv)
 	}
 	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sigfd < 0 || orch_ev_add(sv.s_ev, sigfd, EPOLLIN, on_signal, NULL) ||
-	    orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv) || sv_peers_init(&sv, sv_dispatch_frame)) {
+	    sv_peers_init(&sv, sv_dispatch_frame)) {
 		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
 	if (sv_lease_init(&sv) || sv_ack_init(&sv)) {
 		ORCH_ERR("cannot set up the lease table");
+		goto out_listen;
+	}
+	/*
+	 * The namespace's log, if any, before anything that reads or changes
+	 * the namespace (the writers, intents and orphans below): it replays
+	 * what the database lacks, and this member leads before it serves.
+	 * After the lease table: the group takes the namespace's change hook.
+	 */
+	error = sv_ns_init(&sv, err, sizeof(err));
+	if (error) {
+		ORCH_ERR("%s", err);
 		goto out_listen;
 	}
 	if (sv_writers_init(&sv)) {
@@ -339,6 +351,10 @@ int main(int argc, char **argv)
 	}
 	if (sv_opens_init(&sv)) {
 		ORCH_ERR("cannot set up the open files table");
+		goto out_listen;
+	}
+	if (orch_ev_add(sv.s_ev, sv.s_listen_fd, EPOLLIN, on_accept, &sv)) {
+		ORCH_ERR("cannot set up event loop");
 		goto out_listen;
 	}
 	/*
@@ -373,6 +389,8 @@ int main(int argc, char **argv)
 	sv_admin_stop(&sv);
 	sv_writers_stop(&sv);
 	sv_opens_stop(&sv);
+	/* Changes in flight are answered while their connections are open. */
+	sv_ns_fini(&sv);
 	sv_conns_close_all(&sv, -ESHUTDOWN);
 	sv_lease_fini(&sv);
 	sv_peers_fini(&sv);
@@ -381,6 +399,7 @@ int main(int argc, char **argv)
 	sv_intent_fini(&sv);
 out_listen:
 	sv_metrics_stop(&sv); /* a failed start's (the clean stop's is done) */
+	sv_ns_fini(&sv);
 	if (sigfd >= 0)
 		close(sigfd);
 	close(sv.s_listen_fd);

@@ -25,6 +25,7 @@
  *      sv_peer      calls on other servers
  *      sv_lease     leases and invalidation pushes (revokes through sv_conns)
  *      sv_req       a request and its reply (a reply grants leases)
+ *      sv_ns        changes of the namespace, directly or through the group
  *   1  flush        durability: the flusher, fsyncs, answers once durable
  *      sv_write     data writes queued to the store
  *      sv_work      the data worker
@@ -71,6 +72,7 @@ struct sv_flusher;
 struct sv_intents;
 struct sv_leases;
 struct sv_metrics;
+struct sv_ns;
 struct sv_peers;
 struct sv_req;
 struct sv_worker;
@@ -148,6 +150,12 @@ struct sv_server {
 	 */
 	struct sv_req *s_acting;
 	struct sv_acks *s_acks;            /* replies held for acknowledgements (sv_ack.c) */
+	struct sv_ns *s_ns;                /* the namespace's replica group (sv_ns.c); NULL: none */
+	/*
+	 * While a change runs in the group's capture: where replies made
+	 * meanwhile are kept until its entry is applied (sv_req.h, r_held).
+	 */
+	struct sv_req **s_hold;
 	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
 	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
 	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */

@@ -21,6 +21,7 @@
 #include "server/sv_data.h"
 #include "server/sv_dispatch.h"
 #include "server/sv_peer.h"
+#include "server/sv_ns.h"
 #include "server/sv_req.h"
 #include "server/sv_stats.h"
 #include "server/sv_sv.h"
@@ -177,10 +178,103 @@ static void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t chil
 	sv_peer_call(sv, orch_handle_server(child), &m, sv_owner_fetched, of);
 }
 
+/* --- Changes through the replica group ------------------------------------------------------ */
+
+/*
+ * The requests whose handlers may change the namespace: with a replica
+ * group they run inside its capture (sv_ns.h).  The others only read it,
+ * or change the store alone.
+ */
+static bool sv_changes_namespace(uint16_t type)
+{
+	switch (type) {
+	case ORCH_CL2SV_SETATTR:
+	case ORCH_CL2SV_CREATE:
+	case ORCH_CL2SV_MKDIR:
+	case ORCH_CL2SV_LINK:
+	case ORCH_CL2SV_UNLINK:
+	case ORCH_CL2SV_RENAME:
+	case ORCH_CL2SV_SETXATTR:
+	case ORCH_CL2SV_REMOVEXATTR:
+	case ORCH_CL2SV_EXTEND:
+	case ORCH_CL2SV_WRITERS:        /* publishes a writer's size */
+	case ORCH_SV2SV_MKDIR_INODE:
+	case ORCH_SV2SV_RMDIR_INODE:
+	case ORCH_SV2SV_NLINK_ADJ:
+	case ORCH_SV2SV_SET_PARENT:
+	case ORCH_SV2SV_RENAME_IN:
+	case ORCH_SV2SV_APPLIED_TRIM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The request's payload, copied: the change runs after its frame is gone. */
+struct change_payload {
+	uint8_t *cp_bytes;
+};
+
+/* In the group's capture: decodes the copy and runs the handler. */
+static int sv_change_run(struct sv_server *sv, struct sv_req *r, void *arg)
+{
+	struct change_payload *cp = arg;
+	struct orch_msg m;
+	int rc;
+
+	rc = orch_msg_decode(&r->r_hdr, cp->cp_bytes, &m);
+	if (rc) {
+		sv_reply_status(r, rc);
+		return 0;
+	}
+	for (unsigned int i = 0; i < r->r_nowners; i++)
+		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
+	r->r_raw = cp->cp_bytes;
+	rc = sv_dispatch(sv, r, &m);
+	orch_meta_remote_owner_clear(sv->s_meta);
+	orch_msg_fini(&m);
+	return rc;
+}
+
+static void sv_change_done(struct sv_server *sv, struct sv_req *r, void *arg, int rc, int error)
+{
+	struct change_payload *cp = arg;
+
+	if (!error && rc == -EREMOTE) {
+		r->r_raw = cp->cp_bytes;
+		sv_owner_fetch(sv, r, r->r_need_owner); /* copies the payload */
+	}
+	free(cp->cp_bytes);
+	free(cp);
+}
+
+/* Hands request @r (its frame's @payload) to the group; answers it if it cannot. */
+static void sv_change_submit(struct sv_server *sv, struct sv_req *r, const uint8_t *payload)
+{
+	struct change_payload *cp = calloc(1, sizeof(*cp));
+	int error = -ENOMEM;
+
+	if (cp)
+		cp->cp_bytes = malloc(r->r_hdr.length ? r->r_hdr.length : 1);
+	if (cp && cp->cp_bytes) {
+		memcpy(cp->cp_bytes, payload, r->r_hdr.length);
+		error = sv_ns_submit(sv, r, sv_change_run, sv_change_done, cp);
+		if (!error)
+			return;
+		free(cp->cp_bytes);
+	}
+	free(cp);
+	sv_reply_status(r, error);
+}
+
 /* Dispatches with the owners fetched so far known to the sticky rule. */
 static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 			      const uint8_t *payload)
 {
+	if (sv_ns_replicated(sv) && sv_changes_namespace(m->type)) {
+		sv_change_submit(sv, r, payload);
+		return;
+	}
 	for (unsigned int i = 0; i < r->r_nowners; i++)
 		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
 	r->r_raw = payload;

@@ -388,6 +388,8 @@ static void lease_changed(void *arg, uint64_t h, const char *name, size_t namele
 	struct sv_lease **p;
 	uint64_t now;
 
+	if (!t)
+		return;
 	lease_changed_after_revoke(sv);
 	if (!t->t_count)
 		return;
@@ -427,6 +429,11 @@ void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c)
 size_t sv_lease_count(const struct sv_server *sv)
 {
 	return sv->s_leases ? sv->s_leases->t_count : 0;
+}
+
+void sv_lease_changed(struct sv_server *sv, uint64_t h, const char *name, size_t namelen)
+{
+	lease_changed(sv, h, name, namelen);
 }
 
 int sv_lease_init(struct sv_server *sv)

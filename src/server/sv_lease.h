@@ -35,6 +35,13 @@ void sv_lease_fini(struct sv_server *sv);
  */
 void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t dir,
 			  const struct orch_msg *rep);
+/*
+ * @h (or its entry @name) changed: pushes to its holders, on behalf of
+ * sv->s_acting.  The namespace's change hook, which the replica group
+ * takes and calls through sv_ns.c once a change is applied.  Nothing
+ * without a lease table.
+ */
+void sv_lease_changed(struct sv_server *sv, uint64_t h, const char *name, size_t namelen);
 /* Client connection @c closed: its records go. */
 void sv_lease_conn_closed(struct sv_server *sv, struct orch_conn *c);
 /*

@@ -35,6 +35,7 @@
 #include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_lease.h"
+#include "server/sv_ns.h"
 #include "server/sv_opens.h"
 
 #define OP_BUCKETS 4096u  /* a power of two */
@@ -50,6 +51,7 @@ struct op_node {
 	uint64_t n_handle;
 	struct op_reg *n_regs;
 	bool n_orphan;               /* its last name went (the record may say so) */
+	bool n_freeing;              /* the change that frees it is in flight (sv_ns.h) */
 	uint64_t n_hold_until;       /* monotonic ms: kept until then without registrations */
 	bool n_timer_armed;
 	struct orch_ev_timer n_timer;
@@ -130,8 +132,9 @@ static void op_node_free(struct sv_server *sv, struct op_node *n)
  * transaction.  On failure the orphan stays, held for another term (the
  * next start frees it at the latest).
  */
-static int op_orphan_free(struct sv_server *sv, uint64_t h)
+static int op_orphan_free(struct sv_server *sv, void *arg)
 {
+	uint64_t h = (uintptr_t)arg;
 	struct sv_intent *in = NULL;
 	bool freed = false;
 	int error;
@@ -160,6 +163,29 @@ static int op_orphan_free(struct sv_server *sv, uint64_t h)
 }
 
 static void op_hold_end(void *arg);
+static void op_arm(struct sv_server *sv, struct op_node *n);
+
+/* The change that frees orphan @arg is applied, or failed (@error). */
+static void op_orphan_freed(struct sv_server *sv, void *arg, int error)
+{
+	struct sv_opens *ot = sv->s_opens;
+	uint64_t h = (uintptr_t)arg;
+	struct op_node *n = op_find(ot, h);
+
+	if (!n)
+		return;
+	n->n_freeing = false;
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot free a removed file: handle=%#" PRIx64
+				   ": %s", h, strerror(-error));
+		n->n_hold_until = orch_time_now_ms() + ot->hold_ms;
+		op_arm(sv, n);
+		return;
+	}
+	/* Opened again meanwhile (by handle): the node stays for its registrations. */
+	if (!n->n_regs)
+		op_node_free(sv, n);
+}
 
 static void op_arm(struct sv_server *sv, struct op_node *n)
 {
@@ -187,14 +213,15 @@ static void op_settle(struct sv_server *sv, struct op_node *n)
 		return;
 	}
 	if (n->n_orphan) {
-		error = op_orphan_free(sv, n->n_handle);
-		if (error) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot free a removed file: handle=%#"
-					   PRIx64 ": %s", n->n_handle, strerror(-error));
-			n->n_hold_until = orch_time_now_ms() + ot->hold_ms;
-			op_arm(sv, n);
+		/* A change of the namespace: through the replica group, if any (sv_ns.h). */
+		if (n->n_freeing)
 			return;
-		}
+		n->n_freeing = true;
+		error = sv_ns_change(sv, NULL, op_orphan_free, op_orphan_freed,
+				     (void *)(uintptr_t)n->n_handle);
+		if (error)
+			op_orphan_freed(sv, (void *)(uintptr_t)n->n_handle, error);
+		return;
 	}
 	op_node_free(sv, n);
 }

@@ -27,6 +27,9 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 	r->r_need_owner = 0;
 	r->r_owed = c->c_origin >= sv->s_cfg.nservers;
 	memset(&r->r_waits, 0, sizeof(r->r_waits));
+	r->r_held_set = false;
+	r->r_held_next = NULL;
+	r->r_hold_on = NULL;
 	orch_conn_get(c);
 	if (r->r_owed)
 		orch_conn_owe(c);
@@ -44,12 +47,43 @@ static void sv_req_count(struct sv_server *sv, const struct sv_req *r, int statu
 		sv->s_errors[-status < SV_ERRNO_MAX ? -status : SV_ERRNO_MAX - 1]++;
 }
 
+/*
+ * Keeps reply @m of a held request (sv_ns.h) as its frame: the buffers @m
+ * points into are the handler's, gone by the time the reply may leave.
+ */
+static void sv_reply_hold(struct sv_req *r, const struct orch_msg *m, struct sv_req **list)
+{
+	if (r->r_held_set) {
+		orch_buf_fini(&r->r_held); /* answered twice: the last answer stands */
+	} else {
+		r->r_held_next = *list;
+		*list = r;
+	}
+	orch_buf_init(&r->r_held, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	r->r_held_set = true;
+	if (orch_msg_encode(&r->r_held, m)) {
+		struct orch_msg e;
+
+		/* A reply that cannot be encoded still answers the request. */
+		orch_msg_init(&e, r->r_type);
+		e.flags = ORCH_FRAME_REPLY;
+		e.reqid = r->r_reqid;
+		e.status = -EIO;
+		orch_buf_reset(&r->r_held);
+		orch_msg_encode(&r->r_held, &e);
+	}
+}
+
 void sv_reply(struct sv_req *r, struct orch_msg *m)
 {
-	sv_req_count(r->r_sv, r, m->status);
 	m->type = r->r_type;
 	m->reqid = r->r_reqid;
 	m->flags = ORCH_FRAME_REPLY;
+	if (r->r_hold_on || r->r_sv->s_hold) {
+		sv_reply_hold(r, m, r->r_hold_on ? r->r_hold_on : r->r_sv->s_hold);
+		return;
+	}
+	sv_req_count(r->r_sv, r, m->status);
 	sv_lease_grant_reply(r->r_sv, r->r_conn, r->r_lease_dir, m);
 	if (sv_ack_waits_pending(&r->r_waits, orch_time_now_ms()) && !r->r_conn->c_closed &&
 	    sv_ack_park(r->r_sv, r->r_conn, r->r_owed, &r->r_waits, m) == 0) {
@@ -88,4 +122,28 @@ void sv_reply_status(struct sv_req *r, int status)
 	orch_msg_init(&m, r->r_type);
 	m.status = status;
 	sv_reply(r, &m);
+}
+
+void sv_req_release(struct sv_req *r, int error)
+{
+	struct orch_buf held = r->r_held; /* the reply's frame: @m points into it */
+	struct orch_frame_hdr h;
+	struct orch_msg m;
+
+	r->r_held_set = false;
+	r->r_held_next = NULL;
+	if (!error) {
+		error = -EIO;
+		if (held.b_len >= ORCH_FRAME_HDR) {
+			orch_frame_hdr_decode(held.b_data, &h);
+			error = orch_msg_decode(&h, held.b_data + ORCH_FRAME_HDR, &m);
+		}
+		if (!error) {
+			sv_reply(r, &m);
+			orch_msg_fini(&m);
+		}
+	}
+	if (error)
+		sv_reply_status(r, error);
+	orch_buf_fini(&held);
 }

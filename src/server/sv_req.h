@@ -47,6 +47,21 @@ struct sv_req {
 	bool r_owed;
 	/* The other holders whose acknowledgement the reply waits for (sv_ack.h). */
 	struct sv_ack_waits r_waits;
+	/*
+	 * A reply made while a change runs in the replica group's capture
+	 * (sv->s_hold set, sv_ns.h) is encoded into r_held and kept on that
+	 * change's list (r_held_next) until its entry is applied:
+	 * sv_req_release().
+	 */
+	bool r_held_set;
+	struct orch_buf r_held;
+	struct sv_req *r_held_next;
+	/*
+	 * While the change its handler made waits for its entry: where its
+	 * reply is kept if it comes first, from wherever (a writers' round
+	 * answered by peers before the entry is applied).
+	 */
+	struct sv_req **r_hold_on;
 };
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
@@ -61,6 +76,13 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 void sv_reply(struct sv_req *r, struct orch_msg *m);
 /* Sends a status-only reply and frees @r. */
 void sv_reply_status(struct sv_req *r, int status);
+
+/*
+ * Sends the reply kept for held request @r (r_held_set), as sv_reply()
+ * would have (leases, acknowledgements), or with @error that status
+ * instead, and frees @r.
+ */
+void sv_req_release(struct sv_req *r, int error);
 
 /*
  * A request handler, one per message (msg.def; sv_dispatch.c calls it):

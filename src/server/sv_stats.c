@@ -119,6 +119,7 @@ void sv_stats_collect(struct sv_server *sv, struct sv_stats_snap *out)
 	orch_meta_counts(sv->s_meta, &out->inodes, &next);
 	sv_writers_counts(sv, &out->writer_inodes, &out->writer_regs, &out->writer_cuts);
 	sv_ack_counts(sv, &out->acks);
+	sv_ns_counts(sv, &out->ns);
 	sv_opens_counts(sv, &out->open_files, &out->open_regs, &out->orphans, &out->orphans_freed);
 	orch_store_get_stats(sv->s_store, &out->store);
 	orch_store_statfs(sv->s_store, &out->capacity, &out->free, &out->avail, &out->objects);
@@ -208,6 +209,19 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 	sv_json_u64(b, "checkpoint_us", st->checkpoint_us, true);
 	sv_json_u64(b, "writes_queued", s.writes_queued, true);
 	orch_buf_append(b, "}", 1);
+	if (s.ns.replicated) {
+		/* The namespace's log (sv_ns.h); absent without one. */
+		orch_buf_printf(b, ", \"log\": {\"role\": \"%s\"", s.ns.role);
+		sv_json_u64(b, "term", s.ns.term, true);
+		sv_json_u64(b, "last_index", s.ns.last_index, true);
+		sv_json_u64(b, "commit_index", s.ns.commit_index, true);
+		sv_json_u64(b, "applied_index", s.ns.applied_index, true);
+		sv_json_u64(b, "changes", s.ns.changes, true);
+		sv_json_u64(b, "entries", s.ns.entries, true);
+		sv_json_u64(b, "batch_max", s.ns.batch_max, true);
+		sv_json_u64(b, "failed", s.ns.failed, true);
+		orch_buf_append(b, "}", 1);
+	}
 	sv_json_u64(b, "protocol_errors", s.protocol_errors, true);
 	sv_json_u64(b, "connections", s.accepted, true);
 	sv_json_u64(b, "uptime_ms", s.uptime_ms, true);

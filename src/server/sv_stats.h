@@ -8,6 +8,7 @@
 
 #include "server/sv.h"
 #include "server/sv_ack.h"
+#include "server/sv_ns.h"
 
 /*
  * Every counter of the server at one moment.  Filled on the loop thread,
@@ -30,6 +31,7 @@ struct sv_stats_snap {
 	uint64_t intents_done;
 	uint64_t leases, lease_grants, lease_pushes, lease_revokes;
 	struct sv_ack_counts acks;           /* replies held for acknowledgements */
+	struct sv_ns_counts ns;              /* the namespace's replica group */
 	uint64_t inodes;
 	uint64_t writer_inodes, writer_regs, writer_cuts;
 	uint64_t open_files, open_regs, orphans, orphans_freed;

@@ -21,6 +21,8 @@ BUILDDIR = os.environ.get(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build"))
 BIN = os.path.join(BUILDDIR, "bin")
 ORCHARD = os.path.join(BIN, "orchard")
+# Every server's namespace through a replicated log of its own (make test-py-log).
+ON_LOG = os.environ.get("ORCH_TEST_LOG") == "1"
 ORCHARDD = os.path.join(BIN, "orchardd")
 
 BAD_LOG = re.compile(r"AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|assertion failed")
@@ -126,6 +128,11 @@ class Cluster:
             with open(self.conf, "a") as f:
                 f.write(extra)
         self.names = ["s%d" % i for i in range(nservers)]
+        if ON_LOG:
+            # Each server's namespace through a replicated log of its own
+            # (a group of one: docs/DESIGN.md, "The server on the group").
+            for name in self.names:
+                self.set_server_option(name, "log_address", "127.0.0.1:%d" % free_port())
         self.procs = {}
         for name, size in sorted(tmpfs.items()):
             # genconfig's data_dir for each server is DIR/NAME

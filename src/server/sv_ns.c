@@ -1,0 +1,397 @@
+/* Changes of the namespace, directly or through the group.  See sv_ns.h. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "group/group.h"
+#include "server/sv_lease.h"
+#include "server/sv_ns.h"
+#include "server/sv_req.h"
+
+/* Something a change does outside the namespace once its entry is applied. */
+struct ns_deferred {
+	struct ns_deferred *d_next;
+	void (*d_fn)(struct sv_server *sv, void *arg, int error);
+	void *d_arg;
+};
+
+/* One change through the group, from submit to answer. */
+struct ns_op {
+	struct sv_server *o_sv;
+	struct sv_req *o_req;              /* a request's handler (sv_ns_submit); else NULL */
+	struct sv_req *o_acting;           /* on whose behalf its changes are pushed */
+	sv_ns_fn o_fn;                     /* sv_ns_submit's ... */
+	sv_ns_done_fn o_done;
+	sv_ns_change_fn o_change_fn;       /* ... or sv_ns_change's */
+	sv_ns_change_done_fn o_change_done;
+	void *o_arg;
+	int o_rc;                          /* the function's return */
+	bool o_ran;                        /* ns_op_run ran, and returned ... */
+	int o_ret;                         /* ... this to the group */
+	int o_fail;                        /* a deferral failed: the change must not stay */
+	struct ns_deferred *o_deferred, **o_deferred_tail;
+	struct sv_req *o_held;             /* replies made in the capture, kept */
+};
+
+struct sv_ns {
+	struct orch_group *n_group;
+	struct ns_op *n_capturing;         /* the op whose capture runs now */
+	uint64_t n_changes;
+	uint64_t n_failed;
+};
+
+bool sv_ns_replicated(const struct sv_server *sv)
+{
+	return sv->s_ns != NULL;
+}
+
+bool sv_ns_capturing(const struct sv_server *sv)
+{
+	return sv->s_ns && sv->s_ns->n_capturing;
+}
+
+void sv_ns_fail(struct sv_server *sv, int error)
+{
+	struct ns_op *op = sv->s_ns ? sv->s_ns->n_capturing : NULL;
+
+	if (op && !op->o_fail)
+		op->o_fail = error;
+}
+
+void sv_ns_acting(struct sv_server *sv, struct sv_req *r)
+{
+	struct ns_op *op = sv->s_ns ? sv->s_ns->n_capturing : NULL;
+
+	if (op && !op->o_acting)
+		op->o_acting = r;
+}
+
+int sv_ns_defer(struct sv_server *sv, void (*fn)(struct sv_server *sv, void *arg, int error),
+		void *arg)
+{
+	struct ns_op *op = sv->s_ns ? sv->s_ns->n_capturing : NULL;
+	struct ns_deferred *d;
+
+	if (!op)
+		return 0;
+	d = malloc(sizeof(*d));
+	if (!d) {
+		sv_ns_fail(sv, -ENOMEM);
+		return -ENOMEM;
+	}
+	*d = (struct ns_deferred){ .d_fn = fn, .d_arg = arg };
+	*op->o_deferred_tail = d;
+	op->o_deferred_tail = &d->d_next;
+	return 1;
+}
+
+/* In the group's capture: the function runs, every reply it makes kept. */
+static int ns_op_run(void *arg, struct orch_meta *m)
+{
+	struct ns_op *op = arg;
+	struct sv_server *sv = op->o_sv;
+	struct sv_req *prev_acting = sv->s_acting;
+
+	(void)m;
+	sv->s_ns->n_capturing = op;
+	sv->s_hold = &op->o_held;
+	if (op->o_req)
+		op->o_req->r_hold_on = &op->o_held; /* until done, wherever it is answered */
+	if (op->o_acting)
+		sv->s_acting = op->o_acting;
+	if (op->o_fn)
+		op->o_rc = op->o_fn(sv, op->o_req, op->o_arg);
+	else
+		op->o_rc = op->o_change_fn(sv, op->o_arg);
+	sv->s_acting = prev_acting;
+	sv->s_hold = NULL;
+	sv->s_ns->n_capturing = NULL;
+	op->o_ran = true;
+	/*
+	 * A deferral that could not be recorded: its work is dropped, so is
+	 * the change.  A change that failed changes nothing (a handler answers
+	 * its own errors, and returns 0 or -EREMOTE having changed nothing).
+	 */
+	if (op->o_fail)
+		op->o_ret = op->o_fail;
+	else
+		op->o_ret = op->o_fn ? 0 : op->o_rc;
+	return op->o_ret;
+}
+
+/* The group's answers that are not the namespace's own, as a client hears them. */
+static int ns_error(int error)
+{
+	if (error == ORCH_REPL_ENOTLEADER || error == ORCH_REPL_ELOST || error == -ESHUTDOWN) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace change not applied: %s",
+				   error == ORCH_REPL_ENOTLEADER ? "this server does not lead its group"
+				   : error == ORCH_REPL_ELOST ? "leadership moved while it was in flight"
+				   : "shutting down");
+		return -EIO;
+	}
+	return error;
+}
+
+/* Runs (and frees) @op's deferred actions, telling each @error. */
+static void ns_op_deferred(struct sv_server *sv, struct ns_op *op, int error)
+{
+	while (op->o_deferred) {
+		struct ns_deferred *d = op->o_deferred;
+
+		op->o_deferred = d->d_next;
+		d->d_fn(sv, d->d_arg, error);
+		free(d);
+	}
+}
+
+/*
+ * The entry is applied with @op's changes (@result 0); or @op failed and
+ * changed nothing (@result is its own return); or the group did not apply
+ * it (anything else).  The replies kept leave (with the error, if the
+ * change is not there), then what was deferred runs.
+ */
+static void ns_op_done(void *arg, int result)
+{
+	struct ns_op *op = arg;
+	struct sv_server *sv = op->o_sv;
+	int error;
+
+	if (!result)
+		error = 0;
+	else if (op->o_ran && result == op->o_ret)
+		error = result;
+	else
+		error = ns_error(result);
+	/* Not answered yet (it cannot be gone: a reply would have been kept): answers leave. */
+	if (op->o_ran && op->o_req)
+		op->o_req->r_hold_on = NULL;
+	while (op->o_held) {
+		struct sv_req *r = op->o_held;
+
+		op->o_held = r->r_held_next;
+		sv_req_release(r, error);
+	}
+	ns_op_deferred(sv, op, error);
+	if (error)
+		sv->s_ns->n_failed++;
+	if (op->o_fn) {
+		int rc = op->o_rc;
+
+		if (error && rc == -EREMOTE) {
+			/* Kept for an owner fetch: not done, so answered here. */
+			sv_reply_status(op->o_req, error);
+		}
+		if (error)
+			rc = 0;
+		if (op->o_done)
+			op->o_done(sv, op->o_req, op->o_arg, rc, error);
+	} else if (op->o_change_done) {
+		op->o_change_done(sv, op->o_arg, error);
+	}
+	free(op);
+}
+
+/* Queues @op in the group, or runs it at once without one. */
+static int ns_op_submit(struct sv_server *sv, struct ns_op *op)
+{
+	int error;
+
+	op->o_sv = sv;
+	op->o_deferred_tail = &op->o_deferred;
+	error = orch_group_submit(sv->s_ns->n_group, NULL, ns_op_run, ns_op_done, op);
+	if (error)
+		return ns_error(error);
+	sv->s_ns->n_changes++;
+	return 0;
+}
+
+int sv_ns_submit(struct sv_server *sv, struct sv_req *r, sv_ns_fn fn, sv_ns_done_fn done,
+		 void *arg)
+{
+	struct ns_op *op;
+	int rc, error;
+
+	if (!sv->s_ns) {
+		rc = fn(sv, r, arg);
+		if (done)
+			done(sv, r, arg, rc, 0);
+		return 0;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	*op = (struct ns_op){ .o_req = r, .o_acting = r, .o_fn = fn, .o_done = done, .o_arg = arg };
+	error = ns_op_submit(sv, op);
+	if (error)
+		free(op);
+	return error;
+}
+
+int sv_ns_change(struct sv_server *sv, struct sv_req *acting, sv_ns_change_fn fn,
+		 sv_ns_change_done_fn done, void *arg)
+{
+	struct sv_req *prev_acting = sv->s_acting;
+	struct ns_op *op;
+	int rc, error;
+
+	if (!sv->s_ns) {
+		if (acting)
+			sv->s_acting = acting;
+		rc = fn(sv, arg);
+		sv->s_acting = prev_acting;
+		if (done)
+			done(sv, arg, rc);
+		return 0;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	*op = (struct ns_op){ .o_acting = acting, .o_change_fn = fn, .o_change_done = done,
+			      .o_arg = arg };
+	error = ns_op_submit(sv, op);
+	if (error)
+		free(op);
+	return error;
+}
+
+/*
+ * The namespace's changes, as the group reports them: on behalf of the
+ * request whose change made them (its reply waits for the holders' acks).
+ */
+static void ns_changed(void *arg, void *op_arg, uint64_t h, const char *name, size_t namelen)
+{
+	struct sv_server *sv = arg;
+	struct ns_op *op = op_arg;
+	struct sv_req *prev_acting = sv->s_acting;
+
+	if (op && op->o_acting)
+		sv->s_acting = op->o_acting;
+	sv_lease_changed(sv, h, name, namelen);
+	sv->s_acting = prev_acting;
+}
+
+/* How long a starting server waits to lead its group of one (it replays its log first). */
+#define NS_LEAD_WAIT_MS 30000
+
+struct ns_lead_wait {
+	struct sv_server *w_sv;
+	struct orch_ev_timer w_timer;
+	uint64_t w_deadline_ms;
+	bool w_leads;
+};
+
+static void ns_lead_check(void *arg)
+{
+	struct ns_lead_wait *w = arg;
+	struct orch_repl_status rs;
+
+	orch_repl_status(orch_group_repl(w->w_sv->s_ns->n_group), &rs);
+	w->w_leads = rs.role == ORCH_REPL_LEADER && rs.applied_index >= rs.commit_index;
+	if (w->w_leads || orch_time_now_ms() >= w->w_deadline_ms) {
+		orch_ev_stop(w->w_sv->s_ev);
+		return;
+	}
+	orch_ev_timer_arm(w->w_sv->s_ev, &w->w_timer, 5, ns_lead_check, w);
+}
+
+/*
+ * Runs the loop until this member leads with its log applied: the group of
+ * one elects itself once its log is loaded.  A signal (the loop stopped by
+ * it) or the deadline: -EINTR or -ETIMEDOUT.
+ */
+static int ns_wait_to_lead(struct sv_server *sv)
+{
+	struct ns_lead_wait w = { .w_sv = sv,
+				  .w_deadline_ms = orch_time_now_ms() + NS_LEAD_WAIT_MS };
+
+	orch_ev_timer_arm(sv->s_ev, &w.w_timer, 0, ns_lead_check, &w);
+	orch_ev_run(sv->s_ev);
+	orch_ev_timer_cancel(sv->s_ev, &w.w_timer);
+	if (w.w_leads) {
+		orch_ev_reset_stop(sv->s_ev);
+		return 0;
+	}
+	/* Stopped by a signal: the loop stays stopped, and the server stops. */
+	return orch_time_now_ms() >= w.w_deadline_ms ? -ETIMEDOUT : -EINTR;
+}
+
+int sv_ns_init(struct sv_server *sv, char *err, size_t errlen)
+{
+	const struct orch_server_cfg *me = &sv->s_cfg.servers[sv->s_index];
+	struct orch_repl_cfg rc = { .id = 1, .nmembers = 1, .bootstrap = true };
+	char dir[PATH_MAX];
+	struct sv_ns *ns;
+	int error;
+
+	if (!me->log_address[0])
+		return 0;
+	if (snprintf(dir, sizeof(dir), "%s/log", me->data_dir) >= (int)sizeof(dir)) {
+		snprintf(err, errlen, "'%s': path too long", me->data_dir);
+		return -ENAMETOOLONG;
+	}
+	ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	rc.members[0].id = 1;
+	snprintf(rc.members[0].addr, sizeof(rc.members[0].addr), "%s", me->log_address);
+	rc.dir = dir;
+	error = orch_group_open(sv->s_ev, sv->s_meta, &rc, &ns->n_group);
+	if (error) {
+		snprintf(err, errlen, "cannot start the namespace's log in '%s' at %s: %s", dir,
+			 me->log_address, strerror(-error));
+		free(ns);
+		return error;
+	}
+	orch_group_set_change_hook(ns->n_group, ns_changed, sv);
+	sv->s_ns = ns;
+	error = ns_wait_to_lead(sv);
+	if (error) {
+		snprintf(err, errlen, "the namespace's log in '%s' %s", dir,
+			 error == -EINTR ? "was not ready when the server was asked to stop"
+					 : "did not become ready (its member does not lead)");
+		sv_ns_fini(sv);
+		return error;
+	}
+	ORCH_NOTICE("namespace changes go through the log at %s (a group of one member)",
+		    me->log_address);
+	return 0;
+}
+
+void sv_ns_fini(struct sv_server *sv)
+{
+	struct sv_ns *ns = sv->s_ns;
+
+	if (!ns)
+		return;
+	/* Changes in flight are answered (ESHUTDOWN) while the server still can. */
+	orch_group_close(ns->n_group);
+	sv->s_ns = NULL;
+	free(ns);
+}
+
+void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
+{
+	struct orch_group_stats gs;
+	struct orch_repl_status rs;
+
+	memset(out, 0, sizeof(*out));
+	if (!sv->s_ns)
+		return;
+
+	orch_group_stats(sv->s_ns->n_group, &gs);
+	orch_repl_status(orch_group_repl(sv->s_ns->n_group), &rs);
+	out->role = orch_repl_role_name(rs.role);
+	out->term = rs.term;
+	out->last_index = rs.last_index;
+	out->commit_index = rs.commit_index;
+	out->applied_index = rs.applied_index;
+	out->replicated = true;
+	out->changes = sv->s_ns->n_changes;
+	out->entries = gs.entries;
+	out->batch_max = gs.batch_max;
+	out->failed = sv->s_ns->n_failed;
+}

@@ -1,0 +1,101 @@
+/*
+ * Changes of the namespace, made directly or through the server's replica
+ * group (docs/DESIGN.md, "The server on the group").
+ *
+ * Without a group (no log_address: every cluster of today), a change runs
+ * at once, in its handler's own transactions, exactly as before.  With
+ * one, a change runs on the leader inside the group's next capture
+ * (src/group): its transactions are savepoints of the capture, and what it
+ * would do outside the namespace waits for its entry to be applied:
+ *  - every reply it makes is kept (sv_reply encodes it: sv->s_hold) and
+ *    leaves once the entry is applied, after the pushes its changes make;
+ *  - what it defers (sv_ns_defer: the start of an intent) runs then;
+ *  - an entry that never applies answers the request with an error and
+ *    tells each deferred action, which drops its work.
+ * Ground floor: above sv_lease and sv_req.  Loop thread only.
+ */
+#ifndef ORCH_SERVER_SV_NS_H
+#define ORCH_SERVER_SV_NS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/sv.h"
+
+struct sv_req;
+
+/*
+ * Opens the server's group if its config gives a log_address (a group of
+ * one member today); 0 or -errno with a one-line reason in @err.  Before
+ * serving, after the lease table (it takes the namespace's change hook).
+ */
+int sv_ns_init(struct sv_server *sv, char *err, size_t errlen);
+void sv_ns_fini(struct sv_server *sv);
+
+/* True if the namespace changes through the group. */
+bool sv_ns_replicated(const struct sv_server *sv);
+
+/*
+ * A change for request @r: @fn(sv, r, arg) handles it, as a handler does
+ * (answers @r, hands it on, or keeps it and returns -EREMOTE).  Then
+ * @done(sv, r, arg, rc, error) runs with @fn's return @rc, and @error 0
+ * if the change is applied, else why not: then sv_ns answered @r with
+ * @error and @rc is 0.  @r is valid in @done only if @rc is -EREMOTE.
+ * Direct: both run now.  Through the group: later, @fn inside a capture.
+ * -errno if the group takes no change now (not the leader, shutting
+ * down): nothing ran, @r is the caller's.
+ */
+typedef int (*sv_ns_fn)(struct sv_server *sv, struct sv_req *r, void *arg);
+typedef void (*sv_ns_done_fn)(struct sv_server *sv, struct sv_req *r, void *arg, int rc,
+			      int error);
+int sv_ns_submit(struct sv_server *sv, struct sv_req *r, sv_ns_fn fn, sv_ns_done_fn done,
+		 void *arg);
+
+/*
+ * A change not made for a request of its own (an intent's step, an
+ * orphan's free): @fn(sv, arg) makes it (0 or -errno; a failed one
+ * changes nothing), on behalf of @acting if not NULL (its reply waits
+ * for the pushes' acknowledgements).  @done(sv, arg, result) then, with
+ * @fn's return or why the change is not there.  Direct: both now.
+ * Through the group: later, @fn inside a capture, where every reply it
+ * makes is kept until the entry is applied.  -errno: nothing runs.
+ */
+typedef int (*sv_ns_change_fn)(struct sv_server *sv, void *arg);
+typedef void (*sv_ns_change_done_fn)(struct sv_server *sv, void *arg, int result);
+int sv_ns_change(struct sv_server *sv, struct sv_req *acting, sv_ns_change_fn fn,
+		 sv_ns_change_done_fn done, void *arg);
+
+/* Inside a change in the capture: its changes are pushed on behalf of @r (if none was named). */
+void sv_ns_acting(struct sv_server *sv, struct sv_req *r);
+
+/*
+ * Inside a change running through the group: @fn(sv, arg, error) runs once
+ * its entry is applied (@error 0) or known not to be (@error < 0: drop the
+ * work; sv_ns answers the request).  Returns 1 (deferred); 0 outside such
+ * a change (the caller acts at once); -ENOMEM (the caller drops the work
+ * and the change fails: nothing of it is kept).
+ */
+int sv_ns_defer(struct sv_server *sv, void (*fn)(struct sv_server *sv, void *arg, int error),
+		void *arg);
+
+/* True while a change runs inside the group's capture (sv_ns_defer defers). */
+bool sv_ns_capturing(const struct sv_server *sv);
+/* Fails the change running inside the capture with @error: nothing of it is kept. */
+void sv_ns_fail(struct sv_server *sv, int error);
+
+/* Counters for stats (loop thread); all 0 without a group. */
+struct sv_ns_counts {
+	bool replicated;
+	uint64_t changes;       /* submitted through the group */
+	uint64_t entries;       /* proposed */
+	uint64_t batch_max;     /* most changes in one entry */
+	uint64_t failed;        /* answered with an error: their entry did not apply */
+	const char *role;       /* this member's (repl.h), a constant string */
+	uint64_t term;
+	uint64_t last_index;    /* of its log */
+	uint64_t commit_index;
+	uint64_t applied_index;
+};
+void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out);
+
+#endif
