@@ -11,7 +11,8 @@
 #include "common/util.h"
 
 #define STATUS_DEFAULT_MS 2000
-#define STATUS_COLS 10
+#define STATUS_COLS 11
+#define STATUS_COL_LOG 9  /* shown only if a server has a replicated log */
 
 /* Right-aligned columns (numbers). */
 static const bool status_right[STATUS_COLS] = {
@@ -20,7 +21,7 @@ static const bool status_right[STATUS_COLS] = {
 
 static const char *const status_head[STATUS_COLS] = {
 	"SERVER", "ADDRESS", "STATE", "VERSION", "UPTIME", "CAPACITY", "USED", "REQ/S", "CONNS",
-	"LAST SCRUB",
+	"LOG", "LAST SCRUB",
 };
 
 struct status_row {
@@ -55,7 +56,17 @@ static void status_fill(struct status_row *row, const struct orch_server_cfg *sc
 		 s->capacity ? 100.0 * (double)used / (double)s->capacity : 0.0);
 	snprintf(row->cell[7], sizeof(row->cell[7]), "%.1f", s->requests_per_s);
 	snprintf(row->cell[8], sizeof(row->cell[8]), "%llu", (unsigned long long)s->connections);
-	orch_status_scrub(s, now, row->cell[9], sizeof(row->cell[9]), NULL);
+	if (!s->log_role[0])
+		snprintf(row->cell[9], sizeof(row->cell[9]), "-");
+	else if (s->log_applied < s->log_commit)
+		snprintf(row->cell[9], sizeof(row->cell[9]), "%s t%llu @%llu (%llu behind)",
+			 s->log_role, (unsigned long long)s->log_term,
+			 (unsigned long long)s->log_applied,
+			 (unsigned long long)(s->log_commit - s->log_applied));
+	else
+		snprintf(row->cell[9], sizeof(row->cell[9]), "%s t%llu @%llu", s->log_role,
+			 (unsigned long long)s->log_term, (unsigned long long)s->log_applied);
+	orch_status_scrub(s, now, row->cell[10], sizeof(row->cell[10]), NULL);
 }
 
 static void status_cell(const char *text, int c, const int *w)
@@ -68,7 +79,8 @@ static void status_cell(const char *text, int c, const int *w)
 		printf("%-*s  ", w[c], text);
 }
 
-static void status_print(const struct status_row *rows, unsigned int n)
+/* @show_log: the LOG column (term and applied index of each server's log). */
+static void status_print(const struct status_row *rows, unsigned int n, bool show_log)
 {
 	int w[STATUS_COLS];
 
@@ -78,10 +90,12 @@ static void status_print(const struct status_row *rows, unsigned int n)
 			w[c] = ORCH_MAX(w[c], (int)strlen(rows[r].cell[c]));
 	}
 	for (int c = 0; c < STATUS_COLS; c++)
-		status_cell(status_head[c], c, w);
+		if (c != STATUS_COL_LOG || show_log)
+			status_cell(status_head[c], c, w);
 	for (unsigned int r = 0; r < n; r++)
 		for (int c = 0; c < STATUS_COLS; c++)
-			status_cell(rows[r].cell[c], c, w);
+			if (c != STATUS_COL_LOG || show_log)
+				status_cell(rows[r].cell[c], c, w);
 }
 
 int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
@@ -93,6 +107,7 @@ int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
 	uint64_t cap = 0, used = 0;
 	double rate = 0;
 	char capt[32], usedt[32];
+	bool show_log = false;
 	unsigned int up;
 	int rc;
 
@@ -104,6 +119,7 @@ int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
 		status_fill(&rows[i], &cfg->servers[i], &srv[i], (int64_t)time(NULL));
 		if (srv[i].error)
 			continue;
+		show_log |= srv[i].log_role[0] != '\0';
 		cap += srv[i].capacity;
 		used += srv[i].capacity - ORCH_MIN(srv[i].free, srv[i].capacity);
 		rate += srv[i].requests_per_s;
@@ -113,7 +129,7 @@ int orch_cmd_status(struct orch_cli *cli, int argc, char **argv)
 	printf("cluster %s: %u of %u servers up, %s of %s used (%.1f%%), %.1f requests/s\n\n",
 	       cfg->cluster_name, up, cfg->nservers, usedt, capt,
 	       cap ? 100.0 * (double)used / (double)cap : 0.0, rate);
-	status_print(rows, cfg->nservers);
+	status_print(rows, cfg->nservers, show_log);
 	rc = up == cfg->nservers ? ORCH_CLI_OK : ORCH_CLI_FAIL;
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
 		if (srv[i].error) {

@@ -31,6 +31,11 @@ static void status_parse(const char *j, size_t len, struct orch_status_srv *s)
 	}
 	orch_json_get_str(j, len, "scrub.last_error", s->scrub_error, sizeof(s->scrub_error));
 	orch_json_get_str(j, len, "store_error", s->store_error, sizeof(s->store_error));
+	if (!orch_json_get_str(j, len, "log.role", s->log_role, sizeof(s->log_role))) {
+		orch_json_get_u64(j, len, "log.term", &s->log_term);
+		orch_json_get_u64(j, len, "log.applied_index", &s->log_applied);
+		orch_json_get_u64(j, len, "log.commit_index", &s->log_commit);
+	}
 }
 
 void orch_status_fetch(struct orch_client *cl, struct orch_reply *reps, int *errors)

@@ -31,6 +31,11 @@ struct orch_status_srv {
 	bool scrub_data;
 	char scrub_error[32];     /* "" if the last scrub finished */
 	char store_error[32];     /* "" while the store is healthy; else why it failed */
+	/* The namespace's replicated log, if the server has one (docs/DESIGN.md). */
+	char log_role[16];        /* "" without a log; else leader, follower, ... */
+	uint64_t log_term;
+	uint64_t log_applied;     /* entries applied here ... */
+	uint64_t log_commit;      /* ... of those known committed */
 };
 
 /*

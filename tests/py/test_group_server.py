@@ -98,6 +98,10 @@ def test_every_change_goes_through_the_log_and_outlives_a_kill(logged):
     assert changes >= creates + 14, after
     assert after["entries"] > before["entries"] and after["failed"] == 0, after
     assert after["applied_index"] == after["commit_index"] == after["last_index"], after
+    status = c.cli("status").stdout
+    assert " LOG " in status, status
+    row = next(line for line in status.splitlines() if line.startswith("s0 "))
+    assert "leader t%d @%d" % (after["term"], after["applied_index"]) in row, status
     want = tree(m.mnt)
     assert want["d/f7"][1] == 0o600 and want["d/f8"][2] == 10 and "d/f6" not in want
     assert os.getxattr(m.path("d", "f9"), "user.k2") == b"v2"
@@ -353,3 +357,8 @@ def test_writers_and_changes_of_the_same_files_at_once(logged):
     assert log["role"] == "leader" and log["failed"] == 0, log
     assert log["applied_index"] == log["commit_index"], log
     assert os.path.getsize(a.path("f0")) > 0
+
+
+def test_status_shows_no_log_column_without_logs(cluster1):
+    status = cluster1.cli("status").stdout
+    assert "LAST SCRUB" in status and " LOG " not in status, status

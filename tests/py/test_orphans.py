@@ -33,23 +33,27 @@ def lost_file_cluster(tmp_path):
     restarted; returns (cluster, the dead file's handle, its data)."""
     c = Cluster(tmp_path / "c", nservers=2,
                 extra="\n[cluster]\ncommit_interval_ms = 600000\n")
-    c.start_all()
-    c.cli("mkdir", "/keep")       # durable by a clean stop
-    c.stop_all()
-    c.start_pcut("s0")
-    c.start("s1")
-    # The first create after a start reserves handles, and that commit is
-    # synced; the file after it is not.
-    c.cli("touch", "/first")  # in /, held by s0
-    data = bytes((i * 7 + 1) & 0xff or 1 for i in range(SIZE))  # no zero byte
-    src = tmp_path / "src"
-    src.write_bytes(data)
-    c.cli("put", src, "/lost")
-    dead = handle(c, "/lost")
-    assert dead >> 48 == 0, "the inode is on s0"
-    c.power_cut("s0")
-    c.start("s0")
-    assert not exists(c, "/lost"), "the unsynced file survived: nothing to test"
+    try:
+        c.start_all()
+        c.cli("mkdir", "/keep")       # durable by a clean stop
+        c.stop_all()
+        c.start_pcut("s0")
+        c.start("s1")
+        # The first create after a start reserves handles, and that commit is
+        # synced; the file after it is not.
+        c.cli("touch", "/first")  # in /, held by s0
+        data = bytes((i * 7 + 1) & 0xff or 1 for i in range(SIZE))  # no zero byte
+        src = tmp_path / "src"
+        src.write_bytes(data)
+        c.cli("put", src, "/lost")
+        dead = handle(c, "/lost")
+        assert dead >> 48 == 0, "the inode is on s0"
+        c.power_cut("s0")
+        c.start("s0")
+        assert not exists(c, "/lost"), "the unsynced file survived: nothing to test"
+    except BaseException:
+        c.stop_all(check_logs=False)  # no server outlives a failed setup
+        raise
     return c, dead, data
 
 
