@@ -61,6 +61,7 @@ struct orch_group {
 	bool unavailable;                      /* an apply failed: out until restarted */
 	bool diverged;                         /* ... because the entry never applies here */
 	bool closing;
+	bool alone;                            /* the only voter: nobody else can lead */
 	struct group_entry *capturing;         /* the entry a capture is filling */
 	struct group_op *capturing_op;         /* ... and the op it runs */
 	orch_group_change_fn change_fn;
@@ -357,6 +358,18 @@ static void group_propose(struct orch_group *g)
 	g->capturing = NULL;
 	g->capturing_op = NULL;
 	error = orch_meta_capture_end(g->meta, &chg, &len);
+	if (!error && !len && g->alone) {
+		/*
+		 * Nothing changed (refused ops, ops that only looked): with no
+		 * other member that could lead, what the capture saw is the
+		 * group's state, so the answers need no entry (and no synced
+		 * append).  With other members they would be reads, which need
+		 * a barrier: the entry is proposed.
+		 */
+		g->st.skipped++;
+		group_entry_done(e, 0, NULL);
+		return;
+	}
 	if (!error) {
 		/* The entry: its kind, then the changes, framed into libraft's buffer at once. */
 		parts[0] = (struct iovec){ .iov_base = &kind, .iov_len = 1 };
@@ -556,6 +569,7 @@ int orch_group_open(struct orch_ev *ev, struct orch_meta *meta,
 		return -ENOMEM;
 	g->ev = ev;
 	g->meta = meta;
+	g->alone = cfg->nmembers == 1;
 	g->queue_tail = &g->queue;
 	g->reads_tail = &g->reads;
 	fsm = (struct orch_repl_fsm){ .arg = g, .apply = group_apply,

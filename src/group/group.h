@@ -75,6 +75,10 @@ struct orch_group_req {
 };
 
 /*
+ * A group of one member answers ops whose capture changed nothing
+ * without proposing an entry (nobody else can have changed the state
+ * they saw).
+ *
  * Queues @op; 0 (@done will run, never from inside this call) or -errno
  * (it will not): ORCH_REPL_ENOTLEADER, -EIO (this member diverged),
  * -ESHUTDOWN, -EINVAL (a @req with client or seq 0).  @req NULL: no
@@ -112,6 +116,7 @@ void orch_group_set_change_hook(struct orch_group *g, orch_group_change_fn fn, v
 
 struct orch_group_stats {
 	uint64_t entries;       /* proposed by this member */
+	uint64_t skipped;       /* captures that changed nothing, answered without an entry */
 	uint64_t ops;           /* in those entries */
 	uint64_t batch_max;     /* most ops in one entry */
 	uint64_t applied;       /* entries applied here (replays skipped) */

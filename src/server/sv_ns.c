@@ -392,6 +392,7 @@ void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
 	out->replicated = true;
 	out->changes = sv->s_ns->n_changes;
 	out->entries = gs.entries;
+	out->unlogged = gs.skipped;
 	out->batch_max = gs.batch_max;
 	out->failed = sv->s_ns->n_failed;
 }

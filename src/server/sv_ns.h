@@ -88,6 +88,7 @@ struct sv_ns_counts {
 	bool replicated;
 	uint64_t changes;       /* submitted through the group */
 	uint64_t entries;       /* proposed */
+	uint64_t unlogged;      /* changed nothing, answered without an entry */
 	uint64_t batch_max;     /* most changes in one entry */
 	uint64_t failed;        /* answered with an error: their entry did not apply */
 	const char *role;       /* this member's (repl.h), a constant string */

@@ -218,6 +218,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "applied_index", s.ns.applied_index, true);
 		sv_json_u64(b, "changes", s.ns.changes, true);
 		sv_json_u64(b, "entries", s.ns.entries, true);
+		sv_json_u64(b, "unlogged", s.ns.unlogged, true);
 		sv_json_u64(b, "batch_max", s.ns.batch_max, true);
 		sv_json_u64(b, "failed", s.ns.failed, true);
 		orch_buf_append(b, "}", 1);
