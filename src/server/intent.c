@@ -342,6 +342,7 @@ static void intent_step_done(struct sv_server *sv, void *arg, int error)
 static void intent_as_change(struct sv_server *sv, const struct intent_step *st)
 {
 	struct intent_step *copy;
+	int error = -ENOMEM;
 
 	if (!sv_ns_replicated(sv)) {
 		intent_step_run(sv, (void *)st);
@@ -358,12 +359,15 @@ static void intent_as_change(struct sv_server *sv, const struct intent_step *st)
 			copy->st_rep.dirents = NULL;
 			copy->st_rep.ndirents = 0;
 		}
-		if (!sv_ns_change(sv, NULL, intent_step_run, intent_step_done, copy))
+		error = sv_ns_change(sv, NULL, intent_step_run, intent_step_done, copy);
+		if (!error)
 			return;
 		free(copy);
 	}
-	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "an intent's step could not be queued: its intent "
-			   "is driven again at the next start");
+	/* Stopping: the step waits for the next start, like every unfinished intent. */
+	if (error != -ESHUTDOWN)
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "an intent's step could not be queued: its "
+				   "intent is driven again at the next start");
 }
 
 static void intent_as_change_peer(struct sv_server *sv,

@@ -418,6 +418,7 @@ out_writes:
 	sv_admin_fini(&sv);
 out_meta:
 	sv_metrics_stop(&sv);
+	sv_ns_destroy(&sv);
 	orch_meta_close(sv.s_meta);
 	sv_conns_fini(&sv);
 	if (status == 0)

@@ -38,7 +38,7 @@ struct ns_op {
 };
 
 struct sv_ns {
-	struct orch_group *n_group;
+	struct orch_group *n_group;        /* NULL once closed: changes are refused */
 	struct ns_op *n_capturing;         /* the op whose capture runs now */
 	uint64_t n_changes;
 	uint64_t n_failed;
@@ -200,6 +200,12 @@ static int ns_op_submit(struct sv_server *sv, struct ns_op *op)
 {
 	int error;
 
+	/*
+	 * Closed (stopping): a change made now beside the log would be missing
+	 * from it, and the next start's replay would not apply.
+	 */
+	if (!sv->s_ns->n_group)
+		return -ESHUTDOWN;
 	op->o_sv = sv;
 	op->o_deferred_tail = &op->o_deferred;
 	error = orch_group_submit(sv->s_ns->n_group, NULL, ns_op_run, ns_op_done, op);
@@ -353,7 +359,7 @@ int sv_ns_init(struct sv_server *sv, char *err, size_t errlen)
 		snprintf(err, errlen, "the namespace's log in '%s' %s", dir,
 			 error == -EINTR ? "was not ready when the server was asked to stop"
 					 : "did not become ready (its member does not lead)");
-		sv_ns_fini(sv);
+		sv_ns_destroy(sv);
 		return error;
 	}
 	ORCH_NOTICE("namespace changes go through the log at %s (a group of one member)",
@@ -365,12 +371,18 @@ void sv_ns_fini(struct sv_server *sv)
 {
 	struct sv_ns *ns = sv->s_ns;
 
-	if (!ns)
+	if (!ns || !ns->n_group)
 		return;
 	/* Changes in flight are answered (ESHUTDOWN) while the server still can. */
 	orch_group_close(ns->n_group);
+	ns->n_group = NULL;
+}
+
+void sv_ns_destroy(struct sv_server *sv)
+{
+	sv_ns_fini(sv);
+	free(sv->s_ns);
 	sv->s_ns = NULL;
-	free(ns);
 }
 
 void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
@@ -379,7 +391,7 @@ void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
 	struct orch_repl_status rs;
 
 	memset(out, 0, sizeof(*out));
-	if (!sv->s_ns)
+	if (!sv->s_ns || !sv->s_ns->n_group)
 		return;
 
 	orch_group_stats(sv->s_ns->n_group, &gs);

@@ -30,7 +30,13 @@ struct sv_req;
  * serving, after the lease table (it takes the namespace's change hook).
  */
 int sv_ns_init(struct sv_server *sv, char *err, size_t errlen);
+/*
+ * Closes the group: changes in flight are answered, and every change asked
+ * from now on is refused (-ESHUTDOWN), none made beside the log.  destroy
+ * frees what is left, at the very end.
+ */
 void sv_ns_fini(struct sv_server *sv);
+void sv_ns_destroy(struct sv_server *sv);
 
 /* True if the namespace changes through the group. */
 bool sv_ns_replicated(const struct sv_server *sv);
