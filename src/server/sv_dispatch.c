@@ -181,6 +181,23 @@ static void sv_owner_fetch(struct sv_server *sv, struct sv_req *r, uint64_t chil
 /* --- Changes through the replica group ------------------------------------------------------ */
 
 /*
+ * Dispatches with the owners fetched so far known to the sticky rule;
+ * sv_dispatch's return (@r may be gone unless it is -EREMOTE).
+ */
+static int sv_dispatch_with_owners(struct sv_server *sv, struct sv_req *r,
+				   const struct orch_msg *m, const uint8_t *payload)
+{
+	int rc;
+
+	for (unsigned int i = 0; i < r->r_nowners; i++)
+		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
+	r->r_raw = payload;
+	rc = sv_dispatch(sv, r, m);
+	orch_meta_remote_owner_clear(sv->s_meta);
+	return rc;
+}
+
+/*
  * The requests whose handlers may change the namespace: with a replica
  * group they run inside its capture (sv_ns.h).  The others only read it,
  * or change the store alone.
@@ -227,11 +244,7 @@ static int sv_change_run(struct sv_server *sv, struct sv_req *r, void *arg)
 		sv_reply_status(r, rc);
 		return 0;
 	}
-	for (unsigned int i = 0; i < r->r_nowners; i++)
-		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
-	r->r_raw = cp->cp_bytes;
-	rc = sv_dispatch(sv, r, &m);
-	orch_meta_remote_owner_clear(sv->s_meta);
+	rc = sv_dispatch_with_owners(sv, r, &m, cp->cp_bytes);
 	orch_msg_fini(&m);
 	return rc;
 }
@@ -275,13 +288,8 @@ static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const stru
 		sv_change_submit(sv, r, payload);
 		return;
 	}
-	for (unsigned int i = 0; i < r->r_nowners; i++)
-		orch_meta_remote_owner_set(sv->s_meta, r->r_owners[i].handle, r->r_owners[i].uid);
-	r->r_raw = payload;
-	if (sv_dispatch(sv, r, m) == -EREMOTE)
+	if (sv_dispatch_with_owners(sv, r, m, payload) == -EREMOTE)
 		sv_owner_fetch(sv, r, r->r_need_owner);
-	/* @r may be gone now. */
-	orch_meta_remote_owner_clear(sv->s_meta);
 }
 
 /* --- Frames --------------------------------------------------------------------------------- */

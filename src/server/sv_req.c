@@ -61,17 +61,9 @@ static void sv_reply_hold(struct sv_req *r, const struct orch_msg *m, struct sv_
 	}
 	orch_buf_init(&r->r_held, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	r->r_held_set = true;
-	if (orch_msg_encode(&r->r_held, m)) {
-		struct orch_msg e;
-
-		/* A reply that cannot be encoded still answers the request. */
-		orch_msg_init(&e, r->r_type);
-		e.flags = ORCH_FRAME_REPLY;
-		e.reqid = r->r_reqid;
-		e.status = -EIO;
+	/* One that cannot be encoded is kept empty: sv_req_release answers it EIO. */
+	if (orch_msg_encode(&r->r_held, m))
 		orch_buf_reset(&r->r_held);
-		orch_msg_encode(&r->r_held, &e);
-	}
 }
 
 void sv_reply(struct sv_req *r, struct orch_msg *m)

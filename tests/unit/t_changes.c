@@ -289,44 +289,44 @@ ORCH_TEST(a_member_that_diverged_applies_nothing)
 	group_close();
 }
 
-/* Operations written with transactions of their own, as the server's handlers are. */
-static int op_mkdir_committed(void *arg, struct orch_meta *m)
+/*
+ * Operations written with transactions of their own, as the server's
+ * handlers are: a directory @arg made in a transaction that commits,
+ * aborts, or is left open.
+ */
+enum txn_end { TXN_COMMIT, TXN_ABORT, TXN_LEFT_OPEN };
+
+static int mkdir_in_txn(struct orch_meta *m, const char *name, enum txn_end end)
 {
 	struct orch_attr out;
 	int error = orch_meta_begin(m);
 
 	if (error)
 		return error;
-	error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL, NULL,
+	error = orch_meta_create(m, &ROOT, 1, name, strlen(name), S_IFDIR | 0755, 0, NULL, NULL,
 				 true, &out, &(bool){ false });
-	if (error) {
-		orch_meta_abort(m);
+	if (end == TXN_LEFT_OPEN)
 		return error;
+	if (error || end == TXN_ABORT) {
+		orch_meta_abort(m);
+		return error; /* 0: succeeded, having changed nothing */
 	}
 	return orch_meta_commit(m);
 }
 
+static int op_mkdir_committed(void *arg, struct orch_meta *m)
+{
+	return mkdir_in_txn(m, arg, TXN_COMMIT);
+}
+
 static int op_mkdir_aborted(void *arg, struct orch_meta *m)
 {
-	struct orch_attr out;
-	int error = orch_meta_begin(m);
-
-	if (!error)
-		error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL,
-					 NULL, true, &out, &(bool){ false });
-	orch_meta_abort(m);
-	return error; /* 0: succeeded, having changed nothing */
+	return mkdir_in_txn(m, arg, TXN_ABORT);
 }
 
 static int op_mkdir_left_open(void *arg, struct orch_meta *m)
 {
-	struct orch_attr out;
-	int error = orch_meta_begin(m);
-
-	if (!error)
-		error = orch_meta_create(m, &ROOT, 1, arg, strlen(arg), S_IFDIR | 0755, 0, NULL,
-					 NULL, true, &out, &(bool){ false });
-	return error;
+	return mkdir_in_txn(m, arg, TXN_LEFT_OPEN);
 }
 
 ORCH_TEST(transactions_inside_a_capture_are_savepoints)
