@@ -467,7 +467,8 @@ out_free:
 	return error;
 }
 
-int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out)
+/* orch_cli_connect, or with @members a client whose servers are the members. */
+static int cli_connect(struct orch_cli *cli, bool members, struct orch_cli_fs *out)
 {
 	struct orch_cfg *cfg;
 	const char *path;
@@ -478,6 +479,8 @@ int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out)
 		return ORCH_CLI_USAGE;
 	if (orch_cli_cfg_load(path, true, &cfg))
 		return ORCH_CLI_FAIL;
+	if (members)
+		orch_cfg_members_view(cfg, cfg);
 	error = orch_client_create(cfg, &out->cl);
 	/* The client copied it; the key need not linger in our memory. */
 	memset(cfg->key, 0, sizeof(cfg->key));
@@ -489,6 +492,16 @@ int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out)
 	orch_fs_cred_self(&out->cred);
 	cli_client = out->cl;
 	return ORCH_CLI_OK;
+}
+
+int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out)
+{
+	return cli_connect(cli, false, out);
+}
+
+int orch_cli_connect_members(struct orch_cli *cli, struct orch_cli_fs *out)
+{
+	return cli_connect(cli, true, out);
 }
 
 void orch_cli_fs_close(struct orch_cli_fs *fs)
@@ -599,7 +612,7 @@ bool orch_cli_args_connect(struct orch_cli *cli, int argc, char **argv, uint32_t
 		*rc = orch_cli_usage_err(cli, "unexpected argument '%s'", argv[optind]);
 		return false;
 	}
-	*rc = orch_cli_connect(cli, fs);
+	*rc = orch_cli_connect_members(cli, fs);
 	if (*rc)
 		return false;
 	orch_client_set_timeout(fs->cl, timeout_ms);

@@ -136,7 +136,7 @@ bool orch_cli_args_quiet(struct orch_cli *cli, int argc, char **argv, int min, i
 /*
  * The whole start of a command that asks every server (status, ping): -c,
  * --help, -t/--timeout MS (@default_ms if not given) and no operands, then
- * orch_cli_connect() with that timeout.  Returns true with *@fs open (the
+ * orch_cli_connect_members() with that timeout.  Returns true with *@fs open (the
  * caller closes it); false with the exit code in *@rc.
  */
 bool orch_cli_args_connect(struct orch_cli *cli, int argc, char **argv, uint32_t default_ms,
@@ -199,6 +199,11 @@ int orch_cli_bin_dir(char *out, size_t outlen);
  * ORCH_CLI_FAIL.
  */
 int orch_cli_connect(struct orch_cli *cli, struct orch_cli_fs *out);
+/*
+ * The same with a client that talks to every member of every replica group
+ * as a server of its own (orch_cfg_members_view): for status, ping, stats.
+ */
+int orch_cli_connect_members(struct orch_cli *cli, struct orch_cli_fs *out);
 void orch_cli_fs_close(struct orch_cli_fs *fs);
 
 /*
@@ -242,12 +247,13 @@ struct orch_cli_genconfig {
 	uint32_t strip_size;
 	const char *hosts;    /* "HOST:PORT,HOST:PORT,...", one per server, or NULL */
 	const char *data_dir; /* absolute parent of the data dirs, or NULL: see .c */
+	unsigned int replicas; /* servers per replica group (0: 1); nservers a multiple */
 };
 int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path,
 			     size_t conf_pathlen);
 
-/* mkfs of server @idx of @cfg; prints errors and one line of progress. */
-int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int idx, bool force);
+/* mkfs of member @member (members[]) of @cfg; prints errors and one line of progress. */
+int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int member, bool force);
 
 /* --- Subcommands (cmd_*.c) ----------------------------------------------------- */
 

@@ -100,7 +100,7 @@ static int gc_hosts_parse(const char *list, char addrs[][GC_ADDR_MAX], char *why
 static int gc_free_ports(unsigned int n, uint16_t *ports)
 {
 	unsigned int lo = 32768, i, opened = 0, tries;
-	int fds[ORCH_SERVERS_MAX];
+	int fds[2 * ORCH_SERVERS_MAX];
 	int error = -EADDRINUSE;
 	uint32_t seed;
 	FILE *f;
@@ -147,6 +147,39 @@ static int gc_free_ports(unsigned int n, uint16_t *ports)
 	return error;
 }
 
+/*
+ * The log_address of server @i of @addrs on other hosts: its host, which
+ * must be numeric IPv4 (the log's transport takes no names), and its port
+ * plus one, which no server address may be.  0, or -EINVAL with @why.
+ */
+static int gc_log_address(char addrs[][GC_ADDR_MAX], unsigned int n, unsigned int i,
+			  char *out, char *why, size_t whylen)
+{
+	char host[256];
+	struct in_addr a;
+	uint16_t port;
+
+	if (orch_cfg_parse_address(addrs[i], host, sizeof(host), &port) ||
+	    inet_pton(AF_INET, host, &a) != 1 || port == 65535) {
+		if (snprintf(why, whylen, "'%s': with --replicas, give numeric IPv4 addresses "
+			     "whose port is below 65535 (the log listens on PORT+1)", addrs[i]) < 0)
+			why[0] = '\0';
+		return -EINVAL;
+	}
+	/* A numeric IPv4 host: at most 15 bytes. */
+	if (snprintf(out, GC_ADDR_MAX, "%s:%u", host, port + 1u) >= GC_ADDR_MAX)
+		return -EINVAL;
+	for (unsigned int j = 0; j < n; j++) {
+		if (strcmp(addrs[j], out) == 0) {
+			if (snprintf(why, whylen, "'%s' is a server's address and the log address "
+				     "of '%s' (PORT+1): leave a gap between ports", out, addrs[i]) < 0)
+				why[0] = '\0';
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int gc_write_key(const char *path)
 {
 	uint8_t key[ORCH_KEY_LEN];
@@ -180,8 +213,9 @@ static int gc_write_key(const char *path)
 }
 
 static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
-			 char addrs[][GC_ADDR_MAX])
+			 char addrs[][GC_ADDR_MAX], char logs[][GC_ADDR_MAX])
 {
+	unsigned int replicas = g->replicas ? g->replicas : 1;
 	char tmp[PATH_MAX + 16], id[33];
 	uint8_t idb[16];
 	FILE *f;
@@ -206,6 +240,9 @@ static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
 		   "id = %s\n"
 		   "key_file = " GC_KEY "\n"
 		   "strip_size = %u\n"
+		   "; Servers per replica group: each group is this many consecutive\n"
+		   "; [server] sections, on different hosts (orchard.conf(5)).\n"
+		   "replicas = %u\n"
 		   "; Store geometry, read by mkfs (0: the default in the comment):\n"
 		   "; store_size = 0       ; blocks file of each server, sparse (64G)\n"
 		   "; store_ag_blocks = 0  ; blocks per allocation group, a power of two (1048576)\n"
@@ -213,12 +250,16 @@ static int gc_write_conf(const struct orch_cli_genconfig *g, const char *path,
 		   "; Host space the blocks file leaves free for meta.db and store.db, so\n"
 		   "; that deletes can always commit (read at start; 0: none):\n"
 		   "; store_reserve = 64M  ; (1/16 of the file system, 4M to 256M)\n",
-		g->name, id, g->strip_size);
+		g->name, id, g->strip_size, replicas);
 	if (g->hosts)
 		fprintf(f, "; Copy this file and " GC_KEY " (mode 0600) to /etc/orchard/ on\n"
 			   "; every server and client host.\n");
 	for (unsigned int i = 0; i < g->nservers; i++) {
+		if (replicas > 1 && i % replicas == 0)
+			fprintf(f, "\n; Replica group %u", i / replicas);
 		fprintf(f, "\n[server s%u]\naddress = %s\n", i, addrs[i]);
+		if (replicas > 1)
+			fprintf(f, "log_address = %s\n", logs[i]);
 		if (g->data_dir)
 			fprintf(f, "data_dir = %s/s%u\n", g->data_dir, i);
 		else
@@ -246,8 +287,9 @@ out_unlink:
 int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path,
 			     size_t conf_pathlen)
 {
-	uint16_t ports[ORCH_SERVERS_MAX];
-	char addrs[ORCH_SERVERS_MAX][GC_ADDR_MAX];
+	uint16_t ports[2 * ORCH_SERVERS_MAX];
+	char addrs[ORCH_SERVERS_MAX][GC_ADDR_MAX], logs[ORCH_SERVERS_MAX][GC_ADDR_MAX];
+	unsigned int replicas = g->replicas ? g->replicas : 1, nports;
 	char dir[PATH_MAX], key[PATH_MAX + 16], why[GC_ADDR_MAX + 64];
 	struct orch_cli_genconfig gg = *g;
 	int n, error;
@@ -269,6 +311,8 @@ int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path
 		orch_cli_msg("'%s' exists; refusing to overwrite it", conf_path);
 		return -EEXIST;
 	}
+	/* With replicas, each server's log has a port too: the next N ports, or PORT+1. */
+	nports = replicas > 1 ? 2 * g->nservers : g->nservers;
 	if (g->hosts) {
 		n = gc_hosts_parse(g->hosts, addrs, why, sizeof(why));
 		if (n < 0) {
@@ -279,25 +323,40 @@ int orch_cli_genconfig_write(const struct orch_cli_genconfig *g, char *conf_path
 		if (!gg.data_dir)
 			gg.data_dir = GC_HOSTS_DATA_DIR;
 	} else if (g->base_port) {
-		if ((unsigned int)g->base_port + g->nservers - 1 > 65535) {
+		if ((unsigned int)g->base_port + nports - 1 > 65535) {
 			orch_cli_msg("ports %u..%u do not fit below 65536", g->base_port,
-				     g->base_port + g->nservers - 1);
+				     g->base_port + nports - 1);
 			return -EINVAL;
 		}
-		for (unsigned int i = 0; i < g->nservers; i++)
+		for (unsigned int i = 0; i < nports; i++)
 			ports[i] = (uint16_t)(g->base_port + i);
 	} else {
-		error = gc_free_ports(g->nservers, ports);
+		error = gc_free_ports(nports, ports);
 		if (error)
 			return error;
+	}
+	if (gg.nservers % replicas) {
+		orch_cli_msg("%u servers do not make groups of --replicas %u", gg.nservers,
+			     replicas);
+		return -EINVAL;
 	}
 	if (!g->hosts)
 		for (unsigned int i = 0; i < g->nservers; i++)
 			snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%u", ports[i]);
+	for (unsigned int i = 0; replicas > 1 && i < gg.nservers; i++) {
+		error = g->hosts ? gc_log_address(addrs, gg.nservers, i, logs[i], why, sizeof(why))
+				 : 0;
+		if (error) {
+			orch_cli_msg("--servers: %s", why);
+			return error;
+		}
+		if (!g->hosts)
+			snprintf(logs[i], sizeof(logs[i]), "127.0.0.1:%u", ports[g->nservers + i]);
+	}
 	error = gc_write_key(key);
 	if (error)
 		return error;
-	error = gc_write_conf(&gg, conf_path, addrs);
+	error = gc_write_conf(&gg, conf_path, addrs, logs);
 	if (error)
 		goto out_unlink_key;
 	return 0;
@@ -316,6 +375,7 @@ int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv)
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "strip-size", required_argument, NULL, OPT_STRIP },
 		{ "data-dir", required_argument, NULL, OPT_DATA_DIR },
+		{ "replicas", required_argument, NULL, 'r' },
 		ORCH_CLI_OPTS_END
 	};
 	struct orch_cli_genconfig g = { .name = "orchard", .strip_size = 65536 };
@@ -323,8 +383,14 @@ int orch_cmd_genconfig(struct orch_cli *cli, int argc, char **argv)
 	uint64_t v;
 	int opt, n;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "n:d:p:", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "n:d:p:r:", opts)) != -1) {
 		switch (opt) {
+		case 'r':
+			if (orch_cli_uint_parse(optarg, 1, ORCH_REPLICAS_MAX, &v))
+				return orch_cli_usage_err(cli, "--replicas: want 1 to %d, not '%s'",
+							  ORCH_REPLICAS_MAX, optarg);
+			g.replicas = (unsigned int)v;
+			break;
 		case 'n':
 			/* A count, or the servers' addresses. */
 			if (strchr(optarg, ':')) {

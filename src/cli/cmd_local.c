@@ -553,11 +553,13 @@ out_destroy:
 }
 
 /* Makes DIR/orchard.conf and every server's data directory. */
-static int local_create(const char *dir, unsigned int nservers, char *conf, size_t conflen)
+static int local_create(const char *dir, unsigned int nservers, unsigned int replicas,
+			char *conf, size_t conflen)
 {
 	struct orch_cli_genconfig g = {
 		.dir = dir,
 		.nservers = nservers,
+		.replicas = replicas,
 		.name = "local",
 		.strip_size = 65536,
 	};
@@ -570,10 +572,14 @@ static int local_create(const char *dir, unsigned int nservers, char *conf, size
 	error = orch_cli_cfg_load(conf, false, &cfg);
 	if (error)
 		return error;
-	for (unsigned int i = 0; i < cfg->nservers && !error; i++)
+	for (unsigned int i = 0; i < cfg->nmembers && !error; i++)
 		error = orch_cli_mkfs_server(cfg, i, false);
 	free(cfg);
-	printf("created a %u-server cluster in %s\n", nservers, dir);
+	if (replicas > 1)
+		printf("created a cluster of %u replica groups of %u servers in %s\n",
+		       nservers / replicas, replicas, dir);
+	else
+		printf("created a %u-server cluster in %s\n", nservers, dir);
 	return error;
 }
 
@@ -581,21 +587,29 @@ static int local_up(struct orch_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "servers", required_argument, NULL, 'n' },
+		{ "replicas", required_argument, NULL, 'r' },
 		{ "mount", required_argument, NULL, 'm' },
 		ORCH_CLI_OPTS_END
 	};
 	char bindir[PATH_MAX], dir[PATH_MAX], conf[PATH_MAX + 16], prog[PATH_MAX + 16];
 	char pidpath[PATH_MAX + 96], log[PATH_MAX + 96];
 	struct local_srv srv[ORCH_SERVERS_MAX] = { 0 };
-	unsigned int nservers = LOCAL_DEFAULT_SERVERS, running = 0;
+	unsigned int nservers = LOCAL_DEFAULT_SERVERS, replicas = 1, running = 0;
 	const char *mnt = NULL;
-	bool servers_given = false;
+	bool servers_given = false, replicas_given = false;
 	struct orch_cfg *cfg;
 	uint64_t v;
 	int opt, error;
 
-	while ((opt = orch_cli_getopt(cli, argc, argv, "n:m:", opts)) != -1) {
+	while ((opt = orch_cli_getopt(cli, argc, argv, "n:r:m:", opts)) != -1) {
 		switch (opt) {
+		case 'r':
+			if (orch_cli_uint_parse(optarg, 1, ORCH_REPLICAS_MAX, &v))
+				return orch_cli_usage_err(cli, "--replicas: want 1 to %d, not '%s'",
+							  ORCH_REPLICAS_MAX, optarg);
+			replicas = (unsigned int)v;
+			replicas_given = true;
+			break;
 		case 'n':
 			if (orch_cli_uint_parse(optarg, 1, ORCH_SERVERS_MAX, &v))
 				return orch_cli_usage_err(cli, "--servers: want 1 to %d, not '%s'",
@@ -614,6 +628,11 @@ static int local_up(struct orch_cli *cli, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return orch_cli_usage_err(cli, "local up takes one DIR");
+	if (!servers_given)
+		nservers = LOCAL_DEFAULT_SERVERS * replicas; /* two groups */
+	if (nservers % replicas)
+		return orch_cli_usage_err(cli, "--servers %u do not make groups of --replicas %u",
+					  nservers, replicas);
 	error = orch_cli_bin_dir(bindir, sizeof(bindir));
 	if (error) {
 		orch_cli_err(error, "cannot find the directory of this program");
@@ -638,14 +657,19 @@ static int local_up(struct orch_cli *cli, int argc, char **argv)
 	}
 	snprintf(conf, sizeof(conf), "%s/orchard.conf", dir);
 	if (access(conf, F_OK) < 0) {
-		if (local_create(dir, nservers, conf, sizeof(conf)))
+		if (local_create(dir, nservers, replicas, conf, sizeof(conf)))
 			return ORCH_CLI_FAIL;
 	}
 	if (orch_cli_cfg_load(conf, true, &cfg))
 		return ORCH_CLI_FAIL;
-	if (servers_given && cfg->nservers != nservers)
+	if (servers_given && cfg->nmembers != nservers)
 		orch_cli_msg("%s already has %u servers; --servers %u ignored", conf,
-			     cfg->nservers, nservers);
+			     cfg->nmembers, nservers);
+	if (replicas_given && cfg->replicas != replicas)
+		orch_cli_msg("%s already has replicas = %u; --replicas %u ignored", conf,
+			     cfg->replicas, replicas);
+	/* From here on every member is started, and waited for, as a server of its own. */
+	orch_cfg_members_view(cfg, cfg);
 
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
 		const char *name = cfg->servers[i].name;

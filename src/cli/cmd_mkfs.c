@@ -124,9 +124,9 @@ static void mkfs_print_geom(const struct orch_server_cfg *s)
 		info.ag_count == 1 ? "" : "s", info.ag_blocks, info.maxext);
 }
 
-int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int idx, bool force)
+int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int member, bool force)
 {
-	const struct orch_server_cfg *s = &cfg->servers[idx];
+	const struct orch_server_cfg *s = &cfg->members[member];
 	const struct orch_store_geom geom = {
 		.size = cfg->store_size,
 		.ag_blocks = cfg->store_ag_blocks,
@@ -134,9 +134,10 @@ int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int idx, bool forc
 		.device = s->store_device[0] ? s->store_device : NULL,
 	};
 	struct orch_meta_ident ident = {
-		.server_index = idx,
+		.server_index = member / cfg->replicas,
 		.nservers = cfg->nservers,
 		.strip_size = cfg->strip_size,
+		.replica = cfg->replicas > 1,
 	};
 	int error, empty;
 
@@ -195,8 +196,13 @@ int orch_cli_mkfs_server(const struct orch_cfg *cfg, unsigned int idx, bool forc
 		orch_cli_err(error, "cannot initialise namespace in '%s'", s->data_dir);
 		return error;
 	}
-	fprintf(stderr, "orchard: initialised server '%s' (index %u of %u) in '%s'\n",
-		s->name, idx, cfg->nservers, s->data_dir);
+	if (cfg->replicas > 1)
+		fprintf(stderr, "orchard: initialised server '%s' (member %u of replica group %u "
+			"of %u) in '%s'\n", s->name, member % cfg->replicas, ident.server_index,
+			cfg->nservers, s->data_dir);
+	else
+		fprintf(stderr, "orchard: initialised server '%s' (index %u of %u) in '%s'\n",
+			s->name, member, cfg->nservers, s->data_dir);
 	mkfs_print_geom(s);
 	return 0;
 }
@@ -281,7 +287,7 @@ int orch_cmd_mkfs(struct orch_cli *cli, int argc, char **argv)
 		free(cfg);
 		return orch_cli_usage_err(cli, "%s", err);
 	}
-	idx = orch_cfg_server_index(cfg, name);
+	idx = orch_cfg_member_index(cfg, name);
 	if (idx < 0) {
 		orch_cli_msg("no server '%s' in '%s'", name, cfg->path);
 		rc = ORCH_CLI_FAIL;

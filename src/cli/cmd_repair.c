@@ -169,7 +169,7 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv)
 		return REPAIR_EXIT_USAGE;
 	if (orch_cli_cfg_load(path, false, &cfg))
 		return REPAIR_EXIT_OPERATIONAL;
-	idx = orch_cfg_server_index(cfg, server);
+	idx = orch_cfg_member_index(cfg, server);
 	if (idx < 0) {
 		orch_cli_msg("no server '%s' in '%s'", server, cfg->path);
 		free(cfg);
@@ -180,11 +180,11 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv)
 	rchar0 = repair_rchar();
 	po.arg = &rchar0;
 	orch_progress_init(&pg, &po);
-	error = orch_store_repair(cfg->servers[idx].data_dir, what, &o, &res);
+	error = orch_store_repair(cfg->members[idx].data_dir, what, &o, &res);
 	orch_progress_fini(&pg, !error);
 	if (error == -EBUSY) {
 		orch_cli_msg("cannot repair the store in '%s': it is in use (is server '%s' "
-			     "running? stop it first)", cfg->servers[idx].data_dir, server);
+			     "running? stop it first)", cfg->members[idx].data_dir, server);
 		rc = REPAIR_EXIT_OPERATIONAL;
 	} else if (error == -EUCLEAN) {
 		orch_cli_msg("refused to rebuild %s of server '%s': a source record is "
@@ -193,7 +193,7 @@ int orch_cmd_repair(struct orch_cli *cli, int argc, char **argv)
 		rc = REPAIR_EXIT_ERRORS;
 	} else if (error) {
 		orch_cli_err(error, "cannot repair the store in '%s'",
-			     cfg->servers[idx].data_dir);
+			     cfg->members[idx].data_dir);
 		rc = REPAIR_EXIT_OPERATIONAL;
 	} else {
 		rc = repair_report(server, what, o.dry_run, &res);

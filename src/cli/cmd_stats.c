@@ -266,7 +266,7 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 			return ORCH_CLI_OK;
 		}
 	}
-	rc = orch_cli_connect(cli, &fs);
+	rc = orch_cli_connect_members(cli, &fs);
 	if (rc) {
 		free(client);
 		return rc;

@@ -349,7 +349,7 @@ int orch_cli_stats_watch(struct orch_cli *cli, const char *mnt, uint32_t interva
 		w.cols[0] = "mount";
 		snprintf(title, sizeof(title), "mount %s", mnt);
 	} else {
-		rc = orch_cli_connect(cli, &fs);
+		rc = orch_cli_connect_members(cli, &fs);
 		if (rc)
 			goto out_free;
 		cfg = orch_client_cfg(fs.cl);

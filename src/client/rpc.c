@@ -60,6 +60,10 @@
 #define RPC_RECV_SLICE_MS 1000    /* a reader's blocking recv gives up this often */
 #define RPC_PROBE_MS 500          /* deadline of a probe of a sick server (at most) */
 #define RPC_PROBE_GAP_MS 250      /* between the end of one probe and the next */
+/* Replica groups (SPEC-wire.md): the dial of one member, the pauses while none leads. */
+#define RPC_MEMBER_DIAL_MS 1000
+#define RPC_NOLEADER_PAUSE_MS 20
+#define RPC_NOLEADER_PAUSE_MAX_MS 320
 /*
  * A silent server (nothing from it since its oldest call in flight was
  * sent) keeps this many callers waiting to their deadline; the others give
@@ -99,7 +103,13 @@ struct orch_call {
 
 struct rpc_conn {
 	struct orch_client *c_client;
-	unsigned int c_index;        /* server index in the config */
+	unsigned int c_index;        /* server index in the config (a replica group) */
+	/*
+	 * The member of the group the connection goes to (replicas > 1): the
+	 * one a member named as leader, else the next after one that failed.
+	 * Under c_lock; read by the connector.
+	 */
+	unsigned int c_member;
 	pthread_mutex_t c_send_lock; /* one frame written at a time; guards c_fd use */
 	pthread_mutex_t c_lock;      /* protects everything below but the reader state */
 	pthread_cond_t c_state_cond; /* broadcast when a connect attempt ends, or
@@ -163,6 +173,14 @@ struct orch_client {
 	orch_dial_fn cl_dial;                      /* tests: set before the first call */
 	void *cl_dial_arg;
 };
+
+/* The members of @c's group, or 1 (a server of old). */
+static unsigned int rpc_members(const struct rpc_conn *c)
+{
+	const struct orch_cfg *cfg = &c->c_client->cl_cfg;
+
+	return cfg->replicas > 1 ? cfg->replicas : 1;
+}
 
 /* --- Time ---------------------------------------------------------------------- */
 
@@ -673,6 +691,9 @@ static void rpc_healthy_locked(struct rpc_conn *c)
  */
 static void rpc_sick_locked(struct rpc_conn *c)
 {
+	/* A silent member of a group: the probe asks the next one. */
+	if (rpc_members(c) > 1)
+		c->c_member = (c->c_member + 1) % rpc_members(c);
 	if (!c->c_sick) {
 		c->c_sick = true;
 		c->c_probe_at_ms = rpc_now_ms() + RPC_PROBE_GAP_MS;
@@ -946,17 +967,57 @@ static void rpc_conn_reap(struct rpc_conn *c)
 	pthread_mutex_unlock(&c->c_send_lock);
 }
 
+/* The address the connection dials: its group's member c_member.  c_lock held. */
+static const struct orch_server_cfg *rpc_conn_target_locked(const struct rpc_conn *c)
+{
+	const struct orch_cfg *cfg = &c->c_client->cl_cfg;
+
+	if (rpc_members(c) == 1)
+		return &cfg->servers[c->c_index];
+	return orch_cfg_member(cfg, c->c_index, c->c_member);
+}
+
+/*
+ * Dials @c's group: its current member, then each other in turn (a dead
+ * leader's group answers through the others), each with at most
+ * RPC_MEMBER_DIAL_MS of the deadline.  The member that answered stays.
+ */
+static int rpc_dial_group(struct rpc_conn *c, uint64_t deadline_ms,
+			  const struct orch_server_cfg **sv)
+{
+	unsigned int n = rpc_members(c);
+	int fd = -EHOSTDOWN;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t until = n == 1 ? deadline_ms
+				       : ORCH_MIN(deadline_ms, rpc_now_ms() + RPC_MEMBER_DIAL_MS);
+
+		pthread_mutex_lock(&c->c_lock);
+		if (i)
+			c->c_member = (c->c_member + 1) % n;
+		*sv = rpc_conn_target_locked(c);
+		pthread_mutex_unlock(&c->c_lock);
+		fd = rpc_dial(*sv, until);
+		if (fd >= 0 || rpc_remaining_ms(deadline_ms) == 0)
+			break;
+	}
+	return fd;
+}
+
 /* Dials and authenticates; on success the connection is up.  Connector only. */
 static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 {
-	const struct orch_server_cfg *sv = &c->c_client->cl_cfg.servers[c->c_index];
+	const struct orch_server_cfg *sv;
 	int fd, error;
 
 	rpc_conn_reap(c);
+	pthread_mutex_lock(&c->c_lock);
+	sv = rpc_conn_target_locked(c);
+	pthread_mutex_unlock(&c->c_lock);
 	if (c->c_client->cl_dial)
 		fd = c->c_client->cl_dial(c->c_client->cl_dial_arg, c->c_index);
 	else
-		fd = rpc_dial(sv, deadline_ms);
+		fd = rpc_dial_group(c, deadline_ms, &sv);
 	if (fd < 0) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot connect to server '%s': address=%s:%u",
 				   sv->name, sv->host, sv->port);
@@ -989,6 +1050,12 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 out_close:
 	rpc_reader_reset(c);
 	close(fd);
+	/* A member that fails its handshake (dying, say): the next try goes to another. */
+	if (rpc_members(c) > 1) {
+		pthread_mutex_lock(&c->c_lock);
+		c->c_member = (c->c_member + 1) % rpc_members(c);
+		pthread_mutex_unlock(&c->c_lock);
+	}
 	if (error == -EACCES || error == -EKEYREJECTED || error == -ETIMEDOUT || error == -ENOMEM)
 		return error;
 	/* Anything else is the transport's failure as far as callers go. */
@@ -1280,6 +1347,31 @@ int orch_client_send_iov(struct orch_client *cl, unsigned int server, const stru
 }
 
 /* Decodes the reply a call received.  Consumes call->ca_payload. */
+/*
+ * A member of @c's group that does not lead it answered on connection
+ * generation @gen, naming @leader (or ORCH_NO_LEADER): the connection
+ * goes to the leader, or to the next member, from the next call on.
+ */
+static void rpc_redirect(struct rpc_conn *c, uint64_t gen, uint32_t leader)
+{
+	unsigned int n = rpc_members(c);
+
+	pthread_mutex_lock(&c->c_lock);
+	if (n > 1 && c->c_gen == gen) {
+		unsigned int to = leader < n ? leader : (c->c_member + 1) % n;
+
+		if (to != c->c_member) {
+			ORCH_INFO("server '%s': member %u does not lead, going to member %u%s",
+				  c->c_client->cl_cfg.servers[c->c_index].name, c->c_member, to,
+				  leader < n ? "" : " (no leader known)");
+			c->c_member = to;
+			if (c->c_state == RPC_UP)
+				rpc_conn_broken_locked(c, c->c_fd);
+		}
+	}
+	pthread_mutex_unlock(&c->c_lock);
+}
+
 static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 			    struct orch_reply *rep)
 {
@@ -1305,9 +1397,15 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 		return -EIO;
 	}
 	if (rep->m.status) {
+		uint32_t leader = rep->m.leader;
+
 		error = rep->m.status;
 		orch_msg_fini(&rep->m);
 		memset(rep, 0, sizeof(*rep));
+		if (error == -ORCH_ENOTLEADER) {
+			rpc_redirect(call->ca_conn, call->ca_gen, leader);
+			rep->m.leader = leader;
+		}
 		/* A LOOKUP's ENOENT may be cached too. */
 		rep->stamp = call->ca_leased ? call->ca_stamp : 0;
 		return error;
@@ -1419,14 +1517,50 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
 {
+	uint64_t deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+	unsigned int pause_ms = RPC_NOLEADER_PAUSE_MS, tries = 0;
 	struct orch_call *call;
 	int error;
 
+	/*
+	 * A member that does not lead did nothing: the request goes again,
+	 * to the leader it named at once, else (an election) after a pause
+	 * that doubles, until the deadline.
+	 */
+	for (;;) {
+		bool retry = false;
+
+		memset(rep, 0, sizeof(*rep));
+		error = orch_client_send(cl, server, req, &call);
+		/*
+		 * Not sent: a group's member that could not be reached or
+		 * failed its handshake; the connection goes to the next.
+		 */
+		if (error == -EIO || error == -EHOSTDOWN)
+			retry = server < cl->cl_cfg.nservers &&
+				rpc_members(&cl->cl_conns[server]) > 1;
+		else if (!error)
+			error = orch_client_wait(cl, call, rep);
+		if (error != -ORCH_ENOTLEADER && !retry)
+			return error;
+		if (rpc_remaining_ms(deadline_ms) == 0)
+			break;
+		if (retry || rep->m.leader == ORCH_NO_LEADER || ++tries > 2 * ORCH_REPLICAS_MAX) {
+			struct timespec ts;
+			unsigned int ms = ORCH_MIN(pause_ms, (unsigned int)rpc_remaining_ms(deadline_ms));
+
+			ts.tv_sec = ms / 1000;
+			ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+			nanosleep(&ts, NULL);
+			pause_ms = ORCH_MIN(pause_ms * 2, RPC_NOLEADER_PAUSE_MAX_MS);
+		}
+	}
 	memset(rep, 0, sizeof(*rep));
-	error = orch_client_send(cl, server, req, &call);
-	if (error)
+	if (error != -ORCH_ENOTLEADER)
 		return error;
-	return orch_client_wait(cl, call, rep);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s': no member leads its replica group",
+			   cl->cl_cfg.servers[server].name);
+	return -ETIMEDOUT;
 }
 
 void orch_reply_release(struct orch_reply *r)

@@ -191,6 +191,8 @@ static int cfg_handler(void *user, const char *section, const char *name,
 			bad = cfg_u32(value, 10, 3600000, &cfg->op_timeout_ms);
 		else if (strcmp(name, "commit_interval_ms") == 0)
 			bad = cfg_u32(value, 1, 3600000, &cfg->commit_interval_ms);
+		else if (strcmp(name, "replicas") == 0)
+			bad = cfg_u32(value, 1, ORCH_REPLICAS_MAX, &cfg->replicas);
 		else if (strcmp(name, "reclaim_orphans") == 0)
 			bad = cfg_u32(value, 0, 1, &cfg->reclaim_orphans);
 		else if (strcmp(name, "lease_ms") == 0)
@@ -214,11 +216,11 @@ static int cfg_handler(void *user, const char *section, const char *name,
 		const char *sname = section + 7;
 		struct orch_server_cfg *s = NULL;
 
-		for (unsigned int i = 0; i < cfg->nservers; i++)
-			if (strcmp(cfg->servers[i].name, sname) == 0)
-				s = &cfg->servers[i];
+		for (unsigned int i = 0; i < cfg->nmembers; i++)
+			if (strcmp(cfg->members[i].name, sname) == 0)
+				s = &cfg->members[i];
 		if (!s) {
-			if (cfg->nservers == ORCH_SERVERS_MAX) {
+			if (cfg->nmembers == ORCH_SERVERS_MAX) {
 				snprintf(p->err, p->errlen, "too many servers (max %d)", ORCH_SERVERS_MAX);
 				p->error = -EINVAL;
 				return 1;
@@ -228,7 +230,7 @@ static int cfg_handler(void *user, const char *section, const char *name,
 				p->error = -EINVAL;
 				return 1;
 			}
-			s = &cfg->servers[cfg->nservers++];
+			s = &cfg->members[cfg->nmembers++];
 			snprintf(s->name, sizeof(s->name), "%s", sname);
 		}
 		if (strcmp(name, "address") == 0)
@@ -289,6 +291,39 @@ static void cfg_defaults(struct orch_cfg *cfg)
 	cfg->handshake_timeout_ms = 10000;
 	cfg->max_connections = 4096;
 	cfg->store_reserve = ORCH_CFG_RESERVE_AUTO;
+	cfg->replicas = 1;
+}
+
+/* The replica groups from the members: consecutive sections, @replicas each. */
+static int cfg_groups(struct orch_cfg *cfg, char *err, size_t errlen)
+{
+	unsigned int r = cfg->replicas;
+
+	if (cfg->nmembers % r) {
+		snprintf(err, errlen, "%u [server] sections do not make groups of replicas = %u",
+			 cfg->nmembers, r);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; r > 1 && i < cfg->nmembers; i++) {
+		const struct orch_server_cfg *s = &cfg->members[i];
+
+		if (!s->log_address[0]) {
+			snprintf(err, errlen, "[server %s] needs a log_address (replicas = %u)",
+				 s->name, r);
+			return -EINVAL;
+		}
+		for (unsigned int j = i - i % r; j < i; j++) {
+			if (!strcmp(cfg->members[j].log_address, s->log_address)) {
+				snprintf(err, errlen, "[server %s] and [server %s] of one group have "
+					 "the same log_address", cfg->members[j].name, s->name);
+				return -EINVAL;
+			}
+		}
+	}
+	cfg->nservers = cfg->nmembers / r;
+	for (unsigned int g = 0; g < cfg->nservers; g++)
+		cfg->servers[g] = cfg->members[g * r];
+	return 0;
 }
 
 static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
@@ -298,7 +333,7 @@ static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
 	};
 	int error;
 
-	if (cfg->nservers == 0) {
+	if (cfg->nmembers == 0) {
 		snprintf(err, errlen, "no [server NAME] section");
 		return -EINVAL;
 	}
@@ -310,17 +345,17 @@ static int cfg_check(struct orch_cfg *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "[cluster] has no id");
 		return -EINVAL;
 	}
-	for (unsigned int i = 0; i < cfg->nservers; i++) {
-		if (!cfg->servers[i].port || !cfg->servers[i].data_dir[0]) {
+	for (unsigned int i = 0; i < cfg->nmembers; i++) {
+		if (!cfg->members[i].port || !cfg->members[i].data_dir[0]) {
 			snprintf(err, errlen, "[server %s] needs address and data_dir",
-				 cfg->servers[i].name);
+				 cfg->members[i].name);
 			return -EINVAL;
 		}
 	}
 	error = orch_cfg_check_store_geom(cfg->store_size, cfg->store_ag_blocks,
 					  cfg->store_maxext, store_keys, " in [cluster]", err,
 					  errlen);
-	return error;
+	return error ? error : cfg_groups(cfg, err, errlen);
 }
 
 int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,
@@ -396,12 +431,28 @@ const char *orch_cfg_path(const char *given)
 	return access(ORCH_CFG_DEFAULT_PATH, F_OK) == 0 ? ORCH_CFG_DEFAULT_PATH : NULL;
 }
 
-int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name)
+void orch_cfg_members_view(const struct orch_cfg *cfg, struct orch_cfg *out)
 {
-	for (unsigned int i = 0; i < cfg->nservers; i++)
-		if (strcmp(cfg->servers[i].name, name) == 0)
+	if (out != cfg)
+		*out = *cfg;
+	out->replicas = 1;
+	out->nservers = cfg->nmembers;
+	memcpy(out->servers, out->members, sizeof(out->servers));
+}
+
+int orch_cfg_member_index(const struct orch_cfg *cfg, const char *name)
+{
+	for (unsigned int i = 0; i < cfg->nmembers; i++)
+		if (strcmp(cfg->members[i].name, name) == 0)
 			return (int)i;
 	return -ENOENT;
+}
+
+int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name)
+{
+	int i = orch_cfg_member_index(cfg, name);
+
+	return i < 0 ? i : i / (int)cfg->replicas;
 }
 
 int orch_cfg_load_key(struct orch_cfg *cfg, char *err, size_t errlen)

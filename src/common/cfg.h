@@ -11,6 +11,9 @@
  *   lease_ms = 30000        ; how long a mount may cache under a lease; 0: no leases
  *   handshake_timeout_ms = 10000 ; a server closes a connection not authenticated by then
  *   max_connections = 4096  ; a server closes at once connections past this many
+ *   replicas = 1            ; members per replica group (1..5): consecutive
+ *                           ; [server] sections form a group; 2 or more need a
+ *                           ; log_address on every member
  *   reclaim_orphans = 1     ; delete data objects whose inode a power cut took
  *                           ; (0: keep them for scrub to report)
  *   store_size = 64G        ; blocks file of each server; K/M/G/T suffixes
@@ -26,14 +29,17 @@
  *   metrics = 127.0.0.1:9500 ; optional: GET /metrics and the status page here
  *   metrics_public = no     ; yes: allow a metrics address that is not loopback
  *   log_address = 127.0.0.1:7600 ; optional: the namespace goes through a
- *                           ; replicated log (libraft) whose members talk here;
- *                           ; a group of one today (docs/DESIGN.md,
- *                           ; "The server on the group")
+ *                           ; replicated log (libraft) whose members talk here
+ *                           ; (docs/DESIGN.md, "The server on the group")
  *
  * The store_* settings but store_reserve are read by mkfs only (they are
  * the store's geometry, docs/SPEC-store.md); 0 means the store's default.
- * Servers are numbered in the order their sections appear; that number is the
- * top 16 bits of every handle the server creates, so it must never change.
+ * Servers are numbered in the order their sections appear.  With replicas =
+ * R, sections 0..R-1 are the members of replica group 0, R..2R-1 of group
+ * 1, and so on; a group is what owns handles, layouts and strips, and its
+ * number is the top 16 bits of every handle it creates, so the order must
+ * never change.  In struct orch_cfg, servers[] are the groups (each a copy
+ * of its first member: R = 1 is the cluster of old), members[] the sections.
  */
 #ifndef ORCH_COMMON_CFG_H
 #define ORCH_COMMON_CFG_H
@@ -52,6 +58,8 @@
 #endif
 
 #define ORCH_SERVERS_MAX 64
+/* Members of one replica group at most (the log's own limit, repl.h). */
+#define ORCH_REPLICAS_MAX 5
 /* Longest log_address, with its NUL (the log's own limit, repl.h). */
 #define ORCH_CFG_LOG_ADDR_MAX 64
 #define ORCH_KEY_LEN 32
@@ -93,8 +101,13 @@ struct orch_cfg {
 	uint32_t store_ag_blocks;     /* 0 = default */
 	uint32_t store_maxext;        /* 0 = default */
 	uint64_t store_reserve;       /* bytes; ORCH_CFG_RESERVE_AUTO when not set */
+	uint32_t replicas;            /* members per replica group */
+	/* The replica groups (what handles name): each a copy of its first member. */
 	unsigned int nservers;
 	struct orch_server_cfg servers[ORCH_SERVERS_MAX];
+	/* Every [server NAME] section in order; group g's are g*replicas .. +replicas-1. */
+	unsigned int nmembers;
+	struct orch_server_cfg members[ORCH_SERVERS_MAX];
 	uint8_t key[ORCH_KEY_LEN]; /* filled by orch_cfg_load_key() */
 };
 
@@ -116,8 +129,23 @@ int orch_cfg_parse(const char *text, const char *dir, struct orch_cfg *out,
  */
 const char *orch_cfg_path(const char *given);
 
-/* Index of server @name, or -ENOENT. */
+/* The replica group (index in servers[]) of the member named @name, or -ENOENT. */
 int orch_cfg_server_index(const struct orch_cfg *cfg, const char *name);
+/* The index in members[] of the member named @name, or -ENOENT. */
+int orch_cfg_member_index(const struct orch_cfg *cfg, const char *name);
+
+/*
+ * @cfg member by member: a copy whose servers are its members, each a group
+ * of its own, for what talks to every member (status, ping, stats, local).
+ */
+void orch_cfg_members_view(const struct orch_cfg *cfg, struct orch_cfg *out);
+
+/* Member @m (0 .. replicas-1) of replica group @g. */
+static inline const struct orch_server_cfg *orch_cfg_member(const struct orch_cfg *cfg,
+							    unsigned int g, unsigned int m)
+{
+	return &cfg->members[g * cfg->replicas + m];
+}
 
 /*
  * Reads the key file (64 hex digits) into cfg->key.  Refuses a key file that

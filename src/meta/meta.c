@@ -212,10 +212,9 @@ static int meta_super_put(struct orch_meta *m, const char *key, const char *text
 	return 0;
 }
 
-static int meta_root_create(struct orch_meta *m)
+static int meta_root_create(struct orch_meta *m, int64_t now)
 {
 	struct orch_inode_irec root = { .i_next_seq = 1 };
-	int64_t now = orch_time_real_ns();
 
 	root.i_attr.handle = ORCH_ROOT_HANDLE;
 	root.i_attr.mode = S_IFDIR | 0755;
@@ -230,6 +229,7 @@ static int meta_root_create(struct orch_meta *m)
 /* Everything of mkfs that goes into the database, in one transaction. */
 static int meta_mkfs_fill(struct orch_meta *m, const struct orch_meta_ident *id)
 {
+	int64_t now = id->replica ? 0 : orch_time_real_ns();
 	char sql[64];
 	int error;
 
@@ -255,12 +255,11 @@ static int meta_mkfs_fill(struct orch_meta *m, const struct orch_meta_ident *id)
 	if (!error)
 		error = meta_super_put(m, "next_intent", NULL, 1);
 	if (!error)
-		error = meta_super_put(m, "created_ns", NULL,
-				       (uint64_t)orch_time_real_ns());
+		error = meta_super_put(m, "created_ns", NULL, (uint64_t)now);
 	if (!error)
 		error = orch_sqldb_prepare_all(m);
 	if (!error && id->server_index == 0)
-		error = meta_root_create(m);
+		error = meta_root_create(m, now);
 	if (error)
 		goto out_rollback;
 	return meta_exec(m->m_db, "COMMIT");

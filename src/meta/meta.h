@@ -43,6 +43,13 @@ struct orch_meta_ident {
 	uint32_t server_index; /* this server's position in the config */
 	uint32_t nservers;     /* servers in the cluster at mkfs */
 	uint32_t strip_size;   /* default strip size for new files */
+	/*
+	 * mkfs only: a member of a replica group of several, made apart from
+	 * the others, whose database must start identical to theirs (the log
+	 * checks every change against the rows it finds): the root's times
+	 * and the creation time are then 0, not now.
+	 */
+	bool replica;
 };
 
 /* --- Lifecycle ---------------------------------------------------------------- */

@@ -329,6 +329,8 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 	b->b_len += ORCH_FRAME_HDR;
 	if (reply)
 		orch_wr_u32(b, orch_errno_to_status(m->status));
+	if (reply && m->status == -ORCH_ENOTLEADER)
+		orch_wr_u32(b, m->leader);
 	if (!reply || m->status == 0) {
 		const char *f = reply ? d->rep : d->req;
 		char code;
@@ -527,6 +529,8 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 	orch_rd_init(&rd, payload, h->length);
 	if (reply)
 		m->status = orch_status_to_errno(orch_rd_u32(&rd));
+	if (reply && m->status == -ORCH_ENOTLEADER)
+		m->leader = orch_rd_u32(&rd);
 	if (!reply || m->status == 0) {
 		const char *f = reply ? d->rep : d->req;
 		char code;

@@ -28,6 +28,13 @@ enum orch_status {
 #undef ORCH_STATUS
 };
 
+/*
+ * A member of a replica group that does not lead it answers every request
+ * but pings and statistics with this (docs/SPEC-wire.md, "Replica groups").
+ */
+#define ORCH_ENOTLEADER EREMCHG
+#define ORCH_NO_LEADER 0xffffffffu
+
 /* Wire status <-> -errno (unknown values map to -EIO / ORCH_ST_IO). */
 int orch_status_to_errno(uint32_t st);
 uint32_t orch_errno_to_status(int error);
@@ -103,6 +110,8 @@ struct orch_msg {
 	uint8_t version;      /* of the frame, when decoded */
 	uint64_t reqid;
 	int status;           /* replies: 0 or -errno */
+	/* Replies with status -ORCH_ENOTLEADER: the member that leads, or ORCH_NO_LEADER. */
+	uint32_t leader;
 
 	struct orch_cred cred;   /* c */
 	uint64_t handle;         /* h */

@@ -216,6 +216,38 @@ out_free:
 	return error;
 }
 
+/*
+ * This member came to lead its replica group with every change applied
+ * (sv_ns.c): what a server does at start once its namespace is current.
+ * The tables made at start served nothing meanwhile; the writers' hold
+ * and the orphans are taken again from now and from the namespace.
+ */
+static void sv_lead(struct sv_server *sv)
+{
+	sv_writers_fini(sv);
+	sv_opens_fini(sv);
+	if (sv_writers_init(sv) || sv_opens_init(sv)) {
+		ORCH_ERR("cannot set up the writers or open files tables: stopping");
+		orch_ev_stop(sv->s_ev);
+		return;
+	}
+	sv_intent_replay_all(sv);
+}
+
+/*
+ * Starts this program again, as it was started: a member that stopped
+ * leading comes back as a follower with nothing of its term (every
+ * descriptor is close-on-exec), under the same process id.  Only returns
+ * if exec fails.
+ */
+static void sv_restart(char **argv)
+{
+	/* The signal mask stays: a SIGTERM meanwhile waits for the new loop. */
+	ORCH_NOTICE("starting again");
+	execv("/proc/self/exe", argv);
+	ORCH_ERR("cannot start again: %s", strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -265,12 +297,14 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot load config: %s", err);
 		return 1;
 	}
-	idx = orch_cfg_server_index(&sv.s_cfg, name);
+	idx = orch_cfg_member_index(&sv.s_cfg, name);
 	if (idx < 0) {
 		ORCH_ERR("no server '%s' in '%s'", name, conf);
 		return 1;
 	}
-	sv.s_index = (unsigned int)idx;
+	sv.s_me = &sv.s_cfg.members[idx];
+	sv.s_index = (unsigned int)idx / sv.s_cfg.replicas;
+	sv.s_member = (unsigned int)idx % sv.s_cfg.replicas;
 	sv_raise_nofile(&sv);
 	/*
 	 * Before any thread starts (the store's writer starts in
@@ -293,15 +327,15 @@ int main(int argc, char **argv)
 	/* Before any data is opened: a metrics address we cannot have stops us. */
 	if (sv_metrics_create(&sv))
 		return 1;
-	error = orch_meta_open(sv.s_cfg.servers[idx].data_dir, &ident, &sv.s_meta, err, sizeof(err));
+	error = orch_meta_open(sv.s_me->data_dir, &ident, &sv.s_meta, err, sizeof(err));
 	if (error) {
 		ORCH_ERR("cannot open namespace: %s", err);
 		sv_metrics_stop(&sv);
 		return 1;
 	}
-	error = orch_store_open(sv.s_cfg.servers[idx].data_dir, &sv.s_store);
+	error = orch_store_open(sv.s_me->data_dir, &sv.s_store);
 	if (error) {
-		ORCH_ERR("cannot open store in '%s': %s", sv.s_cfg.servers[idx].data_dir,
+		ORCH_ERR("cannot open store in '%s': %s", sv.s_me->data_dir,
 			 strerror(-error));
 		goto out_meta;
 	}
@@ -314,10 +348,10 @@ int main(int argc, char **argv)
 	error = sv_flusher_start(&sv);
 	if (error)
 		goto out_ev;
-	error = sv_listen(&sv.s_cfg.servers[idx], &sv.s_listen_fd);
+	error = sv_listen(sv.s_me, &sv.s_listen_fd);
 	if (error) {
-		ORCH_ERR("cannot listen on %s:%u: %s", sv.s_cfg.servers[idx].host,
-			 sv.s_cfg.servers[idx].port, strerror(-error));
+		ORCH_ERR("cannot listen on %s:%u: %s", sv.s_me->host,
+			 sv.s_me->port, strerror(-error));
 		goto out_flusher;
 	}
 	sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -336,7 +370,7 @@ int main(int argc, char **argv)
 	 * what the database lacks, and this member leads before it serves.
 	 * After the lease table: the group takes the namespace's change hook.
 	 */
-	error = sv_ns_init(&sv, err, sizeof(err));
+	error = sv_ns_init(&sv, sv_lead, err, sizeof(err));
 	if (error) {
 		ORCH_ERR("%s", err);
 		goto out_listen;
@@ -374,10 +408,12 @@ int main(int argc, char **argv)
 	if (sv_work_start(&sv))
 		ORCH_WARN("cannot start the data worker: dedupes and copies run on the loop");
 	ORCH_NOTICE("serving: server=%s index=%u address=%s:%u data_dir=%s", name, sv.s_index,
-		    sv.s_cfg.servers[idx].host, sv.s_cfg.servers[idx].port,
-		    sv.s_cfg.servers[idx].data_dir);
+		    sv.s_me->host, sv.s_me->port,
+		    sv.s_me->data_dir);
 	orch_sdnotify_send("READY=1\nSTATUS=serving"); /* Type=notify units */
-	sv_intent_replay_all(&sv);
+	/* A member of a larger group does this when it comes to lead (sv_lead). */
+	if (sv_ns_serving(&sv))
+		sv_intent_replay_all(&sv);
 	sv_stats_start(&sv);
 	error = orch_ev_run(sv.s_ev);
 	status = error ? 1 : 0;
@@ -423,5 +459,7 @@ out_meta:
 	sv_conns_fini(&sv);
 	if (status == 0)
 		ORCH_NOTICE("stopped cleanly");
+	if (status == 0 && sv.s_restart)
+		sv_restart(argv);
 	return status;
 }

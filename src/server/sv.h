@@ -122,7 +122,11 @@ struct sv_scrub_last {
 
 struct sv_server {
 	struct orch_cfg s_cfg;
-	unsigned int s_index;              /* our position in the config */
+	unsigned int s_index;              /* our replica group: what our handles name */
+	unsigned int s_member;             /* our place in it (0 .. replicas-1) */
+	const struct orch_server_cfg *s_me; /* our own [server] section */
+	/* Stop, then start again (main.c): this member stopped leading its group. */
+	bool s_restart;
 	struct orch_ev *s_ev;
 	struct orch_meta *s_meta;
 	struct orch_store *s_store;

@@ -344,6 +344,21 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 		return;
 	}
 	/*
+	 * A member of a replica group that does not lead it serves nothing but
+	 * pings and stats (orchard status shows every member): it names the
+	 * leader, and the sender goes there (SPEC-wire.md, "Replica groups").
+	 */
+	if (!sv_ns_serving(sv) && m.type != ORCH_AN2AN_PING && m.type != ORCH_AD2SV_STATS) {
+		struct orch_msg rep;
+
+		orch_msg_init(&rep, m.type);
+		rep.status = -ORCH_ENOTLEADER;
+		rep.leader = sv_ns_leader(sv);
+		orch_msg_fini(&m);
+		sv_reply(r, &rep);
+		return;
+	}
+	/*
 	 * Before any handler: a handle of a server the cluster does not have
 	 * would otherwise make a data object or an entry nothing can reach,
 	 * or an intent retried for ever.  The request is well formed, so the

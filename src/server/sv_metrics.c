@@ -403,7 +403,7 @@ static int sv_metrics_page(void *arg, struct orch_buf *b, const char **ctype)
 {
 	struct sv_metrics *m = arg;
 	struct sv_server *sv = m->m_sv;
-	const struct orch_server_cfg *me = &sv->s_cfg.servers[sv->s_index];
+	const struct orch_server_cfg *me = sv->s_me;
 	struct sv_stats_snap s = { 0 };
 	char labels[256], index[16];
 	int error;
@@ -533,7 +533,7 @@ static int sv_status_page(void *arg, struct orch_buf *b, const char **ctype)
 			   "<h1>Orchard cluster ", up, cfg->nservers, sv_status_css);
 	orch_html_escape(b, cfg->cluster_name);
 	orch_buf_printf(b, "</h1>\n<p class=\"sub\">As seen by ");
-	orch_html_escape(b, cfg->servers[m->m_sv->s_index].name);
+	orch_html_escape(b, m->m_sv->s_me->name);
 	orch_buf_printf(b, " at %s; refreshed every %d s</p>\n<div class=\"cards\">"
 			   "<div class=\"card%s\">Servers up<b>%u of %u</b></div>"
 			   "<div class=\"card\">Capacity<b>%s</b></div>"
@@ -564,7 +564,7 @@ static const struct orch_httpd_page sv_metrics_pages[] = {
 
 int sv_metrics_create(struct sv_server *sv)
 {
-	const struct orch_server_cfg *me = &sv->s_cfg.servers[sv->s_index];
+	const struct orch_server_cfg *me = sv->s_me;
 	struct sv_metrics *m;
 	char err[512];
 	int error;
@@ -588,7 +588,7 @@ int sv_metrics_create(struct sv_server *sv)
 
 int sv_metrics_start(struct sv_server *sv)
 {
-	const struct orch_server_cfg *me = &sv->s_cfg.servers[sv->s_index];
+	const struct orch_server_cfg *me = sv->s_me;
 	struct sv_metrics *m = sv->s_metrics;
 	char err[512];
 	int error;
@@ -596,7 +596,9 @@ int sv_metrics_start(struct sv_server *sv)
 	if (!m)
 		return 0;
 	snprintf(m->m_meta_wal, sizeof(m->m_meta_wal), "%s-wal", orch_meta_db_path(sv->s_meta));
-	snprintf(m->m_store_wal, sizeof(m->m_store_wal), "%s/store.db-wal", me->data_dir);
+	if (snprintf(m->m_store_wal, sizeof(m->m_store_wal), "%s/store.db-wal", me->data_dir) >=
+	    (int)sizeof(m->m_store_wal))
+		m->m_store_wal[0] = '\0'; /* a path too long to stat: no size shown */
 	error = orch_client_create(&sv->s_cfg, &m->m_cl);
 	if (error) {
 		ORCH_ERR("cannot start the metrics endpoint: %s", strerror(-error));

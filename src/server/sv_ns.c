@@ -1,5 +1,6 @@
 /* Changes of the namespace, directly or through the group.  See sv_ns.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +43,43 @@ struct sv_ns {
 	struct ns_op *n_capturing;         /* the op whose capture runs now */
 	uint64_t n_changes;
 	uint64_t n_failed;
+	/*
+	 * A group of more than one member: this member serves while it leads
+	 * (n_serving), from the moment a read barrier of its term applied here
+	 * (n_promoting until then); a timer watches its role.
+	 */
+	bool n_multi;
+	bool n_serving;
+	bool n_promoting;
+	struct orch_ev_timer n_watch;
+	void (*n_on_lead)(struct sv_server *sv);
+	uint64_t n_promotions;
 };
 
 bool sv_ns_replicated(const struct sv_server *sv)
 {
 	return sv->s_ns != NULL;
+}
+
+bool sv_ns_serving(const struct sv_server *sv)
+{
+	return !sv->s_ns || !sv->s_ns->n_multi || sv->s_ns->n_serving;
+}
+
+uint32_t sv_ns_leader(const struct sv_server *sv)
+{
+	struct orch_repl_status rs;
+
+	if (!sv->s_ns || !sv->s_ns->n_group)
+		return ORCH_NO_LEADER;
+	orch_repl_status(orch_group_repl(sv->s_ns->n_group), &rs);
+	/* Member ids are places in the group plus one (sv_ns_init). */
+	if (rs.leader_id == 0 || rs.leader_id > sv->s_cfg.replicas)
+		return ORCH_NO_LEADER;
+	/* Leading but not serving yet: the sender waits a little, it does not spin on us. */
+	if (rs.leader_id == sv->s_member + 1 && !sv_ns_serving(sv))
+		return ORCH_NO_LEADER;
+	return (uint32_t)(rs.leader_id - 1);
 }
 
 bool sv_ns_capturing(const struct sv_server *sv)
@@ -325,10 +358,70 @@ static int ns_wait_to_lead(struct sv_server *sv)
 	return orch_time_now_ms() >= w.w_deadline_ms ? -ETIMEDOUT : -EINTR;
 }
 
-int sv_ns_init(struct sv_server *sv, char *err, size_t errlen)
+/* How often a member of a larger group looks at its role. */
+#define NS_WATCH_MS 20
+
+static int ns_noop(void *arg, struct orch_meta *m)
 {
-	const struct orch_server_cfg *me = &sv->s_cfg.servers[sv->s_index];
-	struct orch_repl_cfg rc = { .id = 1, .nmembers = 1, .bootstrap = true };
+	(void)arg;
+	(void)m;
+	return 0;
+}
+
+/* The barrier of its term is applied here: this member has every change, and serves. */
+static void ns_promoted(void *arg, int result)
+{
+	struct sv_server *sv = arg;
+	struct sv_ns *ns = sv->s_ns;
+	struct orch_repl_status rs;
+
+	ns->n_promoting = false;
+	if (result || !ns->n_group)
+		return; /* not leading any more, or closing: the watcher decides */
+	orch_repl_status(orch_group_repl(ns->n_group), &rs);
+	ns->n_serving = true;
+	ns->n_promotions++;
+	ORCH_NOTICE("leading replica group %u (term %" PRIu64 ", applied %" PRIu64 "): serving",
+		    sv->s_index, rs.term, rs.applied_index);
+	if (ns->n_on_lead)
+		ns->n_on_lead(sv);
+}
+
+/*
+ * A member that leads starts serving once it has every change; one that
+ * served and leads no more stops the server, which starts again as a
+ * follower (main.c): nothing it held as leader (leases, writers, intents
+ * in flight, replies waiting) may outlive its term.
+ */
+static void ns_watch(void *arg)
+{
+	struct sv_server *sv = arg;
+	struct sv_ns *ns = sv->s_ns;
+	struct orch_repl_status rs;
+
+	if (!ns->n_group)
+		return;
+	orch_repl_status(orch_group_repl(ns->n_group), &rs);
+	if (ns->n_serving && rs.role != ORCH_REPL_LEADER) {
+		ORCH_NOTICE("replica group %u: this member does not lead any more (%s, term %"
+			    PRIu64 "): restarting as a follower", sv->s_index,
+			    orch_repl_role_name(rs.role), rs.term);
+		ns->n_serving = false;
+		sv->s_restart = true;
+		orch_ev_stop(sv->s_ev);
+		return;
+	}
+	if (!ns->n_serving && !ns->n_promoting && rs.role == ORCH_REPL_LEADER &&
+	    orch_group_read(ns->n_group, ns_noop, ns_promoted, sv) == 0)
+		ns->n_promoting = true;
+	orch_ev_timer_arm(sv->s_ev, &ns->n_watch, NS_WATCH_MS, ns_watch, sv);
+}
+
+int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char *err,
+	       size_t errlen)
+{
+	const struct orch_server_cfg *me = sv->s_me;
+	struct orch_repl_cfg rc = { .id = sv->s_member + 1, .bootstrap = true };
 	char dir[PATH_MAX];
 	struct sv_ns *ns;
 	int error;
@@ -342,8 +435,12 @@ int sv_ns_init(struct sv_server *sv, char *err, size_t errlen)
 	ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
-	rc.members[0].id = 1;
-	snprintf(rc.members[0].addr, sizeof(rc.members[0].addr), "%s", me->log_address);
+	rc.nmembers = sv->s_cfg.replicas;
+	for (unsigned int i = 0; i < rc.nmembers; i++) {
+		rc.members[i].id = i + 1;
+		snprintf(rc.members[i].addr, sizeof(rc.members[i].addr), "%s",
+			 orch_cfg_member(&sv->s_cfg, sv->s_index, i)->log_address);
+	}
 	rc.dir = dir;
 	error = orch_group_open(sv->s_ev, sv->s_meta, &rc, &ns->n_group);
 	if (error) {
@@ -354,6 +451,16 @@ int sv_ns_init(struct sv_server *sv, char *err, size_t errlen)
 	}
 	orch_group_set_change_hook(ns->n_group, ns_changed, sv);
 	sv->s_ns = ns;
+	if (rc.nmembers > 1) {
+		/* Serves when it leads; until then it tells clients who does. */
+		ns->n_multi = true;
+		ns->n_on_lead = on_lead;
+		orch_ev_timer_arm(sv->s_ev, &ns->n_watch, 0, ns_watch, sv);
+		ORCH_NOTICE("namespace changes go through the log at %s (member %u of replica "
+			    "group %u, %u members)", me->log_address, sv->s_member, sv->s_index,
+			    rc.nmembers);
+		return 0;
+	}
 	error = ns_wait_to_lead(sv);
 	if (error) {
 		snprintf(err, errlen, "the namespace's log in '%s' %s", dir,
@@ -373,6 +480,9 @@ void sv_ns_fini(struct sv_server *sv)
 
 	if (!ns || !ns->n_group)
 		return;
+	if (ns->n_multi)
+		orch_ev_timer_cancel(sv->s_ev, &ns->n_watch);
+	ns->n_serving = false;
 	/* Changes in flight are answered (ESHUTDOWN) while the server still can. */
 	orch_group_close(ns->n_group);
 	ns->n_group = NULL;
@@ -402,6 +512,8 @@ void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
 	out->commit_index = rs.commit_index;
 	out->applied_index = rs.applied_index;
 	out->replicated = true;
+	out->serving = sv_ns_serving(sv);
+	out->promotions = sv->s_ns->n_promotions;
 	out->changes = sv->s_ns->n_changes;
 	out->entries = gs.entries;
 	out->unlogged = gs.skipped;

@@ -25,11 +25,16 @@
 struct sv_req;
 
 /*
- * Opens the server's group if its config gives a log_address (a group of
- * one member today); 0 or -errno with a one-line reason in @err.  Before
- * serving, after the lease table (it takes the namespace's change hook).
+ * Opens the server's group if its config gives a log_address; 0 or -errno
+ * with a one-line reason in @err.  Before serving, after the lease table
+ * (it takes the namespace's change hook).  A group of one: returns once
+ * this member leads.  A larger one: returns at once; the member serves
+ * (sv_ns_serving) from when it leads with every change applied, and then
+ * @on_lead runs; when it stops leading it sets sv->s_restart and stops
+ * the loop.
  */
-int sv_ns_init(struct sv_server *sv, char *err, size_t errlen);
+int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char *err,
+	       size_t errlen);
 /*
  * Closes the group: changes in flight are answered, and every change asked
  * from now on is refused (-ESHUTDOWN), none made beside the log.  destroy
@@ -40,6 +45,14 @@ void sv_ns_destroy(struct sv_server *sv);
 
 /* True if the namespace changes through the group. */
 bool sv_ns_replicated(const struct sv_server *sv);
+/*
+ * True if this server answers requests: always, but for a member of a
+ * group of more than one that does not lead it (or not yet with every
+ * change applied).  Such a member answers ORCH_ENOTLEADER naming
+ * sv_ns_leader(): the place of the member that leads, or ORCH_NO_LEADER.
+ */
+bool sv_ns_serving(const struct sv_server *sv);
+uint32_t sv_ns_leader(const struct sv_server *sv);
 
 /*
  * A change for request @r: @fn(sv, r, arg) handles it, as a handler does
@@ -92,6 +105,8 @@ void sv_ns_fail(struct sv_server *sv, int error);
 /* Counters for stats (loop thread); all 0 without a group. */
 struct sv_ns_counts {
 	bool replicated;
+	bool serving;           /* answers requests (sv_ns_serving) */
+	uint64_t promotions;    /* times this member started serving as leader */
 	uint64_t changes;       /* submitted through the group */
 	uint64_t entries;       /* proposed */
 	uint64_t unlogged;      /* changed nothing, answered without an entry */

@@ -214,7 +214,8 @@ static void op_settle(struct sv_server *sv, struct op_node *n)
 	}
 	if (n->n_orphan) {
 		/* A change of the namespace: through the replica group, if any (sv_ns.h). */
-		if (n->n_freeing)
+		/* A member that does not lead frees nothing: the next leader takes them again. */
+		if (n->n_freeing || !sv_ns_serving(sv))
 			return;
 		n->n_freeing = true;
 		error = sv_ns_change(sv, NULL, op_orphan_free, op_orphan_freed,

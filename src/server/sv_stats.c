@@ -221,6 +221,10 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "unlogged", s.ns.unlogged, true);
 		sv_json_u64(b, "batch_max", s.ns.batch_max, true);
 		sv_json_u64(b, "failed", s.ns.failed, true);
+		sv_json_raw(b, "serving", s.ns.serving ? "true" : "false");
+		sv_json_u64(b, "promotions", s.ns.promotions, true);
+		sv_json_u64(b, "group", sv->s_index, true);
+		sv_json_u64(b, "member", sv->s_member, true);
 		orch_buf_append(b, "}", 1);
 	}
 	sv_json_u64(b, "protocol_errors", s.protocol_errors, true);

@@ -97,15 +97,18 @@ def dirs_on_two_servers(c, tries=12):
 
 class Cluster:
     def __init__(self, workdir, nservers=3, strip_size=None, extra=None,
-                 store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None, tmpfs=None):
+                 store_size=TEST_STORE_SIZE, ag_blocks=None, maxext=None, tmpfs=None,
+                 replicas=1):
         """store_size, ag_blocks, maxext: the store geometry mkfs lays out
         ([cluster] store_size, store_ag_blocks, store_maxext); None leaves
         the setting out (the store's default).  tmpfs: {server name: size},
         a tmpfs of that size (e.g. "64m") mounted on the server's data
         directory before mkfs (root only); the caller must call
-        unmount_tmpfs() after stop_all(), in every outcome."""
+        unmount_tmpfs() after stop_all(), in every outcome.  replicas: servers
+        per replica group (genconfig --replicas); @nservers counts them all."""
         self.dir = str(workdir)
         self.n = nservers
+        self.replicas = replicas
         self.tmpfs = []
         try:
             self._init(nservers, strip_size, extra, store_size, ag_blocks, maxext,
@@ -116,6 +119,8 @@ class Cluster:
 
     def _init(self, nservers, strip_size, extra, store_size, ag_blocks, maxext, tmpfs):
         args = [ORCHARD, "genconfig", "--servers", str(nservers), "--dir", self.dir]
+        if self.replicas > 1:
+            args += ["--replicas", str(self.replicas)]
         if strip_size:
             args += ["--strip-size", str(strip_size)]
         run(args)
@@ -128,7 +133,7 @@ class Cluster:
             with open(self.conf, "a") as f:
                 f.write(extra)
         self.names = ["s%d" % i for i in range(nservers)]
-        if ON_LOG:
+        if ON_LOG and self.replicas == 1:
             # Each server's namespace through a replicated log of its own
             # (a group of one: docs/DESIGN.md, "The server on the group").
             for name in self.names:

@@ -108,6 +108,9 @@ static inline int fx_setup(struct sv_fx *fx, unsigned int index, unsigned int ns
 		return -errno;
 	}
 	fx->sv.s_index = index;
+	fx->sv.s_me = &fx->sv.s_cfg.members[index];
+	fx->sv.s_cfg.replicas = 1;
+	fx->sv.s_cfg.nmembers = nservers;
 	fx->sv.s_listen_fd = -1;
 	fx->sv.s_cfg.nservers = nservers;
 	fx->sv.s_cfg.strip_size = 65536;

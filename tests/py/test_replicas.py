@@ -1,0 +1,164 @@
+"""Replica groups (docs/DESIGN.md, "Replica groups"): with `replicas = 3`
+three consecutive [server] sections are one group, whose namespace is the
+state machine of a log (libraft).  The member that leads serves; the
+others answer NOTLEADER naming it, and clients go there by themselves.
+A leader that dies is replaced by an election and clients carry on; one
+that stops leading starts again as a follower.  Here on 127.0.0.1 with one
+port per member; the multi-host tests put each member in a namespace of
+its own."""
+import os
+import sqlite3
+import time
+
+import pytest
+
+from cluster import ORCHARD, Cluster, run, wait_until
+
+
+@pytest.fixture
+def group(tmp_path):
+    """One replica group of three members."""
+    c = Cluster(tmp_path / "c", nservers=3, replicas=3)
+    c.start_all()
+    yield c
+    c.stop_all()
+
+
+def members(c):
+    """Each member's log stats, by name (the members that answer)."""
+    return {name: s["log"] for name, s in c.server_stats().items()}
+
+
+def leader(c, timeout=15.0):
+    """The name of the member that serves as leader, once one does."""
+    found = []
+
+    def one():
+        found[:] = [n for n, log in members(c).items()
+                    if log["role"] == "leader" and log["serving"]]
+        return len(found) == 1
+    wait_until(one, timeout, 0.05, "a member to lead and serve")
+    return found[0]
+
+
+def namespace(c, name):
+    """Member @name's namespace, table by table (the server stopped or not:
+    read through SQLite, which sees the committed state)."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(c.dir, name, "meta.db"), uri=True)
+    try:
+        out = {}
+        for table in ("inode", "dirent", "xattr", "intent", "applied"):
+            out[table] = db.execute("SELECT * FROM %s ORDER BY 1, 2" % table).fetchall()
+        out["super"] = db.execute(
+            "SELECT * FROM super WHERE key NOT IN ('created_ns') ORDER BY 1").fetchall()
+        return out
+    finally:
+        db.close()
+
+
+def short_timeout(c, ms):
+    """A copy of the config whose clients give up after @ms."""
+    path = os.path.join(c.dir, "client.conf")
+    with open(c.conf) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("[cluster]\n", "[cluster]\nop_timeout_ms = %d\n" % ms, 1))
+    return path
+
+
+def names(c):
+    return sorted(c.cli("ls", "/").stdout.split())
+
+
+def test_followers_name_the_leader_and_every_member_applies_each_change(group):
+    c = group
+    lead = leader(c)
+    roles = {n: log["role"] for n, log in members(c).items()}
+    assert sorted(roles.values()) == ["follower", "follower", "leader"], roles
+    assert {members(c)[n]["member"] for n in c.names} == {0, 1, 2}
+    # The CLI starts at the group's first member: whoever that is, the
+    # request ends at the leader (a follower's NOTLEADER names it).
+    for i in range(20):
+        c.cli("mkdir", "/d%02d" % i)
+    c.cli("chmod", "700", "/d03")
+    c.cli("touch", "/d04/f")
+    c.cli("mv", "/d04/f", "/d06/g")
+    c.cli("rm", "-r", "/d05")
+    want = ["d%02d" % i for i in range(20) if i != 5]
+    assert names(c) == want
+    # Followers serve nothing of the namespace themselves.
+    assert all(log["serving"] == (n == lead) for n, log in members(c).items())
+    applied = members(c)[lead]["applied_index"]
+    wait_until(lambda: all(log["applied_index"] >= applied for log in members(c).values()),
+               10, 0.05, "every member to apply the leader's entries")
+    c.stop_all()
+    spaces = {n: namespace(c, n) for n in c.names}
+    assert spaces["s0"] == spaces["s1"] == spaces["s2"]
+    assert len(spaces["s0"]["dirent"]) == len(want) + 1   # and /d06/g
+
+
+def test_a_killed_leader_is_replaced_and_clients_carry_on(group):
+    """SIGKILL the leader five times, restarting it each time: the next
+    change, asked right after the kill, completes on the new leader within
+    5 s, and in the end every member holds the same namespace."""
+    c = group
+    took = []
+    for k in range(5):
+        lead = leader(c)
+        c.kill(lead)
+        t0 = time.monotonic()
+        c.cli("mkdir", "/k%d" % k)
+        took.append(time.monotonic() - t0)
+        c.start(lead)
+    assert names(c) == ["k%d" % k for k in range(5)]
+    assert max(took) < 5.0, took
+    lead = leader(c)
+    applied = members(c)[lead]["applied_index"]
+    wait_until(lambda: all(log["applied_index"] >= applied for log in members(c).values()),
+               10, 0.05, "every member to catch up")
+    c.stop_all()
+    spaces = [namespace(c, n) for n in c.names]
+    assert spaces[0] == spaces[1] == spaces[2]
+
+
+def test_a_leader_cut_off_from_its_majority_stops_serving(group):
+    """Both followers killed: the leader steps down within an election
+    timeout, starts again as a follower under the same process id, and
+    refuses changes rather than make one the group does not have; with
+    one follower back, a leader is elected and changes go on."""
+    c = group
+    lead = leader(c)
+    c.cli("mkdir", "/before")
+    pid = c.pid(lead)
+    others = [n for n in c.names if n != lead]
+    for n in others:
+        c.kill(n)
+    wait_until(lambda: "restarting as a follower" in c.log_text(lead), 15, 0.05,
+               "the lone leader to step down")
+    assert c.pid(lead) == pid and c.alive(lead)
+    wait_until(lambda: members(c).get(lead, {}).get("role") == "follower", 15, 0.05,
+               "the old leader to be back as a follower")
+    r = run([ORCHARD, "-c", short_timeout(c, 2000), "mkdir", "/refused"], check=False)
+    assert r.returncode != 0 and "timed out" in r.stderr, r.stderr
+    c.start(others[0])
+    c.cli("mkdir", "/after")
+    assert names(c) == ["after", "before"]
+    c.start(others[1])
+
+
+def test_a_group_needs_log_addresses_and_whole_groups(tmp_path):
+    c = Cluster(tmp_path / "c", nservers=3, replicas=3)
+    with open(c.conf) as f:
+        text = f.read()
+    bad = os.path.join(c.dir, "bad.conf")
+    with open(bad, "w") as f:
+        f.write(text.replace("replicas = 3", "replicas = 2"))
+    r = run([ORCHARD, "-c", bad, "ping"], check=False)
+    assert r.returncode != 0 and "do not make groups of replicas = 2" in r.stderr
+    with open(bad, "w") as f:
+        f.write("\n".join(l for l in text.splitlines() if not l.startswith("log_address")))
+    r = run([ORCHARD, "-c", bad, "ping"], check=False)
+    assert r.returncode != 0 and "needs a log_address (replicas = 3)" in r.stderr
+    r = run([ORCHARD, "genconfig", "--servers", "4", "--replicas", "3",
+             "--dir", str(tmp_path / "g")], check=False)
+    assert r.returncode != 0 and "do not make groups of --replicas 3" in r.stderr
