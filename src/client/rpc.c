@@ -65,6 +65,11 @@
 #define RPC_NOLEADER_PAUSE_MS 20
 #define RPC_NOLEADER_PAUSE_MAX_MS 320
 /*
+ * A member silent this long is given up for the next, within the call's
+ * deadline: a leader cut off from its group is replaced in about 2 s.
+ */
+#define RPC_GROUP_TRY_MS 2500
+/*
  * A silent server (nothing from it since its oldest call in flight was
  * sent) keeps this many callers waiting to their deadline; the others give
  * up after a grace of a quarter of the deadline, in [250 ms, 1 s]: so a
@@ -172,6 +177,16 @@ struct orch_client {
 	bool cl_push_acks;                         /* the handler acknowledges pushes */
 	orch_dial_fn cl_dial;                      /* tests: set before the first call */
 	void *cl_dial_arg;
+	/*
+	 * Exactly once (replica groups): this client's id, its next request
+	 * number, and the numbers of those not answered yet (their least is
+	 * what the group may forget below).
+	 */
+	uint64_t cl_id;
+	pthread_mutex_t cl_seq_lock;
+	uint64_t cl_next_seq;
+	uint64_t *cl_seqs;
+	size_t cl_nseqs, cl_seqs_cap;
 };
 
 /* The members of @c's group, or 1 (a server of old). */
@@ -1262,7 +1277,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 
 	m = *req;
 	m.reqid = call->ca_reqid;
-	m.flags = 0;
+	m.flags = req->flags & ORCH_FRAME_SEQ;
 	orch_buf_init(&frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	/* Large data (a WRITE) goes from the caller's buffer, not copied into the frame. */
 	if (!ntail && orch_msg_has_data_last(req->type, false) && req->data.len >= RPC_TAIL_MIN) {
@@ -1499,8 +1514,10 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			break;
 		}
 	}
-	if (!error)
+	if (!error) {
 		error = call->ca_error;
+		rep->broke = error == -EIO;
+	}
 	pthread_mutex_unlock(&c->c_lock);
 
 	if (!error)
@@ -1514,13 +1531,134 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 	return error;
 }
 
+/*
+ * The requests that change a namespace: sent to a replica group, each
+ * goes exactly once (SPEC-wire.md, "Exactly once"), so that one whose
+ * answer was lost with its leader can be sent again.
+ */
+static bool rpc_exactly_once(uint16_t type)
+{
+	switch (type) {
+	case ORCH_CL2SV_SETATTR:
+	case ORCH_CL2SV_CREATE:
+	case ORCH_CL2SV_MKDIR:
+	case ORCH_CL2SV_LINK:
+	case ORCH_CL2SV_UNLINK:
+	case ORCH_CL2SV_RENAME:
+	case ORCH_CL2SV_SETXATTR:
+	case ORCH_CL2SV_REMOVEXATTR:
+	case ORCH_CL2SV_EXTEND:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The requests that may change a namespace: those sent exactly once, and the writers'. */
+static bool rpc_changes_namespace(uint16_t type)
+{
+	return rpc_exactly_once(type) || type == ORCH_CL2SV_WRITERS;
+}
+
+/* @call (sent, not waited for) gives up at @deadline_ms if that is sooner. */
+static void rpc_call_shorten(struct orch_call *call, uint64_t deadline_ms)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms, deadline_ms);
+	pthread_mutex_unlock(&c->c_lock);
+}
+
+/* A number for a new request, in flight until rpc_seq_done.  0 on ENOMEM. */
+static uint64_t rpc_seq_new(struct orch_client *cl)
+{
+	uint64_t seq = 0;
+
+	pthread_mutex_lock(&cl->cl_seq_lock);
+	if (cl->cl_nseqs == cl->cl_seqs_cap) {
+		size_t cap = cl->cl_seqs_cap ? 2 * cl->cl_seqs_cap : 64;
+		uint64_t *n = realloc(cl->cl_seqs, cap * sizeof(*n));
+
+		if (n) {
+			cl->cl_seqs = n;
+			cl->cl_seqs_cap = cap;
+		}
+	}
+	if (cl->cl_nseqs < cl->cl_seqs_cap) {
+		seq = cl->cl_next_seq++;
+		cl->cl_seqs[cl->cl_nseqs++] = seq;
+	}
+	pthread_mutex_unlock(&cl->cl_seq_lock);
+	return seq;
+}
+
+/* The least number not answered yet: the group may forget the results below it. */
+static uint64_t rpc_seq_done_below(struct orch_client *cl)
+{
+	uint64_t least;
+
+	pthread_mutex_lock(&cl->cl_seq_lock);
+	least = cl->cl_next_seq;
+	for (size_t i = 0; i < cl->cl_nseqs; i++)
+		least = ORCH_MIN(least, cl->cl_seqs[i]);
+	pthread_mutex_unlock(&cl->cl_seq_lock);
+	return least;
+}
+
+static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
+{
+	pthread_mutex_lock(&cl->cl_seq_lock);
+	for (size_t i = 0; i < cl->cl_nseqs; i++) {
+		if (cl->cl_seqs[i] == seq) {
+			cl->cl_seqs[i] = cl->cl_seqs[--cl->cl_nseqs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cl->cl_seq_lock);
+}
+
+static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		    uint64_t seq, struct orch_reply *rep);
+
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
 {
+	uint64_t seq = 0;
+	int error;
+
+	if (server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1 &&
+	    rpc_exactly_once(req->type)) {
+		seq = rpc_seq_new(cl);
+		if (!seq)
+			return -ENOMEM;
+	}
+	error = rpc_call(cl, server, req, seq, rep);
+	if (seq)
+		rpc_seq_done(cl, seq);
+	return error;
+}
+
+/*
+ * Sends @req until a member that leads answers it, or the deadline; with
+ * @seq, under that number (every try: exactly once), and also again when
+ * its connection broke after it left.
+ */
+static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		    uint64_t seq, struct orch_reply *rep)
+{
 	uint64_t deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
 	unsigned int pause_ms = RPC_NOLEADER_PAUSE_MS, tries = 0;
+	bool group = server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1;
+	struct orch_msg m = *req;
 	struct orch_call *call;
 	int error;
+
+	if (seq) {
+		m.flags = ORCH_FRAME_SEQ;
+		m.client = cl->cl_id;
+		m.seq = seq;
+	}
 
 	/*
 	 * A member that does not lead did nothing: the request goes again,
@@ -1531,16 +1669,27 @@ int orch_client_call(struct orch_client *cl, unsigned int server, const struct o
 		bool retry = false;
 
 		memset(rep, 0, sizeof(*rep));
-		error = orch_client_send(cl, server, req, &call);
+		if (seq)
+			m.done_below = rpc_seq_done_below(cl);
+		error = orch_client_send(cl, server, &m, &call);
 		/*
-		 * Not sent: a group's member that could not be reached or
-		 * failed its handshake; the connection goes to the next.
+		 * Not sent: a group's member that could not be reached, failed
+		 * its handshake or is sick; the connection goes to the next.
 		 */
-		if (error == -EIO || error == -EHOSTDOWN)
-			retry = server < cl->cl_cfg.nservers &&
-				rpc_members(&cl->cl_conns[server]) > 1;
-		else if (!error)
+		if (error == -EIO || error == -EHOSTDOWN || error == -ETIMEDOUT) {
+			retry = group;
+		} else if (!error) {
+			if (group)
+				rpc_call_shorten(call, rpc_now_ms() + RPC_GROUP_TRY_MS);
 			error = orch_client_wait(cl, call, rep);
+			/*
+			 * Sent, and its connection lost or its member silent: a
+			 * request sent exactly once, or one that changes no
+			 * namespace, may go to the next leader.
+			 */
+			retry = (seq && rep->broke) ||
+				(group && error == -ETIMEDOUT && (seq || !rpc_changes_namespace(req->type)));
+		}
 		if (error != -ORCH_ENOTLEADER && !retry)
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)
@@ -1587,6 +1736,18 @@ int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
 	if (!cl)
 		return -ENOMEM;
 	cl->cl_cfg = *cfg;
+	/* Unique per client instance: a restarted client must not meet its old results. */
+	do {
+		uint8_t nonce[ORCH_NONCE_LEN];
+
+		if (orch_auth_nonce(nonce)) {
+			free(cl);
+			return -EIO;
+		}
+		memcpy(&cl->cl_id, nonce, sizeof(cl->cl_id));
+	} while (!cl->cl_id);
+	cl->cl_next_seq = 1;
+	pthread_mutex_init(&cl->cl_seq_lock, NULL);
 	atomic_init(&cl->cl_timeout_ms, cfg->op_timeout_ms ? cfg->op_timeout_ms : 10000);
 	atomic_init(&cl->cl_next_reqid, 1);
 	cl->cl_ntypes = orch_msg_types(cl->cl_types, RPC_MAXTYPES);
@@ -1629,6 +1790,7 @@ out_destroy_conns:
 	}
 	free(cl->cl_conns);
 out_free_client:
+	pthread_mutex_destroy(&cl->cl_seq_lock);
 	free(cl);
 	return error;
 }
@@ -1650,6 +1812,8 @@ void orch_client_destroy(struct orch_client *cl)
 		pthread_mutex_destroy(&c->c_send_lock);
 	}
 	free(cl->cl_conns);
+	pthread_mutex_destroy(&cl->cl_seq_lock);
+	free(cl->cl_seqs);
 	free(cl);
 }
 

@@ -13,6 +13,15 @@
  * 250 ms, that probes it (reconnects with a deadline of 500 ms).  A
  * connect or any frame from it makes it well (docs/mount.md, "Failures").
  *
+ * Replica groups (a config with replicas > 1): a server index names a
+ * group, and its connection goes to one member at a time, the one that
+ * leads as far as the client knows.  orch_client_call follows a member's
+ * NOTLEADER to the leader it names (or the next member, after a pause,
+ * while none is known), skips members it cannot reach or that stay silent
+ * 2.5 s, and numbers the requests that change a namespace so that one
+ * sent again after its leader died is done once (docs/DESIGN.md, "Replica
+ * groups of several members").  orch_client_send/wait do none of that.
+ *
  * Connecting races fresh SYNs every 300 ms (at most four at once) rather
  * than wait for TCP's 1 s SYN retransmission: a lossy or just-healed link
  * connects within a round trip of a SYN getting through.
@@ -68,6 +77,8 @@ struct orch_reply {
 	 * call failed after it was sent; 0 if it was never sent.
 	 */
 	uint64_t gen;
+	/* The call failed because its connection broke after it was sent (-EIO). */
+	bool broke;
 };
 
 /* Frees a reply.  Accepts a zeroed one; the reply is zeroed after. */

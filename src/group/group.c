@@ -24,6 +24,8 @@ struct group_op {
 	orch_group_done_fn done;
 	void *arg;
 	int result;             /* the op's return, once captured */
+	bool record_set;        /* orch_group_record was called: ... */
+	int record;             /* ... what retries get instead of result */
 	struct group_op *next;
 };
 
@@ -288,8 +290,20 @@ static int group_op_recorded(void *arg, struct orch_meta *m)
 	struct group_op *op = arg;
 
 	op->result = orch_meta_capture_step(m, op->op, op->arg);
-	return orch_meta_reply_put(m, op->req.client, op->req.seq, op->result,
-				   op->req.done_below);
+	if (op->record_set && op->record == ORCH_GROUP_NOT_RECORDED)
+		return 0;
+	return orch_meta_reply_put(m, op->req.client, op->req.seq,
+				   op->record_set ? op->record : op->result, op->req.done_below);
+}
+
+void orch_group_record(struct orch_group *g, int result)
+{
+	struct group_op *op = g->capturing_op;
+
+	if (op && op->req.client) {
+		op->record_set = true;
+		op->record = result;
+	}
 }
 
 /*

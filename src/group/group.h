@@ -24,6 +24,7 @@
 #ifndef ORCH_GROUP_GROUP_H
 #define ORCH_GROUP_GROUP_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -86,6 +87,15 @@ struct orch_group_req {
  */
 int orch_group_submit(struct orch_group *g, const struct orch_group_req *req,
 		      orch_group_op_fn op, orch_group_done_fn done, void *arg);
+
+/*
+ * Inside an op submitted with a @req: its retries are answered with
+ * @result rather than with the op's return (an op that answers its own
+ * errors and returns 0); ORCH_GROUP_NOT_RECORDED: nothing is recorded (it
+ * did not happen and will be submitted again, under the same @req).
+ */
+#define ORCH_GROUP_NOT_RECORDED INT_MIN
+void orch_group_record(struct orch_group *g, int result);
 
 /*
  * A read of the namespace that sees every change applied anywhere in the

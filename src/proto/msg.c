@@ -331,6 +331,11 @@ static int msg_encode(struct orch_buf *b, const struct orch_msg *m, bool head)
 		orch_wr_u32(b, orch_errno_to_status(m->status));
 	if (reply && m->status == -ORCH_ENOTLEADER)
 		orch_wr_u32(b, m->leader);
+	if (!reply && (m->flags & ORCH_FRAME_SEQ)) {
+		orch_wr_u64(b, m->client);
+		orch_wr_u64(b, m->seq);
+		orch_wr_u64(b, m->done_below);
+	}
 	if (!reply || m->status == 0) {
 		const char *f = reply ? d->rep : d->req;
 		char code;
@@ -531,6 +536,14 @@ int orch_msg_decode(const struct orch_frame_hdr *h, const uint8_t *payload,
 		m->status = orch_status_to_errno(orch_rd_u32(&rd));
 	if (reply && m->status == -ORCH_ENOTLEADER)
 		m->leader = orch_rd_u32(&rd);
+	if (!reply && (m->flags & ORCH_FRAME_SEQ)) {
+		m->client = orch_rd_u64(&rd);
+		m->seq = orch_rd_u64(&rd);
+		m->done_below = orch_rd_u64(&rd);
+		/* Numbers start at 1; nothing is done above the request itself. */
+		if (!m->client || !m->seq || m->done_below > m->seq)
+			rd.err = -EPROTO;
+	}
 	if (!reply || m->status == 0) {
 		const char *f = reply ? d->rep : d->req;
 		char code;

@@ -112,6 +112,11 @@ struct orch_msg {
 	int status;           /* replies: 0 or -errno */
 	/* Replies with status -ORCH_ENOTLEADER: the member that leads, or ORCH_NO_LEADER. */
 	uint32_t leader;
+	/*
+	 * Requests with ORCH_FRAME_SEQ: who asks (> 0), the request's number
+	 * (> 0), and below which number the client has every answer.
+	 */
+	uint64_t client, seq, done_below;
 
 	struct orch_cred cred;   /* c */
 	uint64_t handle;         /* h */

@@ -32,6 +32,11 @@
  * sequence number in reqid (SPEC-wire.md, "Leases").
  */
 #define ORCH_FRAME_OWN 0x04
+/*
+ * A request that goes exactly once (SPEC-wire.md, "Exactly once"): its
+ * payload starts with client:u64 seq:u64 done_below:u64.
+ */
+#define ORCH_FRAME_SEQ 0x08
 
 /*
  * HELLO features.  The connector asks for some; the acceptor's HELLO reply

@@ -259,7 +259,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf = NULL, *name = NULL, *logfile = NULL;
-	struct sv_server sv = { .s_listen_fd = -1 };
+	struct sv_server sv = { .s_listen_fd = -1, .s_leader = ORCH_NO_LEADER };
 	struct orch_meta_ident ident = { 0 };
 	char err[512], ident_str[96];
 	sigset_t mask;

@@ -249,10 +249,49 @@ static int sv_change_run(struct sv_server *sv, struct sv_req *r, void *arg)
 	return rc;
 }
 
+/*
+ * A retry of request @r that the group applied at its first try (sv_ns.h,
+ * SV_NS_REPLAYED): answered as that try was, from the namespace as it is
+ * now.  A reply with attributes reads them again; one with an entry looks
+ * the name up (gone again meanwhile: the lookup's ENOENT, since the
+ * name's fate after the change is what the client would find next).
+ */
+static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8_t *payload)
+{
+	struct orch_msg m;
+	int error;
+
+	error = orch_msg_decode(&r->r_hdr, payload, &m);
+	if (error) {
+		sv_reply_status(r, error);
+		return;
+	}
+	switch (m.type) {
+	case ORCH_CL2SV_SETATTR:
+	case ORCH_CL2SV_EXTEND:
+		sv_cl_getattr(sv, r, &m);                 /* reply: a:attr */
+		break;
+	case ORCH_CL2SV_LINK:
+		m.parent = m.newparent;
+		m.name = m.name2;
+		/* fall through */
+	case ORCH_CL2SV_CREATE:
+	case ORCH_CL2SV_MKDIR:
+		sv_cl_lookup(sv, r, &m);                  /* reply: e:entry (b:existed false) */
+		break;
+	default:
+		sv_reply_status(r, 0);                    /* status only */
+		break;
+	}
+	orch_msg_fini(&m);
+}
+
 static void sv_change_done(struct sv_server *sv, struct sv_req *r, void *arg, int rc, int error)
 {
 	struct change_payload *cp = arg;
 
+	if (!error && rc == SV_NS_REPLAYED)
+		sv_change_replay(sv, r, cp->cp_bytes);
 	if (!error && rc == -EREMOTE) {
 		r->r_raw = cp->cp_bytes;
 		sv_owner_fetch(sv, r, r->r_need_owner); /* copies the payload */
@@ -342,6 +381,11 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 		orch_msg_fini(&m);
 		orch_conn_close(c, -ENOMEM);
 		return;
+	}
+	if (m.flags & ORCH_FRAME_SEQ) {
+		r->r_client = m.client;
+		r->r_seq = m.seq;
+		r->r_done_below = m.done_below;
 	}
 	/*
 	 * A member of a replica group that does not lead it serves nothing but

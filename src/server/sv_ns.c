@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "group/group.h"
@@ -54,6 +56,8 @@ struct sv_ns {
 	struct orch_ev_timer n_watch;
 	void (*n_on_lead)(struct sv_server *sv);
 	uint64_t n_promotions;
+	uint64_t n_kill_at;                /* ORCH_TEST_NS_KILL; 0: off */
+	uint64_t n_seq_applied;            /* exactly-once requests applied by this process */
 };
 
 bool sv_ns_replicated(const struct sv_server *sv)
@@ -140,6 +144,17 @@ static int ns_op_run(void *arg, struct orch_meta *m)
 		op->o_rc = op->o_fn(sv, op->o_req, op->o_arg);
 	else
 		op->o_rc = op->o_change_fn(sv, op->o_arg);
+	/*
+	 * A request sent exactly once: a retry is answered with the status it
+	 * was answered with here; one kept for an owner fetch did not happen
+	 * and comes back under the same ids.
+	 */
+	if (op->o_fn && op->o_req && op->o_req->r_seq) {
+		if (op->o_rc == -EREMOTE)
+			orch_group_record(sv->s_ns->n_group, ORCH_GROUP_NOT_RECORDED);
+		else if (op->o_req->r_held_set && sv_req_held_status(op->o_req))
+			orch_group_record(sv->s_ns->n_group, sv_req_held_status(op->o_req));
+	}
 	sv->s_acting = prev_acting;
 	sv->s_hold = NULL;
 	sv->s_ns->n_capturing = NULL;
@@ -156,17 +171,31 @@ static int ns_op_run(void *arg, struct orch_meta *m)
 	return op->o_ret;
 }
 
-/* The group's answers that are not the namespace's own, as a client hears them. */
-static int ns_error(int error)
+/*
+ * The group's answers that are not the namespace's own, as a client hears
+ * them.  Nothing was done (not the leader), or a request sent exactly once
+ * (@seq) whose fate the next leader knows: NOTLEADER, and the client asks
+ * the leader, which answers a request it applied from its record.
+ */
+static int ns_error(int error, bool seq)
 {
-	if (error == ORCH_REPL_ENOTLEADER || error == ORCH_REPL_ELOST || error == -ESHUTDOWN) {
+	if (error == ORCH_REPL_ENOTLEADER ||
+	    (seq && (error == ORCH_REPL_ELOST || error == -ESHUTDOWN)))
+		return -ORCH_ENOTLEADER;
+	if (error == ORCH_REPL_ELOST || error == -ESHUTDOWN) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "namespace change not applied: %s",
-				   error == ORCH_REPL_ENOTLEADER ? "this server does not lead its group"
-				   : error == ORCH_REPL_ELOST ? "leadership moved while it was in flight"
+				   error == ORCH_REPL_ELOST ? "leadership moved while it was in flight"
 				   : "shutting down");
 		return -EIO;
 	}
 	return error;
+}
+
+/* The group's own refusals, as opposed to a status an op recorded. */
+static bool ns_group_failure(int error)
+{
+	return error == ORCH_REPL_ENOTLEADER || error == ORCH_REPL_ELOST ||
+	       error == -ESHUTDOWN || error == -EIO || error == -ENOMEM || error == -EFBIG;
 }
 
 /* Runs (and frees) @op's deferred actions, telling each @error. */
@@ -191,22 +220,44 @@ static void ns_op_done(void *arg, int result)
 {
 	struct ns_op *op = arg;
 	struct sv_server *sv = op->o_sv;
+	struct sv_req *req = op->o_fn ? op->o_req : NULL;
+	bool ran = op->o_ran;
 	int error;
 
 	if (!result)
 		error = 0;
-	else if (op->o_ran && result == op->o_ret)
+	else if (ran && result == op->o_ret)
 		error = result;
+	else if (!ran && req && req->r_seq && !ns_group_failure(result))
+		error = result; /* a retry, answered with the status recorded at its first try */
 	else
-		error = ns_error(result);
+		error = ns_error(result, false);
 	/* Not answered yet (it cannot be gone: a reply would have been kept): answers leave. */
-	if (op->o_ran && op->o_req)
-		op->o_req->r_hold_on = NULL;
+	if (ran && req)
+		req->r_hold_on = NULL;
+	/* The test hook: a leader that dies between applying a change and answering it. */
+	if (ran && req && req->r_seq && !error && sv->s_ns->n_kill_at &&
+	    ++sv->s_ns->n_seq_applied == sv->s_ns->n_kill_at) {
+		ORCH_WARN("ORCH_TEST_NS_KILL: killed after applying request seq=%" PRIu64,
+			  req->r_seq);
+		raise(SIGKILL);
+	}
 	while (op->o_held) {
 		struct sv_req *r = op->o_held;
 
 		op->o_held = r->r_held_next;
-		sv_req_release(r, error);
+		sv_req_release(r, r->r_seq && error ? ns_error(result, true) : error);
+	}
+	/* Not run: nobody answered it; a retry the group answered from its record is replayed. */
+	if (!ran && req) {
+		if (!error) {
+			ns_op_deferred(sv, op, 0);
+			if (op->o_done)
+				op->o_done(sv, req, op->o_arg, SV_NS_REPLAYED, 0);
+			free(op);
+			return;
+		}
+		sv_reply_status(req, req->r_seq ? ns_error(result, true) : error);
 	}
 	ns_op_deferred(sv, op, error);
 	if (error)
@@ -241,9 +292,17 @@ static int ns_op_submit(struct sv_server *sv, struct ns_op *op)
 		return -ESHUTDOWN;
 	op->o_sv = sv;
 	op->o_deferred_tail = &op->o_deferred;
-	error = orch_group_submit(sv->s_ns->n_group, NULL, ns_op_run, ns_op_done, op);
+	if (op->o_fn && op->o_req && op->o_req->r_seq) {
+		const struct orch_group_req req = { .client = op->o_req->r_client,
+						    .seq = op->o_req->r_seq,
+						    .done_below = op->o_req->r_done_below };
+
+		error = orch_group_submit(sv->s_ns->n_group, &req, ns_op_run, ns_op_done, op);
+	} else {
+		error = orch_group_submit(sv->s_ns->n_group, NULL, ns_op_run, ns_op_done, op);
+	}
 	if (error)
-		return ns_error(error);
+		return ns_error(error, op->o_req && op->o_req->r_seq);
 	sv->s_ns->n_changes++;
 	return 0;
 }
@@ -402,6 +461,7 @@ static void ns_watch(void *arg)
 	if (!ns->n_group)
 		return;
 	orch_repl_status(orch_group_repl(ns->n_group), &rs);
+	sv->s_leader = sv_ns_leader(sv);
 	if (ns->n_serving && rs.role != ORCH_REPL_LEADER) {
 		ORCH_NOTICE("replica group %u: this member does not lead any more (%s, term %"
 			    PRIu64 "): restarting as a follower", sv->s_index,
@@ -435,6 +495,8 @@ int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char
 	ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
+	if (orch_fault_env(ORCH_FAULT_NS_KILL))
+		ns->n_kill_at = strtoull(orch_fault_env(ORCH_FAULT_NS_KILL), NULL, 10);
 	rc.nmembers = sv->s_cfg.replicas;
 	for (unsigned int i = 0; i < rc.nmembers; i++) {
 		rc.members[i].id = i + 1;

@@ -64,6 +64,12 @@ uint32_t sv_ns_leader(const struct sv_server *sv);
  * -errno if the group takes no change now (not the leader, shutting
  * down): nothing ran, @r is the caller's.
  */
+/*
+ * @rc in @done of a request sent exactly once (r_seq) that the group had
+ * applied already (a client's retry): @fn did not run now, and @done must
+ * answer @r from the namespace as its first run would have.
+ */
+#define SV_NS_REPLAYED 1
 typedef int (*sv_ns_fn)(struct sv_server *sv, struct sv_req *r, void *arg);
 typedef void (*sv_ns_done_fn)(struct sv_server *sv, struct sv_req *r, void *arg, int rc,
 			      int error);

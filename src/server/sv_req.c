@@ -113,7 +113,19 @@ void sv_reply_status(struct sv_req *r, int status)
 
 	orch_msg_init(&m, r->r_type);
 	m.status = status;
+	if (status == -ORCH_ENOTLEADER)
+		m.leader = r->r_sv->s_leader;
 	sv_reply(r, &m);
+}
+
+int sv_req_held_status(const struct sv_req *r)
+{
+	struct orch_rd rd;
+
+	if (r->r_held.b_len < ORCH_FRAME_HDR + 4)
+		return -EIO;
+	orch_rd_init(&rd, r->r_held.b_data + ORCH_FRAME_HDR, 4);
+	return orch_status_to_errno(orch_rd_u32(&rd));
 }
 
 void sv_req_release(struct sv_req *r, int error)

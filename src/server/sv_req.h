@@ -62,7 +62,18 @@ struct sv_req {
 	 * answered by peers before the entry is applied).
 	 */
 	struct sv_req **r_hold_on;
+	/*
+	 * Sent exactly once (ORCH_FRAME_SEQ): the client's ids, which the
+	 * replica group records its result under (sv_ns.c).  r_seq 0: not.
+	 */
+	uint64_t r_client, r_seq, r_done_below;
 };
+
+/*
+ * The status of the reply kept for held request @r (r_held_set): 0 or
+ * -errno; -EIO if it could not be encoded.
+ */
+int sv_req_held_status(const struct sv_req *r);
 
 /* Allocates a pending request for frame @h on @c.  NULL on ENOMEM. */
 struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,

@@ -25,6 +25,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned int i = 0; i < cfg.nservers; i++)
 			if (!cfg.servers[i].port)
 				abort();
+		/* Whole groups of 1..5 members; each group's entry is its first member. */
+		if (cfg.replicas < 1 || cfg.replicas > ORCH_REPLICAS_MAX ||
+		    cfg.nmembers != cfg.nservers * cfg.replicas)
+			abort();
+		for (unsigned int g = 0; g < cfg.nservers; g++)
+			if (strcmp(cfg.servers[g].name, orch_cfg_member(&cfg, g, 0)->name))
+				abort();
+		for (unsigned int i = 0; cfg.replicas > 1 && i < cfg.nmembers; i++)
+			if (!cfg.members[i].log_address[0])
+				abort();
 	}
 	free(text);
 	return 0;

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 3)
 		return 0;
 	h.type = data[0] < 0xf0 ? types[data[0] % ntypes] : (uint16_t)(data[0] << 8 | data[1]);
-	h.flags = data[2] & (ORCH_FRAME_REPLY | ORCH_FRAME_PUSH);
+	h.flags = data[2] & (ORCH_FRAME_REPLY | ORCH_FRAME_PUSH | ORCH_FRAME_SEQ);
 	h.version = (data[2] & 0x80) ? 2 : ORCH_PROTO_VERSION;
 	h.reqid = 7;
 	h.length = (uint32_t)(size - 3);

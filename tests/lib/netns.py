@@ -287,9 +287,11 @@ class NetCluster(Cluster):
                 section = m.group(1)
             elif line.strip().startswith("["):
                 section = None
-            if section in self.net.addr and line.strip().startswith("address"):
+            key = line.split("=", 1)[0].strip()
+            if section in self.net.addr and key in ("address", "log_address"):
+                # A replica group's members talk through the wire too.
                 port = line.split("=", 1)[1].strip().rsplit(":", 1)[1]
-                line = "address = %s:%s\n" % (self.net.addr[section], port)
+                line = "%s = %s:%s\n" % (key, self.net.addr[section], port)
             out.append(line)
         with open(self.conf, "w") as f:
             f.write("".join(out))

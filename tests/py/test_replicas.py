@@ -162,3 +162,28 @@ def test_a_group_needs_log_addresses_and_whole_groups(tmp_path):
     r = run([ORCHARD, "genconfig", "--servers", "4", "--replicas", "3",
              "--dir", str(tmp_path / "g")], check=False)
     assert r.returncode != 0 and "do not make groups of --replicas 3" in r.stderr
+
+
+def test_a_change_whose_leader_died_before_answering_is_not_made_twice(tmp_path):
+    """Every member dies (ORCH_TEST_NS_KILL) right after the first change it
+    applies as leader, before answering it.  The client sends the request
+    again, under the same numbers, to the next leader, which answers it
+    from the group's record: a mkdir or rename done twice would say
+    EEXIST or ENOENT."""
+    c = Cluster(tmp_path / "c", nservers=3, replicas=3)
+    for name in c.names:
+        c.start(name, wait=False, env={"ORCH_TEST_NS_KILL": "1"})
+    try:
+        c._up_or_stopped(c.names)
+        killed = []
+        for args in (("mkdir", "/x"), ("mkdir", "/y"), ("mv", "/x", "/z")):
+            lead = leader(c)
+            c.cli(*args)
+            if not c.alive(lead):
+                assert "ORCH_TEST_NS_KILL: killed after applying" in c.log_text(lead)
+                killed.append(lead)
+                c.start(lead)           # without the hook from now on
+        assert len(killed) >= 2, killed
+        assert names(c) == ["y", "z"]
+    finally:
+        c.stop_all()
