@@ -214,12 +214,13 @@ TSAN_UNIT_BINS ?= $(filter-out %/t_store_fuzzrec %/t_store_repair %/t_store_chec
 TSAN_UNIT_EXCLUDE ?= random_ops_against_model
 TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_leases.py \
 	tests/py/test_kernel_inval.py tests/py/test_acks.py tests/py/test_metrics.py \
-	tests/py/test_group_server.py
+	tests/py/test_group_server.py tests/py/test_replicas.py
 # test_metrics.py: its HTTP threads against the loop and the FUSE workers
 # (about 10 s); the Prometheus and Chromium tests check formats, not threads.
 # test_acks.py runs its coherent half: the other runs the same threads.
 # test_group_server.py: the log's libuv loop and threads inside the server
-# (about 20 s); its power cuts run the same threads.
+# (about 20 s); its power cuts run the same threads.  test_replicas.py:
+# liborchard's member switching and retries against groups that fail over.
 TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium and not minute \
 	and not power_cut"
 TSAN_OPTIONS_CHECK := halt_on_error=1 exitcode=66 second_deadlock_stack=1 \

@@ -91,6 +91,11 @@ struct orch_call {
 	uint16_t ca_type;            /* of the request, to check the reply */
 	struct rpc_conn *ca_conn;
 	uint64_t ca_deadline_ms;     /* CLOCK_MONOTONIC */
+	/*
+	 * A try on a group's member (rpc_call_shorten): ca_deadline_ms ends
+	 * the try, this the call, which goes on if the member looks alive.
+	 */
+	uint64_t ca_full_deadline_ms;
 	uint64_t ca_sent_ms;         /* when it was made */
 	bool ca_probe;               /* the probe of a sick server (c_probing) */
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
@@ -958,6 +963,51 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 	return 0;
 }
 
+/*
+ * After the handshake with a member of a replica group: does it serve?  A
+ * ping answers even from a follower, with the leader it knows
+ * (ORCH_PING_FOLLOWER), so every request sent on the connection, the
+ * striped reads and writes of orch_client_send included, goes to the
+ * leader.  0 if it serves; -ORCH_ENOTLEADER with c_member moved to the
+ * leader it names (*@known true) or to the next member; else -errno.
+ */
+static int rpc_probe_leader(struct rpc_conn *c, int fd, uint64_t deadline_ms, bool *known)
+{
+	struct orch_client *cl = c->c_client;
+	struct orch_frame_hdr h = { 0 };
+	struct orch_msg ping, rep;
+	uint8_t *payload;
+	uint32_t leader;
+	int error;
+
+	orch_msg_init(&ping, ORCH_AN2AN_PING);
+	ping.reqid = atomic_fetch_add(&cl->cl_next_reqid, 1);
+	error = rpc_hs_send(fd, &ping, deadline_ms);
+	if (!error)
+		error = rpc_read_frame(c, fd, deadline_ms, ORCH_AUTH_MAXFRAME, &h, &payload);
+	if (error)
+		return error;
+	if (h.type != ORCH_AN2AN_PING || !(h.flags & ORCH_FRAME_REPLY) || h.reqid != ping.reqid) {
+		free(payload);
+		return -EPROTO;
+	}
+	error = orch_msg_decode(&h, payload, &rep);
+	free(payload);
+	if (error)
+		return -EPROTO;
+	error = rep.status;
+	leader = ORCH_PING_LEADER(rep.features);
+	if (!error && (rep.features & ORCH_PING_FOLLOWER)) {
+		pthread_mutex_lock(&c->c_lock);
+		*known = leader < rpc_members(c) && leader != c->c_member;
+		c->c_member = *known ? leader : (c->c_member + 1) % rpc_members(c);
+		pthread_mutex_unlock(&c->c_lock);
+		error = -ORCH_ENOTLEADER;
+	}
+	orch_msg_fini(&rep);
+	return error;
+}
+
 /* --- Connecting ---------------------------------------------------------------------- */
 
 /*
@@ -1019,8 +1069,37 @@ static int rpc_dial_group(struct rpc_conn *c, uint64_t deadline_ms,
 	return fd;
 }
 
+static int rpc_conn_open_member(struct rpc_conn *c, uint64_t deadline_ms, bool *known);
+
 /* Dials and authenticates; on success the connection is up.  Connector only. */
 static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
+{
+	unsigned int tries = 0;
+	int error;
+
+	/* A group: members that do not lead are left for the one they name. */
+	for (;;) {
+		bool known = false;
+
+		error = rpc_conn_open_member(c, deadline_ms, &known);
+		if (error != -ORCH_ENOTLEADER)
+			return error;
+		if (++tries >= 2 * rpc_members(c) || rpc_remaining_ms(deadline_ms) == 0)
+			return error; /* an election: the caller tries again */
+		if (!known) {
+			struct timespec ts = { 0, RPC_NOLEADER_PAUSE_MS * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/*
+ * One try of rpc_conn_open: the current member (or, when it cannot be
+ * reached, the others in turn).  -ORCH_ENOTLEADER: it does not lead
+ * (rpc_probe_leader); the socket is closed.
+ */
+static int rpc_conn_open_member(struct rpc_conn *c, uint64_t deadline_ms, bool *known)
 {
 	const struct orch_server_cfg *sv;
 	int fd, error;
@@ -1045,6 +1124,14 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 	 */
 	c->c_rcvtimeo_ms = 0;
 	error = rpc_handshake(c, fd, deadline_ms);
+	if (!error && rpc_members(c) > 1 && !c->c_client->cl_dial) {
+		error = rpc_probe_leader(c, fd, deadline_ms, known);
+		if (error == -ORCH_ENOTLEADER) {
+			rpc_reader_reset(c);
+			close(fd);
+			return error;
+		}
+	}
 	if (error)
 		goto out_close;
 	error = rpc_set_rcvtimeo(fd, RPC_RECV_SLICE_MS);
@@ -1349,16 +1436,27 @@ out_free_frame:
 	return error;
 }
 
+/*
+ * What a caller of send and wait hears of a replica group with no member
+ * that leads (rpc_conn_open), or of a member that does not lead: the
+ * request was not done, as when a server cannot be reached.  orch_client_call
+ * sees the difference, and goes to the leader.
+ */
+static int rpc_public_error(int error)
+{
+	return error == -ORCH_ENOTLEADER ? -EHOSTDOWN : error;
+}
+
 int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_call **out)
 {
-	return rpc_send(cl, server, req, NULL, 0, out);
+	return rpc_public_error(rpc_send(cl, server, req, NULL, 0, out));
 }
 
 int orch_client_send_iov(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 			 const struct iovec *data, int n, struct orch_call **out)
 {
-	return rpc_send(cl, server, req, data, n, out);
+	return rpc_public_error(rpc_send(cl, server, req, data, n, out));
 }
 
 /* Decodes the reply a call received.  Consumes call->ca_payload. */
@@ -1461,7 +1559,14 @@ static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call 
 	return older >= RPC_SILENT_KEEP && c->c_last_rx_ms < oldest && now >= oldest + grace_ms;
 }
 
+static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep);
+
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
+{
+	return rpc_public_error(rpc_wait(cl, call, rep));
+}
+
+static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
 {
 	struct rpc_conn *c = call->ca_conn;
 	uint64_t grace_ms = rpc_silent_grace_ms(cl);
@@ -1496,6 +1601,19 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 			}
 			if (rc != ETIMEDOUT)
 				continue;
+		}
+		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done &&
+		    call->ca_full_deadline_ms > call->ca_deadline_ms && c->c_gen == call->ca_gen &&
+		    c->c_state == RPC_UP && !rpc_tcp_stalled(c->c_fd, grace_ms)) {
+			/*
+			 * The end of a try, on a member whose host still takes our
+			 * bytes: it is alive, only slow (waiting on another group,
+			 * say), and a retry elsewhere would find the request not
+			 * finished.  The call waits its whole deadline.
+			 */
+			call->ca_deadline_ms = call->ca_full_deadline_ms;
+			rpc_timespec(call->ca_deadline_ms, &ts);
+			continue;
 		}
 		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done) {
 			/* Out of the table: a late reply is dropped by its reader. */
@@ -1560,13 +1678,19 @@ static bool rpc_changes_namespace(uint16_t type)
 	return rpc_exactly_once(type) || type == ORCH_CL2SV_WRITERS;
 }
 
-/* @call (sent, not waited for) gives up at @deadline_ms if that is sooner. */
+/*
+ * @call (sent, not waited for) is a try that ends at @deadline_ms if that
+ * is sooner, unless its member then looks alive (orch_client_wait).
+ */
 static void rpc_call_shorten(struct orch_call *call, uint64_t deadline_ms)
 {
 	struct rpc_conn *c = call->ca_conn;
 
 	pthread_mutex_lock(&c->c_lock);
-	call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms, deadline_ms);
+	if (deadline_ms < call->ca_deadline_ms) {
+		call->ca_full_deadline_ms = call->ca_deadline_ms;
+		call->ca_deadline_ms = deadline_ms;
+	}
 	pthread_mutex_unlock(&c->c_lock);
 }
 
@@ -1621,6 +1745,18 @@ static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
 static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		    uint64_t seq, struct orch_reply *rep);
 
+/* True if the connection to group @server goes to its member @member. */
+static bool rpc_is_member(struct orch_client *cl, unsigned int server, uint32_t member)
+{
+	struct rpc_conn *c = &cl->cl_conns[server];
+	bool is;
+
+	pthread_mutex_lock(&c->c_lock);
+	is = c->c_member == member;
+	pthread_mutex_unlock(&c->c_lock);
+	return is;
+}
+
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
 {
@@ -1671,17 +1807,19 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 		memset(rep, 0, sizeof(*rep));
 		if (seq)
 			m.done_below = rpc_seq_done_below(cl);
-		error = orch_client_send(cl, server, &m, &call);
+		error = rpc_send(cl, server, &m, NULL, 0, &call);
 		/*
 		 * Not sent: a group's member that could not be reached, failed
 		 * its handshake or is sick; the connection goes to the next.
 		 */
 		if (error == -EIO || error == -EHOSTDOWN || error == -ETIMEDOUT) {
 			retry = group;
+		} else if (error == -ORCH_ENOTLEADER) {
+			rep->m.leader = ORCH_NO_LEADER; /* no member leads: an election */
 		} else if (!error) {
 			if (group)
 				rpc_call_shorten(call, rpc_now_ms() + RPC_GROUP_TRY_MS);
-			error = orch_client_wait(cl, call, rep);
+			error = rpc_wait(cl, call, rep);
 			/*
 			 * Sent, and its connection lost or its member silent: a
 			 * request sent exactly once, or one that changes no
@@ -1694,7 +1832,13 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)
 			break;
-		if (retry || rep->m.leader == ORCH_NO_LEADER || ++tries > 2 * ORCH_REPLICAS_MAX) {
+		/*
+		 * A leader that names itself leads but cannot answer yet (a
+		 * request sent again whose first try is not finished): it too
+		 * is asked again after a pause.
+		 */
+		if (retry || rep->m.leader == ORCH_NO_LEADER || rpc_is_member(cl, server, rep->m.leader) ||
+		    ++tries > 2 * ORCH_REPLICAS_MAX) {
 			struct timespec ts;
 			unsigned int ms = ORCH_MIN(pause_ms, (unsigned int)rpc_remaining_ms(deadline_ms));
 

@@ -48,6 +48,12 @@
 /* In the acceptor's reply: its lease term (lease_ms), when it grants leases. */
 /* AN2AN_PING's reply reuses the features word for the server's state. */
 #define ORCH_PING_STORE_FAILED (1ull << 0) /* the store failed: read-only (ADMIN.md) */
+/*
+ * A member of a replica group that does not serve (it does not lead):
+ * bits 8..15 name the place of the member that leads, 0xff none known.
+ */
+#define ORCH_PING_FOLLOWER (1ull << 1)
+#define ORCH_PING_LEADER(f) ((uint32_t)(((f) >> 8) & 0xff))
 #define ORCH_FEAT_LEASE_MS(f) ((uint32_t)((f) >> 32))
 
 /*

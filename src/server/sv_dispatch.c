@@ -253,8 +253,7 @@ static int sv_change_run(struct sv_server *sv, struct sv_req *r, void *arg)
  * A retry of request @r that the group applied at its first try (sv_ns.h,
  * SV_NS_REPLAYED): answered as that try was, from the namespace as it is
  * now.  A reply with attributes reads them again; one with an entry looks
- * the name up (gone again meanwhile: the lookup's ENOENT, since the
- * name's fate after the change is what the client would find next).
+ * the name up; one whose name is not there yet is asked again.
  */
 static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8_t *payload)
 {
@@ -276,9 +275,21 @@ static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8
 		m.name = m.name2;
 		/* fall through */
 	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
+	case ORCH_CL2SV_MKDIR: {
+		struct orch_dirent e;
+
+		/*
+		 * Not there: its first try waits for another group still (an
+		 * intent, whose answer the record does not hold), or failed
+		 * there.  NOTLEADER naming ourselves: ask again shortly.
+		 */
+		if (orch_meta_lookup(sv->s_meta, &m.cred, m.parent, m.name.s, m.name.len, &e)) {
+			sv_reply_status(r, -ORCH_ENOTLEADER);
+			break;
+		}
 		sv_cl_lookup(sv, r, &m);                  /* reply: e:entry (b:existed false) */
 		break;
+	}
 	default:
 		sv_reply_status(r, 0);                    /* status only */
 		break;

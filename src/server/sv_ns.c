@@ -521,6 +521,9 @@ int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char
 		ORCH_NOTICE("namespace changes go through the log at %s (member %u of replica "
 			    "group %u, %u members)", me->log_address, sv->s_member, sv->s_index,
 			    rc.nmembers);
+		ORCH_WARN("replica group %u: file data is not replicated yet (docs/ADMIN.md, "
+			  "\"Replica groups\"): a file's bytes stay on the member that led "
+			  "when they were written", sv->s_index);
 		return 0;
 	}
 	error = ns_wait_to_lead(sv);

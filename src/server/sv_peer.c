@@ -2,7 +2,10 @@
  * The peer transport: the connections we open to other servers (as a
  * client of theirs) and calls on them with completion callbacks, failed
  * when the peer goes down or does not answer within op_timeout_ms.  The
- * requests peers send us are handled in sv_sv.c.
+ * requests peers send us are handled in sv_sv.c.  A peer that is a
+ * replica group is reached through the member that leads it, found as
+ * liborchard finds it (a NOTLEADER names it; a member that cannot be
+ * reached is skipped for the next).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +28,13 @@ struct sv_peer {
 	struct peer_call *p_calls;  /* in flight, oldest first */
 	uint64_t p_next_reqid;
 	bool p_down_logged;
+	/*
+	 * A replica group: the member the connection goes to, moved to the
+	 * leader a NOTLEADER names (p_moved: its connection is closed for
+	 * that), else to the next one when the connection fails.
+	 */
+	unsigned int p_member;
+	bool p_moved;
 };
 
 struct sv_peers {
@@ -71,6 +81,14 @@ static void peer_on_close(struct orch_conn *c, int reason)
 	if (!p)
 		return;
 	p->p_conn = NULL;
+	if (sv->s_cfg.replicas > 1 && !p->p_moved)
+		p->p_member = (p->p_member + 1) % sv->s_cfg.replicas;
+	/* Left for the member that leads: not a peer going down. */
+	if (p->p_moved) {
+		p->p_moved = false;
+		peer_fail_all(sv, p, -EHOSTDOWN);
+		return;
+	}
 	if (!p->p_down_logged) {
 		ORCH_NOTICE("peer down: server=%s: %s", sv->s_cfg.servers[i].name,
 			    reason ? strerror(-reason) : "closed");
@@ -176,8 +194,9 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		cb(sv, arg, -EINVAL, NULL);
 		return;
 	}
-	scfg = &sv->s_cfg.servers[peer];
 	p = &sv->s_peers->ps_peer[peer];
+	scfg = sv->s_cfg.replicas > 1 ? orch_cfg_member(&sv->s_cfg, peer, p->p_member)
+				       : &sv->s_cfg.servers[peer];
 	pc = calloc(1, sizeof(*pc));
 	if (!pc) {
 		cb(sv, arg, -ENOMEM, NULL);
@@ -238,6 +257,22 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "malformed reply from peer: peer=%s type=0x%04x: %s",
 				   c->c_peer, h->type, strerror(-error));
 		pc->pc_cb(sv, pc->pc_arg, -EIO, NULL);
+	} else if (m.status == -ORCH_ENOTLEADER) {
+		/*
+		 * A member of the peer's group that does not lead it: nothing was
+		 * done.  The connection goes to the leader it names (or the next
+		 * member), and the call fails as a peer that is down does, which
+		 * its caller tries again (an intent every INTENT_RETRY_MS).
+		 */
+		unsigned int n = sv->s_cfg.replicas;
+
+		pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
+		orch_msg_fini(&m);
+		if (n > 1 && p->p_conn == c) {
+			p->p_member = m.leader < n ? m.leader : (p->p_member + 1) % n;
+			p->p_moved = true;
+			orch_conn_close(c, -EHOSTDOWN);
+		}
 	} else {
 		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
 		orch_msg_fini(&m);

@@ -14,22 +14,17 @@ struct sv_req *sv_req_create(struct sv_server *sv, struct orch_conn *c,
 
 	if (!r)
 		return NULL;
-	r->r_sv = sv;
-	r->r_conn = c;
-	r->r_type = h->type;
-	r->r_reqid = h->reqid;
-	r->r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
-	r->r_start_ns = orch_hist_now_ns();
-	r->r_hdr = *h;
-	r->r_raw = NULL;
-	r->r_lease_dir = 0;
-	r->r_nowners = 0;
-	r->r_need_owner = 0;
-	r->r_owed = c->c_origin >= sv->s_cfg.nservers;
-	memset(&r->r_waits, 0, sizeof(r->r_waits));
-	r->r_held_set = false;
-	r->r_held_next = NULL;
-	r->r_hold_on = NULL;
+	/* Every field not named is zero: none is left to chance (r_seq once was). */
+	*r = (struct sv_req){
+		.r_sv = sv,
+		.r_conn = c,
+		.r_type = h->type,
+		.r_reqid = h->reqid,
+		.r_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms,
+		.r_start_ns = orch_hist_now_ns(),
+		.r_hdr = *h,
+		.r_owed = c->c_origin >= sv->s_cfg.nservers,
+	};
 	orch_conn_get(c);
 	if (r->r_owed)
 		orch_conn_owe(c);

@@ -29,6 +29,12 @@ int sv_stats_ping(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	rep.vmin = rep.vmax = ORCH_PROTO_VERSION;
 	if (orch_store_failed(sv->s_store, NULL))
 		rep.features = ORCH_PING_STORE_FAILED;
+	if (!sv_ns_serving(sv)) {
+		uint32_t leader = sv_ns_leader(sv);
+
+		rep.features |= ORCH_PING_FOLLOWER |
+				(uint64_t)(leader == ORCH_NO_LEADER ? 0xff : leader & 0xff) << 8;
+	}
 	sv_reply(r, &rep);
 	return 0;
 }
