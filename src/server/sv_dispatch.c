@@ -335,7 +335,10 @@ static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const stru
 			      const uint8_t *payload)
 {
 	if (sv_ns_replicated(sv) && sv_changes_namespace(m->type)) {
-		sv_change_submit(sv, r, payload);
+		if (sv_ns_changes_wait(sv))
+			sv_reply_status(r, -ORCH_ENOTLEADER); /* ask again shortly */
+		else
+			sv_change_submit(sv, r, payload);
 		return;
 	}
 	if (sv_dispatch_with_owners(sv, r, m, payload) == -EREMOTE)

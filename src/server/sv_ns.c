@@ -56,6 +56,7 @@ struct sv_ns {
 	struct orch_ev_timer n_watch;
 	void (*n_on_lead)(struct sv_server *sv);
 	uint64_t n_promotions;
+	uint64_t n_changes_from_ms;        /* serving: changes are taken from then on */
 	uint64_t n_kill_at;                /* ORCH_TEST_NS_KILL; 0: off */
 	uint64_t n_seq_applied;            /* exactly-once requests applied by this process */
 };
@@ -68,6 +69,12 @@ bool sv_ns_replicated(const struct sv_server *sv)
 bool sv_ns_serving(const struct sv_server *sv)
 {
 	return !sv->s_ns || !sv->s_ns->n_multi || sv->s_ns->n_serving;
+}
+
+bool sv_ns_changes_wait(const struct sv_server *sv)
+{
+	return sv->s_ns && sv->s_ns->n_multi && sv->s_ns->n_serving &&
+	       orch_time_now_ms() < sv->s_ns->n_changes_from_ms;
 }
 
 uint32_t sv_ns_leader(const struct sv_server *sv)
@@ -419,6 +426,10 @@ static int ns_wait_to_lead(struct sv_server *sv)
 
 /* How often a member of a larger group looks at its role. */
 #define NS_WATCH_MS 20
+/* The group's election timeout (libraft's base; followers wait 1x..2x of it). */
+#define NS_ELECTION_MS 1000
+/* What a deposed leader takes to stop serving once libraft steps it down. */
+#define NS_STEP_DOWN_MARGIN_MS 200
 
 static int ns_noop(void *arg, struct orch_meta *m)
 {
@@ -440,6 +451,17 @@ static void ns_promoted(void *arg, int result)
 	orch_repl_status(orch_group_repl(ns->n_group), &rs);
 	ns->n_serving = true;
 	ns->n_promotions++;
+	sv->s_leader = sv->s_member;
+	/*
+	 * The leader before may still serve, cut off from its group: libraft
+	 * steps a leader down when an election timeout passed without hearing
+	 * from a majority, checked once per election timeout, so up to two
+	 * after its last contact, while followers elect after one at least.
+	 * Reads are served at once (this member has every change); changes
+	 * wait one more election timeout, so that none is acknowledged while
+	 * a reader of the old leader could still miss it.
+	 */
+	ns->n_changes_from_ms = orch_time_now_ms() + NS_ELECTION_MS + NS_STEP_DOWN_MARGIN_MS;
 	ORCH_NOTICE("leading replica group %u (term %" PRIu64 ", applied %" PRIu64 "): serving",
 		    sv->s_index, rs.term, rs.applied_index);
 	if (ns->n_on_lead)
@@ -481,7 +503,8 @@ int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char
 	       size_t errlen)
 {
 	const struct orch_server_cfg *me = sv->s_me;
-	struct orch_repl_cfg rc = { .id = sv->s_member + 1, .bootstrap = true };
+	struct orch_repl_cfg rc = { .id = sv->s_member + 1, .bootstrap = true,
+				    .election_ms = NS_ELECTION_MS };
 	char dir[PATH_MAX];
 	struct sv_ns *ns;
 	int error;
@@ -579,6 +602,8 @@ void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
 	out->replicated = true;
 	out->serving = sv_ns_serving(sv);
 	out->promotions = sv->s_ns->n_promotions;
+	if (sv->s_ns->n_serving && orch_time_now_ms() < sv->s_ns->n_changes_from_ms)
+		out->changes_wait_ms = sv->s_ns->n_changes_from_ms - orch_time_now_ms();
 	out->changes = sv->s_ns->n_changes;
 	out->entries = gs.entries;
 	out->unlogged = gs.skipped;

@@ -53,6 +53,12 @@ bool sv_ns_replicated(const struct sv_server *sv);
  */
 bool sv_ns_serving(const struct sv_server *sv);
 uint32_t sv_ns_leader(const struct sv_server *sv);
+/*
+ * True for a leader that serves reads but takes no change yet: the
+ * leader before it may still serve until libraft has stepped it down
+ * (sv_ns.c, ns_promoted).  It answers changes NOTLEADER naming itself.
+ */
+bool sv_ns_changes_wait(const struct sv_server *sv);
 
 /*
  * A change for request @r: @fn(sv, r, arg) handles it, as a handler does
@@ -113,6 +119,7 @@ struct sv_ns_counts {
 	bool replicated;
 	bool serving;           /* answers requests (sv_ns_serving) */
 	uint64_t promotions;    /* times this member started serving as leader */
+	uint64_t changes_wait_ms; /* serving, but changes wait this much longer */
 	uint64_t changes;       /* submitted through the group */
 	uint64_t entries;       /* proposed */
 	uint64_t unlogged;      /* changed nothing, answered without an entry */
