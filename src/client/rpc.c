@@ -96,6 +96,7 @@ struct orch_call {
 	 * the try, this the call, which goes on if the member looks alive.
 	 */
 	uint64_t ca_full_deadline_ms;
+	unsigned int ca_member;      /* the member of its group it was sent to */
 	uint64_t ca_sent_ms;         /* when it was made */
 	bool ca_probe;               /* the probe of a sick server (c_probing) */
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
@@ -120,6 +121,7 @@ struct rpc_conn {
 	 * Under c_lock; read by the connector.
 	 */
 	unsigned int c_member;
+	unsigned int c_up_member;    /* the member of the connection up, or last up */
 	pthread_mutex_t c_send_lock; /* one frame written at a time; guards c_fd use */
 	pthread_mutex_t c_lock;      /* protects everything below but the reader state */
 	pthread_cond_t c_state_cond; /* broadcast when a connect attempt ends, or
@@ -711,8 +713,11 @@ static void rpc_healthy_locked(struct rpc_conn *c)
  */
 static void rpc_sick_locked(struct rpc_conn *c)
 {
-	/* A silent member of a group: the probe asks the next one. */
-	if (rpc_members(c) > 1)
+	/*
+	 * A silent member of a group: the probe asks the next one (once: not
+	 * again for each caller that saw the same silence).
+	 */
+	if (rpc_members(c) > 1 && c->c_member == c->c_up_member)
 		c->c_member = (c->c_member + 1) % rpc_members(c);
 	if (!c->c_sick) {
 		c->c_sick = true;
@@ -1102,6 +1107,7 @@ static int rpc_conn_open(struct rpc_conn *c, uint64_t deadline_ms)
 static int rpc_conn_open_member(struct rpc_conn *c, uint64_t deadline_ms, bool *known)
 {
 	const struct orch_server_cfg *sv;
+	unsigned int tried;
 	int fd, error;
 
 	rpc_conn_reap(c);
@@ -1112,6 +1118,9 @@ static int rpc_conn_open_member(struct rpc_conn *c, uint64_t deadline_ms, bool *
 		fd = c->c_client->cl_dial(c->c_client->cl_dial_arg, c->c_index);
 	else
 		fd = rpc_dial_group(c, deadline_ms, &sv);
+	pthread_mutex_lock(&c->c_lock);
+	tried = c->c_member;
+	pthread_mutex_unlock(&c->c_lock);
 	if (fd < 0) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot connect to server '%s': address=%s:%u",
 				   sv->name, sv->host, sv->port);
@@ -1142,6 +1151,7 @@ static int rpc_conn_open_member(struct rpc_conn *c, uint64_t deadline_ms, bool *
 	pthread_mutex_lock(&c->c_lock);
 	c->c_fd = fd;
 	c->c_gen++;
+	c->c_up_member = c->c_member;
 	c->c_state = RPC_UP;
 	c->c_last_rx_ms = rpc_now_ms();
 	rpc_healthy_locked(c);
@@ -1155,7 +1165,8 @@ out_close:
 	/* A member that fails its handshake (dying, say): the next try goes to another. */
 	if (rpc_members(c) > 1) {
 		pthread_mutex_lock(&c->c_lock);
-		c->c_member = (c->c_member + 1) % rpc_members(c);
+		if (c->c_member == tried)
+			c->c_member = (c->c_member + 1) % rpc_members(c);
 		pthread_mutex_unlock(&c->c_lock);
 	}
 	if (error == -EACCES || error == -EKEYREJECTED || error == -ETIMEDOUT || error == -ENOMEM)
@@ -1414,6 +1425,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	if (call->ca_probe)
 		call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 	call->ca_gen = gen;
+	call->ca_member = c->c_up_member;
 	/* In the table before the frame leaves, so a fast reply finds it. */
 	rpc_table_insert(c, call);
 	pthread_mutex_unlock(&c->c_lock);
@@ -1517,7 +1529,11 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 		memset(rep, 0, sizeof(*rep));
 		if (error == -ORCH_ENOTLEADER) {
 			rpc_redirect(call->ca_conn, call->ca_gen, leader);
-			rep->m.leader = leader;
+			/*
+			 * A leader that names itself takes no change yet: for the
+			 * caller, as if none led (ask again after a pause).
+			 */
+			rep->m.leader = leader == call->ca_member ? ORCH_NO_LEADER : leader;
 		}
 		/* A LOOKUP's ENOENT may be cached too. */
 		rep->stamp = call->ca_leased ? call->ca_stamp : 0;
@@ -1745,18 +1761,6 @@ static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
 static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		    uint64_t seq, struct orch_reply *rep);
 
-/* True if the connection to group @server goes to its member @member. */
-static bool rpc_is_member(struct orch_client *cl, unsigned int server, uint32_t member)
-{
-	struct rpc_conn *c = &cl->cl_conns[server];
-	bool is;
-
-	pthread_mutex_lock(&c->c_lock);
-	is = c->c_member == member;
-	pthread_mutex_unlock(&c->c_lock);
-	return is;
-}
-
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
 {
@@ -1826,19 +1830,14 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 			 * namespace, may go to the next leader.
 			 */
 			retry = (seq && rep->broke) ||
-				(group && error == -ETIMEDOUT && (seq || !rpc_changes_namespace(req->type)));
+				(group && (error == -ETIMEDOUT || rep->broke) &&
+				 (seq || !rpc_changes_namespace(req->type)));
 		}
 		if (error != -ORCH_ENOTLEADER && !retry)
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)
 			break;
-		/*
-		 * A leader that names itself leads but cannot answer yet (a
-		 * request sent again whose first try is not finished): it too
-		 * is asked again after a pause.
-		 */
-		if (retry || rep->m.leader == ORCH_NO_LEADER || rpc_is_member(cl, server, rep->m.leader) ||
-		    ++tries > 2 * ORCH_REPLICAS_MAX) {
+		if (retry || rep->m.leader == ORCH_NO_LEADER || ++tries > 2 * ORCH_REPLICAS_MAX) {
 			struct timespec ts;
 			unsigned int ms = ORCH_MIN(pause_ms, (unsigned int)rpc_remaining_ms(deadline_ms));
 

@@ -228,6 +228,7 @@ static void sv_lead(struct sv_server *sv)
 	sv_opens_fini(sv);
 	if (sv_writers_init(sv) || sv_opens_init(sv)) {
 		ORCH_ERR("cannot set up the writers or open files tables: stopping");
+		sv->s_failed = true;
 		orch_ev_stop(sv->s_ev);
 		return;
 	}
@@ -416,7 +417,7 @@ int main(int argc, char **argv)
 		sv_intent_replay_all(&sv);
 	sv_stats_start(&sv);
 	error = orch_ev_run(sv.s_ev);
-	status = error ? 1 : 0;
+	status = error || sv.s_failed ? 1 : 0;
 	/* First: its pages read the loop's state, which goes away below. */
 	sv_metrics_stop(&sv);
 	/* Writes still in the store's queue finish, and are answered if we can. */
@@ -459,7 +460,9 @@ out_meta:
 	sv_conns_fini(&sv);
 	if (status == 0)
 		ORCH_NOTICE("stopped cleanly");
-	if (status == 0 && sv.s_restart)
+	if (status == 0 && sv.s_restart) {
 		sv_restart(argv);
+		status = 1; /* exec failed: a supervisor that restarts failures starts it */
+	}
 	return status;
 }

@@ -127,6 +127,8 @@ struct sv_server {
 	const struct orch_server_cfg *s_me; /* our own [server] section */
 	/* Stop, then start again (main.c): this member stopped leading its group. */
 	bool s_restart;
+	/* Stopped by a failure after start (main.c exits 1). */
+	bool s_failed;
 	/* The member of our group that leads, as last seen (sv_ns.c), or ORCH_NO_LEADER. */
 	uint32_t s_leader;
 	struct orch_ev *s_ev;

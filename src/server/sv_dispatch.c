@@ -138,7 +138,14 @@ static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
 		error = orch_msg_decode(&r->r_hdr, of->of_payload, &m);
 	}
 	if (error) {
-		sv_reply_status(r, error == -EHOSTDOWN ? -EIO : error);
+		/*
+		 * The owner's group could not answer (down, or electing, or the
+		 * member asked did not lead): nothing was done, and a request
+		 * sent exactly once is asked again (NOTLEADER naming us).
+		 */
+		if (error == -EHOSTDOWN)
+			error = r->r_seq ? -ORCH_ENOTLEADER : -EIO;
+		sv_reply_status(r, error);
 	} else {
 		sv_dispatch_owned(sv, r, &m, of->of_payload);
 		orch_msg_fini(&m);

@@ -57,6 +57,8 @@ struct sv_ns {
 	void (*n_on_lead)(struct sv_server *sv);
 	uint64_t n_promotions;
 	uint64_t n_changes_from_ms;        /* serving: changes are taken from then on */
+	/* The term it serves in: a term it left and led again between two looks is left too. */
+	uint64_t n_term;
 	uint64_t n_kill_at;                /* ORCH_TEST_NS_KILL; 0: off */
 	uint64_t n_seq_applied;            /* exactly-once requests applied by this process */
 };
@@ -274,7 +276,7 @@ static void ns_op_done(void *arg, int result)
 
 		if (error && rc == -EREMOTE) {
 			/* Kept for an owner fetch: not done, so answered here. */
-			sv_reply_status(op->o_req, error);
+			sv_reply_status(op->o_req, op->o_req->r_seq ? ns_error(result, true) : error);
 		}
 		if (error)
 			rc = 0;
@@ -450,6 +452,7 @@ static void ns_promoted(void *arg, int result)
 		return; /* not leading any more, or closing: the watcher decides */
 	orch_repl_status(orch_group_repl(ns->n_group), &rs);
 	ns->n_serving = true;
+	ns->n_term = rs.term;
 	ns->n_promotions++;
 	sv->s_leader = sv->s_member;
 	/*
@@ -484,10 +487,10 @@ static void ns_watch(void *arg)
 		return;
 	orch_repl_status(orch_group_repl(ns->n_group), &rs);
 	sv->s_leader = sv_ns_leader(sv);
-	if (ns->n_serving && rs.role != ORCH_REPL_LEADER) {
+	if (ns->n_serving && (rs.role != ORCH_REPL_LEADER || rs.term != ns->n_term)) {
 		ORCH_NOTICE("replica group %u: this member does not lead any more (%s, term %"
-			    PRIu64 "): restarting as a follower", sv->s_index,
-			    orch_repl_role_name(rs.role), rs.term);
+			    PRIu64 ", served in %" PRIu64 "): restarting as a follower", sv->s_index,
+			    orch_repl_role_name(rs.role), rs.term, ns->n_term);
 		ns->n_serving = false;
 		sv->s_restart = true;
 		orch_ev_stop(sv->s_ev);

@@ -266,10 +266,13 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 		 */
 		unsigned int n = sv->s_cfg.replicas;
 
+		unsigned int to = m.leader < n ? m.leader : (p->p_member + 1) % n;
+
 		pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
 		orch_msg_fini(&m);
-		if (n > 1 && p->p_conn == c) {
-			p->p_member = m.leader < n ? m.leader : (p->p_member + 1) % n;
+		/* One that names itself leads, but takes no change yet: it stays. */
+		if (n > 1 && p->p_conn == c && to != p->p_member) {
+			p->p_member = to;
 			p->p_moved = true;
 			orch_conn_close(c, -EHOSTDOWN);
 		}
