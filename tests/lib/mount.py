@@ -326,5 +326,12 @@ def requests_delta(before, after, names=None):
     return sum(after.get(k, 0) - before.get(k, 0) for k in keys)
 
 
-__all__ = ["Mount", "NOBODY", "as_user", "err", "fallocate", "mount_pids", "requests_delta",
+def requests_by_type(before, after):
+    """The server requests between two snapshots, by type, for messages."""
+    return {k: after[k] - before.get(k, 0) for k in after
+            if k.startswith("CL2SV_") and after[k] != before.get(k, 0)}
+
+
+__all__ = ["Mount", "NOBODY", "as_user", "err", "fallocate", "mount_pids", "requests_by_type",
+           "requests_delta",
            "ORCHARD_MOUNT", "run_threads", "stat_errno", "write_file"]
