@@ -1666,35 +1666,6 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 }
 
 /*
- * The requests that change a namespace: sent to a replica group, each
- * goes exactly once (SPEC-wire.md, "Exactly once"), so that one whose
- * answer was lost with its leader can be sent again.
- */
-static bool rpc_exactly_once(uint16_t type)
-{
-	switch (type) {
-	case ORCH_CL2SV_SETATTR:
-	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-	case ORCH_CL2SV_LINK:
-	case ORCH_CL2SV_UNLINK:
-	case ORCH_CL2SV_RENAME:
-	case ORCH_CL2SV_SETXATTR:
-	case ORCH_CL2SV_REMOVEXATTR:
-	case ORCH_CL2SV_EXTEND:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* The requests that may change a namespace: those sent exactly once, and the writers'. */
-static bool rpc_changes_namespace(uint16_t type)
-{
-	return rpc_exactly_once(type) || type == ORCH_CL2SV_WRITERS;
-}
-
-/*
  * @call (sent, not waited for) is a try that ends at @deadline_ms if that
  * is sooner, unless its member then looks alive (orch_client_wait).
  */
@@ -1768,7 +1739,7 @@ int orch_client_call(struct orch_client *cl, unsigned int server, const struct o
 	int error;
 
 	if (server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1 &&
-	    rpc_exactly_once(req->type)) {
+	    orch_msg_exactly_once(req->type)) {
 		seq = rpc_seq_new(cl);
 		if (!seq)
 			return -ENOMEM;
@@ -1831,7 +1802,7 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 			 */
 			retry = (seq && rep->broke) ||
 				(group && (error == -ETIMEDOUT || rep->broke) &&
-				 (seq || !rpc_changes_namespace(req->type)));
+				 (seq || !orch_msg_changes_namespace(req->type)));
 		}
 		if (error != -ORCH_ENOTLEADER && !retry)
 			return error;

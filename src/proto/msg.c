@@ -24,17 +24,21 @@ _Static_assert((int)ORCH_XATTR_CREATE == (int)XATTR_CREATE &&
 	       (int)ORCH_XATTR_REPLACE == (int)XATTR_REPLACE,
 	       "xattr_flags are Linux's");
 
+/* msg.def's log column. */
+enum msg_log { MSG_NONE, MSG_LOG, MSG_ONCE };
+
 struct msg_desc {
 	uint16_t type;
 	const char *name;
 	const char *req;
 	const char *rep;
 	const char *lease;
+	enum msg_log log;
 };
 
 static const struct msg_desc msg_table[] = {
-#define ORCH_MSG(name_, num, from, handler, lease_, req_, rep_) \
-	{ num, #name_, req_, rep_, lease_ },
+#define ORCH_MSG(name_, num, from, handler, lease_, log_, req_, rep_) \
+	{ num, #name_, req_, rep_, lease_, MSG_##log_ },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -52,6 +56,20 @@ int orch_msg_index(uint16_t type)
 	const struct msg_desc *d = msg_find(type);
 
 	return d ? (int)(d - msg_table) : -1;
+}
+
+bool orch_msg_changes_namespace(uint16_t type)
+{
+	const struct msg_desc *d = msg_find(type);
+
+	return d && d->log != MSG_NONE;
+}
+
+bool orch_msg_exactly_once(uint16_t type)
+{
+	const struct msg_desc *d = msg_find(type);
+
+	return d && d->log == MSG_ONCE;
 }
 
 const char *orch_msg_name(uint16_t type)

@@ -17,7 +17,7 @@
 #include "proto/wire.h"
 
 enum orch_msg_type {
-#define ORCH_MSG(name, num, from, handler, lease, req, rep) ORCH_##name = num,
+#define ORCH_MSG(name, num, from, handler, lease, log, req, rep) ORCH_##name = num,
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -55,6 +55,13 @@ const char *orch_msg_fields(uint16_t type, bool reply);
  * unknown type.  Either pointer may be NULL.
  */
 void orch_msg_lease(uint16_t type, char *dir, char *inodes);
+/*
+ * msg.def's log column: true if a request of @type changes a replica
+ * group's namespace (its leader runs it through the log), and if it is
+ * also sent exactly once (numbered with ORCH_FRAME_SEQ to a group).
+ */
+bool orch_msg_changes_namespace(uint16_t type);
+bool orch_msg_exactly_once(uint16_t type);
 /*
  * True if the request (or reply) of @type ends with data (D), which
  * orch_msg_encode_head leaves out of the frame.

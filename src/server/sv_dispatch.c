@@ -62,7 +62,7 @@ static const struct sv_route {
 	sv_handler_fn *rt_handler; /* NULL: not served (CONN, PUSH) */
 	enum sv_from rt_from;
 } sv_routes[] = {
-#define ORCH_MSG(name, num, from, handler, lease, req, rep) { handler, SV_FROM_##from },
+#define ORCH_MSG(name, num, from, handler, lease, log, req, rep) { handler, SV_FROM_##from },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -204,36 +204,6 @@ static int sv_dispatch_with_owners(struct sv_server *sv, struct sv_req *r,
 	return rc;
 }
 
-/*
- * The requests whose handlers may change the namespace: with a replica
- * group they run inside its capture (sv_ns.h).  The others only read it,
- * or change the store alone.
- */
-static bool sv_changes_namespace(uint16_t type)
-{
-	switch (type) {
-	case ORCH_CL2SV_SETATTR:
-	case ORCH_CL2SV_CREATE:
-	case ORCH_CL2SV_MKDIR:
-	case ORCH_CL2SV_LINK:
-	case ORCH_CL2SV_UNLINK:
-	case ORCH_CL2SV_RENAME:
-	case ORCH_CL2SV_SETXATTR:
-	case ORCH_CL2SV_REMOVEXATTR:
-	case ORCH_CL2SV_EXTEND:
-	case ORCH_CL2SV_WRITERS:        /* publishes a writer's size */
-	case ORCH_SV2SV_MKDIR_INODE:
-	case ORCH_SV2SV_RMDIR_INODE:
-	case ORCH_SV2SV_NLINK_ADJ:
-	case ORCH_SV2SV_SET_PARENT:
-	case ORCH_SV2SV_RENAME_IN:
-	case ORCH_SV2SV_APPLIED_TRIM:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* The request's payload, copied: the change runs after its frame is gone. */
 struct change_payload {
 	uint8_t *cp_bytes;
@@ -341,7 +311,7 @@ static void sv_change_submit(struct sv_server *sv, struct sv_req *r, const uint8
 static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m,
 			      const uint8_t *payload)
 {
-	if (sv_ns_replicated(sv) && sv_changes_namespace(m->type)) {
+	if (sv_ns_replicated(sv) && orch_msg_changes_namespace(m->type)) {
 		if (sv_ns_changes_wait(sv))
 			sv_reply_status(r, -ORCH_ENOTLEADER); /* ask again shortly */
 		else

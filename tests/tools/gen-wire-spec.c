@@ -25,10 +25,12 @@ static const struct row {
 	unsigned int num;
 	const char *from;
 	const char *lease;
+	const char *log;
 	const char *req;
 	const char *rep;
 } rows[] = {
-#define ORCH_MSG(name, num, from, handler, lease, req, rep) { #name, num, #from, lease, req, rep },
+#define ORCH_MSG(name, num, from, handler, lease, log, req, rep) \
+	{ #name, num, #from, lease, #log, req, rep },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -183,6 +185,16 @@ static const char *from_words(const char *from)
 	return "push";
 }
 
+/* msg.def's log column, for the messages table. */
+static const char *log_words(const char *log)
+{
+	if (strcmp(log, "ONCE") == 0)
+		return "log, once";
+	if (strcmp(log, "LOG") == 0)
+		return "log";
+	return "-";
+}
+
 static bool messages_write(FILE *out)
 {
 	const char *family = "";
@@ -194,16 +206,19 @@ static bool messages_write(FILE *out)
 	      "a request a server serves from any authenticated peer, from servers only\n"
 	      "(else `PERM`), the handshake's (answered `AN2AN_UNKNOWN` after it), a\n"
 	      "push (answered `NOSYS`) or a one-way frame from a client (never\n"
-	      "answered).\n", out);
+	      "answered).  *Group*: in a replica group, a request its leader runs\n"
+	      "through the log, and one a client also sends exactly once (\"Replica\n"
+	      "groups\").\n", out);
 	for (size_t i = 0; i < NROWS; i++) {
 		const struct row *r = &rows[i];
 
 		if (strncmp(r->name, family, 5) != 0) {
 			family = r->name;
-			fprintf(out, "\n| %.5s | number | served | request | reply |\n"
-				"|---|---|---|---|---|\n", family);
+			fprintf(out, "\n| %.5s | number | served | group | request | reply |\n"
+				"|---|---|---|---|---|---|\n", family);
 		}
-		fprintf(out, "| `%s` | 0x%04x | %s | ", r->name, r->num, from_words(r->from));
+		fprintf(out, "| `%s` | 0x%04x | %s | %s | ", r->name, r->num, from_words(r->from),
+			log_words(r->log));
 		if (!fields_write(out, r->req))
 			return false;
 		fputs(" | ", out);

@@ -1152,11 +1152,12 @@ static const struct {
 	const char *from;
 	const char *handler;
 	const char *lease;
+	const char *log;
 	const char *req;
 	const char *rep;
 } msg_rows[] = {
-#define ORCH_MSG(name, num, from, handler, lease, req, rep) \
-	{ #name, #from, #handler, lease, req, rep },
+#define ORCH_MSG(name, num, from, handler, lease, log, req, rep) \
+	{ #name, #from, #handler, lease, #log, req, rep },
 #include "proto/msg.def"
 #undef ORCH_MSG
 };
@@ -1177,7 +1178,8 @@ static bool list_has(const char *list, char code)
  * server serves, SV2SV_* from servers, SV2CL_* pushed, ONEWAY only from
  * clients (CL2SV_*).  Leases name a
  * handle field of the request and an attribute field of the reply, and
- * orch_msg_lease reads them back.
+ * orch_msg_lease reads them back.  What goes through a group's log is
+ * served, and what goes exactly once is a client's.
  */
 ORCH_TEST(dispatch_columns)
 {
@@ -1200,6 +1202,13 @@ ORCH_TEST(dispatch_columns)
 			   strcmp(from, "ONEWAY") == 0);
 		ORCH_CHECK(strcmp(from, "ONEWAY") != 0 || strncmp(name, "CL2SV_", 6) == 0);
 		ORCH_CHECK(strncmp(name, "AD2SV_", 6) != 0 || strcmp(from, "ANY") == 0);
+		ORCH_CHECK(strcmp(msg_rows[i].log, "NONE") == 0 || strcmp(msg_rows[i].log, "LOG") == 0 ||
+			   strcmp(msg_rows[i].log, "ONCE") == 0);
+		ORCH_CHECK(orch_msg_changes_namespace(types_buf[i]) ==
+			   (strcmp(msg_rows[i].log, "NONE") != 0));
+		ORCH_CHECK(orch_msg_exactly_once(types_buf[i]) == (strcmp(msg_rows[i].log, "ONCE") == 0));
+		ORCH_CHECK(!orch_msg_changes_namespace(types_buf[i]) || served);
+		ORCH_CHECK(!orch_msg_exactly_once(types_buf[i]) || strncmp(name, "CL2SV_", 6) == 0);
 		orch_msg_lease(types_buf[i], &dir, &inodes);
 		if (!l[0]) {
 			ORCH_CHECK(dir == 0 && inodes == 0);
@@ -1212,6 +1221,7 @@ ORCH_TEST(dispatch_columns)
 		ORCH_CHECK(dir == (l[0] == '-' ? 0 : l[0]) && inodes == (l[1] == '-' ? 0 : l[1]));
 	}
 	ORCH_CHECK(leasing == 8);
+	ORCH_CHECK(!orch_msg_changes_namespace(0x7777) && !orch_msg_exactly_once(0x7777));
 }
 
 ORCH_TEST(lease_and_handle_accessors)
