@@ -200,6 +200,12 @@ static int ns_error(int error, bool seq)
 	return error;
 }
 
+/* What the client of @r hears of the group's @result, the server's @error otherwise. */
+static int ns_reply_error(const struct sv_req *r, int result, int error)
+{
+	return r->r_seq ? ns_error(result, true) : error;
+}
+
 /* The group's own refusals, as opposed to a status an op recorded. */
 static bool ns_group_failure(int error)
 {
@@ -255,18 +261,17 @@ static void ns_op_done(void *arg, int result)
 		struct sv_req *r = op->o_held;
 
 		op->o_held = r->r_held_next;
-		sv_req_release(r, r->r_seq && error ? ns_error(result, true) : error);
+		sv_req_release(r, error ? ns_reply_error(r, result, error) : 0);
 	}
 	/* Not run: nobody answered it; a retry the group answered from its record is replayed. */
 	if (!ran && req) {
 		if (!error) {
-			ns_op_deferred(sv, op, 0);
 			if (op->o_done)
 				op->o_done(sv, req, op->o_arg, SV_NS_REPLAYED, 0);
 			free(op);
 			return;
 		}
-		sv_reply_status(req, req->r_seq ? ns_error(result, true) : error);
+		sv_reply_status(req, ns_reply_error(req, result, error));
 	}
 	ns_op_deferred(sv, op, error);
 	if (error)
@@ -276,7 +281,7 @@ static void ns_op_done(void *arg, int result)
 
 		if (error && rc == -EREMOTE) {
 			/* Kept for an owner fetch: not done, so answered here. */
-			sv_reply_status(op->o_req, op->o_req->r_seq ? ns_error(result, true) : error);
+			sv_reply_status(op->o_req, ns_reply_error(op->o_req, result, error));
 		}
 		if (error)
 			rc = 0;
@@ -291,6 +296,8 @@ static void ns_op_done(void *arg, int result)
 /* Queues @op in the group, or runs it at once without one. */
 static int ns_op_submit(struct sv_server *sv, struct ns_op *op)
 {
+	struct orch_group_req req;
+	bool numbered;
 	int error;
 
 	/*
@@ -301,15 +308,13 @@ static int ns_op_submit(struct sv_server *sv, struct ns_op *op)
 		return -ESHUTDOWN;
 	op->o_sv = sv;
 	op->o_deferred_tail = &op->o_deferred;
-	if (op->o_fn && op->o_req && op->o_req->r_seq) {
-		const struct orch_group_req req = { .client = op->o_req->r_client,
-						    .seq = op->o_req->r_seq,
-						    .done_below = op->o_req->r_done_below };
-
-		error = orch_group_submit(sv->s_ns->n_group, &req, ns_op_run, ns_op_done, op);
-	} else {
-		error = orch_group_submit(sv->s_ns->n_group, NULL, ns_op_run, ns_op_done, op);
-	}
+	numbered = op->o_fn && op->o_req && op->o_req->r_seq;
+	if (numbered)
+		req = (struct orch_group_req){ .client = op->o_req->r_client,
+					       .seq = op->o_req->r_seq,
+					       .done_below = op->o_req->r_done_below };
+	error = orch_group_submit(sv->s_ns->n_group, numbered ? &req : NULL, ns_op_run,
+				  ns_op_done, op);
 	if (error)
 		return ns_error(error, op->o_req && op->o_req->r_seq);
 	sv->s_ns->n_changes++;
