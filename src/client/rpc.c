@@ -96,7 +96,6 @@ struct orch_call {
 	 * the try, this the call, which goes on if the member looks alive.
 	 */
 	uint64_t ca_full_deadline_ms;
-	unsigned int ca_member;      /* the member of its group it was sent to */
 	uint64_t ca_sent_ms;         /* when it was made */
 	bool ca_probe;               /* the probe of a sick server (c_probing) */
 	pthread_cond_t ca_cond;      /* signalled when ca_done is set */
@@ -1425,7 +1424,6 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 	if (call->ca_probe)
 		call->ca_deadline_ms = call->ca_sent_ms + atomic_load(&cl->cl_timeout_ms);
 	call->ca_gen = gen;
-	call->ca_member = c->c_up_member;
 	/* In the table before the frame leaves, so a fast reply finds it. */
 	rpc_table_insert(c, call);
 	pthread_mutex_unlock(&c->c_lock);
@@ -1456,7 +1454,7 @@ out_free_frame:
  */
 static int rpc_public_error(int error)
 {
-	return error == -ORCH_ENOTLEADER ? -EHOSTDOWN : error;
+	return error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY ? -EHOSTDOWN : error;
 }
 
 int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
@@ -1529,11 +1527,7 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 		memset(rep, 0, sizeof(*rep));
 		if (error == -ORCH_ENOTLEADER) {
 			rpc_redirect(call->ca_conn, call->ca_gen, leader);
-			/*
-			 * A leader that names itself takes no change yet: for the
-			 * caller, as if none led (ask again after a pause).
-			 */
-			rep->m.leader = leader == call->ca_member ? ORCH_NO_LEADER : leader;
+			rep->m.leader = leader;
 		}
 		/* A LOOKUP's ENOENT may be cached too. */
 		rep->stamp = call->ca_leased ? call->ca_stamp : 0;
@@ -1751,6 +1745,19 @@ int orch_client_call(struct orch_client *cl, unsigned int server, const struct o
 }
 
 /*
+ * A server of this client's single-server config answered as a member of
+ * a replica group: the configs differ (replicas), and nothing was done.
+ */
+static int rpc_not_a_group(struct orch_client *cl, unsigned int server)
+{
+	ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+			   "server '%s' answers as a member of a replica group, but this client's "
+			   "config has replicas = %u: use the cluster's config",
+			   cl->cl_cfg.servers[server].name, cl->cl_cfg.replicas);
+	return -EIO;
+}
+
+/*
  * Sends @req until a member that leads answers it, or the deadline; with
  * @seq, under that number (every try: exactly once), and also again when
  * its connection broke after it left.
@@ -1774,7 +1781,8 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 	/*
 	 * A member that does not lead did nothing: the request goes again,
 	 * to the leader it named at once, else (an election) after a pause
-	 * that doubles, until the deadline.
+	 * that doubles, until the deadline.  So does one the leader asks to
+	 * send again (RETRY), after a pause.
 	 */
 	for (;;) {
 		bool retry = false;
@@ -1804,11 +1812,14 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 				(group && (error == -ETIMEDOUT || rep->broke) &&
 				 (seq || !orch_msg_changes_namespace(req->type)));
 		}
-		if (error != -ORCH_ENOTLEADER && !retry)
+		if ((error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY) && !group)
+			return rpc_not_a_group(cl, server);
+		if (error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY && !retry)
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)
 			break;
-		if (retry || rep->m.leader == ORCH_NO_LEADER || ++tries > 2 * ORCH_REPLICAS_MAX) {
+		if (retry || error == -ORCH_ERETRY || rep->m.leader == ORCH_NO_LEADER ||
+		    ++tries > 2 * ORCH_REPLICAS_MAX) {
 			struct timespec ts;
 			unsigned int ms = ORCH_MIN(pause_ms, (unsigned int)rpc_remaining_ms(deadline_ms));
 
@@ -1819,10 +1830,11 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 		}
 	}
 	memset(rep, 0, sizeof(*rep));
-	if (error != -ORCH_ENOTLEADER)
+	if (error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY)
 		return error;
-	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s': no member leads its replica group",
-			   cl->cl_cfg.servers[server].name);
+	ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "server '%s': %s", cl->cl_cfg.servers[server].name,
+			   error == -ORCH_ENOTLEADER ? "no member leads its replica group"
+			   : "its group's leader could not take the request in time");
 	return -ETIMEDOUT;
 }
 

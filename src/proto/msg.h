@@ -33,6 +33,7 @@ enum orch_status {
  * but pings and statistics with this (docs/SPEC-wire.md, "Replica groups").
  */
 #define ORCH_ENOTLEADER EREMCHG
+#define ORCH_ERETRY EINPROGRESS
 #define ORCH_NO_LEADER 0xffffffffu
 
 /* Wire status <-> -errno (unknown values map to -EIO / ORCH_ST_IO). */

@@ -141,10 +141,10 @@ static void sv_owner_fetched(struct sv_server *sv, void *arg, int error,
 		/*
 		 * The owner's group could not answer (down, or electing, or the
 		 * member asked did not lead): nothing was done, and a request
-		 * sent exactly once is asked again (NOTLEADER naming us).
+		 * sent exactly once is asked again.
 		 */
 		if (error == -EHOSTDOWN)
-			error = r->r_seq ? -ORCH_ENOTLEADER : -EIO;
+			error = r->r_seq ? -ORCH_ERETRY : -EIO;
 		sv_reply_status(r, error);
 	} else {
 		sv_dispatch_owned(sv, r, &m, of->of_payload);
@@ -258,10 +258,10 @@ static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8
 		/*
 		 * Not there: its first try waits for another group still (an
 		 * intent, whose answer the record does not hold), or failed
-		 * there.  NOTLEADER naming ourselves: ask again shortly.
+		 * there: ask again shortly.
 		 */
 		if (orch_meta_lookup(sv->s_meta, &m.cred, m.parent, m.name.s, m.name.len, &e)) {
-			sv_reply_status(r, -ORCH_ENOTLEADER);
+			sv_reply_status(r, -ORCH_ERETRY);
 			break;
 		}
 		sv_cl_lookup(sv, r, &m);                  /* reply: e:entry (b:existed false) */
@@ -313,7 +313,7 @@ static void sv_dispatch_owned(struct sv_server *sv, struct sv_req *r, const stru
 {
 	if (sv_ns_replicated(sv) && orch_msg_changes_namespace(m->type)) {
 		if (sv_ns_changes_wait(sv))
-			sv_reply_status(r, -ORCH_ENOTLEADER); /* ask again shortly */
+			sv_reply_status(r, -ORCH_ERETRY);
 		else
 			sv_change_submit(sv, r, payload);
 		return;

@@ -270,12 +270,15 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 
 		pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
 		orch_msg_fini(&m);
-		/* One that names itself leads, but takes no change yet: it stays. */
 		if (n > 1 && p->p_conn == c && to != p->p_member) {
 			p->p_member = to;
 			p->p_moved = true;
 			orch_conn_close(c, -EHOSTDOWN);
 		}
+	} else if (m.status == -ORCH_ERETRY) {
+		/* The peer's leader takes no change yet: asked again, on this connection. */
+		pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
+		orch_msg_fini(&m);
 	} else {
 		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
 		orch_msg_fini(&m);

@@ -108,8 +108,10 @@ void sv_reply_status(struct sv_req *r, int status)
 
 	orch_msg_init(&m, r->r_type);
 	m.status = status;
+	/* Never ourselves: a member that led and lost it does not know the next one yet. */
 	if (status == -ORCH_ENOTLEADER)
-		m.leader = r->r_sv->s_leader;
+		m.leader = r->r_sv->s_leader != r->r_sv->s_member ? r->r_sv->s_leader
+								 : ORCH_NO_LEADER;
 	sv_reply(r, &m);
 }
 

@@ -166,6 +166,29 @@ def test_a_group_needs_log_addresses_and_whole_groups(tmp_path):
     assert r.returncode != 0 and "do not make groups of --replicas 3" in r.stderr
 
 
+def test_a_client_configured_without_groups_is_told_so(group):
+    """A client whose config lists one member as a server of its own
+    (replicas left out) is answered as by a group's member: it fails with
+    EIO and a log line naming the mismatch, rather than waiting out its
+    deadline or going elsewhere."""
+    c = group
+    lead = leader(c)
+    follower = next(n for n in c.names if n != lead)
+    with open(c.conf) as f:
+        text = f.read()
+    head = text[:text.index("; Replica group 0")].replace("replicas = 3\n", "")
+    section = text[text.index("[server %s]" % follower):].split("\n\n")[0]
+    path = os.path.join(c.dir, "single.conf")
+    with open(path, "w") as f:
+        f.write(head + section + "\n")
+    t0 = time.monotonic()
+    r = run([ORCHARD, "-c", path, "mkdir", "/mismatch"], check=False)
+    assert r.returncode != 0, r.stdout
+    assert "answers as a member of a replica group" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 5.0
+    assert "mismatch" not in names(c)
+
+
 def test_a_change_whose_leader_died_before_answering_is_not_made_twice(tmp_path):
     """Every member dies (ORCH_TEST_NS_KILL) right after the first change it
     applies as leader, before answering it.  The client sends the request
