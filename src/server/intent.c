@@ -684,6 +684,14 @@ static int intent_apply_rename_in_over(struct sv_server *sv, struct sv_intent *i
 	return error;
 }
 
+bool sv_intent_running_on(const struct sv_server *sv, uint32_t kind, uint64_t handle)
+{
+	for (struct intent_run *run = sv->s_intents->is_runs; run; run = run->ir_next)
+		if (run->ir_in->i_kind == kind && run->ir_in->i_handle == handle)
+			return true;
+	return false;
+}
+
 bool sv_intent_origin_running(const struct sv_server *sv, uint32_t origin, uint64_t origin_id)
 {
 	for (struct intent_run *run = sv->s_intents->is_runs; run; run = run->ir_next)

@@ -67,6 +67,9 @@ int sv_intent_insert_free_data(struct sv_server *sv, uint64_t h, struct sv_inten
  */
 void sv_intent_start(struct sv_server *sv, struct sv_intent *in, struct sv_req *waiter);
 
+/* True while an intent of @kind on inode @handle runs here. */
+bool sv_intent_running_on(const struct sv_server *sv, uint32_t kind, uint64_t handle);
+
 /* True while an intent started for (@origin, @origin_id) of a peer runs here. */
 bool sv_intent_origin_running(const struct sv_server *sv, uint32_t origin, uint64_t origin_id);
 

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "server/intent.h"
 #include "server/sv.h"
 #include "server/sv_ack.h"
 #include "server/sv_admin.h"
@@ -244,6 +245,16 @@ static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8
 	}
 	switch (m.type) {
 	case ORCH_CL2SV_SETATTR:
+		/*
+		 * A size change is answered once its data is cut on every group
+		 * (a TRUNCATE intent): until then, ask again.
+		 */
+		if ((m.valid & ORCH_SET_SIZE) &&
+		    sv_intent_running_on(sv, SV_INTENT_TRUNCATE, m.handle)) {
+			sv_reply_status(r, -ORCH_ERETRY);
+			break;
+		}
+		/* fall through */
 	case ORCH_CL2SV_EXTEND:
 		sv_cl_getattr(sv, r, &m);                 /* reply: a:attr */
 		break;
