@@ -435,6 +435,15 @@ static int ns_wait_to_lead(struct sv_server *sv)
 #define NS_WATCH_MS 20
 /* The group's election timeout (libraft's base; followers wait 1x..2x of it). */
 #define NS_ELECTION_MS 1000
+/*
+ * A leader that sent a member a snapshot goes back to probing it after
+ * this long (libraft: 30 s).  A member whose directory was wiped and made
+ * again answers the snapshot with an index below what the leader last
+ * knew it had, and libraft 0.15 keeps waiting for a reply it already got:
+ * the member stalls until this passes.  A namespace snapshot that takes
+ * longer to install is sent again (wasted, not wrong).
+ */
+#define NS_SNAPSHOT_RESEND_MS 5000
 /* What a deposed leader takes to stop serving once libraft steps it down. */
 #define NS_STEP_DOWN_MARGIN_MS 200
 
@@ -512,7 +521,8 @@ int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char
 {
 	const struct orch_server_cfg *me = sv->s_me;
 	struct orch_repl_cfg rc = { .id = sv->s_member + 1, .bootstrap = true,
-				    .election_ms = NS_ELECTION_MS };
+				    .election_ms = NS_ELECTION_MS,
+				    .snapshot_timeout_ms = NS_SNAPSHOT_RESEND_MS };
 	char dir[PATH_MAX];
 	struct sv_ns *ns;
 	int error;
