@@ -162,7 +162,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  *  "inode_table": {"inodes": n, "forget_unknown": n},
  *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
  *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
- *                  "renewals": n, "renewals_dropped": n},
+ *                  "renewals": n, "renewals_dropped": n, "vouches": n,
+ *                  "vouches_failed": n},
  *  "kernel_invalidations": {"sent": n, "sent_attrs": n, "sent_names": n,
  *                           "coalesced": n, "dropped": n, "own": n, "revokes": n,
  *                           "queued": n, "acks": n, "acks_early": n, "suspends": n, "names_kept": n, "names_reset": n,
@@ -216,9 +217,10 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	ctl_printf(buf, size, &pos,
 		   "}, \"lease_cache\": {\"lease_ms\": %" PRIu64 ", \"entries\": %" PRIu64
 		   ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"pushes\": %" PRIu64
-		   ", \"renewals\": %" PRIu64 ", \"renewals_dropped\": %" PRIu64,
+		   ", \"renewals\": %" PRIu64 ", \"renewals_dropped\": %" PRIu64
+		   ", \"vouches\": %" PRIu64 ", \"vouches_failed\": %" PRIu64,
 		   lcc.lease_ms, lcc.entries, lcc.hits, lcc.misses, lcc.pushes, lcc.renewals,
-		   lcc.renewals_dropped);
+		   lcc.renewals_dropped, lcc.vouches, lcc.vouches_failed);
 	orch_mnt_kinval_counts(m, &kic);
 	ctl_printf(buf, size, &pos,
 		   "}, \"kernel_invalidations\": {\"sent\": %" PRIu64 ", \"sent_attrs\": %" PRIu64

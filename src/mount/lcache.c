@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/time.h"
 #include "mount/mount_i.h"
@@ -146,8 +147,10 @@ static uint32_t lc_renew_margin_ms(uint32_t lease_ms)
 }
 
 int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
-		     bool default_permissions)
+		     bool default_permissions, bool groups)
 {
+	pthread_condattr_t ca;
+
 	memset(lc, 0, sizeof(*lc));
 	if (!lease_ms || !nservers)
 		return 0;
@@ -162,6 +165,13 @@ int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lea
 	}
 	pthread_mutex_init(&lc->l_lock, NULL);
 	pthread_cond_init(&lc->l_renew_cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&lc->l_vouch_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	lc->l_groups = groups;
+	for (unsigned int i = 0; i < nservers; i++)
+		lc->l_srv[i].vouched_until = groups ? 0 : UINT64_MAX;
 	lc->l_nservers = nservers;
 	lc->l_lease_ms = lease_ms;
 	lc->l_renew_margin_ms = lc_renew_margin_ms(lease_ms);
@@ -175,9 +185,11 @@ void orch_mnt_lc_fini(struct orch_mnt_lc *lc)
 	if (!lc->l_on)
 		return;
 	orch_mnt_lc_renew_stop(lc);
+	orch_mnt_lc_vouch_stop(lc);
 	free(lc->l_renew_q);
 	lc_clear_locked(lc);
 	pthread_cond_destroy(&lc->l_renew_cv);
+	pthread_cond_destroy(&lc->l_vouch_cv);
 	pthread_mutex_destroy(&lc->l_lock);
 	free(lc->l_buckets);
 	free(lc->l_srv);
@@ -391,7 +403,8 @@ static struct lc_ent *lc_get_locked(struct orch_mnt_lc *lc, int kind, uint64_t k
 	for (struct lc_ent *e = *lc_bucket(lc, kind, key, name, namelen); e; e = e->e_next) {
 		if (!lc_match(e, kind, key, name, namelen) || e->e_credkey != credkey)
 			continue;
-		if (e->e_valid && e->e_stamp > sv->floor && now < e->e_expire_ms)
+		if (e->e_valid && e->e_stamp > sv->floor && now < e->e_expire_ms &&
+		    now < sv->vouched_until)
 			return e;
 		return NULL;
 	}
@@ -428,8 +441,18 @@ bool orch_mnt_lc_get_attr(struct orch_mnt_lc *lc, uint64_t h, struct orch_attr *
 /* Live, fresh and after the last reset of its server. */
 static bool lc_alive(const struct orch_mnt_lc *lc, const struct lc_ent *e, uint64_t now)
 {
-	return e->e_valid && e->e_stamp > lc->l_srv[lc_server(lc, e->e_key)].floor &&
-	       now < e->e_expire_ms;
+	const struct lc_srv *sv = &lc->l_srv[lc_server(lc, e->e_key)];
+
+	return e->e_valid && e->e_stamp > sv->floor && now < e->e_expire_ms &&
+	       now < sv->vouched_until;
+}
+
+/* Until when @e may be used: its term, or its group's vouch if that ends first. */
+static uint64_t lc_until(const struct orch_mnt_lc *lc, const struct lc_ent *e)
+{
+	uint64_t vouched = lc->l_srv[lc_server(lc, e->e_key)].vouched_until;
+
+	return e->e_expire_ms < vouched ? e->e_expire_ms : vouched;
 }
 
 /*
@@ -460,7 +483,7 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 		}
 		*child = e->e_child;
 		*due = lc_due(lc, e, now);
-		*until = e->e_expire_ms;
+		*until = lc_until(lc, e);
 		return true;
 	}
 	if (known || credkey != LC_CRED_FREE)
@@ -470,7 +493,7 @@ static bool lc_get_name_locked(struct orch_mnt_lc *lc, uint64_t parent, const ch
 		return false;
 	*child = 0;
 	*due = lc_due(lc, d, now);
-	*until = d->e_expire_ms;
+	*until = lc_until(lc, d);
 	return true;
 }
 
@@ -504,7 +527,7 @@ uint64_t orch_mnt_lc_attr_until(struct orch_mnt_lc *lc, uint64_t h)
 	pthread_mutex_lock(&lc->l_lock);
 	e = lc_get_locked(lc, LC_ATTR, h, NULL, 0, 0);
 	if (e)
-		until = e->e_expire_ms;
+		until = lc_until(lc, e);
 	pthread_mutex_unlock(&lc->l_lock);
 	return until;
 }
@@ -712,6 +735,121 @@ void orch_mnt_lc_renew_stop(struct orch_mnt_lc *lc)
 	lc->l_renew_nthreads = 0;
 }
 
+/*
+ * Asks each of its groups (every l_vouch_nthreads-th from @arg's index) to
+ * vouch, once per ORCH_MNT_LC_VOUCH_EVERY_MS, and moves the group's use of
+ * its leases to ORCH_VOUCH_TERM_MS after the ask was sent.  A group that
+ * does not answer (no leader, cut off) is used no more once that ends.
+ */
+/* CLOCK_MONOTONIC's time (l_vouch_cv's clock) at orch_time_now_ms() == @at_ms. */
+static void lc_deadline(struct timespec *ts, uint64_t at_ms)
+{
+	uint64_t now = orch_time_now_ms(), left = at_ms > now ? at_ms - now : 0;
+
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(left / 1000);
+	ts->tv_nsec += (long)(left % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+struct lc_voucher {
+	struct orch_mnt_lc *v_lc;
+	unsigned int v_first;
+};
+
+static void *lc_vouch_main(void *arg)
+{
+	struct lc_voucher *v = arg;
+	struct orch_mnt_lc *lc = v->v_lc;
+	unsigned int first = v->v_first;
+
+	free(v);
+	pthread_mutex_lock(&lc->l_lock);
+	while (!lc->l_vouch_stop) {
+		uint64_t round_ms = orch_time_now_ms();
+		struct timespec until;
+
+		for (unsigned int s = first; s < lc->l_nservers && !lc->l_vouch_stop;
+		     s += lc->l_vouch_nthreads) {
+			uint64_t sent_ms = orch_time_now_ms();
+			int error;
+
+			pthread_mutex_unlock(&lc->l_lock);
+			error = lc->l_vouch_fn(lc->l_vouch_arg, s);
+			pthread_mutex_lock(&lc->l_lock);
+			if (error) {
+				lc->l_vouch_failed++;
+				continue;
+			}
+			lc->l_vouches++;
+			if (lc->l_srv[s].vouched_until < sent_ms + ORCH_VOUCH_TERM_MS)
+				lc->l_srv[s].vouched_until = sent_ms + ORCH_VOUCH_TERM_MS;
+		}
+		lc_deadline(&until, round_ms + ORCH_MNT_LC_VOUCH_EVERY_MS);
+		while (!lc->l_vouch_stop &&
+		       pthread_cond_timedwait(&lc->l_vouch_cv, &lc->l_lock, &until) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&lc->l_lock);
+	return NULL;
+}
+
+int orch_mnt_lc_vouch_start(struct orch_mnt_lc *lc, orch_mnt_lc_vouch_fn fn, void *arg)
+{
+	unsigned int n;
+	int rc = 0;
+
+	if (!lc->l_on || !lc->l_groups)
+		return 0;
+	n = lc->l_nservers < ORCH_MNT_LC_VOUCH_THREADS_MAX ? lc->l_nservers
+							   : ORCH_MNT_LC_VOUCH_THREADS_MAX;
+	lc->l_vouch_fn = fn;
+	lc->l_vouch_arg = arg;
+	/* Set before the first thread runs: each strides by it. */
+	pthread_mutex_lock(&lc->l_lock);
+	lc->l_vouch_nthreads = n;
+	pthread_mutex_unlock(&lc->l_lock);
+	for (unsigned int i = 0; i < n; i++) {
+		struct lc_voucher *v = malloc(sizeof(*v));
+
+		rc = v ? 0 : -ENOMEM;
+		if (v) {
+			*v = (struct lc_voucher){ .v_lc = lc, .v_first = i };
+			rc = -pthread_create(&lc->l_vouch_threads[i], NULL, lc_vouch_main, v);
+			if (rc)
+				free(v);
+		}
+		if (rc) {
+			/* The groups of the threads not started are never vouched for: not used. */
+			pthread_mutex_lock(&lc->l_lock);
+			lc->l_vouch_stop = true;
+			pthread_cond_broadcast(&lc->l_vouch_cv);
+			pthread_mutex_unlock(&lc->l_lock);
+			for (unsigned int j = 0; j < i; j++)
+				pthread_join(lc->l_vouch_threads[j], NULL);
+			lc->l_vouch_nthreads = 0;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void orch_mnt_lc_vouch_stop(struct orch_mnt_lc *lc)
+{
+	if (!lc->l_on)
+		return;
+	pthread_mutex_lock(&lc->l_lock);
+	lc->l_vouch_stop = true;
+	pthread_cond_broadcast(&lc->l_vouch_cv);
+	pthread_mutex_unlock(&lc->l_lock);
+	for (unsigned int i = 0; i < lc->l_vouch_nthreads; i++)
+		pthread_join(lc->l_vouch_threads[i], NULL);
+	lc->l_vouch_nthreads = 0;
+}
+
 void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -724,6 +862,8 @@ void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out)
 	out->pushes = lc->l_pushes;
 	out->renewals = lc->l_renewals;
 	out->renewals_dropped = lc->l_renew_dropped;
+	out->vouches = lc->l_vouches;
+	out->vouches_failed = lc->l_vouch_failed;
 	pthread_mutex_unlock(&lc->l_lock);
 	out->lease_ms = lc->l_lease_ms;
 }

@@ -467,7 +467,8 @@ int main(int argc, char **argv)
 		ORCH_ERR("cannot create client: %s", strerror(-error));
 		goto out_unmount;
 	}
-	error = orch_mnt_lc_init(&m.m_lc, cfg->nservers, cfg->lease_ms, m.m_default_permissions);
+	error = orch_mnt_lc_init(&m.m_lc, cfg->nservers, cfg->lease_ms, m.m_default_permissions,
+				 cfg->replicas > 1);
 	if (error) {
 		ORCH_ERR("cannot set up the lease cache: %s", strerror(-error));
 		goto out_unmount;
@@ -486,6 +487,10 @@ int main(int argc, char **argv)
 	error = orch_mnt_lc_renew_start(&m.m_lc, MNT_LC_RENEW_THREADS, orch_mnt_lc_renew_send, &m);
 	if (error)
 		ORCH_WARN("lease renewal off: %s", strerror(-error));
+	/* Without them what groups leased is never used: every call asks. */
+	error = orch_mnt_lc_vouch_start(&m.m_lc, orch_mnt_lc_vouch_send, &m);
+	if (error)
+		ORCH_WARN("leases of replica groups unused: %s", strerror(-error));
 	m.m_se = se;
 	/* Without its thread the kernel keeps what it has to its own timeouts. */
 	error = orch_mnt_kinval_start(&m);
@@ -518,6 +523,7 @@ int main(int argc, char **argv)
 	rc = error < 0 ? 1 : 0;
 	/* No hit queues a renewal any more; the ones queued are not worth the wait. */
 	orch_mnt_lc_renew_stop(&m.m_lc);
+	orch_mnt_lc_vouch_stop(&m.m_lc);
 	/* Before what its page reads stops (the write-behind, the client). */
 	orch_mnt_metrics_stop(&m);
 	orch_mnt_reopen_stop(&m);
@@ -544,6 +550,7 @@ out_session:
 	fuse_session_destroy(se);
 	/* Its threads call the client. */
 	orch_mnt_lc_renew_stop(&m.m_lc);
+	orch_mnt_lc_vouch_stop(&m.m_lc);
 	orch_client_destroy(m.m_cl);
 	orch_mnt_kinval_fini(&m);
 	orch_mnt_knames_fini(&m.m_knames);

@@ -355,7 +355,19 @@ struct lc_srv {
 	uint64_t floor;   /* entries stamped at or below it are dead (reset) */
 	uint64_t reject;  /* replies stamped at or below it may not fill */
 	uint64_t last;    /* highest stamp seen */
+	/*
+	 * A replica group: nothing of it is used from this time (monotonic
+	 * ms) on, unless a vouch moves it (orch_mnt_lc_vouch_start).  A
+	 * server of its own: UINT64_MAX.
+	 */
+	uint64_t vouched_until;
 };
+
+/* What asks server @server to vouch (CL2SV_VOUCH); 0 if it did. */
+typedef int (*orch_mnt_lc_vouch_fn)(void *arg, unsigned int server);
+#define ORCH_MNT_LC_VOUCH_THREADS_MAX 16u
+/* How often each group is asked to vouch: three times per ORCH_VOUCH_TERM_MS. */
+#define ORCH_MNT_LC_VOUCH_EVERY_MS (ORCH_VOUCH_TERM_MS / 3)
 
 /*
  * A renewal (refresh ahead, lcache.c): the request a miss of the key would
@@ -396,14 +408,27 @@ struct orch_mnt_lc {
 	pthread_t l_renew_threads[ORCH_MNT_LC_RENEW_THREADS_MAX];
 	unsigned int l_renew_nthreads;
 	uint64_t l_renewals, l_renew_dropped;
+	/* Vouches: servers are replica groups; each thread asks every nth group. */
+	bool l_groups;
+	orch_mnt_lc_vouch_fn l_vouch_fn;
+	void *l_vouch_arg;
+	bool l_vouch_stop;
+	pthread_cond_t l_vouch_cv;       /* stop */
+	pthread_t l_vouch_threads[ORCH_MNT_LC_VOUCH_THREADS_MAX];
+	unsigned int l_vouch_nthreads;
+	uint64_t l_vouches, l_vouch_failed;
 };
 
 /* The credkey of callers every permission check passes (root, default_permissions). */
 #define ORCH_MNT_LC_CRED_FREE 1u
 
-/* Off (every call misses) if @lease_ms is 0.  0 or -ENOMEM. */
+/*
+ * Off (every call misses) if @lease_ms is 0.  @groups: the servers are
+ * replica groups, whose leases are used only while vouched for (below).
+ * 0 or -ENOMEM.
+ */
 int orch_mnt_lc_init(struct orch_mnt_lc *lc, unsigned int nservers, uint32_t lease_ms,
-		     bool default_permissions);
+		     bool default_permissions, bool groups);
 void orch_mnt_lc_fini(struct orch_mnt_lc *lc);
 /*
  * The machine was suspended (kinval.c sees it): every lease may have run
@@ -455,6 +480,17 @@ int orch_mnt_lc_renew_start(struct orch_mnt_lc *lc, unsigned int nthreads,
 bool orch_mnt_lc_renew(struct orch_mnt_lc *lc, const struct orch_mnt_lc_renewal *r);
 void orch_mnt_lc_renew_stop(struct orch_mnt_lc *lc);
 /*
+ * Vouches (replica groups only; nothing to do otherwise).  A leader cut off
+ * from its group may still answer, and a mount cut off from it hears no
+ * push or close: so what a group leased is used only up to
+ * ORCH_VOUCH_TERM_MS after sending a vouch that group answered (docs/
+ * DESIGN.md, "Leases across a leader change").  start: threads ask each
+ * group every ORCH_MNT_LC_VOUCH_EVERY_MS through @fn; 0 or -errno.  stop:
+ * they end after the call each is making; fini stops them too.
+ */
+int orch_mnt_lc_vouch_start(struct orch_mnt_lc *lc, orch_mnt_lc_vouch_fn fn, void *arg);
+void orch_mnt_lc_vouch_stop(struct orch_mnt_lc *lc);
+/*
  * Complete directories.  wanted: true if @dir is worth listing for
  * @credkey (not known whole, not found too big this term); put_dir: the
  * whole listing of @dir (one page that reached the end), stamped @stamp;
@@ -466,6 +502,7 @@ void orch_mnt_lc_put_dir(struct orch_mnt_lc *lc, uint64_t dir, const struct orch
 void orch_mnt_lc_dir_too_big(struct orch_mnt_lc *lc, uint64_t dir, uint64_t sent_ms);
 struct orch_mnt_lc_counts {
 	uint64_t lease_ms, entries, hits, misses, pushes, renewals, renewals_dropped;
+	uint64_t vouches, vouches_failed;
 };
 void orch_mnt_lc_counts(struct orch_mnt_lc *lc, struct orch_mnt_lc_counts *out);
 struct orch_mnt;
@@ -480,6 +517,8 @@ int orch_mnt_getattr(struct orch_mnt *m, const struct orch_cred *cred, uint64_t 
 		     struct orch_attr *out);
 /* ops.c: the renewal threads' orch_mnt_lc_renew_fn; @arg is the mount. */
 void orch_mnt_lc_renew_send(void *arg, const struct orch_mnt_lc_renewal *r);
+/* ops.c: asks group @server to vouch for what it leased (orch_mnt_lc_vouch_fn). */
+int orch_mnt_lc_vouch_send(void *arg, unsigned int server);
 /* ops.c: fills the cache from a lookup or create (@error 0 or -ENOENT) sent at @sent_ms. */
 void orch_mnt_lc_fill(struct orch_mnt *m, uint64_t credkey, uint64_t parent, const char *name,
 		      int error, const struct orch_attr *a, const struct orch_fs_stamps *st,

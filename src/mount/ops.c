@@ -453,6 +453,19 @@ void orch_mnt_lc_renew_send(void *arg, const struct orch_mnt_lc_renewal *r)
 		mnt_lookup_asked(m, &r->r_cred, r->r_credkey, r->r_key, r->r_name, &a, &st);
 }
 
+int orch_mnt_lc_vouch_send(void *arg, unsigned int server)
+{
+	struct orch_mnt *m = arg;
+	struct orch_reply rep;
+	struct orch_msg req;
+	int error;
+
+	orch_msg_init(&req, ORCH_CL2SV_VOUCH);
+	error = orch_client_call(m->m_cl, server, &req, &rep);
+	orch_reply_release(&rep);
+	return error;
+}
+
 /*
  * After a name was found absent in @dir: lists @dir once per lease term,
  * so that if it is small the next absent names cost no round trip (a

@@ -35,6 +35,14 @@ enum orch_status {
 #define ORCH_ENOTLEADER EREMCHG
 #define ORCH_ERETRY EINPROGRESS
 #define ORCH_NO_LEADER 0xffffffffu
+/*
+ * How long after sending a CL2SV_VOUCH that its group answered a client
+ * may use what the group leased to it.  A new leader takes changes at the
+ * earliest two election timeouts plus 200 ms after its predecessor last
+ * heard from a majority (server/sv_ns.c), which is after the vouch was
+ * sent: kept well below that.
+ */
+#define ORCH_VOUCH_TERM_MS 1500u
 
 /* Wire status <-> -errno (unknown values map to -EIO / ORCH_ST_IO). */
 int orch_status_to_errno(uint32_t st);

@@ -56,6 +56,7 @@ struct sv_ns {
 	struct orch_ev_timer n_watch;
 	void (*n_on_lead)(struct sv_server *sv);
 	uint64_t n_promotions;
+	uint64_t n_vouches;                /* CL2SV_VOUCH asked of the group */
 	uint64_t n_changes_from_ms;        /* serving: changes are taken from then on */
 	/* The term it serves in: a term it left and led again between two looks is left too. */
 	uint64_t n_term;
@@ -446,11 +447,44 @@ static int ns_wait_to_lead(struct sv_server *sv)
 #define NS_SNAPSHOT_RESEND_MS 5000
 /* What a deposed leader takes to stop serving once libraft steps it down. */
 #define NS_STEP_DOWN_MARGIN_MS 200
+/*
+ * A mount uses what a group leased to it up to ORCH_VOUCH_TERM_MS after
+ * sending a vouch that a barrier of the leader's term answered, so before
+ * that leader last heard from a majority; a leader elected after it takes
+ * changes two election timeouts plus the margin after that at the
+ * earliest.  Half a second to spare for clocks and schedulers.
+ */
+_Static_assert(ORCH_VOUCH_TERM_MS + 500 <= 2 * NS_ELECTION_MS + NS_STEP_DOWN_MARGIN_MS,
+	       "a vouch must end before a new leader takes changes");
 
 static int ns_noop(void *arg, struct orch_meta *m)
 {
 	(void)arg;
 	(void)m;
+	return 0;
+}
+
+/* A vouch's barrier is applied, or the group could not take it. */
+static void ns_vouched(void *arg, int result)
+{
+	struct sv_req *r = arg;
+
+	sv_reply_status(r, result ? ns_error(result, false) : 0);
+}
+
+int sv_ns_vouch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	int error;
+
+	(void)m;
+	if (!sv->s_ns || !sv->s_ns->n_group || sv->s_cfg.replicas <= 1) {
+		sv_reply_status(r, 0);
+		return 0;
+	}
+	sv->s_ns->n_vouches++;
+	error = orch_group_read(sv->s_ns->n_group, ns_noop, ns_vouched, r);
+	if (error)
+		sv_reply_status(r, ns_error(error, false));
 	return 0;
 }
 
@@ -620,6 +654,7 @@ void sv_ns_counts(const struct sv_server *sv, struct sv_ns_counts *out)
 	out->replicated = true;
 	out->serving = sv_ns_serving(sv);
 	out->promotions = sv->s_ns->n_promotions;
+	out->vouches = sv->s_ns->n_vouches;
 	if (sv->s_ns->n_serving && orch_time_now_ms() < sv->s_ns->n_changes_from_ms)
 		out->changes_wait_ms = sv->s_ns->n_changes_from_ms - orch_time_now_ms();
 	out->changes = sv->s_ns->n_changes;

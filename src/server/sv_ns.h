@@ -23,6 +23,14 @@
 #include "server/sv.h"
 
 struct sv_req;
+struct orch_msg;
+
+/*
+ * CL2SV_VOUCH: answered once a barrier proposed after it arrived is applied
+ * here (this member led after the request came), at once without a group
+ * of several members; NOTLEADER from a member that does not lead.
+ */
+int sv_ns_vouch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
 
 /*
  * Opens the server's group if its config gives a log_address; 0 or -errno
@@ -119,6 +127,7 @@ struct sv_ns_counts {
 	bool replicated;
 	bool serving;           /* answers requests (sv_ns_serving) */
 	uint64_t promotions;    /* times this member started serving as leader */
+	uint64_t vouches;       /* CL2SV_VOUCH that went through the group */
 	uint64_t changes_wait_ms; /* serving, but changes wait this much longer */
 	uint64_t changes;       /* submitted through the group */
 	uint64_t entries;       /* proposed */

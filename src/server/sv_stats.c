@@ -229,6 +229,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "failed", s.ns.failed, true);
 		sv_json_raw(b, "serving", s.ns.serving ? "true" : "false");
 		sv_json_u64(b, "promotions", s.ns.promotions, true);
+		sv_json_u64(b, "vouches", s.ns.vouches, true);
 		sv_json_u64(b, "changes_wait_ms", s.ns.changes_wait_ms, true);
 		sv_json_u64(b, "group", sv->s_index, true);
 		sv_json_u64(b, "member", sv->s_member, true);

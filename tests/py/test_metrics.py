@@ -182,6 +182,7 @@ MOUNT_FAMILIES = [
     "orchard_mount_server_requests", "orchard_mount_connections", "orchard_mount_leases",
     "orchard_mount_lease_cache_hits", "orchard_mount_lease_cache_misses",
     "orchard_mount_lease_renewals", "orchard_mount_lease_renewals_dropped",
+    "orchard_mount_lease_vouches", "orchard_mount_lease_vouches_failed",
 ]
 
 

@@ -9,8 +9,10 @@ its own."""
 import errno
 import os
 import random
+import signal
 import shutil
 import sqlite3
+import stat
 import threading
 import time
 
@@ -470,3 +472,55 @@ def test_a_wiped_member_is_rebuilt_from_a_snapshot(group, tmp_path):
     spaces = {n: namespace(c, n) for n in c.names}
     assert spaces[wiped] == spaces[lead]
     assert len(spaces[wiped]["dirent"]) == 1211
+
+
+def config_without(c, name):
+    """A copy of the config in which member @name's address refuses
+    connections: its clients skip it at once."""
+    path = os.path.join(c.dir, "without-%s.conf" % name)
+    host, port = c.address(name)
+    with open(c.conf) as f:
+        text = f.read()
+    head, sep, rest = text.partition("[server %s]" % name)
+    rest = rest.replace("address = %s:%d" % (host, port), "address = 127.0.0.1:1", 1)
+    with open(path, "w") as f:
+        f.write(head + sep + rest)
+    return path
+
+
+def test_a_mount_stops_using_what_a_silent_leader_leased(group, tmp_path):
+    """Leases across a leader change (DESIGN.md): mount b holds a file's
+    mode in its kernel and its lease cache (coherent mode, 30 s leases).
+    The leader is frozen (SIGSTOP): it pushes nothing and closes nothing,
+    and b's connection to it stays open.  A chmod made through the new
+    leader returns; b's next stat must not show the old mode (it shows
+    the new one, or fails while b waits on the frozen member), because b
+    used what the group leased only while the group vouched for it."""
+    c = group
+    a = Mount(c, tmp_path / "a", {"coherent": "on"}).start()
+    # b gives up on the frozen member only after the chmod below returned.
+    b = Mount(c, tmp_path / "b", {"coherent": "on", "op_timeout_ms": 10000}).start()
+    lead = None
+    try:
+        write_file(a.path("f"), b"x")
+        os.chmod(a.path("f"), 0o644)
+        assert stat.S_IMODE(os.stat(b.path("f")).st_mode) == 0o644
+        wait_until(lambda: b.stats()["lease_cache"]["vouches"] > 0, 10, 0.05, "b's first vouch")
+        lead = leader(c)
+        os.kill(c.pid(lead), signal.SIGSTOP)
+        t0 = time.monotonic()
+        # A client that cannot reach the frozen member (b's connection can):
+        # it waits for the election and the new leader's first second itself.
+        run([ORCHARD, "-c", config_without(c, lead), "chmod", "600", "/f"])
+        took = time.monotonic() - t0
+        try:
+            mode = stat.S_IMODE(os.stat(b.path("f")).st_mode)
+        except OSError as e:
+            mode = e.errno
+        print("chmod through the new leader %.2f s after the freeze; b saw %r" % (took, mode))
+        assert mode != 0o644, "b served the mode the frozen leader leased"
+    finally:
+        if lead:
+            os.kill(c.pid(lead), signal.SIGCONT)
+        b.stop()
+        a.stop()

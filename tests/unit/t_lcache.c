@@ -19,7 +19,7 @@ static const struct orch_cred user = { .uid = 1000, .gid = 1000 };
 
 static void lc_setup(struct orch_mnt_lc *lc)
 {
-	ORCH_CHECK_OK(orch_mnt_lc_init(lc, 2, 10000, false));
+	ORCH_CHECK_OK(orch_mnt_lc_init(lc, 2, 10000, false, false));
 	ORCH_CHECK(lc->l_on);
 }
 
@@ -61,7 +61,7 @@ ORCH_TEST(off_without_lease_ms)
 	struct orch_mnt_lc lc;
 	struct orch_attr a = attr_of(FILE_A, 0100644);
 
-	ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, 0, false));
+	ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, 0, false, false));
 	ORCH_CHECK(!lc.l_on);
 	orch_mnt_lc_put_attr(&lc, &a, 5, orch_time_now_ms());
 	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
@@ -245,7 +245,7 @@ ORCH_TEST(renewal_due_in_the_last_part_of_the_term)
 		uint64_t now = orch_time_now_ms();
 		bool due = true;
 
-		ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, lease, false));
+		ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, lease, false, false));
 		orch_mnt_lc_put_attr(&lc, &a, 5, now);
 		ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, &due) && !due);
 		/* 100 ms before the margin starts, and 100 ms into it. */
@@ -476,5 +476,61 @@ ORCH_TEST(suspend_forgets_everything)
 	ORCH_CHECK(!orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
 	orch_mnt_lc_put_attr(&lc, &a, 51, before + 1);   /* sent after it */
 	ORCH_CHECK(orch_mnt_lc_get_attr(&lc, FILE_A, &a, NULL));
+	orch_mnt_lc_fini(&lc);
+}
+
+/* --- Vouches: what a replica group leased is used only while it vouches --------------- */
+
+#define S1 ((uint64_t)1 << 48)
+
+static int vouch_server0_only(void *arg, unsigned int server)
+{
+	(void)arg;
+	return server == 0 ? 0 : -ETIMEDOUT;
+}
+
+ORCH_TEST(groups_leases_are_used_only_while_vouched_for)
+{
+	struct orch_mnt_lc lc;
+	struct orch_mnt_lc_counts c;
+	struct orch_attr a = attr_of(FILE_A, 0100644), b = attr_of(S1 | 3, 0100600);
+	uint64_t until, t0 = orch_time_now_ms();
+
+	ORCH_CHECK_OK(orch_mnt_lc_init(&lc, 2, 30000, false, true));
+	orch_mnt_lc_put_attr(&lc, &a, 5, t0);
+	orch_mnt_lc_put_attr(&lc, &b, 5, t0);
+	/* Held, but no group vouched yet. */
+	ORCH_CHECK(!has_mode(&lc, FILE_A, 0100644));
+	ORCH_CHECK(orch_mnt_lc_attr_until(&lc, FILE_A) == 0);
+	ORCH_CHECK_OK(orch_mnt_lc_vouch_start(&lc, vouch_server0_only, NULL));
+	do {
+		orch_mnt_lc_counts(&lc, &c);
+	} while (c.vouches == 0 || c.vouches_failed == 0);
+	orch_mnt_lc_vouch_stop(&lc);
+	/* Server 0 vouched: used, until at most a vouch's term from now. */
+	ORCH_CHECK(has_mode(&lc, FILE_A, 0100644));
+	until = orch_mnt_lc_attr_until(&lc, FILE_A);
+	ORCH_CHECK(until > t0 && until <= orch_time_now_ms() + ORCH_VOUCH_TERM_MS);
+	/* Server 1 never answered: its lease is not used. */
+	ORCH_CHECK(!has_mode(&lc, S1 | 3, 0100600));
+	/* The vouch's term passes with no other (the lease's own is 30 s). */
+	orch_time_set_test_offset(ORCH_VOUCH_TERM_MS + 1);
+	ORCH_CHECK(!has_mode(&lc, FILE_A, 0100644));
+	orch_time_set_test_offset(0);
+	orch_mnt_lc_fini(&lc);
+}
+
+ORCH_TEST(servers_of_their_own_need_no_vouch)
+{
+	struct orch_mnt_lc lc;
+	struct orch_attr a = attr_of(FILE_A, 0100644);
+
+	lc_setup(&lc);
+	ORCH_CHECK_OK(orch_mnt_lc_vouch_start(&lc, vouch_server0_only, NULL));
+	ORCH_CHECK(lc.l_vouch_nthreads == 0);
+	orch_mnt_lc_put_attr(&lc, &a, 5, orch_time_now_ms());
+	ORCH_CHECK(has_mode(&lc, FILE_A, 0100644));
+	/* Its own term (10 s here), not a vouch's. */
+	ORCH_CHECK(orch_mnt_lc_attr_until(&lc, FILE_A) > orch_time_now_ms() + ORCH_VOUCH_TERM_MS);
 	orch_mnt_lc_fini(&lc);
 }
