@@ -13,7 +13,11 @@ Targets: (a) a local directory; (b) passthrough_ll, compiled here from
 keep_cache); (c) orchard-mount on a fresh 2-server `orchard local up`
 cluster with dcache_timeout_ms=T,getattr_timeout_ms=T,coherent=off; (d) the
 same in coherent mode (the default, once, at T = 50 ms or the first T given), where
-the kernel keeps what the servers lease to the lease's end.  passthrough_ll
+the kernel keeps what the servers lease to the lease's end; (e) with
+`--targets ...,rep`, (d) on replica groups: SERVERS groups of REPLICAS
+members (`--servers 3 --replicas 3`: 3 groups of 3 against (d) on 3
+servers), whose ratio to (d) is reported (file data is not replicated
+yet, so only the metadata phases pay for the groups).  passthrough_ll
 and Orchard run once per timeout T.  Everything (the local directory, the
 passthrough backing directory, the servers' data) lives under one work
 directory: --dir, default a fresh directory in /var/tmp.  Needs root (it
@@ -150,9 +154,10 @@ class FuseProc:
 
 
 class Target:
-    def __init__(self, name, kind, timeout_ms=None, coherent=False):
+    def __init__(self, name, kind, timeout_ms=None, coherent=False, replicas=1):
         self.name, self.kind, self.timeout_ms = name, kind, timeout_ms
         self.coherent = coherent    # orchard-mount -o coherent=on (else off)
+        self.replicas = replicas    # servers per replica group (--replicas)
         self.path = None            # where the phases run
         self.fuse = None
         self.cluster = None
@@ -199,8 +204,10 @@ def start_target(t, work, pt_bin, args, stack):
     else:
         cdir = os.path.join(work, "cluster-" + t.name)
         stack.append(("cluster", cdir))
-        out = subprocess.run([ORCHARD, "local", "up", cdir, "--servers", "2"], check=True,
-                             capture_output=True, text=True).stdout
+        up = [ORCHARD, "local", "up", cdir, "--servers", str(args.servers * t.replicas)]
+        if t.replicas > 1:
+            up += ["--replicas", str(t.replicas)]
+        out = subprocess.run(up, check=True, capture_output=True, text=True).stdout
         conf = out.strip().splitlines()[-1]
         t.cluster = (cdir, conf)
         opts = "dcache_timeout_ms=%d,getattr_timeout_ms=%d" % (t.timeout_ms, t.timeout_ms)
@@ -625,6 +632,21 @@ def report(targets, args, phases):
         for what, v, ok in checks:
             print("%-44s %8s  %s" % (what, v, "met" if ok else "MISSED"))
 
+    reps = [t for t in targets if t.replicas > 1]
+    for rt in reps:
+        base = by.get("coh-%d" % rt.timeout_ms)
+        if not base:
+            continue
+        print()
+        print("# replica groups: %s (%d groups of %d) against %s (%d servers), time / time"
+              % (rt.name, args.servers, rt.replicas, base.name, args.servers))
+        for r in rows:
+            print("%-16s%*s" % (r, w, fmt_ratio(val(rt, r), val(base, r))))
+        a, b = total(rt, META), total(base, META)
+        if a is not None and b is not None:
+            print("%-44s %8s  %s" % ("metadata phases <= 1.5x one server per group",
+                                     fmt_ratio(a, b), "met" if a <= 1.5 * b else "MISSED"))
+
     if orch:
         print()
         print("# Orchard requests per item of each phase (item: file; MiB for big; tree file for build)")
@@ -660,12 +682,18 @@ def main():
     ap.add_argument("--timeouts", default="0,50,1000",
                     help="comma-separated timeouts in ms for passthrough_ll and Orchard")
     ap.add_argument("--targets", default="local,pt,orch,coh",
-                    help="subset of local,pt,orch,coh (coh: Orchard in coherent mode, "
-                    "whose timeouts only apply to what no lease covers)")
+                    help="subset of local,pt,orch,coh,rep (coh: Orchard in coherent mode, "
+                    "whose timeouts only apply to what no lease covers; rep: the same "
+                    "on replica groups, --replicas)")
     ap.add_argument("--pt-opts", default="",
                     help="extra -o options for passthrough_ll, e.g. xattr (default: its own)")
     ap.add_argument("--orch-opts", default="",
                     help="extra -o options for orchard-mount, e.g. negative_timeout_ms=50")
+    ap.add_argument("--servers", type=int, default=2,
+                    help="servers (replica groups with --replicas) of the Orchard targets")
+    ap.add_argument("--replicas", type=int, default=3,
+                    help="members per group of the rep target (coherent, at 50 ms or the "
+                    "first timeout): SERVERS groups of REPLICAS, against coh's SERVERS servers")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--chart", default=os.path.join(BUILD, "bench", "bench-mount.png"),
                     help="write the ratios as a PNG chart there (python3-matplotlib; "
@@ -700,6 +728,9 @@ def main():
             targets.append(Target("orch-%d" % to, "orchard", to))
         if "coh" in want and to == (50 if 50 in timeouts else timeouts[0]):
             targets.append(Target("coh-%d" % to, "orchard", to, coherent=True))
+        if "rep" in want and to == (50 if 50 in timeouts else timeouts[0]):
+            targets.append(Target("rep%d-%d" % (args.replicas, to), "orchard", to,
+                                  coherent=True, replicas=args.replicas))
 
     phases = (META + SMALL + ([] if args.skip_untar else UNTAR) +
               ([] if args.skip_build else BUILDP) + (BIG if args.big_mib else []))
