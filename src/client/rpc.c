@@ -1675,6 +1675,19 @@ static void rpc_call_shorten(struct orch_call *call, uint64_t deadline_ms)
 	pthread_mutex_unlock(&c->c_lock);
 }
 
+/* @call (sent, not waited for) ends by @deadline_ms, its member alive or not. */
+static void rpc_call_cap(struct orch_call *call, uint64_t deadline_ms)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	if (call->ca_deadline_ms > deadline_ms)
+		call->ca_deadline_ms = deadline_ms;
+	if (call->ca_full_deadline_ms > deadline_ms)
+		call->ca_full_deadline_ms = deadline_ms;
+	pthread_mutex_unlock(&c->c_lock);
+}
+
 /* A number for a new request, in flight until rpc_seq_done.  0 on ENOMEM. */
 static uint64_t rpc_seq_new(struct orch_client *cl)
 {
@@ -1724,10 +1737,16 @@ static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
 }
 
 static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
-		    uint64_t seq, struct orch_reply *rep);
+		    uint64_t seq, uint32_t timeout_ms, struct orch_reply *rep);
 
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
+{
+	return orch_client_call_within(cl, server, req, 0, rep);
+}
+
+int orch_client_call_within(struct orch_client *cl, unsigned int server,
+			    const struct orch_msg *req, uint32_t timeout_ms, struct orch_reply *rep)
 {
 	uint64_t seq = 0;
 	int error;
@@ -1738,7 +1757,7 @@ int orch_client_call(struct orch_client *cl, unsigned int server, const struct o
 		if (!seq)
 			return -ENOMEM;
 	}
-	error = rpc_call(cl, server, req, seq, rep);
+	error = rpc_call(cl, server, req, seq, timeout_ms, rep);
 	if (seq)
 		rpc_seq_done(cl, seq);
 	return error;
@@ -1763,9 +1782,11 @@ static int rpc_not_a_group(struct orch_client *cl, unsigned int server)
  * its connection broke after it left.
  */
 static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
-		    uint64_t seq, struct orch_reply *rep)
+		    uint64_t seq, uint32_t timeout_ms, struct orch_reply *rep)
 {
-	uint64_t deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+	uint32_t full_ms = atomic_load(&cl->cl_timeout_ms);
+	uint64_t deadline_ms = rpc_now_ms() + (timeout_ms && timeout_ms < full_ms ? timeout_ms
+									  : full_ms);
 	unsigned int pause_ms = RPC_NOLEADER_PAUSE_MS, tries = 0;
 	bool group = server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1;
 	struct orch_msg m = *req;
@@ -1802,6 +1823,8 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 		} else if (!error) {
 			if (group)
 				rpc_call_shorten(call, rpc_now_ms() + RPC_GROUP_TRY_MS);
+			if (timeout_ms)
+				rpc_call_cap(call, deadline_ms);
 			error = rpc_wait(cl, call, rep);
 			/*
 			 * Sent, and its connection lost or its member silent: a

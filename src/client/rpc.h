@@ -96,6 +96,15 @@ void orch_reply_release(struct orch_reply *r);
  */
 int orch_client_call(struct orch_client *cl, unsigned int server,
 		     const struct orch_msg *req, struct orch_reply *rep);
+/*
+ * The same, given up after @timeout_ms if that is sooner than the
+ * client's deadline (0: the client's), even on a member whose host still
+ * acknowledges: for requests whose answer is worth nothing later (a
+ * mount's vouch).
+ */
+int orch_client_call_within(struct orch_client *cl, unsigned int server,
+			    const struct orch_msg *req, uint32_t timeout_ms,
+			    struct orch_reply *rep);
 
 /*
  * The same in two halves, to keep several requests in flight (striped I/O):

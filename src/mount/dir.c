@@ -175,8 +175,12 @@ static int mnt_dir_fill(struct orch_mnt *m, const struct orch_cred *cred, struct
 		return error;
 	mnt_dir_lease(m, d, cookie, plus, stamp, sent_ms);
 	/* The start of a listing the kernel may cache: pushed to us for a term. */
-	if (cookie == 0 && stamp && atomic_load(&m->m_coherent) && m->m_lc.l_on)
-		orch_mnt_inode_list_set(&m->m_itab, d->d_handle, sent_ms + m->m_lc.l_lease_ms);
+	if (cookie == 0 && stamp && atomic_load(&m->m_coherent) && m->m_lc.l_on) {
+		uint64_t until = sent_ms + m->m_lc.l_lease_ms,
+			 vouched = orch_mnt_lc_vouched_until(&m->m_lc, d->d_handle);
+
+		orch_mnt_inode_list_set(&m->m_itab, d->d_handle, until < vouched ? until : vouched);
+	}
 	d->d_start = cookie;
 	d->d_plus = plus;
 	d->d_valid = true;

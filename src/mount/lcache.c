@@ -275,6 +275,13 @@ static bool lc_kill_locked(struct orch_mnt_lc *lc, int kind, uint64_t key, const
 
 void orch_mnt_lc_suspended(struct orch_mnt_lc *lc, uint64_t now_ms)
 {
+	/* A vouch counts on a clock that stood still: the groups vouch again first. */
+	if (lc->l_on && lc->l_groups) {
+		pthread_mutex_lock(&lc->l_lock);
+		for (unsigned int i = 0; i < lc->l_nservers; i++)
+			lc->l_srv[i].vouched_until = 0;
+		pthread_mutex_unlock(&lc->l_lock);
+	}
 	if (!lc->l_on)
 		return;
 	pthread_mutex_lock(&lc->l_lock);
@@ -515,6 +522,18 @@ bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *n
 	lc->l_misses += !hit;
 	pthread_mutex_unlock(&lc->l_lock);
 	return hit;
+}
+
+uint64_t orch_mnt_lc_vouched_until(struct orch_mnt_lc *lc, uint64_t h)
+{
+	uint64_t until;
+
+	if (!lc->l_on)
+		return 0;
+	pthread_mutex_lock(&lc->l_lock);
+	until = lc->l_srv[lc_server(lc, h)].vouched_until;
+	pthread_mutex_unlock(&lc->l_lock);
+	return until;
 }
 
 uint64_t orch_mnt_lc_attr_until(struct orch_mnt_lc *lc, uint64_t h)

@@ -464,6 +464,8 @@ bool orch_mnt_lc_get_name(struct orch_mnt_lc *lc, uint64_t parent, const char *n
  * the kernel may keep them for in coherent mode (ops.c).  Counts no hit.
  */
 uint64_t orch_mnt_lc_attr_until(struct orch_mnt_lc *lc, uint64_t h);
+/* Until when what @h's server leased may be used at all (its vouch); 0 if off. */
+uint64_t orch_mnt_lc_vouched_until(struct orch_mnt_lc *lc, uint64_t h);
 uint64_t orch_mnt_lc_name_until(struct orch_mnt_lc *lc, uint64_t parent, const char *name,
 				uint64_t credkey);
 /*

@@ -461,7 +461,8 @@ int orch_mnt_lc_vouch_send(void *arg, unsigned int server)
 	int error;
 
 	orch_msg_init(&req, ORCH_CL2SV_VOUCH);
-	error = orch_client_call(m->m_cl, server, &req, &rep);
+	/* An answer later than a vouch's term is worth nothing. */
+	error = orch_client_call_within(m->m_cl, server, &req, ORCH_VOUCH_TERM_MS, &rep);
 	orch_reply_release(&rep);
 	return error;
 }

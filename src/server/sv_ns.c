@@ -464,27 +464,40 @@ static int ns_noop(void *arg, struct orch_meta *m)
 	return 0;
 }
 
-/* A vouch's barrier is applied, or the group could not take it. */
+/*
+ * A vouch's barrier is applied, or the group could not take it.  It
+ * vouches only for the term this member serves in: one that left it meanwhile
+ * (the watcher restarts it) vouches for nothing.  A vouch changes nothing,
+ * so every failure is NOTLEADER: the client asks the next member.
+ */
 static void ns_vouched(void *arg, int result)
 {
 	struct sv_req *r = arg;
+	struct sv_ns *ns = r->r_sv->s_ns;
+	struct orch_repl_status rs;
 
-	sv_reply_status(r, result ? ns_error(result, false) : 0);
+	if (!result && ns->n_group) {
+		orch_repl_status(orch_group_repl(ns->n_group), &rs);
+		if (!ns->n_serving || rs.term != ns->n_term)
+			result = ORCH_REPL_ENOTLEADER;
+	}
+	sv_reply_status(r, result || !ns->n_group ? -ORCH_ENOTLEADER : 0);
 }
 
 int sv_ns_vouch(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	int error;
-
 	(void)m;
-	if (!sv->s_ns || !sv->s_ns->n_group || sv->s_cfg.replicas <= 1) {
+	if (!sv->s_ns || sv->s_cfg.replicas <= 1) {
 		sv_reply_status(r, 0);
 		return 0;
 	}
+	if (!sv->s_ns->n_group) {
+		sv_reply_status(r, -ORCH_ENOTLEADER);
+		return 0;
+	}
 	sv->s_ns->n_vouches++;
-	error = orch_group_read(sv->s_ns->n_group, ns_noop, ns_vouched, r);
-	if (error)
-		sv_reply_status(r, ns_error(error, false));
+	if (orch_group_read(sv->s_ns->n_group, ns_noop, ns_vouched, r))
+		sv_reply_status(r, -ORCH_ENOTLEADER);
 	return 0;
 }
 

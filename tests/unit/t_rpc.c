@@ -1045,6 +1045,34 @@ ORCH_TEST(deadlines_expire_and_the_reader_role_moves_on)
 	fake_fini(&f);
 }
 
+/* A call given a shorter time than the client's ends then, the server silent or not. */
+ORCH_TEST(a_call_within_ends_at_its_own_time)
+{
+	struct orch_client *cl;
+	struct orch_reply rep;
+	struct orch_msg req;
+	struct fake f;
+	uint64_t t0, el;
+
+	fake_init(&f, 0x5a, false);
+	ORCH_CHECK_OK(client_make(&f, 1, 10000, &cl));
+	ORCH_CHECK_OK(getattr(cl, 0, 1, &rep)); /* connected before the clock runs */
+	orch_reply_release(&rep);
+	orch_msg_init(&req, ORCH_CL2SV_GETATTR);
+	req.handle = 2 | FAKE_HOLD;
+	t0 = now_ms();
+	ORCH_CHECK_RC(orch_client_call_within(cl, 0, &req, 200, &rep), -ETIMEDOUT);
+	el = now_ms() - t0;
+	ORCH_CHECK(el >= 180 && el < 2000);
+	/* 0: the client's own deadline; a call answered is answered. */
+	req.handle = 3;
+	ORCH_CHECK_OK(orch_client_call_within(cl, 0, &req, 0, &rep));
+	ORCH_CHECK(rep.m.attr.handle == 3);
+	orch_reply_release(&rep);
+	orch_client_destroy(cl);
+	fake_fini(&f);
+}
+
 ORCH_TEST(another_key_is_named)
 {
 	struct orch_client *cl;
