@@ -97,7 +97,7 @@ struct sv_admin {
 	pthread_mutex_t a_lock;
 	pthread_cond_t a_cv;
 	bool a_stop;                 /* protected by a_lock */
-	volatile bool a_cancel;      /* polled by the data pass */
+	atomic_bool a_cancel;        /* polled by the passes, set under a_lock */
 	struct adm_job *a_job;       /* protected by a_lock: queued scrub */
 	bool a_busy;                 /* loop thread: a scrub is queued or running */
 	uint64_t a_bad[ADM_BAD_QUEUE_MAX]; /* protected by a_lock */
@@ -486,7 +486,7 @@ static void adm_orphans_confirm(struct sv_admin *a, struct adm_job *j, const uin
 		ts.tv_nsec = (long)(ms % 1000) * 1000000;
 		nanosleep(&ts, NULL);
 	}
-	for (size_t i = 0; i < n && !a->a_cancel; i++) {
+	for (size_t i = 0; i < n && !atomic_load(&a->a_cancel); i++) {
 		uint32_t again;
 		char d[160];
 
@@ -602,7 +602,7 @@ static int adm_orphans(struct sv_admin *a, struct adm_job *j)
 		free(attr);
 		return -ENOMEM;
 	}
-	while (!eof && !error && !a->a_cancel) {
+	while (!eof && !error && !atomic_load(&a->a_cancel)) {
 		struct adm_handles hs = { .n = 0 };
 		uint32_t nlink[ADM_BATCH];
 
@@ -626,7 +626,7 @@ static int adm_orphans(struct sv_admin *a, struct adm_job *j)
 	}
 	if (!error)
 		adm_orphans_confirm(a, j, sus, nsus, since);
-	for (size_t i = 0; !error && i < npast && !a->a_cancel; i++)
+	for (size_t i = 0; !error && i < npast && !atomic_load(&a->a_cancel); i++)
 		adm_past_confirm(a, j, past[i]);
 	free(sus);
 	free(past);
@@ -910,7 +910,7 @@ static void adm_past_retry(struct sv_admin *a)
 	memcpy(tries, a->a_past_tries, n * sizeof(tries[0]));
 	a->a_npast = 0;
 	adm_inode_attrs(a, h, n, nlink, attr);
-	for (size_t i = 0; i < n && !a->a_cancel; i++) {
+	for (size_t i = 0; i < n && !atomic_load(&a->a_cancel); i++) {
 		if (nlink[i] == 0 || nlink[i] == UINT32_MAX)
 			continue;   /* the orphan sweeps deal with those */
 		if (adm_past_size(a, h[i], &attr[i], NULL))
@@ -932,7 +932,7 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 	uint64_t after = 0, left = 0, reclaimed = 0;
 	bool eof = false;
 
-	while (!eof && !a->a_cancel) {
+	while (!eof && !atomic_load(&a->a_cancel)) {
 		struct adm_handles hs = { .n = 0 };
 		uint64_t ask[ADM_BATCH], dead[ADM_BATCH];
 		uint32_t nlink[ADM_BATCH];
@@ -969,7 +969,7 @@ static uint64_t adm_sweep(struct sv_admin *a, uint64_t owners)
 		ORCH_NOTICE("reclaimed %" PRIu64 " data objects whose inode is gone", reclaimed);
 		orch_ev_post(a->a_sv->s_ev, adm_dirty, a->a_sv);
 	}
-	return a->a_cancel ? 0 : left;
+	return atomic_load(&a->a_cancel) ? 0 : left;
 }
 
 /* A peer's answer to SV2SV_RECLAIM (loop thread): one that failed is asked again. */
@@ -1110,7 +1110,7 @@ static void *adm_main(void *arg)
 		a->a_tell &= ~tell;
 		pthread_mutex_unlock(&a->a_lock);
 		/* Each may wait on peers: a stopping server drops the rest. */
-		for (size_t i = 0; i < nbad && !a->a_cancel; i++)
+		for (size_t i = 0; i < nbad && !atomic_load(&a->a_cancel); i++)
 			adm_log_bad(a, bad[i]);
 		if (j)
 			adm_scrub(a, j);
@@ -1195,7 +1195,7 @@ void sv_admin_stop(struct sv_server *sv)
 		return;
 	}
 	a->a_stop = true;
-	a->a_cancel = true;
+	atomic_store(&a->a_cancel, true);
 	pthread_cond_signal(&a->a_cv);
 	pthread_mutex_unlock(&a->a_lock);
 	pthread_join(a->a_thread, NULL);

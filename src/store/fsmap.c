@@ -481,7 +481,7 @@ static void scan_close(struct scan *sc, struct store_conn *c)
 
 long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,
 			  orch_store_bad_block_fn bad, void *arg,
-			  const volatile bool *stop)
+			  const atomic_bool *stop)
 {
 	struct scan sc = { .st = st, .bad = bad, .arg = arg };
 	struct timespec t0;
@@ -497,7 +497,7 @@ long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,
 		for (;;) {
 			struct store_conn *c;
 
-			if (stop && *stop) {
+			if (stop && atomic_load(stop)) {
 				error = -ECANCELED;
 				break;
 			}

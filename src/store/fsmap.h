@@ -12,6 +12,7 @@
 #ifndef ORCH_STORE_FSMAP_H
 #define ORCH_STORE_FSMAP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +73,6 @@ typedef void (*orch_store_bad_block_fn)(void *arg, uint64_t gblock,
 					const char *why);
 long orch_store_scan_data(struct orch_store *st, uint64_t rate_bytes,
 			  orch_store_bad_block_fn bad, void *arg,
-			  const volatile bool *stop);
+			  const atomic_bool *stop);
 
 #endif
