@@ -109,7 +109,8 @@ $(BUILDDIR)/tests/t_knames: $(BUILDDIR)/obj/tests/unit/t_knames.o $(BUILDDIR)/ob
 SV_TEST_OBJS = $(patsubst %,$(BUILDDIR)/obj/server/%.o,$(1))
 T_LEASE_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req)
 # t_intent brings its own peer transport and flusher.
-T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req sv_ns sv_writers sv_opens intent)
+T_INTENT_OBJS := $(call SV_TEST_OBJS,sv_conns sv_ack sv_lease sv_req sv_gate sv_ns sv_write sv_mirror \
+		 sv_writers sv_opens intent)
 $(BUILDDIR)/tests/t_lease: $(BUILDDIR)/obj/tests/unit/t_lease.o $(T_LEASE_OBJS) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

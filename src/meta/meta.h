@@ -479,6 +479,18 @@ int orch_meta_reply_get(struct orch_meta *m, uint64_t client, uint64_t seq, int 
 int orch_meta_reply_put(struct orch_meta *m, uint64_t client, uint64_t seq, int result,
 			uint64_t done_below);
 
+/* --- Values of the group -------------------------------------------------------- */
+
+/*
+ * A number kept under @key in the super table, for what a replica group
+ * decides through its log (which members hold the file data in sync:
+ * sv_mirror.c).  get: 0 or -ENOENT.  set: inside a capture it is one of
+ * the entry's changes.  Keys of the database's identity are refused
+ * (-EPERM).
+ */
+int orch_meta_value_get(struct orch_meta *m, const char *key, uint64_t *out);
+int orch_meta_value_set(struct orch_meta *m, const char *key, uint64_t value);
+
 /* --- Statistics --------------------------------------------------------------------- */
 
 /* Inodes held here, and the next counter value. */

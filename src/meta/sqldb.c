@@ -382,6 +382,35 @@ static int sqldb_super_get_u64(struct orch_meta *m, const char *key, uint64_t *o
 	return 0;
 }
 
+/* The group's own values live under "group." (meta.h): never the identity's keys. */
+static bool sqldb_group_key(const char *key)
+{
+	return strncmp(key, "group.", 6) == 0 && key[6];
+}
+
+int orch_meta_value_get(struct orch_meta *m, const char *key, uint64_t *out)
+{
+	return sqldb_group_key(key) ? sqldb_super_get_u64(m, key, out) : -EPERM;
+}
+
+int orch_meta_value_set(struct orch_meta *m, const char *key, uint64_t value)
+{
+	sqlite3_stmt *st;
+	int error;
+
+	if (!sqldb_group_key(key))
+		return -EPERM;
+	if (value > INT64_MAX)
+		return -EINVAL;
+	error = orch_sqldb_op_begin(m);
+	if (error)
+		return error;
+	st = orch_sqldb_stmt(m, SQLDB_SUPER_PUT);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+	orch_sqldb_bind_u64(st, 2, value);
+	return orch_sqldb_op_end(m, orch_sqldb_exec(m, SQLDB_SUPER_PUT));
+}
+
 static const char *const sqldb_counter_key[SQLDB_NCOUNTERS] = {
 	[SQLDB_COUNTER_HANDLE] = "next_handle",
 	[SQLDB_COUNTER_INTENT] = "next_intent",

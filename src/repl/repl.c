@@ -59,6 +59,8 @@ struct orch_repl {
 	bool r_closed;                /* raft_close called back */
 	bool r_in_pass;               /* in uv_run: a kick need not arm the timer */
 	uint64_t r_damaged;           /* entries that failed their check (fsm_apply) */
+	struct raft_transfer r_transfer;
+	bool r_transferring;          /* r_transfer is libraft's until its callback */
 };
 
 /* A proposal or a barrier waiting for its callback. */
@@ -455,6 +457,30 @@ int orch_repl_barrier(struct orch_repl *r, orch_repl_done_fn done, void *arg)
 		free(q);
 		return repl_error(rv);
 	}
+	repl_kick(r);
+	return 0;
+}
+
+static void repl_transfer_done(struct raft_transfer *req)
+{
+	struct orch_repl *r = req->data;
+
+	r->r_transferring = false;
+}
+
+int orch_repl_transfer(struct orch_repl *r, uint64_t id)
+{
+	int rv;
+
+	if (r->r_closing)
+		return -ESHUTDOWN;
+	if (r->r_transferring)
+		return -EBUSY;
+	r->r_transfer.data = r;
+	rv = raft_transfer(&r->r_raft, &r->r_transfer, id, repl_transfer_done);
+	if (rv)
+		return repl_error(rv);
+	r->r_transferring = true;
 	repl_kick(r);
 	return 0;
 }

@@ -125,6 +125,14 @@ int orch_repl_proposev(struct orch_repl *r, const struct iovec *iov, unsigned in
  */
 int orch_repl_barrier(struct orch_repl *r, orch_repl_done_fn done, void *arg);
 
+/*
+ * Hands leadership to member @id (libraft's raft_transfer: it catches @id
+ * up, then tells it to stand for election at once).  0 once asked, or
+ * -errno: ORCH_REPL_ENOTLEADER, -EBUSY while a transfer is under way.
+ * The outcome shows in orch_repl_status (this member steps down).
+ */
+int orch_repl_transfer(struct orch_repl *r, uint64_t id);
+
 enum orch_repl_role {
 	ORCH_REPL_UNAVAILABLE, ORCH_REPL_FOLLOWER, ORCH_REPL_CANDIDATE, ORCH_REPL_LEADER
 };

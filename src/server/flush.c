@@ -38,6 +38,7 @@
 #include "common/pcut.h"
 #include "common/time.h"
 #include "server/flush.h"
+#include "server/sv_gate.h"
 #include "server/sv_ns.h"
 #include "server/sv.h"
 #include "server/sv_req.h"
@@ -330,9 +331,23 @@ static void flush_after_applied(struct sv_server *sv, void *arg, int error)
 		sv_flusher_after(sv, fl.fl_fn, fl.fl_arg);
 }
 
+/*
+ * On a group's leader, durable means durable on a majority: the followers
+ * were sent a sync when the step asked, and the step waits for them at
+ * the gate after the flush here.
+ */
+static void flush_then_gate(struct sv_server *sv, void *arg, int error)
+{
+	struct flush_later fl = *(struct flush_later *)arg;
+
+	free(arg);
+	sv_gate_after(sv, false, error, fl.fl_fn, fl.fl_arg);
+}
+
+static void flush_queue(struct sv_server *sv, sv_flushed_fn fn, void *arg);
+
 void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 {
-	struct sv_flusher *f = sv->s_flusher;
 
 	if (sv_ns_capturing(sv)) {
 		/*
@@ -351,6 +366,26 @@ void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 		fn(sv, arg, -ENOMEM);
 		return;
 	}
+	if (sv->s_gate.g_on) {
+		struct flush_later *fl = malloc(sizeof(*fl));
+
+		if (!fl) {
+			fn(sv, arg, -ENOMEM);
+			return;
+		}
+		*fl = (struct flush_later){ .fl_fn = fn, .fl_arg = arg };
+		if (sv->s_gate.g_sync)
+			sv->s_gate.g_sync(sv);
+		flush_queue(sv, flush_then_gate, fl);
+		return;
+	}
+	flush_queue(sv, fn, arg);
+}
+
+/* Parks @fn for the next flush. */
+static void flush_queue(struct sv_server *sv, sv_flushed_fn fn, void *arg)
+{
+	struct sv_flusher *f = sv->s_flusher;
 
 	pthread_mutex_lock(&f->f_lock);
 	if (f->f_n == f->f_cap) {

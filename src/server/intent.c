@@ -40,6 +40,7 @@
 #include "server/sv.h"
 #include "server/sv_ns.h"
 #include "server/sv_peer.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "server/sv_writers.h"
 
@@ -952,8 +953,8 @@ static void intent_drive_data(struct sv_server *sv, struct intent_run *run)
 		if (in->i_done_mask[s / 32] & (1u << (s % 32)))
 			continue;
 		if (s == sv->s_index) {
-			error = truncate ? orch_store_truncate(sv->s_store, in->i_handle, local)
-					 : orch_store_delete(sv->s_store, in->i_handle);
+			error = truncate ? sv_store_truncate(sv, in->i_handle, local)
+					 : sv_store_delete(sv, in->i_handle);
 			if (!error) {
 				in->i_done_mask[s / 32] |= 1u << (s % 32);
 				run->ir_store_dirty = true;
@@ -1303,7 +1304,7 @@ static void intent_free_send(struct sv_server *sv, struct free_batch *fb)
 		int error = 0;
 
 		if (s == sv->s_index) {
-			error = orch_store_delete_many(sv->s_store, fb->fb_handle, fb->fb_n);
+			error = sv_store_delete_many(sv, fb->fb_handle, fb->fb_n);
 			if (!error) {
 				fb->fb_done_mask[s / 32] |= 1u << (s % 32);
 				fb->fb_store_dirty = true;

@@ -36,6 +36,8 @@
 #include "server/sv_stats.h"
 #include "server/sv_work.h"
 #include "server/sv_write.h"
+#include "server/sv_gate.h"
+#include "server/sv_mirror.h"
 #include "server/sv_ns.h"
 #include "server/sv_opens.h"
 #include "server/sv_writers.h"
@@ -233,6 +235,7 @@ static void sv_lead(struct sv_server *sv)
 		return;
 	}
 	sv_intent_replay_all(sv);
+	sv_mirror_lead(sv);
 }
 
 /*
@@ -343,6 +346,7 @@ int main(int argc, char **argv)
 	_Static_assert(ORCH_CFG_RESERVE_AUTO == ORCH_STORE_RESERVE_AUTO, "reserve: auto");
 	orch_store_set_reserve(sv.s_store, sv.s_cfg.store_reserve);
 	sv_writes_init(&sv);
+	sv_gate_init(&sv);
 	error = orch_ev_create(&sv.s_ev);
 	if (error)
 		goto out_writes;
@@ -374,6 +378,10 @@ int main(int argc, char **argv)
 	error = sv_ns_init(&sv, sv_lead, err, sizeof(err));
 	if (error) {
 		ORCH_ERR("%s", err);
+		goto out_listen;
+	}
+	if (sv_mirror_init(&sv)) {
+		ORCH_ERR("cannot set up the data stream");
 		goto out_listen;
 	}
 	if (sv_writers_init(&sv)) {
@@ -423,6 +431,8 @@ int main(int argc, char **argv)
 	/* Writes still in the store's queue finish, and are answered if we can. */
 	sv_writes_wait(&sv);
 	sv_work_stop(&sv);
+	/* What waits for the followers is answered NOTLEADER, and so is all that follows. */
+	sv_mirror_fini(&sv);
 	sv_admin_stop(&sv);
 	sv_writers_stop(&sv);
 	sv_opens_stop(&sv);
@@ -436,6 +446,7 @@ int main(int argc, char **argv)
 	sv_intent_fini(&sv);
 out_listen:
 	sv_metrics_stop(&sv); /* a failed start's (the clean stop's is done) */
+	sv_mirror_fini(&sv);
 	sv_ns_fini(&sv);
 	if (sigfd >= 0)
 		close(sigfd);

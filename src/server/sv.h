@@ -78,6 +78,7 @@ struct sv_req;
 struct sv_worker;
 struct sv_write;
 struct sv_writers;
+struct sv_mirror;
 
 /* Writes queued to the store (sv_write.c). */
 struct sv_writes {
@@ -90,6 +91,36 @@ struct sv_writes {
 	uint64_t w_answered;          /* loop thread only */
 	uint64_t w_bytes;             /* loop thread only: data bytes queued */
 };
+
+/*
+ * The file-data gate of a replica group's leader (sv_gate.h): a reply, or
+ * a step waiting for durability, leaves only once every store operation
+ * sent to the followers before it is held where a failover keeps it.
+ * Loop thread only.
+ */
+struct sv_gate_wait;
+struct sv_server;
+struct sv_gate {
+	bool g_on;                    /* this member leads a group of several */
+	bool g_majority;              /* the members in sync are a majority */
+	uint64_t g_sent;              /* store operations sent to the followers */
+	uint64_t g_safe;              /* those every follower in sync applied */
+	struct sv_req *g_held;        /* replies waiting, oldest first (r_held_next) */
+	struct sv_req **g_held_tail;
+	struct sv_gate_wait *g_waits; /* steps waiting, oldest first */
+	struct sv_gate_wait **g_waits_tail;
+	/* Sends a sync to the followers (sv_mirror.c): a step that waits for durability. */
+	void (*g_sync)(struct sv_server *sv);
+	uint64_t g_replies_held;      /* stats: replies that waited */
+	/* This member stopped leading: every reply that would wait is this error. */
+	int g_stop_error;
+};
+
+/* True if what was sent so far is safe: a reply may leave now. */
+static inline bool sv_gate_open(const struct sv_gate *g)
+{
+	return !g->g_on || (!g->g_stop_error && g->g_majority && g->g_safe >= g->g_sent);
+}
 
 /* The open client connections (sv_conns.c).  Loop thread only. */
 struct sv_conns {
@@ -164,6 +195,8 @@ struct sv_server {
 	 * meanwhile are kept until its entry is applied (sv_req.h, r_held).
 	 */
 	struct sv_req **s_hold;
+	struct sv_gate s_gate;             /* replies waiting for the followers' data (sv_gate.h) */
+	struct sv_mirror *s_mirror;        /* the file-data stream (sv_mirror.c); NULL: none */
 	struct sv_flusher *s_flusher;      /* the flusher thread (flush.c) */
 	struct sv_writes s_writes;         /* data writes queued to the store (sv_write.c) */
 	struct sv_worker *s_worker;        /* the data worker (sv_work.c); NULL: jobs run on the loop */

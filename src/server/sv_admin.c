@@ -45,6 +45,7 @@
 #include "server/sv.h"
 #include "server/sv_admin.h"
 #include "server/sv_peer.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "store/fsmap.h"
 
@@ -1034,7 +1035,11 @@ static void sv_admin_reclaim(struct sv_server *sv, unsigned int owner)
 {
 	struct sv_admin *a = sv->s_admin;
 
-	if (!a || owner >= 64 || !sv->s_cfg.reclaim_orphans)
+	/*
+	 * In a group of several the store changes only through the leader's
+	 * data stream (sv_mirror.h), which this thread's deletes would miss.
+	 */
+	if (!a || owner >= 64 || !sv->s_cfg.reclaim_orphans || sv_mirror_in_group(sv))
 		return;
 	pthread_mutex_lock(&a->a_lock);
 	a->a_sweep |= 1ull << owner;

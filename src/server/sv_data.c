@@ -14,6 +14,7 @@
 #include "server/flush.h"
 #include "server/sv_data.h"
 #include "server/sv_peer.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "server/sv_work.h"
 #include "server/sv_write.h"
@@ -257,6 +258,11 @@ int sv_data_copy_range(struct sv_server *sv, struct sv_req *r, const struct orch
 	uint8_t *buf;
 	int error;
 
+	/* Not through the data stream yet (sv_mirror.h): the kernel copies by reads and writes. */
+	if (sv_mirror_in_group(sv)) {
+		sv_reply_status(r, -EOPNOTSUPP);
+		return 0;
+	}
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
 	    m->offset2 + m->size < m->offset2) {
@@ -366,6 +372,10 @@ static void sv_dedupe_run(struct sv_server *sv, const struct orch_msg *m, struct
 
 int sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
+	if (sv_mirror_in_group(sv)) {
+		sv_reply_status(r, -EOPNOTSUPP);
+		return 0;
+	}
 	if (!orch_layout_is_valid(&m->layout) || !orch_layout_is_valid(&m->layout2) ||
 	    m->size > SV_COPY_MAX || m->offset + m->size < m->offset ||
 	    m->offset2 + m->size < m->offset2) {
@@ -437,7 +447,7 @@ int sv_data_punch(struct sv_server *sv, struct sv_req *r, const struct orch_msg 
 	from = orch_layout_local_size(&m->layout, m->offset, sv->s_index);
 	to = orch_layout_local_size(&m->layout, m->offset + m->size, sv->s_index);
 	if (to > from)
-		error = orch_store_punch(sv->s_store, m->handle, from, to - from);
+		error = sv_store_punch(sv, m->handle, from, to - from);
 	if (!error)
 		sv_flusher_dirty(sv);
 	sv_reply_status(r, error);

@@ -21,6 +21,7 @@
 #include "server/sv_cl.h"
 #include "server/sv_data.h"
 #include "server/sv_dispatch.h"
+#include "server/sv_mirror.h"
 #include "server/sv_peer.h"
 #include "server/sv_ns.h"
 #include "server/sv_req.h"
@@ -394,7 +395,8 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 	 * pings and stats (orchard status shows every member): it names the
 	 * leader, and the sender goes there (SPEC-wire.md, "Replica groups").
 	 */
-	if (!sv_ns_serving(sv) && m.type != ORCH_AN2AN_PING && m.type != ORCH_AD2SV_STATS) {
+	if (!sv_ns_serving(sv) && m.type != ORCH_AN2AN_PING && m.type != ORCH_AD2SV_STATS &&
+	    m.type != ORCH_SV2SV_MIRROR) {
 		struct orch_msg rep;
 
 		orch_msg_init(&rep, m.type);

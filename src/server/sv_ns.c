@@ -80,6 +80,28 @@ bool sv_ns_changes_wait(const struct sv_server *sv)
 	       orch_time_now_ms() < sv->s_ns->n_changes_from_ms;
 }
 
+uint64_t sv_ns_term(const struct sv_server *sv)
+{
+	return sv->s_ns && sv->s_ns->n_serving ? sv->s_ns->n_term : 0;
+}
+
+bool sv_ns_follows(const struct sv_server *sv, uint32_t member, uint64_t term)
+{
+	struct orch_repl_status rs;
+
+	if (!sv->s_ns || !sv->s_ns->n_group || sv->s_ns->n_serving)
+		return false;
+	orch_repl_status(orch_group_repl(sv->s_ns->n_group), &rs);
+	return rs.role == ORCH_REPL_FOLLOWER && rs.term == term && rs.leader_id == member + 1ull;
+}
+
+int sv_ns_transfer(struct sv_server *sv, uint32_t member)
+{
+	if (!sv->s_ns || !sv->s_ns->n_group)
+		return -EINVAL;
+	return orch_repl_transfer(orch_group_repl(sv->s_ns->n_group), member + 1ull);
+}
+
 uint32_t sv_ns_leader(const struct sv_server *sv)
 {
 	struct orch_repl_status rs;
@@ -609,9 +631,6 @@ int sv_ns_init(struct sv_server *sv, void (*on_lead)(struct sv_server *sv), char
 		ORCH_NOTICE("namespace changes go through the log at %s (member %u of replica "
 			    "group %u, %u members)", me->log_address, sv->s_member, sv->s_index,
 			    rc.nmembers);
-		ORCH_WARN("replica group %u: file data is not replicated yet (docs/ADMIN.md, "
-			  "\"Replica groups\"): a file's bytes stay on the member that led "
-			  "when they were written", sv->s_index);
 		return 0;
 	}
 	error = ns_wait_to_lead(sv);

@@ -67,6 +67,12 @@ uint32_t sv_ns_leader(const struct sv_server *sv);
  * (sv_ns.c, ns_promoted).  It answers changes NOTLEADER naming itself.
  */
 bool sv_ns_changes_wait(const struct sv_server *sv);
+/* The libraft term this member serves in as leader; 0 if it does not serve. */
+uint64_t sv_ns_term(const struct sv_server *sv);
+/* True if this member is a follower of member @member (a place) in @term. */
+bool sv_ns_follows(const struct sv_server *sv, uint32_t member, uint64_t term);
+/* Hands the group's leadership to member @member (orch_repl_transfer); 0 or -errno. */
+int sv_ns_transfer(struct sv_server *sv, uint32_t member);
 
 /*
  * A change for request @r: @fn(sv, r, arg) handles it, as a handler does

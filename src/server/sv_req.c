@@ -46,6 +46,15 @@ static void sv_req_count(struct sv_server *sv, const struct sv_req *r, int statu
  * Keeps reply @m of a held request (sv_ns.h) as its frame: the buffers @m
  * points into are the handler's, gone by the time the reply may leave.
  */
+static void sv_reply_keep(struct sv_req *r, const struct orch_msg *m)
+{
+	orch_buf_init(&r->r_held, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	r->r_held_set = true;
+	/* One that cannot be encoded is kept empty: sv_req_release answers it EIO. */
+	if (orch_msg_encode(&r->r_held, m))
+		orch_buf_reset(&r->r_held);
+}
+
 static void sv_reply_hold(struct sv_req *r, const struct orch_msg *m, struct sv_req **list)
 {
 	if (r->r_held_set) {
@@ -54,11 +63,39 @@ static void sv_reply_hold(struct sv_req *r, const struct orch_msg *m, struct sv_
 		r->r_held_next = *list;
 		*list = r;
 	}
-	orch_buf_init(&r->r_held, ORCH_FRAME_HDR + ORCH_MAXFRAME);
-	r->r_held_set = true;
-	/* One that cannot be encoded is kept empty: sv_req_release answers it EIO. */
-	if (orch_msg_encode(&r->r_held, m))
-		orch_buf_reset(&r->r_held);
+	sv_reply_keep(r, m);
+}
+
+/*
+ * The file-data gate (sv_gate.h) holds every reply but the handshake's,
+ * pings and the operator's requests, which say nothing of the data and
+ * must answer while the group has no majority in sync.
+ */
+static bool sv_reply_gated(const struct sv_req *r)
+{
+	unsigned int family = r->r_type >> 8;
+
+	return !r->r_gated && family != 0x00 && family != 0x03 &&
+	       !sv_gate_open(&r->r_sv->s_gate);
+}
+
+/* Kept, in order, until sv_gate_release() finds what it waits for safe. */
+static void sv_reply_gate(struct sv_req *r, const struct orch_msg *m)
+{
+	struct sv_gate *g = &r->r_sv->s_gate;
+
+	r->r_gated = true;
+	if (g->g_stop_error) {
+		/* Not safe, and never will be here: the client asks the next leader. */
+		sv_reply_status(r, g->g_stop_error);
+		return;
+	}
+	r->r_gate_seq = g->g_sent;
+	r->r_held_next = NULL;
+	*g->g_held_tail = r;
+	g->g_held_tail = &r->r_held_next;
+	g->g_replies_held++;
+	sv_reply_keep(r, m);
 }
 
 void sv_reply(struct sv_req *r, struct orch_msg *m)
@@ -68,6 +105,10 @@ void sv_reply(struct sv_req *r, struct orch_msg *m)
 	m->flags = ORCH_FRAME_REPLY;
 	if (r->r_hold_on || r->r_sv->s_hold) {
 		sv_reply_hold(r, m, r->r_hold_on ? r->r_hold_on : r->r_sv->s_hold);
+		return;
+	}
+	if (sv_reply_gated(r)) {
+		sv_reply_gate(r, m);
 		return;
 	}
 	sv_req_count(r->r_sv, r, m->status);

@@ -63,6 +63,12 @@ struct sv_req {
 	 */
 	struct sv_req **r_hold_on;
 	/*
+	 * Passed the file-data gate (sv_gate.h), or waits there for the
+	 * followers to hold the store operations sent up to r_gate_seq.
+	 */
+	bool r_gated;
+	uint64_t r_gate_seq;
+	/*
 	 * Sent exactly once (ORCH_FRAME_SEQ): the client's ids, which the
 	 * replica group records its result under (sv_ns.c).  r_seq 0: not.
 	 */

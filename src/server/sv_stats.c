@@ -14,6 +14,7 @@
 #include "server/sv_lease.h"
 #include "server/sv_peer.h"
 #include "server/sv_req.h"
+#include "server/sv_mirror.h"
 #include "server/sv_stats.h"
 #include "server/sv_opens.h"
 #include "server/sv_writers.h"
@@ -233,6 +234,23 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "changes_wait_ms", s.ns.changes_wait_ms, true);
 		sv_json_u64(b, "group", sv->s_index, true);
 		sv_json_u64(b, "member", sv->s_member, true);
+		orch_buf_append(b, "}", 1);
+	}
+	if (sv->s_mirror) {
+		/* The file-data stream of a group of several (sv_mirror.h). */
+		struct sv_mirror_counts mc;
+
+		sv_mirror_counts(sv, &mc);
+		orch_buf_append(b, ", \"data_stream\": {", 18);
+		sv_json_u64(b, "sent", mc.sent, false);
+		sv_json_u64(b, "safe", mc.safe, true);
+		sv_json_u64(b, "in_sync", mc.in_sync, true);
+		sv_json_u64(b, "resyncs", mc.resyncs, true);
+		sv_json_u64(b, "resync_bytes", mc.resync_bytes, true);
+		sv_json_u64(b, "dropped", mc.dropped, true);
+		sv_json_u64(b, "applied", mc.applied, true);
+		sv_json_u64(b, "refused", mc.refused, true);
+		sv_json_u64(b, "replies_held", mc.replies_held, true);
 		orch_buf_append(b, "}", 1);
 	}
 	sv_json_u64(b, "protocol_errors", s.protocol_errors, true);

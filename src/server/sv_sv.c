@@ -20,6 +20,7 @@
 #include "server/flush.h"
 #include "server/intent.h"
 #include "server/sv.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "server/sv_sv.h"
 #include "server/sv_write.h"
@@ -346,7 +347,7 @@ int sv_sv_rmdir_inode(struct sv_server *sv, struct sv_req *r, const struct orch_
 
 int sv_sv_data_delete(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	return sv_sv_reply_durable(sv, r, orch_store_delete(sv->s_store, m->handle));
+	return sv_sv_reply_durable(sv, r, sv_store_delete(sv, m->handle));
 }
 
 /*
@@ -364,12 +365,12 @@ int sv_sv_data_delete_many(struct sv_server *sv, struct sv_req *r, const struct 
 		return sv_sv_reply_durable(sv, r, -EINVAL);
 	for (size_t i = 0; i < n; i++)
 		h[i] = orch_get_u64(p + 8 * i);
-	return sv_sv_reply_durable(sv, r, orch_store_delete_many(sv->s_store, h, n));
+	return sv_sv_reply_durable(sv, r, sv_store_delete_many(sv, h, n));
 }
 
 int sv_sv_data_truncate(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	return sv_sv_reply_durable(sv, r, orch_store_truncate(sv->s_store, m->handle, m->size));
+	return sv_sv_reply_durable(sv, r, sv_store_truncate(sv, m->handle, m->size));
 }
 
 int sv_sv_set_parent(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)

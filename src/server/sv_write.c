@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "server/flush.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "server/sv_write.h"
 
@@ -110,7 +111,7 @@ void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_
 	struct sv_write *w;
 
 	if (ws->w_bytes + len > SV_WRITES_QUEUED_MAX) {
-		int error = orch_store_write(sv->s_store, h, off, data, len);
+		int error = sv_store_write(sv, h, off, data, len);
 
 		if (!error)
 			sv_flusher_dirty(sv);
@@ -139,6 +140,8 @@ void sv_write_submit(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_
 	ws->w_submitted++;
 	ws->w_bytes += len;
 	orch_store_submit(sv->s_store, &w->w_op);
+	/* Into the stream in the order of the store's queue (sv_mirror.h). */
+	sv_mirror_write(sv, h, off, w->w_data, len);
 }
 
 void sv_writes_wait(struct sv_server *sv)

@@ -61,6 +61,7 @@
 #include "server/flush.h"
 #include "server/sv.h"
 #include "server/sv_peer.h"
+#include "server/sv_mirror.h"
 #include "server/sv_req.h"
 #include "server/sv_opens.h"
 #include "server/sv_writers.h"
@@ -311,7 +312,7 @@ static void wr_round_send(struct sv_server *sv, struct wr_node *n, bool probe)
 			struct orch_msg m;
 
 			if (s == sv->s_index) {
-				int e = !probe ? orch_store_cut(sv->s_store, n->n_handle, local) :
+				int e = !probe ? sv_store_cut(sv, n->n_handle, local) :
 					orch_store_nothing_past(sv->s_store, n->n_handle, local) ?
 					0 : -EBUSY;
 
@@ -644,7 +645,7 @@ int sv_writers_cut_request(struct sv_server *sv, struct sv_req *r, const struct 
 		sv_reply_status(r, orch_store_nothing_past(sv->s_store, m->handle, m->size) ? 0
 											    : -EBUSY);
 	else
-		sv_reply_status(r, orch_store_cut(sv->s_store, m->handle, m->size));
+		sv_reply_status(r, sv_store_cut(sv, m->handle, m->size));
 	return 0;
 }
 
