@@ -178,6 +178,7 @@ test-py-log: $(BINS) $(TOOL_BINS)
 # test may run an hour (ORCH_TEST_DEADLINE, tests/lib/deadline.py).
 SOAK_CUTS ?= 200
 SOAK_KILLS ?= 100
+SOAK_REPLICA_KILLS ?= 40
 SOAK_COHERENT_OPS ?= 20000
 soak: export ORCH_TEST_DEADLINE ?= 3600
 soak: $(BINS) $(TOOL_BINS)
@@ -187,6 +188,8 @@ soak: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_NET_SOAK=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s tests/py/test_faults_net.py $(TESTFLAGS)
 	$(Q)ORCH_TEST_OPS=$(SOAK_COHERENT_OPS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q -s \
 		tests/py/test_coherent.py::test_random_changes_show_on_the_other_mount_at_once $(TESTFLAGS)
+	$(Q)ORCH_REPLICA_CAMPAIGN_KILLS=$(SOAK_REPLICA_KILLS) ORCH_BUILDDIR=$(abspath $(BUILDDIR)) \
+		$(PYTHON) -m pytest -q -s tests/py/test_replica_campaign.py $(TESTFLAGS)
 
 # Most integration tests wait on servers, fsyncs and timers rather than
 # computing, so two run side by side (PYTEST_JOBS) even on two CPUs.  The

@@ -109,7 +109,30 @@ struct orch_call {
 	uint64_t ca_gen;             /* generation of the connection it was sent on */
 	uint8_t *ca_payload;         /* owned until handed to the reply */
 	struct orch_call *ca_next;   /* bucket chain; protected by c_lock */
+	/*
+	 * A request to a replica group that changes no namespace, sent by
+	 * orch_client_send: what orch_client_wait sends again, to the next
+	 * leader, if this try fails as a failover makes calls fail.  NULL
+	 * otherwise.
+	 */
+	struct rpc_again *ca_again;
 };
+
+struct rpc_again {
+	unsigned int a_server;
+	uint64_t a_deadline_ms;      /* the whole call's */
+	int a_send_error;            /* not sent: why (the wait goes straight to a retry) */
+	/* The request, encoded whole: the caller may reuse its buffers once sent. */
+	struct orch_buf a_frame;
+};
+
+static void rpc_again_free(struct rpc_again *a)
+{
+	if (a) {
+		orch_buf_fini(&a->a_frame);
+		free(a);
+	}
+}
 
 struct rpc_conn {
 	struct orch_client *c_client;
@@ -201,6 +224,12 @@ static unsigned int rpc_members(const struct rpc_conn *c)
 	const struct orch_cfg *cfg = &c->c_client->cl_cfg;
 
 	return cfg->replicas > 1 ? cfg->replicas : 1;
+}
+
+/* True if @server is a replica group of several members. */
+static bool rpc_is_group(const struct orch_client *cl, unsigned int server)
+{
+	return server < cl->cl_cfg.nservers && cl->cl_cfg.replicas > 1;
 }
 
 /* --- Time ---------------------------------------------------------------------- */
@@ -1286,6 +1315,7 @@ static void rpc_call_free(struct orch_call *call)
 	if (call->ca_probe)
 		rpc_probe_end(call);
 	free(call->ca_payload);
+	rpc_again_free(call->ca_again);
 	pthread_cond_destroy(&call->ca_cond);
 	free(call);
 }
@@ -1457,16 +1487,116 @@ static int rpc_public_error(int error)
 	return error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY ? -EHOSTDOWN : error;
 }
 
+static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+		    uint64_t seq, uint32_t timeout_ms, struct orch_reply *rep);
+
+/*
+ * True if a request of @type (numbered @seq, or 0) that was sent and then
+ * failed with @error (@broke: its connection broke) may go again to a
+ * group's next leader.  Numbered ones and those that change no namespace
+ * always.  CL2SV_WRITERS changes the namespace (a size it extends, which
+ * is a maximum) but what it registers belongs to its connection, which
+ * the server drops when the connection ends: so after a broken connection
+ * it is asked afresh, never after a timeout on a connection still open.
+ */
+static bool rpc_may_resend(uint16_t type, uint64_t seq, int error, bool broke)
+{
+	if (error != -ETIMEDOUT && !broke)
+		return false;
+	return seq || !orch_msg_changes_namespace(type) || (broke && type == ORCH_CL2SV_WRITERS);
+}
+
+/* A copy of @req with its data (@tail's, if any) for rpc_send_again; NULL if it cannot be made. */
+static struct rpc_again *rpc_again_new(struct orch_client *cl, unsigned int server,
+				       const struct orch_msg *req, const struct iovec *tail,
+				       int ntail)
+{
+	struct rpc_again *a = calloc(1, sizeof(*a));
+	struct orch_msg m = *req;
+	uint8_t *data = NULL;
+	size_t len = 0;
+
+	if (!a || ntail < 0 || ntail > ORCH_CLIENT_IOV_MAX)
+		goto fail;
+	for (int i = 0; i < ntail; i++)
+		len += tail[i].iov_len;
+	if (len > ORCH_IO_MAX)
+		goto fail;
+	if (ntail) {
+		data = malloc(len ? len : 1);
+		if (!data)
+			goto fail;
+		len = 0;
+		for (int i = 0; i < ntail; i++) {
+			memcpy(data + len, tail[i].iov_base, tail[i].iov_len);
+			len += tail[i].iov_len;
+		}
+		m.data = orch_str_of((const char *)data, (uint32_t)len);
+	}
+	m.flags = 0;
+	m.reqid = 0;
+	orch_buf_init(&a->a_frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
+	if (orch_msg_encode(&a->a_frame, &m))
+		goto fail;
+	free(data);
+	a->a_server = server;
+	a->a_deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
+	return a;
+fail:
+	free(data);
+	rpc_again_free(a);
+	return NULL;
+}
+
+/*
+ * A call to a replica group whose request changes no namespace (reads,
+ * writes, fsyncs, lookups: sent twice, they do no harm) keeps what it
+ * needs to go again (ca_again): a failover then costs orch_client_wait
+ * the time to find the next leader, not an error.  One that could not
+ * even be sent comes back as a call that only goes again.
+ */
+static int rpc_send_again(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
+			  const struct iovec *tail, int ntail, struct orch_call **out)
+{
+	struct rpc_again *a = NULL;
+	int error;
+
+	if (rpc_is_group(cl, server) && !(req->flags & ORCH_FRAME_SEQ) &&
+	    (!orch_msg_changes_namespace(req->type) || req->type == ORCH_CL2SV_WRITERS))
+		a = rpc_again_new(cl, server, req, tail, ntail);
+	error = rpc_send(cl, server, req, tail, ntail, out);
+	if (!a)
+		return error;
+	if (!error) {
+		(*out)->ca_again = a;
+		return 0;
+	}
+	if (error != -EIO && error != -EHOSTDOWN && error != -ETIMEDOUT &&
+	    error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY) {
+		rpc_again_free(a);
+		return error;
+	}
+	*out = calloc(1, sizeof(**out));
+	if (!*out) {
+		rpc_again_free(a);
+		return error;
+	}
+	a->a_send_error = error;
+	(*out)->ca_type = req->type;
+	(*out)->ca_again = a;
+	return 0;
+}
+
 int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_call **out)
 {
-	return rpc_public_error(rpc_send(cl, server, req, NULL, 0, out));
+	return rpc_public_error(rpc_send_again(cl, server, req, NULL, 0, out));
 }
 
 int orch_client_send_iov(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 			 const struct iovec *data, int n, struct orch_call **out)
 {
-	return rpc_public_error(rpc_send(cl, server, req, data, n, out));
+	return rpc_public_error(rpc_send_again(cl, server, req, data, n, out));
 }
 
 /* Decodes the reply a call received.  Consumes call->ca_payload. */
@@ -1573,7 +1703,42 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
 {
-	return rpc_public_error(rpc_wait(cl, call, rep));
+	struct rpc_again *a = call->ca_again;
+	uint16_t call_type;
+	int error;
+
+	if (!a)
+		return rpc_public_error(rpc_wait(cl, call, rep));
+	call->ca_again = NULL;
+	call_type = call->ca_type;
+	if (a->a_send_error) {
+		free(call); /* never sent: nothing else in it */
+		error = a->a_send_error;
+		memset(rep, 0, sizeof(*rep));
+	} else {
+		error = rpc_wait(cl, call, rep);
+	}
+	/*
+	 * As rpc_call retries: not sent, or a member that does not lead; a
+	 * broken connection or a silent member (rpc_may_resend).
+	 */
+	if (a->a_send_error || error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY ||
+	    rpc_may_resend(call_type, 0, error, error == -EIO && rep->broke)) {
+		uint64_t left = rpc_remaining_ms(a->a_deadline_ms);
+		struct orch_frame_hdr h;
+		struct orch_msg m;
+
+		orch_reply_release(rep);
+		orch_frame_hdr_decode(a->a_frame.b_data, &h);
+		error = left ? orch_msg_decode(&h, a->a_frame.b_data + ORCH_FRAME_HDR, &m)
+			     : -ETIMEDOUT;
+		if (left && !error) {
+			error = rpc_call(cl, a->a_server, &m, 0, (uint32_t)left, rep);
+			orch_msg_fini(&m);
+		}
+	}
+	rpc_again_free(a);
+	return rpc_public_error(error);
 }
 
 static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
@@ -1736,8 +1901,6 @@ static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
 	pthread_mutex_unlock(&cl->cl_seq_lock);
 }
 
-static int rpc_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
-		    uint64_t seq, uint32_t timeout_ms, struct orch_reply *rep);
 
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
@@ -1751,8 +1914,7 @@ int orch_client_call_within(struct orch_client *cl, unsigned int server,
 	uint64_t seq = 0;
 	int error;
 
-	if (server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1 &&
-	    orch_msg_exactly_once(req->type)) {
+	if (rpc_is_group(cl, server) && orch_msg_exactly_once(req->type)) {
 		seq = rpc_seq_new(cl);
 		if (!seq)
 			return -ENOMEM;
@@ -1788,7 +1950,7 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 	uint64_t deadline_ms = rpc_now_ms() + (timeout_ms && timeout_ms < full_ms ? timeout_ms
 									  : full_ms);
 	unsigned int pause_ms = RPC_NOLEADER_PAUSE_MS, tries = 0;
-	bool group = server < cl->cl_cfg.nservers && rpc_members(&cl->cl_conns[server]) > 1;
+	bool group = rpc_is_group(cl, server);
 	struct orch_msg m = *req;
 	struct orch_call *call;
 	int error;
@@ -1832,11 +1994,11 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 			 * namespace, may go to the next leader.
 			 */
 			retry = (seq && rep->broke) ||
-				(group && (error == -ETIMEDOUT || rep->broke) &&
-				 (seq || !orch_msg_changes_namespace(req->type)));
+				(group && rpc_may_resend(req->type, seq, error, rep->broke));
 		}
 		if ((error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY) && !group)
 			return rpc_not_a_group(cl, server);
+		if (error && group && error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY && !retry && error != -ENOENT && error != -ENODATA && error != -EEXIST) ORCH_NOTICE("DEBUG rpc_call %s error %d broke %d", orch_msg_name(req->type), error, rep->broke);
 		if (error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY && !retry)
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)

@@ -20,7 +20,11 @@
  * while none is known), skips members it cannot reach or that stay silent
  * 2.5 s, and numbers the requests that change a namespace so that one
  * sent again after its leader died is done once (docs/DESIGN.md, "Replica
- * groups of several members").  orch_client_send/wait do none of that.
+ * groups of several members").  orch_client_send/wait number nothing: a
+ * request that changes no namespace (a read, a write, an fsync) is kept,
+ * encoded with its data, and a wait whose try failed that way sends it
+ * again through orch_client_call's loop; one that changes a namespace
+ * fails as it would on a single server.
  *
  * Connecting races fresh SYNs every 300 ms (at most four at once) rather
  * than wait for TCP's 1 s SYN retransmission: a lossy or just-healed link

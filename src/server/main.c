@@ -234,8 +234,9 @@ static void sv_lead(struct sv_server *sv)
 		orch_ev_stop(sv->s_ev);
 		return;
 	}
-	sv_intent_replay_all(sv);
+	/* The data stream first: the intents' store operations must go into it. */
 	sv_mirror_lead(sv);
+	sv_intent_replay_all(sv);
 }
 
 /*

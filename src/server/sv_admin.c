@@ -1152,8 +1152,8 @@ int sv_admin_start(struct sv_server *sv)
 	pthread_cond_init(&a->a_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	/* Objects of files lost in a power cut, here or on a peer, go (see top). */
-	for (unsigned int s = 0; sv->s_cfg.reclaim_orphans && s < sv->s_cfg.nservers && s < 64;
-	     s++) {
+	for (unsigned int s = 0; sv->s_cfg.reclaim_orphans && !sv_mirror_in_group(sv) &&
+	     s < sv->s_cfg.nservers && s < 64; s++) {
 		a->a_sweep |= 1ull << s;
 		if (s != sv->s_index)
 			a->a_tell |= 1ull << s;

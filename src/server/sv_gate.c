@@ -59,6 +59,25 @@ void sv_gate_advance(struct sv_server *sv)
 	}
 }
 
+void sv_gate_expire(struct sv_server *sv, uint64_t now_ms)
+{
+	struct sv_gate *g = &sv->s_gate;
+	struct sv_req **pp = &g->g_held;
+
+	while (*pp) {
+		struct sv_req *r = *pp;
+
+		if (r->r_deadline_ms > now_ms && !r->r_conn->c_closed) {
+			pp = &r->r_held_next;
+			continue;
+		}
+		*pp = r->r_held_next;
+		r->r_held_next = NULL;
+		sv_req_release(r, -ETIMEDOUT);
+	}
+	g->g_held_tail = pp;
+}
+
 void sv_gate_after(struct sv_server *sv, bool durable, int error, sv_gate_fn fn, void *arg)
 {
 	struct sv_gate *g = &sv->s_gate;

@@ -32,6 +32,12 @@ void sv_gate_advance(struct sv_server *sv);
  */
 void sv_gate_after(struct sv_server *sv, bool durable, int error, sv_gate_fn fn, void *arg);
 /*
+ * Answers ETIMEDOUT each held reply whose request's deadline passed
+ * (r_deadline_ms: its client gave up) or whose connection closed: a gate
+ * that stays closed (no majority in sync) must not hold them for ever.
+ */
+void sv_gate_expire(struct sv_server *sv, uint64_t now_ms);
+/*
  * This member stops leading: every held reply is answered @error instead
  * (the client asks the next leader), every step gets @error.
  */

@@ -96,30 +96,41 @@ static void mirror_gate(struct sv_server *sv)
 
 	if (!mi->m_started)
 		return;
+	bool live = true;
+
 	/*
-	 * Every follower in sync must have applied what was sent; only those
-	 * whose resync is over count for the majority (one still resyncing
-	 * may lack bytes of a write its old leader never acknowledged, which
-	 * this leader may have shown).
+	 * Every follower in sync must apply what was sent on a stream whose
+	 * resync is over (F_LIVE: it ran unbroken since, so it holds
+	 * everything).  One that is not (its stream broke, or it resyncs at
+	 * the start of the term and may still hold bytes its old leader never
+	 * acknowledged) closes the gate until it is live or out of the set.
 	 */
 	for (unsigned int i = 0; i < mi->m_nf; i++) {
 		if (!mi->m_f[i].f_in_sync)
 			continue;
-		if (mi->m_f[i].f_state == F_LIVE)
-			n++;
+		n++;
+		if (mi->m_f[i].f_state != F_LIVE)
+			live = false;
 		if (mi->m_f[i].f_acked < safe)
 			safe = mi->m_f[i].f_acked;
 	}
 	g->g_safe = safe;
-	g->g_majority = n >= sv->s_cfg.replicas / 2 + 1;
+	g->g_majority = live && n >= sv->s_cfg.replicas / 2 + 1;
 	mi->m_counts.in_sync = n;
 	sv_gate_advance(sv);
 }
 
-/* Sends one frame to @f; a failure closes its stream. */
+/* Bytes waiting to be sent on @c, queued before its handshake ended too. */
+static size_t mirror_backlog(const struct orch_conn *c)
+{
+	return c->c_out.b_len - c->c_out_off + c->c_held.b_len;
+}
+
+/* Sends one frame to @f; a failure closes its stream (f_conn NULL after). */
 static void mirror_frame(struct sv_server *sv, struct follower *f, struct orch_msg *m)
 {
 	struct sv_mirror *mi = sv->s_mirror;
+	struct orch_conn *c = f->f_conn;
 	int error;
 
 	m->origin = sv->s_index;
@@ -132,14 +143,17 @@ static void mirror_frame(struct sv_server *sv, struct follower *f, struct orch_m
 	if (f->f_sent == f->f_acked && !f->f_waiting_since_ms)
 		f->f_waiting_since_ms = orch_time_now_ms();
 	f->f_sent = sv->s_gate.g_sent;
-	error = orch_conn_send(f->f_conn, m);
-	if (!error && f->f_conn->c_out.b_len - f->f_conn->c_out_off > MIRROR_BACKLOG_MAX)
+	/* A send may close it (a peer that reset): held until we are done with it. */
+	orch_conn_get(c);
+	error = orch_conn_send(c, m);
+	if (!error && !c->c_closed && mirror_backlog(c) > MIRROR_BACKLOG_MAX)
 		error = -ENOBUFS;
-	if (error) {
+	if (error && !c->c_closed) {
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "replica group %u: data stream to member %u "
 				   "broken: %s", sv->s_index, f->f_member, strerror(-error));
-		orch_conn_close(f->f_conn, error);
+		orch_conn_close(c, error);
 	}
+	orch_conn_put(c);
 }
 
 /* A store operation applied here: to every follower streaming. */
@@ -180,21 +194,30 @@ int sv_store_write(struct sv_server *sv, uint64_t h, uint64_t off, const void *d
 {
 	int error = orch_store_write(sv->s_store, h, off, data, len);
 
-	mirror_send(sv, SV_MIRROR_WRITE, h, off, 0, data, len);
+	if (!error)
+		mirror_send(sv, SV_MIRROR_WRITE, h, off, 0, data, len);
 	return error;
 }
 
+/*
+ * Sent before its outcome here is known: one the store refuses whatever
+ * its state (past the largest object, too long) is not sent at all, as
+ * it would fail on every follower and break their streams.
+ */
 void sv_mirror_write(struct sv_server *sv, uint64_t h, uint64_t off, const void *data,
 		     size_t len)
 {
-	mirror_send(sv, SV_MIRROR_WRITE, h, off, 0, data, len);
+	if (len <= ORCH_STORE_MAX_IO && off <= ORCH_STORE_MAX_SIZE &&
+	    len <= ORCH_STORE_MAX_SIZE - off)
+		mirror_send(sv, SV_MIRROR_WRITE, h, off, 0, data, len);
 }
 
 int sv_store_truncate(struct sv_server *sv, uint64_t h, uint64_t size)
 {
 	int error = orch_store_truncate(sv->s_store, h, size);
 
-	mirror_send(sv, SV_MIRROR_TRUNCATE, h, 0, size, NULL, 0);
+	if (!error)
+		mirror_send(sv, SV_MIRROR_TRUNCATE, h, 0, size, NULL, 0);
 	return error;
 }
 
@@ -202,7 +225,8 @@ int sv_store_cut(struct sv_server *sv, uint64_t h, uint64_t size)
 {
 	int error = orch_store_cut(sv->s_store, h, size);
 
-	mirror_send(sv, SV_MIRROR_CUT, h, 0, size, NULL, 0);
+	if (!error)
+		mirror_send(sv, SV_MIRROR_CUT, h, 0, size, NULL, 0);
 	return error;
 }
 
@@ -210,7 +234,8 @@ int sv_store_punch(struct sv_server *sv, uint64_t h, uint64_t off, uint64_t len)
 {
 	int error = orch_store_punch(sv->s_store, h, off, len);
 
-	mirror_send(sv, SV_MIRROR_PUNCH, h, off, len, NULL, 0);
+	if (!error)
+		mirror_send(sv, SV_MIRROR_PUNCH, h, off, len, NULL, 0);
 	return error;
 }
 
@@ -218,7 +243,8 @@ int sv_store_delete(struct sv_server *sv, uint64_t h)
 {
 	int error = orch_store_delete(sv->s_store, h);
 
-	mirror_send(sv, SV_MIRROR_DELETE, h, 0, 0, NULL, 0);
+	if (!error)
+		mirror_send(sv, SV_MIRROR_DELETE, h, 0, 0, NULL, 0);
 	return error;
 }
 
@@ -411,7 +437,7 @@ static void mirror_pump(struct sv_server *sv, struct follower *f)
 	struct orch_msg m;
 
 	while (mirror_streaming(f) && f->f_state == F_RESYNC &&
-	       f->f_conn->c_out.b_len - f->f_conn->c_out_off < MIRROR_RESYNC_AHEAD) {
+	       mirror_backlog(f->f_conn) < MIRROR_RESYNC_AHEAD) {
 		size_t got = 0;
 		int error;
 
@@ -486,11 +512,15 @@ static void mirror_pump(struct sv_server *sv, struct follower *f)
 			if (got == MIRROR_CHUNK)
 				continue;
 		}
-		/* The object's end: its size, which may end in a hole. */
+		/*
+		 * The object's end: its size now, which may end in a hole, or a
+		 * delete if it went meanwhile (a read past the end looks alike).
+		 */
 		orch_msg_init(&m, ORCH_SV2SV_MIRROR);
 		m.handle = f->f_obj;
 		m.mode = SV_MIRROR_TRUNCATE;
-		m.size = f->f_off;
+		if (orch_store_object_size(sv->s_store, f->f_obj, &m.size) == -ENOENT)
+			m.mode = SV_MIRROR_DELETE;
 		f->f_in_obj = false;
 		f->f_after = f->f_obj;
 		if (mirror_streaming(f))
@@ -558,6 +588,35 @@ static void mirror_hand_over(struct sv_server *sv)
 			   sv->s_index);
 }
 
+/*
+ * Once this member and the live followers in the set are a majority, the
+ * others leave the set (each comes back when its resync ends): they would
+ * keep the gate closed, and one still resyncing must not be elected.
+ * Before that they stay: with them the group still has a member in sync
+ * to elect if this one dies.
+ */
+static void mirror_trim(struct sv_server *sv)
+{
+	struct sv_mirror *mi = sv->s_mirror;
+	uint32_t keep = 1u << sv->s_member;
+	unsigned int live = 1;
+
+	if (!mi->m_started || mi->m_changing)
+		return;
+	for (unsigned int i = 0; i < mi->m_nf; i++) {
+		const struct follower *f = &mi->m_f[i];
+
+		if (f->f_in_sync && f->f_state == F_LIVE) {
+			keep |= 1u << f->f_member;
+			live++;
+		}
+	}
+	if (keep != mi->m_mask && live >= sv->s_cfg.replicas / 2 + 1 &&
+	    mirror_change(sv, keep, -1) == 0)
+		ORCH_NOTICE("replica group %u: members in sync with the file data: %#x (was %#x)",
+			    sv->s_index, keep, mi->m_mask);
+}
+
 static void mirror_tick(void *arg)
 {
 	struct sv_server *sv = arg;
@@ -566,6 +625,8 @@ static void mirror_tick(void *arg)
 
 	if (!mi->m_started)
 		mirror_hand_over(sv);
+	sv_gate_expire(sv, now);
+	mirror_trim(sv);
 	for (unsigned int i = 0; mi->m_started && i < mi->m_nf; i++) {
 		struct follower *f = &mi->m_f[i];
 
@@ -615,9 +676,13 @@ void sv_mirror_lead(struct sv_server *sv)
 	 */
 	sv_gate_start(sv, mirror_sync);
 	mi->m_started = (mi->m_mask >> sv->s_member) & 1;
-	if (mi->m_started)
+	if (mi->m_started) {
 		ORCH_NOTICE("replica group %u: serving the file data; resyncing the followers",
 			    sv->s_index);
+		/* Now: every store operation from here on must reach each stream. */
+		for (unsigned int i = 0; i < mi->m_nf; i++)
+			mirror_dial(sv, &mi->m_f[i]);
+	}
 	orch_ev_timer_arm(sv->s_ev, &mi->m_tick, 0, mirror_tick, sv);
 }
 
@@ -805,11 +870,30 @@ void sv_mirror_fini(struct sv_server *sv)
 
 void sv_mirror_counts(const struct sv_server *sv, struct sv_mirror_counts *out)
 {
+	static const char *const states[] = { "idle", "resync", "ended", "live" };
+	const struct sv_mirror *mi = sv->s_mirror;
+	size_t at = 0;
+
 	memset(out, 0, sizeof(*out));
-	if (!sv->s_mirror)
+	if (!mi)
 		return;
-	*out = sv->s_mirror->m_counts;
+	*out = mi->m_counts;
 	out->sent = sv->s_gate.g_sent;
 	out->safe = sv->s_gate.g_safe;
 	out->replies_held = sv->s_gate.g_replies_held;
+	out->mask = mi->m_mask;
+	out->changing = mi->m_changing;
+	out->gate_open = sv_gate_open(&sv->s_gate);
+	for (const struct sv_req *r = sv->s_gate.g_held; r; r = r->r_held_next)
+		out->waiting++;
+	for (unsigned int i = 0; i < mi->m_nf && at < sizeof(out->followers); i++) {
+		const struct follower *f = &mi->m_f[i];
+		int n = snprintf(out->followers + at, sizeof(out->followers) - at,
+				 "%s%u:%s:%d:%" PRIu64, at ? " " : "", f->f_member,
+				 states[f->f_state], f->f_in_sync, f->f_acked);
+
+		if (n < 0)
+			break;
+		at += (size_t)n;
+	}
 }

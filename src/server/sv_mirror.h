@@ -78,6 +78,13 @@ struct sv_mirror_counts {
 	uint64_t applied;           /* operations applied here as a follower */
 	uint64_t refused;           /* frames refused here (another term or leader) */
 	uint64_t replies_held;      /* replies that waited at the gate */
+	/* Now (leader): the set in sync (a bit per member), a change of it in flight, the gate. */
+	uint64_t mask;
+	bool changing;
+	bool gate_open;
+	uint64_t waiting;           /* replies and steps held at the gate */
+	/* Each follower's stream: "member:state:in_sync:acked" joined by spaces. */
+	char followers[160];
 };
 void sv_mirror_counts(const struct sv_server *sv, struct sv_mirror_counts *out);
 

@@ -251,6 +251,11 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "applied", mc.applied, true);
 		sv_json_u64(b, "refused", mc.refused, true);
 		sv_json_u64(b, "replies_held", mc.replies_held, true);
+		sv_json_u64(b, "mask", mc.mask, true);
+		sv_json_raw(b, "changing", mc.changing ? "true" : "false");
+		sv_json_raw(b, "gate_open", mc.gate_open ? "true" : "false");
+		sv_json_u64(b, "waiting", mc.waiting, true);
+		orch_buf_printf(b, ", \"followers\": \"%s\"", mc.followers);
 		orch_buf_append(b, "}", 1);
 	}
 	sv_json_u64(b, "protocol_errors", s.protocol_errors, true);

@@ -227,6 +227,19 @@ static void wr_answer(struct sv_server *sv, struct sv_req *r, int error, uint64_
 static void wr_round_start(struct sv_server *sv, struct wr_node *n);
 static void wr_round_done(struct sv_server *sv, struct wr_node *n);
 
+/*
+ * What a waiter hears of a round that failed: a server that could not be
+ * reached is EIO, but in a cluster of replica groups it is a group
+ * between leaders (a failover takes seconds), and nothing is registered:
+ * RETRY, and the client asks again.
+ */
+static int wr_error(const struct sv_server *sv, int error)
+{
+	if (error != -EHOSTDOWN && error != -ETIMEDOUT)
+		return error;
+	return sv->s_cfg.replicas > 1 ? -ORCH_ERETRY : error == -EHOSTDOWN ? -EIO : error;
+}
+
 /* The round of @n ended: answers its waiters, and goes on or frees it. */
 static void wr_round_end(struct sv_server *sv, struct wr_node *n)
 {
@@ -248,8 +261,7 @@ static void wr_round_end(struct sv_server *sv, struct wr_node *n)
 		/* Not cut: such a writer's bytes could be cut later, so it is no writer. */
 		if (n->n_error && w->w_register)
 			wr_remove(wt, n, w->w_req->r_conn);
-		wr_answer(sv, w->w_req, n->n_error == -EHOSTDOWN ? -EIO : n->n_error,
-			  n->n_handle);
+		wr_answer(sv, w->w_req, wr_error(sv, n->n_error), n->n_handle);
 		free(w);
 		w = next;
 	}
@@ -268,7 +280,9 @@ static void wr_cut_done(struct sv_server *sv, void *arg, int error, const struct
 	struct wr_call *call = arg;
 	struct wr_node *n = wr_find(wt, call->c_handle);
 
-	(void)rep;
+	/* No answer, the connection broke: a peer group changing leaders, in a cluster of them. */
+	if (!rep && error == -EIO && sv->s_cfg.replicas > 1)
+		error = -EHOSTDOWN;
 	if (n && n->n_cutting && n->n_round == call->c_round) {
 		if (error && !n->n_error)
 			n->n_error = error;

@@ -222,20 +222,22 @@ def caught_up(c):
                15, 0.05, "every member to catch up")
 
 
-def stop_settled(c, group=0):
-    """Stops @group's members once every one holds the data in sync and
-    has applied every entry, the leader first: a follower stopped first
-    would be taken out of sync by one more entry, which it would miss."""
-    lead = leader(c, group)
+def stop_settled(c):
+    """Stops every group's members once each holds the data in sync and has
+    applied every entry, the leaders first: a follower stopped first would
+    be taken out of sync by one more entry, which it would miss."""
+    groups = len(c.names) // c.replicas
+    leads = [leader(c, g) for g in range(groups)]
 
     def settled():
         stats = c.server_stats()
-        if stats[lead]["data_stream"]["in_sync"] != c.replicas:
+        if any(stats[lead]["data_stream"]["in_sync"] != c.replicas for lead in leads):
             return False
-        return len({s["log"]["applied_index"] for s in stats.values()
-                    if s["log"]["group"] == group}) == 1
+        return all(len({s["log"]["applied_index"] for s in stats.values()
+                        if s["log"]["group"] == g}) == 1 for g in range(groups))
     wait_until(settled, 20, 0.05, "every member in sync, every entry applied")
-    c.stop(lead)
+    for lead in leads:
+        c.stop(lead)
     c.stop_all()
 
 
@@ -592,3 +594,8 @@ def test_file_data_survives_the_loss_of_each_leader_in_turn(group, tmp_path):
         assert sorted(os.listdir(m.path())) == sorted(want)
     finally:
         m.stop()
+    # Every member holds the same bytes (store-check --objects), and they are the files'.
+    stop_settled(c)
+    data = [c.store_objects(n) for n in c.names]
+    assert data[0] == data[1] == data[2]
+    assert sum(size for size, _ in data[0].values()) == sum(len(d) for d in want.values())
