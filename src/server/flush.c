@@ -348,7 +348,6 @@ static void flush_queue(struct sv_server *sv, sv_flushed_fn fn, void *arg);
 
 void sv_flusher_after(struct sv_server *sv, sv_flushed_fn fn, void *arg)
 {
-
 	if (sv_ns_capturing(sv)) {
 		/*
 		 * What waits for durability waits for the change's entry first:

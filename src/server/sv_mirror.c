@@ -93,10 +93,10 @@ static void mirror_gate(struct sv_server *sv)
 	struct sv_gate *g = &sv->s_gate;
 	uint64_t safe = g->g_sent;
 	unsigned int n = 1;
+	bool live = true;
 
 	if (!mi->m_started)
 		return;
-	bool live = true;
 
 	/*
 	 * Every follower in sync must apply what was sent on a stream whose
