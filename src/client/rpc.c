@@ -1901,7 +1901,6 @@ static void rpc_seq_done(struct orch_client *cl, uint64_t seq)
 	pthread_mutex_unlock(&cl->cl_seq_lock);
 }
 
-
 int orch_client_call(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_reply *rep)
 {
@@ -1998,7 +1997,6 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 		}
 		if ((error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY) && !group)
 			return rpc_not_a_group(cl, server);
-		if (error && group && error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY && !retry && error != -ENOENT && error != -ENODATA && error != -EEXIST) ORCH_NOTICE("DEBUG rpc_call %s error %d broke %d", orch_msg_name(req->type), error, rep->broke);
 		if (error != -ORCH_ENOTLEADER && error != -ORCH_ERETRY && !retry)
 			return error;
 		if (rpc_remaining_ms(deadline_ms) == 0)
