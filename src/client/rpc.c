@@ -1723,7 +1723,7 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 	 * broken connection or a silent member (rpc_may_resend).
 	 */
 	if (a->a_send_error || error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY ||
-	    rpc_may_resend(call_type, 0, error, error == -EIO && rep->broke)) {
+	    rpc_may_resend(call_type, 0, error, rep->broke)) {
 		uint64_t left = rpc_remaining_ms(a->a_deadline_ms);
 		struct orch_frame_hdr h;
 		struct orch_msg m;
@@ -1802,8 +1802,14 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 			 */
 			if (c->c_gen == call->ca_gen &&
 			    (c->c_last_rx_ms < call->ca_sent_ms ||
-			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd, grace_ms))))
+			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd, grace_ms)))) {
 				rpc_sick_locked(c);
+				/*
+				 * Which closes the connection: what the request
+				 * registered on it (CL2SV_WRITERS) goes with it.
+				 */
+				rep->broke = true;
+			}
 			break;
 		}
 	}

@@ -81,7 +81,11 @@ struct orch_reply {
 	 * call failed after it was sent; 0 if it was never sent.
 	 */
 	uint64_t gen;
-	/* The call failed because its connection broke after it was sent (-EIO). */
+	/*
+	 * Its connection broke after the request was sent: the call failed
+	 * with -EIO, or timed out on a server so silent that the connection
+	 * was closed (-ETIMEDOUT).
+	 */
 	bool broke;
 };
 

@@ -62,6 +62,13 @@ class Verdict:
                  f" {_fmt(last) if last else 'nothing'};"
                  " none of these can come next:"]
         lines += ["  " + _fmt(o) for o in rest if o.call <= first_ret]
+        # And what led there: the order's last few, then the write that set
+        # each value a stuck read saw.
+        lines.append("the order that holds ends with:")
+        lines += ["  " + _fmt(o) for o in (self.longest or [])[-6:]]
+        seen = {o.value for o in rest if o.kind == "r" and o.call <= first_ret}
+        lines += ["  wrote what was read: " + _fmt(o) for o in self.ops
+                  if o.kind == "w" and o.value in seen]
         return "\n".join(lines)
 
 

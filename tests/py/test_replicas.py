@@ -377,22 +377,70 @@ def test_a_new_leader_takes_changes_only_once_its_predecessor_stopped(group):
     c.start(lead)
 
 
-def register_history(c, where, fault, heal, rounds=4):
-    """Jepsen style, on the namespace: four clients on two mounts set and
-    read an extended attribute of three files (each value written once)
-    while @fault(leader) strikes @rounds times, each followed by
-    @heal(leader) once the clients did 60 more operations.  Checks that
-    no call failed (the mounts carry on by themselves) and that the
-    recorded history is linearizable (tests/lib/linearize.py)."""
+REGISTER_WIDTH = 16
+
+
+class XattrRegister:
+    """A register in an extended attribute: each call one request, so two
+    clients share each mount."""
+    mounts_per_client = 0.5
+    def init(self, path):
+        write_file(path, b"")
+        os.setxattr(path, "user.v", b"init")
+
+    def write(self, path, value):
+        os.setxattr(path, "user.v", value.encode())
+
+    def read(self, path):
+        return os.getxattr(path, "user.v").decode()
+
+
+class DataRegister:
+    """A register in a file's first REGISTER_WIDTH bytes, written in place
+    (the size never changes) and read back through open, pread and close:
+    the kernel's page cache, close-to-open and write-behind all in the
+    path, and the bytes replicated by the group's data stream.  Each
+    client on a mount of its own: a write sits in its mount's page cache
+    until the close sends it, and the other processes of that mount see
+    it there first, as on a local file system; across mounts, a value is
+    there once its close returned, and a read opened after that sees it
+    (close-to-open: docs/DESIGN.md, "Coherent mode", "Data")."""
+    mounts_per_client = 1
+    def init(self, path):
+        write_file(path, b"init".ljust(REGISTER_WIDTH))
+
+    def write(self, path, value):
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, value.encode().ljust(REGISTER_WIDTH), 0)
+        finally:
+            os.close(fd)          # write-behind's error, if any, comes here
+
+    def read(self, path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, REGISTER_WIDTH, 0).decode().rstrip()
+        finally:
+            os.close(fd)
+
+
+def register_history(c, where, fault, heal, rounds=4, register=XattrRegister()):
+    """Jepsen style: four clients on two or four mounts write and read three
+    registers (@register: an extended attribute, or a file's bytes; each
+    value written once) while @fault(leader) strikes @rounds times, each
+    followed by @heal(leader) once the clients did 60 more operations.
+    Checks that no call failed (the mounts carry on by themselves) and
+    that the recorded history is linearizable (tests/lib/linearize.py)."""
     seed = int(os.environ.get("ORCH_TEST_SEED", random.randrange(1 << 30)))
-    ms = [Mount(c, where / ("mnt%d" % i)).start() for i in range(2)]
+    nclients = 4
+    ms = [Mount(c, where / ("mnt%d" % i)).start()
+          for i in range(int(nclients * register.mounts_per_client))]
     keys = ["reg%d" % i for i in range(3)]
     history, errors, lock = [], [], threading.Lock()
     stop = threading.Event()
     try:
         for k in keys:
-            write_file(ms[0].path(k), b"")
-            os.setxattr(ms[0].path(k), "user.v", b"init")
+            register.init(ms[0].path(k))
 
         def client(cid, m):
             rng = random.Random(seed * 10 + cid)
@@ -404,23 +452,25 @@ def register_history(c, where, fault, heal, rounds=4):
                 if rng.random() < 0.5:
                     value = "c%d-%d" % (cid, i)
                     try:
-                        os.setxattr(m.path(key), "user.v", value.encode())
+                        register.write(m.path(key), value)
                         ret = time.monotonic()
                     except OSError as e:
                         ret = None        # may or may not have happened
-                        errors.append("client %d: setxattr: %s" % (cid, errno.errorcode[e.errno]))
+                        errors.append("client %d: write %s: %s after %.2f s" % (
+                            cid, value, errno.errorcode[e.errno], time.monotonic() - call))
                     op = Op(key, "w", value, call, ret, cid)
                 else:
                     try:
-                        got = os.getxattr(m.path(key), "user.v").decode()
+                        got = register.read(m.path(key))
                     except OSError as e:
-                        errors.append("client %d: getxattr: %s" % (cid, errno.errorcode[e.errno]))
+                        errors.append("client %d: read: %s" % (cid, errno.errorcode[e.errno]))
                         continue
                     op = Op(key, "r", got, call, time.monotonic(), cid)
                 with lock:
                     history.append(op)
 
-        threads = [threading.Thread(target=client, args=(cid, ms[cid % 2])) for cid in range(4)]
+        threads = [threading.Thread(target=client, args=(cid, ms[cid % len(ms)]))
+                   for cid in range(nclients)]
         for t in threads:
             t.start()
         try:
@@ -460,6 +510,21 @@ def test_a_register_history_through_leader_cuts_is_linearizable(tmp_path):
     skip_unless_usable()
     with NetCluster(tmp_path / "c", nservers=3, replicas=3) as c:
         register_history(c, tmp_path, c.net.cut, c.net.heal, rounds=3)
+
+
+def test_a_register_in_file_data_through_leader_kills_is_linearizable(group, tmp_path):
+    """The same with the registers in files' bytes: each write an open,
+    a pwrite in place and a close on one mount, each read an open and a
+    pread on either; the leader SIGKILLed four times."""
+    register_history(group, tmp_path, group.kill, group.start, register=DataRegister())
+
+
+def test_a_register_in_file_data_through_leader_cuts_is_linearizable(tmp_path):
+    """File-data registers with the leader's link cut three times."""
+    skip_unless_usable()
+    with NetCluster(tmp_path / "c", nservers=3, replicas=3) as c:
+        register_history(c, tmp_path, c.net.cut, c.net.heal, rounds=3,
+                         register=DataRegister())
 
 
 def test_a_wiped_member_is_rebuilt_from_a_snapshot(group, tmp_path):
