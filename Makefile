@@ -159,11 +159,12 @@ test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
 		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
 
-# The namespace, POSIX, lease and acknowledgement tests again, every server's
+# The namespace, POSIX, lease, acknowledgement and freshness tests again, every server's
 # namespace through a replicated log of its own (ORCH_TEST_LOG=1,
 # tests/lib/cluster.py; docs/DESIGN.md, "The server on the group").
 LOG_TESTS := tests/py/test_namespace.py tests/py/test_posix.py tests/py/test_leases.py \
-	tests/py/test_acks.py tests/py/test_intents.py tests/py/test_group_server.py
+	tests/py/test_acks.py tests/py/test_intents.py tests/py/test_group_server.py \
+	tests/py/test_linearize.py
 test-py-log: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_TEST_LOG=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
 		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) $(LOG_TESTS) $(TESTFLAGS)

@@ -9,7 +9,8 @@
  *
  * Close-to-open: open always fetches fresh attributes, and the kernel keeps
  * the file's page cache (keep_cache) only if size and mtime equal what the
- * previous open or close of the inode recorded.
+ * previous open or close of the inode recorded, and no open told to drop
+ * the pages is still on its way back to its program (mnt_file_used).
  */
 #include "mount/mount_i.h"
 
@@ -34,6 +35,7 @@ struct mnt_file {
 	uint64_t f_handle;
 	_Atomic bool f_dirty;       /* written since the last EXTEND through this file */
 	bool f_direct;              /* O_DIRECT, O_[D]SYNC: writes wait for the servers */
+	_Atomic bool f_cto_dropping; /* opened without keep_cache, not used yet */
 };
 
 static struct mnt_file *mnt_file_of(const struct fuse_file_info *fi)
@@ -76,6 +78,23 @@ static int mnt_file_attr(struct orch_mnt *m, const struct orch_cred *cred, uint6
 	if (error == -ENOENT)
 		error = orch_fs_getattr(m->m_cl, cred, h, out);
 	return error;
+}
+
+/*
+ * A request on @f: its open has returned to the program, so the kernel
+ * dropped the pages it was told to (orch_mnt_inode_cto_open).
+ */
+static void mnt_file_used(struct orch_mnt *m, struct mnt_file *f)
+{
+	if (f && atomic_exchange(&f->f_cto_dropping, false))
+		orch_mnt_inode_cto_dropped(&m->m_itab, f->f_handle);
+}
+
+/* @f (attached, never answered to the kernel) goes. */
+static void mnt_file_discard(struct orch_mnt *m, struct mnt_file *f)
+{
+	mnt_file_used(m, f);
+	free(f);
 }
 
 static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
@@ -231,6 +250,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_attr a, rep, zero = { 0 };
 	struct orch_cred cred;
+	bool dropping;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_OPEN);
@@ -270,14 +290,15 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	error = mnt_file_attach(fi, ino);
 	if (error)
 		goto out_err;
-	fi->keep_cache = orch_mnt_inode_cto_check(&m->m_itab, &a);
+	fi->keep_cache = orch_mnt_inode_cto_open(&m->m_itab, &a, true, &dropping);
+	atomic_store(&mnt_file_of(fi)->f_cto_dropping, dropping);
 	orch_mnt_inode_set_fresh(&m->m_itab, ino, false);
 	orch_mnt_inode_opened(&m->m_itab, ino, 0);
 	/* Before the reply: an unlink after the open must find it registered. */
 	mnt_open_register(m, &cred, ino);
 	if (fuse_reply_open(req, fi)) {
 		mnt_open_release(m, &cred, ino);
-		free(mnt_file_of(fi));
+		mnt_file_discard(m, mnt_file_of(fi));
 	}
 	return;
 out_err:
@@ -291,7 +312,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct orch_attr a, rep, zero = { 0 };
 	struct orch_fs_stamps st;
 	struct orch_cred cred;
-	bool existed = false;
+	bool existed = false, dropping;
 	uint64_t sent_ms, asked;
 	int error;
 
@@ -331,9 +352,15 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		orch_mnt_reply_err(req, error);
 		return;
 	}
+	/*
+	 * This open's keep_cache is off: a file this mount knew under another
+	 * name counts as dropping its pages (orch_mnt_inode_cto_open).
+	 */
+	orch_mnt_inode_cto_open(&m->m_itab, &a, false, &dropping);
+	atomic_store(&mnt_file_of(fi)->f_cto_dropping, dropping);
 	if (orch_mnt_reply_entry_named(req, parent, name, orch_mnt_lc_credkey(&m->m_lc, &cred), &a,
 				       asked, fi, existed ? 0 : st.gen)) {
-		free(mnt_file_of(fi)); /* no RELEASE will come for it */
+		mnt_file_discard(m, mnt_file_of(fi)); /* no RELEASE will come for it */
 		if (!existed)
 			orch_fs_writers(m->m_cl, &cred, a.handle,
 					ORCH_WRITERS_RELEASE | ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
@@ -342,9 +369,9 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	/* A new file is registered as open by its CREATE (OPEN); an existing one is not. */
 	if (existed)
 		mnt_open_register(m, &cred, a.handle);
-	/* The reference for the next open's keep_cache. */
-	orch_mnt_inode_cto_set(&m->m_itab, &a);
 	if (!existed) {
+		/* The reference for the next open's keep_cache (no pages yet). */
+		orch_mnt_inode_cto_set(&m->m_itab, &a);
 		orch_mnt_inode_set_fresh(&m->m_itab, a.handle, true);
 		orch_mnt_inode_wreg_created(&m->m_itab, a.handle, st.gen);
 	}
@@ -360,8 +387,8 @@ void orch_mnt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 	int error;
 
-	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_READ);
+	mnt_file_used(m, mnt_file_of(fi));
 	orch_mnt_cred(req, &cred);
 	/* A server answers a READ at once, a WRITE after its commit. */
 	orch_mnt_wb_wait(m, ino, false);
@@ -426,6 +453,7 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_WRITE);
+	mnt_file_used(m, f);
 	orch_mnt_cred(req, &cred);
 	mnt_open_register(m, &cred, ino);
 	error = mnt_file_attr(m, &cred, ino, &a);
@@ -506,6 +534,7 @@ void orch_mnt_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	(void)ino;
 	orch_mnt_count(m, ORCH_MNT_OP_FLUSH);
+	mnt_file_used(m, mnt_file_of(fi));
 	orch_mnt_cred(req, &cred);
 	orch_mnt_reply_err(req, mnt_file_extend(m, &cred, mnt_file_of(fi), true));
 }
@@ -524,6 +553,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_RELEASE);
+	mnt_file_used(m, f);
 	error = mnt_file_extend(m, &cred, f, true);
 	unpublished = error != 0;
 	if (error)
@@ -689,6 +719,7 @@ void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_FSYNC);
+	mnt_file_used(m, mnt_file_of(fi));
 	orch_mnt_cred(req, &cred);
 	/* The size goes first, so the fsync makes it durable too. */
 	error = mnt_file_extend(m, &cred, mnt_file_of(fi), false);

@@ -411,22 +411,39 @@ void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr
 	pthread_mutex_unlock(&t->t_lock);
 }
 
-bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a)
+bool orch_mnt_inode_cto_open(struct orch_mnt_itab *t, const struct orch_attr *a, bool may_keep,
+			     bool *dropping)
 {
 	struct orch_mnt_inode *in;
-	bool same = false;
+	bool keep = false;
 
+	*dropping = false;
 	pthread_mutex_lock(&t->t_lock);
 	in = itab_find(t, a->handle);
 	if (in) {
-		same = in->i_cto_valid && in->i_cto_size == a->size &&
-		       in->i_cto_mtime_ns == a->mtime_ns;
+		keep = may_keep && in->i_cto_valid && !in->i_cto_dropping &&
+		       in->i_cto_size == a->size && in->i_cto_mtime_ns == a->mtime_ns;
+		if (!keep) {
+			in->i_cto_dropping++;
+			*dropping = true;
+		}
 		in->i_cto_valid = true;
 		in->i_cto_size = a->size;
 		in->i_cto_mtime_ns = a->mtime_ns;
 	}
 	pthread_mutex_unlock(&t->t_lock);
-	return same;
+	return keep;
+}
+
+void orch_mnt_inode_cto_dropped(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in && in->i_cto_dropping)
+		in->i_cto_dropping--;
+	pthread_mutex_unlock(&t->t_lock);
 }
 
 void orch_mnt_inode_list_set(struct orch_mnt_itab *t, uint64_t h, uint64_t until_ms)

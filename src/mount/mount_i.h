@@ -163,6 +163,13 @@ struct orch_mnt_inode {
 	uint64_t i_cto_size;
 	int64_t i_cto_mtime_ns;
 	/*
+	 * Opens answered without keep_cache whose file has not been used
+	 * since: the kernel drops the old pages only after such a reply, on
+	 * its way back to the program, so until then another open must not
+	 * keep them (orch_mnt_inode_cto_open).
+	 */
+	uint32_t i_cto_dropping;
+	/*
 	 * st_blocks (512-byte units) as the servers last counted them
 	 * (orch_fs_allocated), good while the reported size, mtime and ctime
 	 * are those it was counted for (i_blk_valid).
@@ -870,10 +877,17 @@ void orch_mnt_inode_xattr_set_absent(struct orch_mnt_itab *t, uint64_t h, int id
 void orch_mnt_inode_xattr_forget(struct orch_mnt_itab *t, uint64_t h);
 
 /*
- * Close-to-open: true if @a's size and mtime equal what the previous open or
- * close recorded; then records @a as the new reference.
+ * Close-to-open, at an open that found @a: true if the kernel may keep the
+ * file's page cache, which it may if @may_keep and @a's size and mtime equal
+ * what the previous open or close recorded, and no open that dropped the
+ * pages is still on its way (i_cto_dropping).  Records @a as the new
+ * reference.  False counts this open as dropping and sets *@dropping:
+ * the caller calls orch_mnt_inode_cto_dropped once the file is used.
  */
-bool orch_mnt_inode_cto_check(struct orch_mnt_itab *t, const struct orch_attr *a);
+bool orch_mnt_inode_cto_open(struct orch_mnt_itab *t, const struct orch_attr *a, bool may_keep,
+			     bool *dropping);
+/* A file opened without keep_cache was used: its open finished, old pages gone. */
+void orch_mnt_inode_cto_dropped(struct orch_mnt_itab *t, uint64_t h);
 /* Records @a as the close-to-open reference (at close). */
 void orch_mnt_inode_cto_set(struct orch_mnt_itab *t, const struct orch_attr *a);
 /*
