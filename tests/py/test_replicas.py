@@ -613,6 +613,54 @@ def test_a_mount_stops_using_what_a_silent_leader_leased(group, tmp_path):
         a.stop()
 
 
+def test_a_mount_passes_a_frozen_leader_by_itself(group, tmp_path):
+    """A leader frozen (SIGSTOP) rather than dead: its host still
+    acknowledges every byte, so nothing on the wire says it is gone.  A
+    mount with leases (the default) finds out through its vouch, which
+    hears nothing within ORCH_VOUCH_TERM_MS, gives the member up and goes
+    to the new leader (docs/DESIGN.md, "Clients through a failover").
+    Files written and fsynced in a loop carry on, no call fails, and the
+    one that spans the freeze takes a few seconds, not op_timeout_ms."""
+    c = group
+    m = Mount(c, tmp_path / "mnt").start()
+    done, errors = [], []
+    stop = threading.Event()
+    lead = None
+
+    def work():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            t = time.monotonic()
+            try:
+                with open(m.path("f%d" % (i % 16)), "wb") as f:
+                    f.write(b"%d" % i)
+                    f.flush()
+                    os.fsync(f.fileno())
+                done.append((t, time.monotonic()))
+            except OSError as e:
+                errors.append("write %d: %s" % (i, errno.errorcode[e.errno]))
+    th = threading.Thread(target=work)
+    th.start()
+    try:
+        wait_until(lambda: len(done) >= 20 or errors, 30, 0.01, "20 writes before the freeze")
+        lead = leader(c)
+        os.kill(c.pid(lead), signal.SIGSTOP)
+        frozen = time.monotonic()
+        wait_until(lambda: sum(t > frozen for t, _ in done) >= 20 or errors, 30, 0.01,
+                   "20 writes started after the freeze")
+    finally:
+        stop.set()
+        th.join()
+        if lead:
+            os.kill(c.pid(lead), signal.SIGCONT)
+        m.stop()
+    assert not errors, errors
+    across = max(end - start for start, end in done if end > frozen)
+    print("the write across the freeze took %.2f s" % across)
+    assert across < 8, "a write waited %.2f s on the frozen leader" % across
+
+
 def test_file_data_survives_the_loss_of_each_leader_in_turn(group, tmp_path):
     """File data is replicated (docs/DESIGN.md, "File data in a replica
     group"): files written and fsynced through a mount, then the leader
