@@ -155,9 +155,12 @@ spec: $(BUILDDIR)/tests/gen-wire-spec
 # file to a process: the tests of one file share fixtures and some share
 # host-wide state (test_mount_helper.py's /etc/fstab), so files are the unit.
 PYTEST_JOBS ?=
+# -n only where python3-pytest-xdist is installed (scripts/deps.sh installs it).
+XDIST := $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo yes)
+xdist = $(if $(XDIST),-n $(1) --dist loadfile)
 test-py: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
-		$(if $(PYTEST_JOBS),-n $(PYTEST_JOBS) --dist loadfile) tests/py $(TESTFLAGS)
+		$(if $(PYTEST_JOBS),$(call xdist,$(PYTEST_JOBS))) tests/py $(TESTFLAGS)
 
 # The namespace, POSIX, lease, acknowledgement and freshness tests again, every server's
 # namespace through a replicated log of its own (ORCH_TEST_LOG=1,
@@ -167,7 +170,7 @@ LOG_TESTS := tests/py/test_namespace.py tests/py/test_posix.py tests/py/test_lea
 	tests/py/test_linearize.py
 test-py-log: $(BINS) $(TOOL_BINS)
 	$(Q)ORCH_TEST_LOG=1 ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) -m pytest -q \
-		-n $(or $(PYTEST_JOBS),2) --dist loadfile $(LOG_TESTS) $(TESTFLAGS)
+		$(call xdist,$(or $(PYTEST_JOBS),2)) $(LOG_TESTS) $(TESTFLAGS)
 
 # The long campaigns: the power-cut campaign of tests/py/test_pcut_campaign.py,
 # 200 rounds of cuts of random servers (one or two) under a mixed workload;
@@ -239,7 +242,7 @@ check-tsan:
 	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ORCH_TEST_EXCLUDE="$(TSAN_UNIT_EXCLUDE)" \
 		bash tests/lib/run_unit.sh $(TSAN_UNIT_BINS)
 	$(Q)TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ORCH_BUILDDIR=$(abspath build-tsan) \
-		$(PYTHON) -m pytest -q -n $(TSAN_JOBS) --dist loadfile $(TSAN_PYTESTS) $(TSAN_PYFLAGS) \
+		$(PYTHON) -m pytest -q $(call xdist,$(TSAN_JOBS)) $(TSAN_PYTESTS) $(TSAN_PYFLAGS) \
 		$(TESTFLAGS)
 
 # The code must build warning-free with clang too.
