@@ -43,6 +43,7 @@
 
 /* Per open directory (fi->fh). */
 struct mnt_dir {
+	struct orch_mnt_fh d_fh; /* first: on the mount's list until RELEASEDIR */
 	/*
 	 * Held across the server request of a refill: it only serializes the
 	 * readers of this one open directory, which the kernel serializes
@@ -62,6 +63,15 @@ struct mnt_dir {
 static struct mnt_dir *mnt_dir_of(const struct fuse_file_info *fi)
 {
 	return (struct mnt_dir *)(uintptr_t)fi->fh;
+}
+
+static void mnt_dir_free(struct orch_mnt_fh *fh)
+{
+	struct mnt_dir *d = (struct mnt_dir *)fh;
+
+	pthread_mutex_destroy(&d->d_lock);
+	free(d->d_ents);
+	free(d);
 }
 
 void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -95,10 +105,11 @@ void orch_mnt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->cache_readdir = 1;
 		fi->keep_cache = orch_mnt_inode_list_covered(&m->m_itab, ino, orch_time_now_ms());
 	}
+	/* Before the reply: its RELEASEDIR may come at once. */
+	orch_mnt_fh_add(&m->m_fhs, &d->d_fh, mnt_dir_free);
 	if (fuse_reply_open(req, fi)) {
-		pthread_mutex_destroy(&d->d_lock);
-		free(d->d_ents);
-		free(d);
+		orch_mnt_fh_del(&m->m_fhs, &d->d_fh);
+		mnt_dir_free(&d->d_fh);
 	}
 }
 
@@ -109,9 +120,8 @@ void orch_mnt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 
 	(void)ino;
 	orch_mnt_count(m, ORCH_MNT_OP_RELEASEDIR);
-	pthread_mutex_destroy(&d->d_lock);
-	free(d->d_ents);
-	free(d);
+	orch_mnt_fh_del(&m->m_fhs, &d->d_fh);
+	mnt_dir_free(&d->d_fh);
 	fuse_reply_err(req, 0);
 }
 

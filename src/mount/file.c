@@ -32,6 +32,7 @@
  * through any descriptor or path supersedes it.
  */
 struct mnt_file {
+	struct orch_mnt_fh f_fh;    /* first: on the mount's list until RELEASE */
 	uint64_t f_handle;
 	_Atomic bool f_dirty;       /* written since the last EXTEND through this file */
 	bool f_direct;              /* O_DIRECT, O_[D]SYNC: writes wait for the servers */
@@ -94,10 +95,18 @@ static void mnt_file_used(struct orch_mnt *m, struct mnt_file *f)
 static void mnt_file_discard(struct orch_mnt *m, struct mnt_file *f)
 {
 	mnt_file_used(m, f);
+	orch_mnt_fh_del(&m->m_fhs, &f->f_fh);
 	free(f);
 }
 
-static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
+/* At the end of the mount, a file whose RELEASE never came. */
+static void mnt_file_free(struct orch_mnt_fh *fh)
+{
+	free(fh);
+}
+
+/* Before the open's reply: its RELEASE may come at once. */
+static int mnt_file_attach(struct orch_mnt *m, struct fuse_file_info *fi, uint64_t h)
 {
 	struct mnt_file *f = calloc(1, sizeof(*f));
 
@@ -106,6 +115,7 @@ static int mnt_file_attach(struct fuse_file_info *fi, uint64_t h)
 	f->f_handle = h;
 	/* Set at open; an fcntl(F_SETFL) later does not reach us. */
 	f->f_direct = fi->flags & (O_DIRECT | O_SYNC | O_DSYNC);
+	orch_mnt_fh_add(&m->m_fhs, &f->f_fh, mnt_file_free);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	return 0;
 }
@@ -287,7 +297,7 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (error)
 		goto out_err;
-	error = mnt_file_attach(fi, ino);
+	error = mnt_file_attach(m, fi, ino);
 	if (error)
 		goto out_err;
 	fi->keep_cache = orch_mnt_inode_cto_open(&m->m_itab, &a, true, &dropping);
@@ -347,7 +357,7 @@ void orch_mnt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		}
 	}
 	if (!error)
-		error = mnt_file_attach(fi, a.handle);
+		error = mnt_file_attach(m, fi, a.handle);
 	if (error) {
 		orch_mnt_reply_err(req, error);
 		return;
@@ -566,6 +576,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* The close that could not publish told the program; nobody retries now. */
 	if (unpublished)
 		orch_mnt_inode_unpublished_drop(&m->m_itab, ino);
+	orch_mnt_fh_del(&m->m_fhs, &f->f_fh);
 	free(f);
 	fuse_reply_err(req, 0);
 }

@@ -422,6 +422,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "orchard-mount: %s\n", strerror(ENOMEM));
 		goto out_cfg;
 	}
+	orch_mnt_fhs_init(&m.m_fhs);
 	if (mnt_add_names(&args, cfg, o.fsname))
 		goto out_itab;
 	/*
@@ -556,6 +557,7 @@ out_session:
 	orch_mnt_knames_fini(&m.m_knames);
 	orch_mnt_lc_fini(&m.m_lc);
 out_itab:
+	orch_mnt_fhs_fini(&m.m_fhs);
 	orch_mnt_itab_fini(&m.m_itab);
 	free(m.m_mountpoint);
 out_cfg:

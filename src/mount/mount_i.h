@@ -315,6 +315,24 @@ void orch_mnt_kinval_wake(struct orch_mnt *m);
 void orch_mnt_kinval_dir_enter(struct orch_mnt *m, uint64_t dir);
 void orch_mnt_kinval_dir_leave(struct orch_mnt *m, uint64_t dir);
 
+/* --- Handles the kernel holds (fh.c) ------------------------------------------ */
+
+/* First member of each fi->fh object: on the list from open to release. */
+struct orch_mnt_fh {
+	struct orch_mnt_fh *fh_prev, *fh_next;
+	void (*fh_free)(struct orch_mnt_fh *fh); /* at the end, if never released */
+};
+struct orch_mnt_fhs {
+	pthread_mutex_t s_lock; /* a leaf */
+	struct orch_mnt_fh s_head;
+};
+void orch_mnt_fhs_init(struct orch_mnt_fhs *s);
+/* Frees what the kernel never released: after the session, no handler runs. */
+void orch_mnt_fhs_fini(struct orch_mnt_fhs *s);
+void orch_mnt_fh_add(struct orch_mnt_fhs *s, struct orch_mnt_fh *fh,
+		     void (*free_fn)(struct orch_mnt_fh *));
+void orch_mnt_fh_del(struct orch_mnt_fhs *s, struct orch_mnt_fh *fh);
+
 /* --- Names the kernel keeps on a lease (knames.c) ------------------------------- */
 
 struct kname;
@@ -566,6 +584,7 @@ struct orch_mnt {
 	struct orch_mnt_reopen m_reopen;  /* registers open files again after a reconnect */
 	struct orch_mnt_kinval m_kinval;  /* drops the kernel's copy of others' changes */
 	struct orch_mnt_knames m_knames;  /* names the kernel keeps on a lease, to drop at a reset */
+	struct orch_mnt_fhs m_fhs;        /* open files and directories, freed at the end if unreleased */
 	struct fuse_session *m_se;        /* for notifications; set while it runs */
 };
 
