@@ -232,27 +232,33 @@ static int mnt_writer_register(struct orch_mnt *m, const struct orch_cred *cred,
 }
 
 /*
- * At the last close of @f's inode in this mount: if it is registered,
- * releases the registration (after which the server may cut past the
- * size, so only once nothing is left unpublished).
+ * At the last close of @f's inode in this mount: releases its writer
+ * registration, if any (after which the server may cut past the size, so
+ * only once nothing is left unpublished), and its open registration
+ * (mnt_open_register), in one request: in a replica group each is a log
+ * entry.  The server applies CLOSE after RELEASE, so the last close of a
+ * removed file frees it after its size is published.
  */
-static void mnt_writer_release(struct orch_mnt *m, const struct orch_cred *cred,
-			       struct mnt_file *f)
+static void mnt_registrations_release(struct orch_mnt *m, const struct orch_cred *cred,
+				      struct mnt_file *f)
 {
-	uint64_t gen;
+	uint64_t h = f->f_handle, cur = orch_client_conn_gen(m->m_cl, orch_handle_server(h));
+	uint64_t wgen = 0, ogen = 0;
+	bool writer = orch_mnt_inode_wreg_take_last(&m->m_itab, h, true, &wgen);
+	uint32_t flags = 0;
 	int error;
 
-	if (!orch_mnt_inode_wreg_take_last(&m->m_itab, f->f_handle, true, &gen))
-		return;
 	/* A registration lives on its connection: one that changed took it along. */
-	error = gen == orch_client_conn_gen(m->m_cl, orch_handle_server(f->f_handle)) ?
-		orch_fs_writers(m->m_cl, cred, f->f_handle, ORCH_WRITERS_RELEASE, 0, 0, NULL,
-				NULL) : 0;
-	if (error && error != -ENOSYS && error != -ENOENT)
+	if (writer && wgen == cur)
+		flags |= ORCH_WRITERS_RELEASE;
+	if (orch_mnt_inode_released(&m->m_itab, h, &ogen) && ogen == cur)
+		flags |= ORCH_WRITERS_CLOSE;
+	error = flags ? orch_fs_writers(m->m_cl, cred, h, flags, 0, 0, NULL, NULL) : 0;
+	if (error && (flags & ORCH_WRITERS_RELEASE) && error != -ENOSYS && error != -ENOENT)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot release the writer registration: "
-				   "ino=%#llx: %s", (unsigned long long)f->f_handle,
-				   strerror(-error));
-	orch_mnt_inode_wreg_set(&m->m_itab, f->f_handle, 0);
+				   "ino=%#llx: %s", (unsigned long long)h, strerror(-error));
+	if (writer)
+		orch_mnt_inode_wreg_set(&m->m_itab, h, 0);
 }
 
 void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -570,9 +576,7 @@ void orch_mnt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN,
 				   "at release: a write or the size could not be published: ino=%#llx: %s",
 				   (unsigned long long)ino, strerror(-error));
-	mnt_writer_release(m, &cred, f);
-	/* After the size is published: the last close of a removed file frees it. */
-	mnt_open_release(m, &cred, ino);
+	mnt_registrations_release(m, &cred, f);
 	/* The close that could not publish told the program; nobody retries now. */
 	if (unpublished)
 		orch_mnt_inode_unpublished_drop(&m->m_itab, ino);

@@ -15,7 +15,11 @@
  *   segments synchronously (150-390 ms at 8 MiB, 34-91 ms at 1 MiB), and
  *   the preallocated files are smaller;
  * - 100 ms between connection retries instead of 1 s: a restarted member
- *   is heard again sooner.
+ *   is heard again sooner;
+ * - TCP_NODELAY on the transport's connections (repl_tcp_*): libraft's TCP
+ *   transport leaves Nagle on, so an append sent while the previous one was
+ *   unacknowledged waited for the follower's delayed ACK, up to 40 ms: one
+ *   unlink in five took 40 ms instead of 2.
  *
  * Entries: libraft 0.15 keeps entries 8-byte aligned in its messages and
  * segments, and a follower that receives several entries whose lengths
@@ -26,6 +30,7 @@
  * machine never sees bytes that are not what the leader proposed.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +53,11 @@ struct orch_repl {
 	struct orch_ev *r_ev;
 	uv_loop_t r_loop;
 	struct raft_uv_transport r_transport;
+	/* libraft's TCP transport under repl_tcp_*: its own calls and callbacks. */
+	int (*r_tcp_listen)(struct raft_uv_transport *t, raft_uv_accept_cb cb);
+	int (*r_tcp_connect)(struct raft_uv_transport *t, struct raft_uv_connect *req,
+			     raft_id id, const char *address, raft_uv_connect_cb cb);
+	raft_uv_accept_cb r_accept_cb;
 	struct raft_io r_io;
 	struct raft r_raft;
 	struct raft_fsm r_rfsm;
@@ -93,6 +103,71 @@ static int repl_error(int rv)
 	default:
 		return rv < 0 ? rv : -EIO; /* the state machine's own -errno, or libraft's */
 	}
+}
+
+/* --- libraft's TCP transport, with TCP_NODELAY ----------------------------------- */
+
+static struct orch_repl *repl_of_transport(struct raft_uv_transport *t)
+{
+	return (struct orch_repl *)((char *)t - offsetof(struct orch_repl, r_transport));
+}
+
+static void repl_tcp_nodelay(struct uv_stream_s *stream)
+{
+	if (stream && stream->type == UV_TCP)
+		uv_tcp_nodelay((uv_tcp_t *)stream, 1);
+}
+
+static void repl_tcp_accepted(struct raft_uv_transport *t, raft_id id, const char *address,
+			      struct uv_stream_s *stream)
+{
+	repl_tcp_nodelay(stream);
+	repl_of_transport(t)->r_accept_cb(t, id, address, stream);
+}
+
+static int repl_tcp_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
+{
+	struct orch_repl *r = repl_of_transport(t);
+
+	r->r_accept_cb = cb;
+	return r->r_tcp_listen(t, repl_tcp_accepted);
+}
+
+/* A connect of libraft's, passed on under a request of our own. */
+struct repl_connect {
+	struct raft_uv_connect c_inner; /* the TCP transport's */
+	struct raft_uv_connect *c_outer; /* libraft's */
+	raft_uv_connect_cb c_cb;
+};
+
+static void repl_tcp_connected(struct raft_uv_connect *inner, struct uv_stream_s *stream,
+			       int status)
+{
+	struct repl_connect *c = (struct repl_connect *)inner;
+	struct raft_uv_connect *outer = c->c_outer;
+	raft_uv_connect_cb cb = c->c_cb;
+
+	free(c);
+	if (status == 0)
+		repl_tcp_nodelay(stream);
+	cb(outer, stream, status);
+}
+
+static int repl_tcp_connect(struct raft_uv_transport *t, struct raft_uv_connect *req,
+			    raft_id id, const char *address, raft_uv_connect_cb cb)
+{
+	struct repl_connect *c = calloc(1, sizeof(*c));
+	int rv;
+
+	if (!c)
+		return RAFT_NOMEM;
+	c->c_outer = req;
+	c->c_cb = cb;
+	rv = repl_of_transport(t)->r_tcp_connect(t, &c->c_inner, id, address,
+						  repl_tcp_connected);
+	if (rv)
+		free(c);
+	return rv;
 }
 
 /* --- The uv loop inside the orch_ev loop --------------------------------------- */
@@ -276,6 +351,10 @@ int orch_repl_open(struct orch_ev *ev, const struct orch_repl_cfg *cfg,
 		goto fail;
 	}
 	r->r_transport_up = true;
+	r->r_tcp_listen = r->r_transport.listen;
+	r->r_tcp_connect = r->r_transport.connect;
+	r->r_transport.listen = repl_tcp_listen;
+	r->r_transport.connect = repl_tcp_connect;
 	rv = raft_uv_init(&r->r_io, &r->r_loop, cfg->dir, &r->r_transport);
 	if (rv) {
 		error = repl_fail(r, "cannot open its log directory", rv);
