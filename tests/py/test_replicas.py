@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import shutil
+import socket
 import sqlite3
 import stat
 import threading
@@ -101,6 +102,61 @@ def test_followers_name_the_leader_and_every_member_applies_each_change(group):
     spaces = {n: namespace(c, n) for n in c.names}
     assert spaces["s0"] == spaces["s1"] == spaces["s2"]
     assert len(spaces["s0"]["dirent"]) == len(want) + 1   # and /d06/g
+
+
+def tcp_sockets(pid):
+    """Copies (pidfd_getfd) of process @pid's connected TCP sockets."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_pidfd_getfd = 438
+    out = []
+    pidfd = os.pidfd_open(pid)
+    try:
+        for name in os.listdir("/proc/%d/fd" % pid):
+            try:
+                if not os.readlink("/proc/%d/fd/%s" % (pid, name)).startswith("socket:"):
+                    continue
+            except FileNotFoundError:
+                continue
+            fd = libc.syscall(SYS_pidfd_getfd, pidfd, int(name), 0)
+            if fd < 0:
+                continue
+            s = socket.socket(fileno=fd)
+            if (s.type == socket.SOCK_STREAM and s.family in (socket.AF_INET, socket.AF_INET6)
+                    and not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                try:
+                    s.getpeername()
+                    out.append(s)
+                    continue
+                except OSError:
+                    pass
+            s.close()
+    finally:
+        os.close(pidfd)
+    return out
+
+
+def test_every_connection_of_a_member_sends_at_once(group):
+    """Small messages leave at once on every connection of every member, the
+    log's (libraft's transport) included: with Nagle's algorithm on, an
+    append sent while the previous one was unacknowledged waited for the
+    follower's delayed ACK, up to 40 ms."""
+    c = group
+    leader(c)
+    for i in range(5):
+        c.cli("mkdir", "/n%d" % i)
+    for name in c.names:
+        socks = tcp_sockets(c.pid(name))
+        try:
+            ports = {s.getpeername()[1] for s in socks} | {s.getsockname()[1] for s in socks}
+            # The log's connections to and from both other members, at least.
+            assert len(socks) >= 2, (name, ports)
+            slow = [(s.getsockname(), s.getpeername()) for s in socks
+                    if not s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)]
+            assert not slow, (name, slow)
+        finally:
+            for s in socks:
+                s.close()
 
 
 def test_a_killed_leader_is_replaced_and_clients_carry_on(group):
