@@ -1372,7 +1372,7 @@ static int rpc_conn_write(struct rpc_conn *c, uint64_t gen, const struct orch_bu
  * @tail (@ntail buffers; req->data is then ignored), not copied.
  */
 static int rpc_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
-		    const struct iovec *tail, int ntail, struct orch_call **out)
+		    const struct iovec *tail, int ntail, bool past_silence, struct orch_call **out)
 {
 	struct iovec one;
 	size_t tail_len = 0;
@@ -1438,7 +1438,7 @@ static int rpc_send(struct orch_client *cl, unsigned int server, const struct or
 		call->ca_probe = true;
 		call->ca_deadline_ms = ORCH_MIN(call->ca_deadline_ms,
 						call->ca_sent_ms + RPC_PROBE_MS);
-	} else if (c->c_state == RPC_UP &&
+	} else if (c->c_state == RPC_UP && !past_silence &&
 		   rpc_silent_excess_locked(c, call, rpc_silent_grace_ms(cl))) {
 		/* Enough callers wait for a server that says nothing already. */
 		pthread_mutex_unlock(&c->c_lock);
@@ -1506,6 +1506,35 @@ static bool rpc_may_resend(uint16_t type, uint64_t seq, int error, bool broke)
 	return seq || !orch_msg_changes_namespace(type) || (broke && type == ORCH_CL2SV_WRITERS);
 }
 
+/*
+ * @call (sent, not waited for) is a try that ends at @deadline_ms if that
+ * is sooner, unless its member then looks alive (orch_client_wait).
+ */
+static void rpc_call_shorten(struct orch_call *call, uint64_t deadline_ms)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	if (deadline_ms < call->ca_deadline_ms) {
+		call->ca_full_deadline_ms = call->ca_deadline_ms;
+		call->ca_deadline_ms = deadline_ms;
+	}
+	pthread_mutex_unlock(&c->c_lock);
+}
+
+/* @call (sent, not waited for) ends by @deadline_ms, its member alive or not. */
+static void rpc_call_cap(struct orch_call *call, uint64_t deadline_ms)
+{
+	struct rpc_conn *c = call->ca_conn;
+
+	pthread_mutex_lock(&c->c_lock);
+	if (call->ca_deadline_ms > deadline_ms)
+		call->ca_deadline_ms = deadline_ms;
+	if (call->ca_full_deadline_ms > deadline_ms)
+		call->ca_full_deadline_ms = deadline_ms;
+	pthread_mutex_unlock(&c->c_lock);
+}
+
 /* A copy of @req with its data (@tail's, if any) for rpc_send_again; NULL if it cannot be made. */
 static struct rpc_again *rpc_again_new(struct orch_client *cl, unsigned int server,
 				       const struct orch_msg *req, const struct iovec *tail,
@@ -1564,11 +1593,12 @@ static int rpc_send_again(struct orch_client *cl, unsigned int server, const str
 	if (rpc_is_group(cl, server) && !(req->flags & ORCH_FRAME_SEQ) &&
 	    (!orch_msg_changes_namespace(req->type) || req->type == ORCH_CL2SV_WRITERS))
 		a = rpc_again_new(cl, server, req, tail, ntail);
-	error = rpc_send(cl, server, req, tail, ntail, out);
+	error = rpc_send(cl, server, req, tail, ntail, false, out);
 	if (!a)
 		return error;
 	if (!error) {
 		(*out)->ca_again = a;
+		rpc_call_shorten(*out, rpc_now_ms() + RPC_GROUP_TRY_MS);
 		return 0;
 	}
 	if (error != -EIO && error != -EHOSTDOWN && error != -ETIMEDOUT &&
@@ -1701,6 +1731,30 @@ static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call 
 
 static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep);
 
+/*
+ * The end of a try on a group's member whose host still takes our bytes:
+ * is its process alive, or frozen (SIGSTOP, a VM paused)?  Its kernel
+ * acknowledges TCP either way.  A PING on the same connection, sent past
+ * the limit on callers of a silent server, answered within
+ * ORCH_VOUCH_TERM_MS says alive (only slow: waiting on another group,
+ * say).  Called without c_lock.
+ */
+static bool rpc_member_answers(struct orch_client *cl, struct orch_call *call)
+{
+	struct orch_reply rep;
+	struct orch_call *ping;
+	struct orch_msg m;
+	bool alive;
+
+	orch_msg_init(&m, ORCH_AN2AN_PING);
+	if (rpc_send(cl, call->ca_conn->c_index, &m, NULL, 0, true, &ping))
+		return false;
+	rpc_call_cap(ping, rpc_now_ms() + ORCH_VOUCH_TERM_MS);
+	alive = rpc_wait(cl, ping, &rep) == 0 && rep.gen == call->ca_gen;
+	orch_reply_release(&rep);
+	return alive;
+}
+
 int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch_reply *rep)
 {
 	struct rpc_again *a = call->ca_again;
@@ -1745,7 +1799,7 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 {
 	struct rpc_conn *c = call->ca_conn;
 	uint64_t grace_ms = rpc_silent_grace_ms(cl);
-	bool graced = false;
+	bool graced = false, frozen = false;
 	struct timespec ts, gts;
 	int error = 0;
 
@@ -1780,15 +1834,26 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done &&
 		    call->ca_full_deadline_ms > call->ca_deadline_ms && c->c_gen == call->ca_gen &&
 		    c->c_state == RPC_UP && !rpc_tcp_stalled(c->c_fd, grace_ms)) {
-			/*
-			 * The end of a try, on a member whose host still takes our
-			 * bytes: it is alive, only slow (waiting on another group,
-			 * say), and a retry elsewhere would find the request not
-			 * finished.  The call waits its whole deadline.
-			 */
-			call->ca_deadline_ms = call->ca_full_deadline_ms;
-			rpc_timespec(call->ca_deadline_ms, &ts);
-			continue;
+			bool alive;
+
+			pthread_mutex_unlock(&c->c_lock);
+			alive = rpc_member_answers(cl, call);
+			pthread_mutex_lock(&c->c_lock);
+			if (call->ca_done)
+				break;
+			if (alive) {
+				/*
+				 * The end of a try, on a member that answers: it is
+				 * only slow, and a retry elsewhere would find the
+				 * request not finished.  The call waits its whole
+				 * deadline.
+				 */
+				call->ca_deadline_ms = call->ca_full_deadline_ms;
+				rpc_timespec(call->ca_deadline_ms, &ts);
+				continue;
+			}
+			/* Frozen: the call goes to the next leader (below). */
+			frozen = true;
 		}
 		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done) {
 			/* Out of the table: a late reply is dropped by its reader. */
@@ -1801,7 +1866,7 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 			 * its kernel acknowledging our bytes: sick.
 			 */
 			if (c->c_gen == call->ca_gen &&
-			    (c->c_last_rx_ms < call->ca_sent_ms ||
+			    (frozen || c->c_last_rx_ms < call->ca_sent_ms ||
 			     (c->c_state == RPC_UP && rpc_tcp_stalled(c->c_fd, grace_ms)))) {
 				rpc_sick_locked(c);
 				/*
@@ -1828,35 +1893,6 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 				   orch_msg_name(call->ca_type));
 	rpc_call_free(call);
 	return error;
-}
-
-/*
- * @call (sent, not waited for) is a try that ends at @deadline_ms if that
- * is sooner, unless its member then looks alive (orch_client_wait).
- */
-static void rpc_call_shorten(struct orch_call *call, uint64_t deadline_ms)
-{
-	struct rpc_conn *c = call->ca_conn;
-
-	pthread_mutex_lock(&c->c_lock);
-	if (deadline_ms < call->ca_deadline_ms) {
-		call->ca_full_deadline_ms = call->ca_deadline_ms;
-		call->ca_deadline_ms = deadline_ms;
-	}
-	pthread_mutex_unlock(&c->c_lock);
-}
-
-/* @call (sent, not waited for) ends by @deadline_ms, its member alive or not. */
-static void rpc_call_cap(struct orch_call *call, uint64_t deadline_ms)
-{
-	struct rpc_conn *c = call->ca_conn;
-
-	pthread_mutex_lock(&c->c_lock);
-	if (call->ca_deadline_ms > deadline_ms)
-		call->ca_deadline_ms = deadline_ms;
-	if (call->ca_full_deadline_ms > deadline_ms)
-		call->ca_full_deadline_ms = deadline_ms;
-	pthread_mutex_unlock(&c->c_lock);
 }
 
 /* A number for a new request, in flight until rpc_seq_done.  0 on ENOMEM. */
@@ -1978,7 +2014,7 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
 		memset(rep, 0, sizeof(*rep));
 		if (seq)
 			m.done_below = rpc_seq_done_below(cl);
-		error = rpc_send(cl, server, &m, NULL, 0, &call);
+		error = rpc_send(cl, server, &m, NULL, 0, false, &call);
 		/*
 		 * Not sent: a group's member that could not be reached, failed
 		 * its handshake or is sick; the connection goes to the next.

@@ -66,14 +66,19 @@ def namespace(c, name):
         db.close()
 
 
-def short_timeout(c, ms):
-    """A copy of the config whose clients give up after @ms."""
-    path = os.path.join(c.dir, "client.conf")
+def config_with(c, key, value):
+    """A copy of @c's config with `key = value` in [cluster]."""
+    path = os.path.join(c.dir, "client-%s.conf" % key)
     with open(c.conf) as f:
         text = f.read()
     with open(path, "w") as f:
-        f.write(text.replace("[cluster]\n", "[cluster]\nop_timeout_ms = %d\n" % ms, 1))
+        f.write(text.replace("[cluster]\n", "[cluster]\n%s = %s\n" % (key, value), 1))
     return path
+
+
+def short_timeout(c, ms):
+    """A copy of the config whose clients give up after @ms."""
+    return config_with(c, "op_timeout_ms", ms)
 
 
 def names(c):
@@ -663,16 +668,29 @@ def test_a_mount_stops_using_what_a_silent_leader_leased(group, tmp_path):
         a.stop()
 
 
-def test_a_mount_passes_a_frozen_leader_by_itself(group, tmp_path):
+class ConfOf:
+    """Cluster @c as a client sees it through the config file @conf."""
+
+    def __init__(self, c, conf):
+        self.conf = conf
+
+
+@pytest.mark.parametrize("leases", [True, False], ids=["leases", "no-leases"])
+def test_a_mount_passes_a_frozen_leader_by_itself(group, tmp_path, leases):
     """A leader frozen (SIGSTOP) rather than dead: its host still
     acknowledges every byte, so nothing on the wire says it is gone.  A
     mount with leases (the default) finds out through its vouch, which
     hears nothing within ORCH_VOUCH_TERM_MS, gives the member up and goes
-    to the new leader (docs/DESIGN.md, "Clients through a failover").
-    Files written and fsynced in a loop carry on, no call fails, and the
-    one that spans the freeze takes a few seconds, not op_timeout_ms."""
+    to the new leader; one without (lease_ms = 0 in its config) at the end
+    of a try, when a PING on the same connection goes unanswered
+    (docs/DESIGN.md, "Clients through a failover").  Files written and
+    fsynced in a loop carry on, no call fails, and the one that spans the
+    freeze takes a few seconds, not op_timeout_ms."""
     c = group
-    m = Mount(c, tmp_path / "mnt").start()
+    m = Mount(c if leases else ConfOf(c, config_with(c, "lease_ms", 0)),
+              tmp_path / "mnt").start()
+    if not leases:
+        assert "lease_cache" not in m.stats() or not m.stats()["lease_cache"].get("lease_ms")
     done, errors = [], []
     stop = threading.Event()
     lead = None
