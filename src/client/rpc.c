@@ -1494,10 +1494,10 @@ static int rpc_call(struct orch_client *cl, unsigned int server, const struct or
  * True if a request of @type (numbered @seq, or 0) that was sent and then
  * failed with @error (@broke: its connection broke) may go again to a
  * group's next leader.  Numbered ones and those that change no namespace
- * always.  CL2SV_WRITERS changes the namespace (a size it extends, which
- * is a maximum) but what it registers belongs to its connection, which
- * the server drops when the connection ends: so after a broken connection
- * it is asked afresh, never after a timeout on a connection still open.
+ * always.  A CL2SV_WRITERS that registers (orch_msg_numbered) changes the
+ * namespace, but what it registers belongs to its connection, which the
+ * server drops when the connection ends: so after a broken connection it
+ * is asked afresh, never after a timeout on a connection still open.
  */
 static bool rpc_may_resend(uint16_t type, uint64_t seq, int error, bool broke)
 {
@@ -1955,7 +1955,7 @@ int orch_client_call_within(struct orch_client *cl, unsigned int server,
 	uint64_t seq = 0;
 	int error;
 
-	if (rpc_is_group(cl, server) && orch_msg_exactly_once(req->type)) {
+	if (rpc_is_group(cl, server) && orch_msg_numbered(req)) {
 		seq = rpc_seq_new(cl);
 		if (!seq)
 			return -ENOMEM;

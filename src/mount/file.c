@@ -605,8 +605,8 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 	uint64_t end;
 	int error;
 
-	(void)fi;
 	orch_mnt_count(m, ORCH_MNT_OP_FALLOCATE);
+	mnt_file_used(m, mnt_file_of(fi));
 	orch_mnt_cred(req, &cred);
 	if (off < 0 || len <= 0) {
 		error = -EINVAL;
@@ -686,8 +686,9 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	uint64_t copied = 0;
 	int error;
 
-	(void)fi_in;
 	orch_mnt_count(m, ORCH_MNT_OP_COPY_FILE_RANGE);
+	mnt_file_used(m, mnt_file_of(fi_in));
+	mnt_file_used(m, f);
 	orch_mnt_cred(req, &cred);
 	if (flags) {
 		error = -EINVAL;

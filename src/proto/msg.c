@@ -72,6 +72,21 @@ bool orch_msg_exactly_once(uint16_t type)
 	return d && d->log == MSG_ONCE;
 }
 
+bool orch_msg_numbered(const struct orch_msg *m)
+{
+	/*
+	 * A writers' request that registers nothing on its connection (a
+	 * release, a close) is numbered too: sent again after the leader that
+	 * applied it froze, it must not extend the size a second time, over a
+	 * truncate made in between.  One that registers (on the connection it
+	 * goes on) must be asked afresh on the next connection.
+	 */
+	if (m->type == ORCH_CL2SV_WRITERS)
+		return !(m->writers_flags & (ORCH_WRITERS_REGISTER | ORCH_WRITERS_OPEN |
+					     ORCH_WRITERS_PROBE | ORCH_WRITERS_RECLAIM));
+	return orch_msg_exactly_once(m->type);
+}
+
 const char *orch_msg_name(uint16_t type)
 {
 	const struct msg_desc *d = msg_find(type);

@@ -185,6 +185,12 @@ struct orch_msg {
 };
 
 /*
+ * True if request @m goes to a group numbered (exactly once): its type is
+ * ONCE, or it is a CL2SV_WRITERS that registers nothing on its connection.
+ */
+bool orch_msg_numbered(const struct orch_msg *m);
+
+/*
  * Appends the frame for @m (header and payload) to @b.  A reply with a
  * non-zero status carries the status only.  Returns 0, -EINVAL for an
  * unknown type or a field over its limit, or the buffer's error.

@@ -257,7 +257,8 @@ static void sv_change_replay(struct sv_server *sv, struct sv_req *r, const uint8
 		}
 		/* fall through */
 	case ORCH_CL2SV_EXTEND:
-		sv_cl_getattr(sv, r, &m);                 /* reply: a:attr */
+	case ORCH_CL2SV_WRITERS:                          /* a release or close (orch_msg_numbered) */
+		sv_cl_getattr(sv, r, &m);                 /* reply: a:attr (epoch 0) */
 		break;
 	case ORCH_CL2SV_LINK:
 		m.parent = m.newparent;

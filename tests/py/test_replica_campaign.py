@@ -15,7 +15,8 @@ the other campaign does (the tree against the model, through orch-op and a
 mount; scrub clean).  At the end every member of each group holds the same
 namespace and the same file data (store-check --objects), and every store
 passes store-check --data.  ORCH_REPLICA_CAMPAIGN_KILLS sets the number of
-kills (6 in the suite; `make soak` runs 40, SOAK_REPLICA_KILLS) and
+kills (6 in the sanitized suite, 20 in `make test-py-log`, 40 in `make
+soak`, SOAK_REPLICA_KILLS) and
 ORCH_REPLICA_CAMPAIGN_SEED the seed."""
 import os
 import random

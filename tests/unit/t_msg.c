@@ -1224,6 +1224,37 @@ ORCH_TEST(dispatch_columns)
 	ORCH_CHECK(!orch_msg_changes_namespace(0x7777) && !orch_msg_exactly_once(0x7777));
 }
 
+/* Numbered to a group: ONCE types, and writers' requests that register nothing. */
+ORCH_TEST(numbered_requests)
+{
+	static const struct {
+		uint32_t flags;
+		bool numbered;
+	} writers[] = {
+		{ ORCH_WRITERS_RELEASE, true },
+		{ ORCH_WRITERS_CLOSE, true },
+		{ ORCH_WRITERS_RELEASE | ORCH_WRITERS_CLOSE, true },
+		{ ORCH_WRITERS_REGISTER, false },
+		{ ORCH_WRITERS_OPEN, false },
+		{ ORCH_WRITERS_REGISTER | ORCH_WRITERS_OPEN, false },
+		{ ORCH_WRITERS_PROBE, false },
+		{ ORCH_WRITERS_RECLAIM, false },
+	};
+	struct orch_msg m;
+
+	for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
+		orch_msg_init(&m, ORCH_CL2SV_WRITERS);
+		m.writers_flags = writers[i].flags;
+		ORCH_CHECK(orch_msg_numbered(&m) == writers[i].numbered);
+	}
+	orch_msg_init(&m, ORCH_CL2SV_CREATE);
+	ORCH_CHECK(orch_msg_numbered(&m));
+	orch_msg_init(&m, ORCH_CL2SV_LOOKUP);
+	ORCH_CHECK(!orch_msg_numbered(&m));
+	orch_msg_init(&m, ORCH_SV2SV_RENAME_IN);
+	ORCH_CHECK(!orch_msg_numbered(&m));
+}
+
 ORCH_TEST(lease_and_handle_accessors)
 {
 	char dir = 'x', inodes = 'x';
