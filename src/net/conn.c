@@ -77,8 +77,8 @@ static void conn_pace(struct orch_conn *c)
 
 /*
  * A connection in @role on @fd, its handshake ready to start with a fresh
- * nonce: a connector announces @self; an acceptor offers ops->features.
- * 0, -ENOMEM or -EIO.
+ * nonce: a connector announces @self and asks for ops->features; an
+ * acceptor offers them.  0, -ENOMEM or -EIO.
  */
 static int conn_alloc(struct orch_ev *ev, int fd, enum orch_auth_role role, const uint8_t *key,
 		      uint32_t self, const struct orch_conn_ops *ops, void *arg,
@@ -92,8 +92,7 @@ static int conn_alloc(struct orch_ev *ev, int fd, enum orch_auth_role role, cons
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	orch_auth_init(&c->c_auth, role, key, nonce,
-		       self, role == ORCH_AUTH_ACCEPTOR ? ops->features : 0);
+	orch_auth_init(&c->c_auth, role, key, nonce, self, ops->features);
 	c->c_fd = fd;
 	c->c_refs = 1;
 	c->c_ev = ev;

@@ -87,6 +87,7 @@ struct orch_conn_ops {
 	/*
 	 * Acceptor: HELLO features (ORCH_FEAT_*) it grants when asked, and in
 	 * the bits above ORCH_FEAT_BITS its parameters, always sent.
+	 * Connector: the features it asks for.
 	 */
 	uint64_t features;
 };
@@ -106,7 +107,7 @@ struct orch_conn {
 	void *c_arg;                    /* owner's context */
 	struct orch_auth c_auth;        /* the handshake; its role is the conn's */
 	uint32_t c_origin;              /* peer: server index or ORCH_ORIGIN_CLIENT */
-	uint64_t c_features;            /* acceptor: granted in the handshake */
+	uint64_t c_features;            /* granted in the handshake */
 	bool c_lost;                    /* a frame could not be queued: close, not write */
 	uint64_t c_since_ms;            /* monotonic: accepted, or connecting began */
 	/*

@@ -403,13 +403,15 @@ int main(int argc, char **argv)
 	}
 	/*
 	 * Leases, and acknowledged pushes, are granted to clients that ask,
-	 * unless lease_ms is 0.
+	 * unless lease_ms is 0; checksums to a group's leader that asks, on its
+	 * data stream (sv_mirror.c).
 	 */
 	sv.s_client_ops = (struct orch_conn_ops){
 		.on_frame = sv_dispatch_frame,
 		.on_close = client_on_close,
-		.features = sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS |
-			    (uint64_t)sv.s_cfg.lease_ms << 32 : 0,
+		.features = ORCH_FEAT_MIRROR_SUMS |
+			    (sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS |
+			     (uint64_t)sv.s_cfg.lease_ms << 32 : 0),
 	};
 	if (sv_metrics_start(&sv))
 		goto out_listen;

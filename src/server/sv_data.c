@@ -395,28 +395,8 @@ int sv_data_dedupe(struct sv_server *sv, struct sv_req *r, const struct orch_msg
  */
 int sv_data_block_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
-	size_t max = ORCH_MIN((size_t)m->length, (size_t)ORCH_BLOCKSUMS_PAGE_MAX), n = 0;
-	struct orch_blocksum *v = malloc((max ? max : 1) * sizeof(*v));
-	struct orch_buf b;
-	struct orch_msg rep;
-	uint64_t next = 0;
-	bool eof = true;
-
-	orch_buf_init(&b, max * ORCH_BLOCKSUMS_REC_BYTES);
-	orch_msg_init(&rep, 0);
-	rep.status = v ? orch_store_block_sums(sv->s_store, m->handle, m->offset, v, max, &n,
-					       &next, &eof)
-		       : -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		orch_blocksums_encode(&b, &v[i]);
-	if (!rep.status)
-		rep.status = b.b_err;
-	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
-	rep.eof = eof;
-	rep.offset = next;
-	sv_reply(r, &rep);
-	orch_buf_fini(&b);
-	free(v);
+	sv_sums_reply(sv, r, m->handle, m->offset,
+			   ORCH_MIN((size_t)m->length, (size_t)ORCH_BLOCKSUMS_PAGE_MAX), 0);
 	return 0;
 }
 

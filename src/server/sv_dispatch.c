@@ -397,7 +397,7 @@ void sv_dispatch_frame(struct orch_conn *c, const struct orch_frame_hdr *h, cons
 	 * leader, and the sender goes there (SPEC-wire.md, "Replica groups").
 	 */
 	if (!sv_ns_serving(sv) && m.type != ORCH_AN2AN_PING && m.type != ORCH_AD2SV_STATS &&
-	    m.type != ORCH_SV2SV_MIRROR) {
+	    m.type != ORCH_SV2SV_MIRROR && m.type != ORCH_SV2SV_MIRROR_SUMS) {
 		struct orch_msg rep;
 
 		orch_msg_init(&rep, m.type);

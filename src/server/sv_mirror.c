@@ -10,6 +10,7 @@
 #include "proto/wire.h"
 #include "server/flush.h"
 #include "store/fsmap.h"
+#include "store/sums.h"
 #include "server/sv_gate.h"
 #include "server/sv_mirror.h"
 #include "server/sv_ns.h"
@@ -30,6 +31,10 @@
 #define MIRROR_RESYNC_AHEAD (4u << 20)
 /* More than this waiting to be sent to one follower: it cannot keep up, and is dropped. */
 #define MIRROR_BACKLOG_MAX (512ull << 20)
+/* Block checksums asked of a follower at a time, in a resync (16 MiB of blocks at most). */
+#define MIRROR_SUMS_PAGE 4096u
+/* Blocks sent in one frame by a resync by checksums: MIRROR_CHUNK's. */
+#define MIRROR_CHUNK_BLOCKS (MIRROR_CHUNK / ORCH_STORE_BLOCK)
 
 enum follower_state {
 	F_IDLE,    /* no stream */
@@ -54,6 +59,17 @@ struct follower {
 	uint64_t f_obj, f_off;
 	bool f_in_obj;
 	uint64_t f_resync_bytes;
+	/*
+	 * By checksums (mirror_diff): the follower's checksums of f_obj from
+	 * block f_off / ORCH_STORE_BLOCK, asked (f_sums_asked) and then here
+	 * (f_sums_ready).  Off for a follower that does not know SUMS.
+	 */
+	bool f_by_sums;
+	bool f_sums_asked, f_sums_ready;
+	struct orch_blocksum *f_sums;  /* MIRROR_SUMS_PAGE */
+	size_t f_nsums, f_sums_at;     /* its checksums, and the next one to compare */
+	uint64_t f_sums_next;          /* the block its page ends at ... */
+	bool f_sums_eof;               /* ... or none: it holds no block past the page */
 };
 
 struct sv_mirror {
@@ -69,6 +85,7 @@ struct sv_mirror {
 	struct orch_ev_timer m_tick;
 	struct orch_conn_ops m_ops;
 	uint8_t *m_buf;                 /* MIRROR_CHUNK, for resync reads */
+	struct orch_blocksum *m_sums;   /* MIRROR_SUMS_PAGE: this member's, in a resync */
 	/* As a follower: the stream being applied (referenced), from whom, in which term. */
 	struct orch_conn *m_in;
 	uint64_t m_in_term;
@@ -377,6 +394,30 @@ static void mirror_on_close(struct orch_conn *c, int reason)
 
 static void mirror_pump(struct sv_server *sv, struct follower *f);
 
+/*
+ * @f's checksums (the answer to mirror_ask_sums), checked: asked for, in
+ * order, within the range asked, and ending past its start unless the
+ * last.  -EPROTO otherwise.
+ */
+static int mirror_took_sums(struct follower *f, const struct orch_msg *m)
+{
+	uint64_t from = f->f_off / ORCH_STORE_BLOCK;
+
+	if (!f->f_sums_asked || f->f_sums_ready || !f->f_sums ||
+	    orch_blocksums_decode(m->data.s, m->data.len, f->f_sums, MIRROR_SUMS_PAGE,
+				  &f->f_nsums))
+		return -EPROTO;
+	if ((!m->eof && m->offset <= from) ||
+	    (f->f_nsums && (f->f_sums[0].block < from ||
+			    (!m->eof && f->f_sums[f->f_nsums - 1].block >= m->offset))))
+		return -EPROTO;
+	f->f_sums_next = m->offset;
+	f->f_sums_eof = m->eof;
+	f->f_sums_at = 0;
+	f->f_sums_ready = true;
+	return 0;
+}
+
 static void mirror_on_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 			    const uint8_t *payload)
 {
@@ -387,10 +428,13 @@ static void mirror_on_frame(struct orch_conn *c, const struct orch_frame_hdr *h,
 
 	if (!f)
 		return;
-	error = (h->flags & ORCH_FRAME_REPLY) && h->type == ORCH_SV2SV_MIRROR
+	error = (h->flags & ORCH_FRAME_REPLY) &&
+			(h->type == ORCH_SV2SV_MIRROR || h->type == ORCH_SV2SV_MIRROR_SUMS)
 			? orch_msg_decode(h, payload, &m) : -EPROTO;
 	if (!error) {
 		error = m.status;
+		if (!error && h->type == ORCH_SV2SV_MIRROR_SUMS)
+			error = mirror_took_sums(f, &m);
 		orch_msg_fini(&m);
 	}
 	if (error) {
@@ -425,6 +469,149 @@ static int mirror_next_handle(void *arg, uint64_t handle)
 	return 0;
 }
 
+/* Asks @f for its checksums of f_obj from block f_off / ORCH_STORE_BLOCK, in the stream. */
+static void mirror_ask_sums(struct sv_server *sv, struct follower *f)
+{
+	struct orch_msg m;
+
+	orch_msg_init(&m, ORCH_SV2SV_MIRROR_SUMS);
+	m.handle = f->f_obj;
+	m.offset = f->f_off / ORCH_STORE_BLOCK;
+	f->f_sums_asked = true;
+	f->f_sums_ready = false;
+	mirror_frame(sv, f, &m);
+}
+
+/*
+ * Sends @f bytes [@off, @off + @len) of f_obj as they are here (@len at
+ * most MIRROR_CHUNK; *@got: how many there are, fewer at the end): a write,
+ * or a punch where they read as zeros (holes stay holes).  Each replaces
+ * the follower's bytes in place, never emptied first: a follower in sync
+ * stays a valid copy all along.  An error is logged: the follower cannot
+ * be given this object (a damaged block).
+ */
+static int mirror_send_range(struct sv_server *sv, struct follower *f, uint64_t off,
+			     size_t len, size_t *got)
+{
+	struct sv_mirror *mi = sv->s_mirror;
+	struct orch_msg m;
+	bool zero = true;
+	int error;
+
+	*got = 0;
+	error = orch_store_read(sv->s_store, f->f_obj, off, mi->m_buf, len, got);
+	if (error == -ENOENT)
+		return 0;   /* gone meanwhile: the object's end sends the delete */
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "replica group %u: cannot read object %016" PRIx64
+				   " for a resync: %s", sv->s_index, f->f_obj, strerror(-error));
+		return error;
+	}
+	if (!*got || !mirror_streaming(f))
+		return 0;
+	for (size_t i = 0; i < *got && zero; i++)
+		zero = !mi->m_buf[i];
+	orch_msg_init(&m, ORCH_SV2SV_MIRROR);
+	m.handle = f->f_obj;
+	m.offset = off;
+	if (zero) {
+		m.mode = SV_MIRROR_PUNCH;
+		m.size = *got;
+	} else {
+		m.mode = SV_MIRROR_WRITE;
+		m.data.s = (const char *)mi->m_buf;
+		m.data.len = *got;
+		f->f_resync_bytes += *got;
+		mi->m_counts.resync_bytes += *got;
+	}
+	mirror_frame(sv, f, &m);
+	return 0;
+}
+
+/* Blocks [@from, @from + @n) of f_obj, as mirror_send_range. */
+static int mirror_send_run(struct sv_server *sv, struct follower *f, uint64_t from, uint64_t n)
+{
+	size_t got;
+
+	return mirror_send_range(sv, f, from * ORCH_STORE_BLOCK, n * ORCH_STORE_BLOCK, &got);
+}
+
+/*
+ * The follower's page of checksums is here: sends the blocks of the range
+ * it covers whose checksums differ from this member's, in runs.  A block
+ * is the same if both hold it with the same checksum, or neither does (a
+ * store's written blocks all have one: those without read as zeros).
+ *
+ * The follower's page is its state when it read the request; this
+ * member's is its state now, later in the stream.  Every operation in
+ * between was applied to both, and each sets bytes to given values (a
+ * write, a punch, a cut): applied twice it gives what it gave once.  So a
+ * block equal here and there then is equal now, and one that differs is
+ * sent as it is now.  Two blocks with the same CRC32C but other bytes are
+ * taken as equal (2^-32 for each block that differs).  *@done: the
+ * follower's page was the object's last and this member's blocks are all
+ * compared.
+ */
+static int mirror_diff(struct sv_server *sv, struct follower *f, bool *done)
+{
+	struct sv_mirror *mi = sv->s_mirror;
+	const struct orch_blocksum *fs = f->f_sums;
+	uint64_t end = f->f_sums_eof ? UINT64_MAX : f->f_sums_next;
+	uint64_t cur = f->f_off / ORCH_STORE_BLOCK, run = 0, nrun = 0, next = 0, lim;
+	size_t fi = f->f_sums_at, nl = 0, li = 0;
+	bool eof = true;
+	int error;
+
+	*done = false;
+	/* One page of this member's at a time: the pump looks at the backlog between. */
+	error = orch_store_block_sums(sv->s_store, f->f_obj, cur, mi->m_sums, MIRROR_SUMS_PAGE,
+				      &nl, &next, &eof);
+	if (error)
+		return error;
+	lim = eof ? end : ORCH_MIN(next, end);
+	while (!error && mirror_streaming(f)) {
+		bool here = li < nl && mi->m_sums[li].block < lim;
+		bool there = fi < f->f_nsums && fs[fi].block < lim;
+		uint64_t b;
+		bool same;
+
+		if (!here && !there)
+			break;
+		b = !there || (here && mi->m_sums[li].block < fs[fi].block) ? mi->m_sums[li].block
+									   : fs[fi].block;
+		here = here && mi->m_sums[li].block == b;
+		there = there && fs[fi].block == b;
+		same = here && there && mi->m_sums[li].crc == fs[fi].crc;
+		li += here;
+		fi += there;
+		if (same) {
+			mi->m_counts.resync_same += ORCH_STORE_BLOCK;
+			continue;
+		}
+		if (nrun && b == run + nrun && nrun < MIRROR_CHUNK_BLOCKS) {
+			nrun++;
+			continue;
+		}
+		if (nrun)
+			error = mirror_send_run(sv, f, run, nrun);
+		run = b;
+		nrun = 1;
+	}
+	if (!error && nrun && mirror_streaming(f))
+		error = mirror_send_run(sv, f, run, nrun);
+	if (error)
+		return error;
+	f->f_sums_at = fi;
+	if (lim < end) {
+		f->f_off = lim * ORCH_STORE_BLOCK;  /* the rest of the follower's page next */
+		return 0;
+	}
+	f->f_sums_asked = f->f_sums_ready = false;
+	*done = f->f_sums_eof;
+	f->f_off = f->f_sums_eof ? 0 : f->f_sums_next * ORCH_STORE_BLOCK;
+	return 0;
+}
+
 /*
  * Sends @f more of the resync, while little waits to be sent to it.  Each
  * chunk is read once every write queued here is done, and goes into the
@@ -433,9 +620,11 @@ static int mirror_next_handle(void *arg, uint64_t handle)
  */
 static void mirror_pump(struct sv_server *sv, struct follower *f)
 {
-	struct sv_mirror *mi = sv->s_mirror;
 	struct orch_msg m;
 
+	/* Not before the handshake: its features say whether it answers SUMS. */
+	if (mirror_streaming(f) && f->f_conn->c_state != ORCH_CONN_READY)
+		return;
 	while (mirror_streaming(f) && f->f_state == F_RESYNC &&
 	       mirror_backlog(f->f_conn) < MIRROR_RESYNC_AHEAD) {
 		size_t got = 0;
@@ -472,50 +661,43 @@ static void mirror_pump(struct sv_server *sv, struct follower *f)
 			f->f_obj = next;
 			f->f_off = 0;
 			f->f_in_obj = true;
+			/* A follower that knows SUMS gets only the blocks that differ. */
+			f->f_by_sums = f->f_sums && (f->f_conn->c_features & ORCH_FEAT_MIRROR_SUMS);
+			f->f_sums_asked = f->f_sums_ready = false;
+			f->f_sums_at = 0;
 			continue;
 		}
-		error = orch_store_read(sv->s_store, f->f_obj, f->f_off, mi->m_buf, MIRROR_CHUNK,
-					&got);
+		if (f->f_by_sums) {
+			bool done = false;
+
+			if (f->f_sums_asked && !f->f_sums_ready)
+				return;   /* its answer comes back through mirror_on_frame */
+			if (!f->f_sums_ready) {
+				mirror_ask_sums(sv, f);
+				return;
+			}
+			error = mirror_diff(sv, f, &done);
+			if (error) {
+				orch_conn_close(f->f_conn, error);
+				return;
+			}
+			if (!done)
+				continue;
+			goto object_end;
+		}
+		error = mirror_send_range(sv, f, f->f_off, MIRROR_CHUNK, &got);
 		if (error) {
-			/* A damaged block: the follower cannot be given this object whole. */
-			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR, "replica group %u: cannot read object %016"
-					   PRIx64 " for a resync: %s", sv->s_index, f->f_obj,
-					   strerror(-error));
 			orch_conn_close(f->f_conn, error);
 			return;
 		}
-		orch_msg_init(&m, ORCH_SV2SV_MIRROR);
-		m.handle = f->f_obj;
-		if (got) {
-			bool zero = true;
-
-			for (size_t i = 0; i < got && zero; i++)
-				zero = !mi->m_buf[i];
-			/*
-			 * Each chunk replaces the follower's in place (zeros are a
-			 * punch: holes stay holes), never emptied first: a follower
-			 * in sync stays a valid copy all along.
-			 */
-			m.offset = f->f_off;
-			if (zero) {
-				m.mode = SV_MIRROR_PUNCH;
-				m.size = got;
-			} else {
-				m.mode = SV_MIRROR_WRITE;
-				m.data.s = (const char *)mi->m_buf;
-				m.data.len = got;
-				f->f_resync_bytes += got;
-				mi->m_counts.resync_bytes += got;
-			}
-			mirror_frame(sv, f, &m);
-			f->f_off += got;
-			if (got == MIRROR_CHUNK)
-				continue;
-		}
+		f->f_off += got;
+		if (got == MIRROR_CHUNK)
+			continue;
 		/*
 		 * The object's end: its size now, which may end in a hole, or a
 		 * delete if it went meanwhile (a read past the end looks alike).
 		 */
+object_end:
 		orch_msg_init(&m, ORCH_SV2SV_MIRROR);
 		m.handle = f->f_obj;
 		m.mode = SV_MIRROR_TRUNCATE;
@@ -552,10 +734,13 @@ static void mirror_dial(struct sv_server *sv, struct follower *f)
 	f->f_after = 0;
 	f->f_in_obj = false;
 	f->f_resync_bytes = 0;
+	f->f_sums_asked = f->f_sums_ready = false;
+	if (!f->f_sums)
+		f->f_sums = malloc(MIRROR_SUMS_PAGE * sizeof(*f->f_sums));
 	orch_msg_init(&m, ORCH_SV2SV_MIRROR);
 	m.mode = SV_MIRROR_RESYNC_BEGIN;
+	/* The pump starts at its answer: the handshake is over, its features known. */
 	mirror_frame(sv, f, &m);
-	mirror_pump(sv, f);
 }
 
 /*
@@ -663,10 +848,16 @@ void sv_mirror_lead(struct sv_server *sv)
 	mi->m_term = sv_ns_term(sv);
 	mi->m_leading = true;
 	mi->m_nf = 0;
-	for (unsigned int m = 0; m < sv->s_cfg.replicas; m++)
-		if (m != sv->s_member)
-			mi->m_f[mi->m_nf++] = (struct follower){
-				.f_member = m, .f_in_sync = mi->m_mask & (1u << m) };
+	for (unsigned int m = 0; m < sv->s_cfg.replicas; m++) {
+		struct follower *f = &mi->m_f[mi->m_nf];
+		struct orch_blocksum *sums = f->f_sums; /* kept from an earlier term */
+
+		if (m == sv->s_member)
+			continue;
+		*f = (struct follower){ .f_member = m, .f_in_sync = mi->m_mask & (1u << m),
+					.f_sums = sums };
+		mi->m_nf++;
+	}
 	/*
 	 * Closed until a majority is resynced: each follower's stream starts
 	 * with a resync, since what it got from the last leader may differ
@@ -766,17 +957,18 @@ static int mirror_apply(struct sv_server *sv, const struct orch_msg *m)
 	}
 }
 
-int sv_mirror_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+/*
+ * A frame of a data stream: only from the leader of this term, as this
+ * member knows it (a deposed one is refused, ESTALE).  0, or answered.
+ */
+static int mirror_from_leader(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
 {
 	struct sv_mirror *mi = sv->s_mirror;
-	struct orch_msg rep;
-	int error;
 
 	if (!mi || !sv_mirror_in_group(sv)) {
 		sv_reply_status(r, -EOPNOTSUPP);
-		return 0;
+		return -EOPNOTSUPP;
 	}
-	/* Only the leader of this term, as this member knows it: a deposed one is refused. */
 	if (m->origin != sv->s_index || m->length >= sv->s_cfg.replicas ||
 	    !sv_ns_follows(sv, m->length, m->id)) {
 		mi->m_counts.refused++;
@@ -784,8 +976,62 @@ int sv_mirror_request(struct sv_server *sv, struct sv_req *r, const struct orch_
 				   "(term %" PRIu64 ") refused: it does not lead this member",
 				   sv->s_index, m->length, m->id);
 		sv_reply_status(r, -ESTALE);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+void sv_sums_reply(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t from, size_t max,
+		   uint64_t seq)
+{
+	struct orch_blocksum *v = malloc((max ? max : 1) * sizeof(*v));
+	struct orch_buf b;
+	struct orch_msg rep;
+	uint64_t next = 0;
+	bool eof = true;
+	size_t n = 0;
+
+	orch_buf_init(&b, max * ORCH_BLOCKSUMS_REC_BYTES);
+	orch_msg_init(&rep, 0);
+	rep.status = v ? orch_store_block_sums(sv->s_store, h, from, v, max, &n, &next, &eof)
+		       : -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		orch_blocksums_encode(&b, &v[i]);
+	if (!rep.status)
+		rep.status = b.b_err;
+	rep.cookie = seq;
+	rep.data = orch_str_of((const char *)b.b_data, b.b_len);
+	rep.eof = eof;
+	rep.offset = next;
+	sv_reply(r, &rep);
+	orch_buf_fini(&b);
+	free(v);
+}
+
+/* This member's checksums of an object, in the order of the stream it is resynced by. */
+int sv_mirror_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct sv_mirror *mi = sv->s_mirror;
+
+	if (mirror_from_leader(sv, r, m))
+		return 0;
+	if (r->r_conn != mi->m_in) {
+		mi->m_counts.refused++;
+		sv_reply_status(r, -EPROTO);   /* only inside the stream it compares */
 		return 0;
 	}
+	sv_sums_reply(sv, r, m->handle, m->offset, MIRROR_SUMS_PAGE, m->cookie);
+	return 0;
+}
+
+int sv_mirror_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m)
+{
+	struct sv_mirror *mi = sv->s_mirror;
+	struct orch_msg rep;
+	int error;
+
+	if (mirror_from_leader(sv, r, m))
+		return 0;
 	if (r->r_conn != mi->m_in) {
 		/* A stream starts with a resync: what came before it is not known here. */
 		if (m->mode != SV_MIRROR_RESYNC_BEGIN) {
@@ -834,15 +1080,22 @@ int sv_mirror_init(struct sv_server *sv)
 	if (!sv_mirror_in_group(sv))
 		return 0;
 	mi = calloc(1, sizeof(*mi));
-	if (mi)
+	if (mi) {
 		mi->m_buf = malloc(MIRROR_CHUNK);
-	if (!mi || !mi->m_buf) {
+		mi->m_sums = malloc(MIRROR_SUMS_PAGE * sizeof(*mi->m_sums));
+	}
+	if (!mi || !mi->m_buf || !mi->m_sums) {
+		if (mi) {
+			free(mi->m_buf);
+			free(mi->m_sums);
+		}
 		free(mi);
 		return -ENOMEM;
 	}
 	mi->m_ops = (struct orch_conn_ops){
 		.on_frame = mirror_on_frame,
 		.on_close = mirror_on_close,
+		.features = ORCH_FEAT_MIRROR_SUMS,
 	};
 	sv->s_mirror = mi;
 	return 0;
@@ -864,7 +1117,10 @@ void sv_mirror_fini(struct sv_server *sv)
 	if (mi->m_in)
 		orch_conn_put(mi->m_in);
 	sv->s_mirror = NULL;
+	for (unsigned int i = 0; i < ORCH_REPLICAS_MAX; i++)
+		free(mi->m_f[i].f_sums);
 	free(mi->m_buf);
+	free(mi->m_sums);
 	free(mi);
 }
 

@@ -52,8 +52,16 @@ void sv_mirror_lead(struct sv_server *sv);
  */
 void sv_mirror_fini(struct sv_server *sv);
 
-/* SV2SV_MIRROR, on a follower. */
+/* SV2SV_MIRROR and SV2SV_MIRROR_SUMS, on a follower. */
 int sv_mirror_request(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+int sv_mirror_sums(struct sv_server *sv, struct sv_req *r, const struct orch_msg *m);
+/*
+ * Answers @r with a page of at most @max checksums of object @h's blocks
+ * from block @from on: SV2SV_MIRROR_SUMS's reply, with @seq as its seq,
+ * and CL2SV_BLOCKSUMS's (sv_data.c).
+ */
+void sv_sums_reply(struct sv_server *sv, struct sv_req *r, uint64_t h, uint64_t from, size_t max,
+		   uint64_t seq);
 
 /* The store's calls, applied here and sent to the followers. */
 int sv_store_write(struct sv_server *sv, uint64_t h, uint64_t off, const void *data, size_t len);
@@ -74,6 +82,7 @@ struct sv_mirror_counts {
 	uint64_t in_sync;           /* members in sync, this one included (leader) */
 	uint64_t resyncs;           /* resyncs finished */
 	uint64_t resync_bytes;      /* bytes sent by them */
+	uint64_t resync_same;       /* bytes they found equal by checksum, not sent */
 	uint64_t dropped;           /* followers taken out of sync */
 	uint64_t applied;           /* operations applied here as a follower */
 	uint64_t refused;           /* frames refused here (another term or leader) */

@@ -247,6 +247,7 @@ static void sv_stats_json(struct sv_server *sv, struct orch_buf *b)
 		sv_json_u64(b, "in_sync", mc.in_sync, true);
 		sv_json_u64(b, "resyncs", mc.resyncs, true);
 		sv_json_u64(b, "resync_bytes", mc.resync_bytes, true);
+		sv_json_u64(b, "resync_same", mc.resync_same, true);
 		sv_json_u64(b, "dropped", mc.dropped, true);
 		sv_json_u64(b, "applied", mc.applied, true);
 		sv_json_u64(b, "refused", mc.refused, true);
