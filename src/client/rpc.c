@@ -1819,9 +1819,17 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 			rc = pthread_cond_timedwait(&call->ca_cond, &c->c_lock, graced ? &ts : &gts);
 			call->ca_waiting = false;
 			if (rc == ETIMEDOUT && !graced && !call->ca_done) {
-				/* Once, after the grace: one caller too many on a silent server? */
+				/*
+				 * Once, after the grace: one caller too many on a
+				 * silent server?  Not a try on a group's member: its
+				 * end (2.5 s) gives the member up, closing the
+				 * connection, so that what the call registered there
+				 * goes with it and the call may go to the next leader;
+				 * failed here, it could not (a writers' registration).
+				 */
 				graced = true;
-				if (rpc_silent_excess_locked(c, call, grace_ms)) {
+				if (call->ca_full_deadline_ms <= call->ca_deadline_ms &&
+				    rpc_silent_excess_locked(c, call, grace_ms)) {
 					rpc_table_take(c, call->ca_reqid);
 					error = -ETIMEDOUT;
 					break;
