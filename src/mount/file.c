@@ -154,17 +154,6 @@ static void mnt_open_register(struct orch_mnt *m, const struct orch_cred *cred, 
 	orch_mnt_open_registered(m, h, error, gen ? gen : cur);
 }
 
-/* One open file of @ino less: at the last, its registration goes. */
-static void mnt_open_release(struct orch_mnt *m, const struct orch_cred *cred, uint64_t ino)
-{
-	uint64_t gen = 0;
-
-	/* A registration lives on its connection: one that changed took it along. */
-	if (orch_mnt_inode_released(&m->m_itab, ino, &gen) &&
-	    gen == orch_client_conn_gen(m->m_cl, orch_handle_server(ino)))
-		orch_fs_writers(m->m_cl, cred, ino, ORCH_WRITERS_CLOSE, 0, 0, NULL, NULL);
-}
-
 /*
  * Before a size change: publishes (EXTENDs) what this mount wrote past the
  * inode's size on the servers.  The server cuts the data at the smaller of
@@ -313,7 +302,8 @@ void orch_mnt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Before the reply: an unlink after the open must find it registered. */
 	mnt_open_register(m, &cred, ino);
 	if (fuse_reply_open(req, fi)) {
-		mnt_open_release(m, &cred, ino);
+		/* Never open in the program: as its release would have. */
+		mnt_registrations_release(m, &cred, mnt_file_of(fi));
 		mnt_file_discard(m, mnt_file_of(fi));
 	}
 	return;
