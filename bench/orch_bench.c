@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 	}
 	error = orch_fs_extend(cl, &cred, a.handle, (uint64_t)mib << 20, 0, &a);
 	if (!error)
-		error = orch_fs_fsync(cl, &cred, &a, false);
+		error = orch_fs_fsync(cl, &cred, &a, false, ORCH_FS_SYNC_ALL);
 	if (error)
 		return die("extend+fsync", error);
 	report("write", (double)mib, now_s() - t0, "MiB/s (incl. fsync)");

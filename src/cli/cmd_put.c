@@ -217,7 +217,7 @@ out_extend:
 		orch_cli_err(error, "cannot set the size of '%s'", path);
 		rc = ORCH_CLI_FAIL;
 	} else if (sync && rc == ORCH_CLI_OK) {
-		error = orch_fs_fsync(fs.cl, &fs.cred, &a, false);
+		error = orch_fs_fsync(fs.cl, &fs.cred, &a, false, ORCH_FS_SYNC_ALL);
 		if (error) {
 			orch_cli_err(error, "cannot fsync '%s'", path);
 			rc = ORCH_CLI_FAIL;

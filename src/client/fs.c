@@ -1189,7 +1189,7 @@ int orch_fs_punch(struct orch_client *cl, const struct orch_cred *cred,
 }
 
 int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
-		  const struct orch_attr *a, bool datasync)
+		  const struct orch_attr *a, bool datasync, uint64_t servers)
 {
 	bool want[ORCH_SERVERS_MAX] = { false };
 	unsigned int home = orch_handle_server(a->handle);
@@ -1203,7 +1203,7 @@ int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
 		for (unsigned int i = 0; i < a->layout.stripe_count; i++) {
 			if (i >= nservers)
 				return -EINVAL;
-			want[i] = true;
+			want[i] |= (servers >> (i < 63 ? i : 63)) & 1;
 		}
 	}
 	fs_req_init(&req, ORCH_CL2SV_FSYNC, cred);

@@ -230,9 +230,16 @@ int orch_fs_writers_many(struct orch_client *cl, const struct orch_cred *cred, u
 int orch_fs_writer_release(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 			   uint64_t size, int64_t mtime_ns, struct orch_attr *out);
 
-/* Makes the file's data and metadata durable on every server of its layout. */
+/*
+ * Makes the file's metadata durable on its inode's server, and its data on
+ * the servers of its layout that @servers names (orch_layout_servers' bits;
+ * ORCH_FS_SYNC_ALL: all of them).  A server a caller never sent a change
+ * of the file to holds none it must make durable, and need not be asked
+ * (nor be up).
+ */
+#define ORCH_FS_SYNC_ALL UINT64_MAX
 int orch_fs_fsync(struct orch_client *cl, const struct orch_cred *cred,
-		  const struct orch_attr *a, bool datasync);
+		  const struct orch_attr *a, bool datasync, uint64_t servers);
 
 int orch_fs_getxattr(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		     const char *name, void *buf, size_t buflen, size_t *len);

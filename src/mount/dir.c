@@ -361,6 +361,6 @@ void orch_mnt_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	orch_mnt_cred(req, &cred);
 	error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
 	if (!error)
-		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync);
+		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync, 0);
 	orch_mnt_reply_err(req, error);
 }

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "proto/layout.h"
 #include "proto/perm.h"
 
 /*
@@ -472,7 +473,10 @@ void orch_mnt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 	error = orch_mnt_wb_write(m, &cred, &a, (uint64_t)off, buf, size, f->f_direct);
 	if (error)
 		goto out_err;
-	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size, orch_time_real_ns());
+	orch_mnt_inode_written(&m->m_itab, ino, (uint64_t)off + size, orch_time_real_ns(),
+			       orch_layout_is_valid(&a.layout)
+				       ? orch_layout_servers(&a.layout, (uint64_t)off, size)
+				       : ORCH_FS_SYNC_ALL);
 	atomic_store(&f->f_dirty, true);
 	atomic_fetch_add_explicit(&m->m_bytes_written, size, memory_order_relaxed);
 	fuse_reply_write(req, size);
@@ -609,6 +613,7 @@ void orch_mnt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		goto out_reply;
 	}
 	end = (uint64_t)off + (uint64_t)len;
+	orch_mnt_inode_sync_owe(&m->m_itab, ino, ORCH_FS_SYNC_ALL);
 	error = orch_mnt_publish_size(m, &cred, ino);
 	if (!error)
 		error = orch_fs_getattr(m->m_cl, &cred, ino, &a);
@@ -708,7 +713,7 @@ void orch_mnt_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		goto out_err;
 	if (copied) {
 		orch_mnt_inode_written(&m->m_itab, ino_out, (uint64_t)off_out + copied,
-				       orch_time_real_ns());
+				       orch_time_real_ns(), ORCH_FS_SYNC_ALL);
 		atomic_store(&f->f_dirty, true);
 	}
 	fuse_reply_write(req, (size_t)copied);
@@ -722,16 +727,27 @@ void orch_mnt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 	struct orch_mnt *m = orch_mnt_of(req);
 	struct orch_cred cred;
 	struct orch_attr a;
+	uint64_t servers;
 	int error;
 
 	orch_mnt_count(m, ORCH_MNT_OP_FSYNC);
 	mnt_file_used(m, mnt_file_of(fi));
 	orch_mnt_cred(req, &cred);
+	/*
+	 * Only the servers this mount changed the file's data on since its
+	 * last fsync: a small file's fsync asks one or two servers, not every
+	 * one its layout spans, and does not wait for one that fails over
+	 * without holding any of it.  Taken before the writes still behind
+	 * are flushed: each was counted when it was taken.
+	 */
+	servers = orch_mnt_inode_sync_take(&m->m_itab, ino);
 	/* The size goes first, so the fsync makes it durable too. */
 	error = mnt_file_extend(m, &cred, mnt_file_of(fi), false);
 	if (!error)
 		error = mnt_file_attr(m, &cred, ino, &a);
 	if (!error)
-		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync);
+		error = orch_fs_fsync(m->m_cl, &cred, &a, datasync, servers);
+	if (error)
+		orch_mnt_inode_sync_owe(&m->m_itab, ino, servers);
 	orch_mnt_reply_err(req, error);
 }

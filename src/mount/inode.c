@@ -182,6 +182,7 @@ int orch_mnt_inode_get(struct orch_mnt_itab *t, const struct orch_attr *a, uint6
 		if (t->t_count >= t->t_nbuckets * 2)
 			itab_grow(t);
 		in->i_attr.handle = a->handle;
+		in->i_unsynced = ORCH_FS_SYNC_ALL;
 		in->i_next = t->t_buckets[itab_hash(t, a->handle)];
 		t->t_buckets[itab_hash(t, a->handle)] = in;
 		t->t_count++;
@@ -336,7 +337,7 @@ int orch_mnt_inode_attr(struct orch_mnt_itab *t, uint64_t h, struct orch_attr *o
 }
 
 void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
-			    int64_t mtime_ns)
+			    int64_t mtime_ns, uint64_t servers)
 {
 	struct orch_mnt_inode *in;
 
@@ -344,11 +345,38 @@ void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
 	in = itab_find(t, h);
 	if (in) {
 		in->i_fresh = false;
+		in->i_unsynced |= servers;
 		if (end > in->i_wend)
 			in->i_wend = end;
 		if (mtime_ns > in->i_wmtime_ns)
 			in->i_wmtime_ns = mtime_ns;
 	}
+	pthread_mutex_unlock(&t->t_lock);
+}
+
+uint64_t orch_mnt_inode_sync_take(struct orch_mnt_itab *t, uint64_t h)
+{
+	struct orch_mnt_inode *in;
+	uint64_t servers = ORCH_FS_SYNC_ALL;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in) {
+		servers = in->i_unsynced;
+		in->i_unsynced = 0;
+	}
+	pthread_mutex_unlock(&t->t_lock);
+	return servers;
+}
+
+void orch_mnt_inode_sync_owe(struct orch_mnt_itab *t, uint64_t h, uint64_t servers)
+{
+	struct orch_mnt_inode *in;
+
+	pthread_mutex_lock(&t->t_lock);
+	in = itab_find(t, h);
+	if (in)
+		in->i_unsynced |= servers;
 	pthread_mutex_unlock(&t->t_lock);
 }
 
@@ -400,8 +428,10 @@ void orch_mnt_inode_setattr_done(struct orch_mnt_itab *t, const struct orch_attr
 	in = itab_find(t, a->handle);
 	if (in) {
 		itab_changed(t, in, a);
-		if (size_set)
+		if (size_set) {
 			in->i_wend = 0;
+			in->i_unsynced = ORCH_FS_SYNC_ALL; /* the cut reached every server */
+		}
 		if (size_set || mtime_set)
 			in->i_wmtime_ns = 0;
 		itab_report(in, rep);

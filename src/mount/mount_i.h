@@ -98,6 +98,15 @@ struct orch_mnt_inode {
 	 */
 	int64_t i_wmtime_ns;
 	/*
+	 * The servers of the file's layout that may hold a change this mount
+	 * made to its data and no fsync from here has made durable since
+	 * (orch_layout_servers' bits): an fsync asks only them, and the
+	 * inode's own server.  A write adds the servers of its range; a
+	 * truncate, a punch or a copy adds all; a new entry starts with all,
+	 * since what came before it is unknown.
+	 */
+	uint64_t i_unsynced;
+	/*
 	 * Files this mount has open on the inode, and the generation of the
 	 * connection to the inode's server on which it registered them
 	 * (CL2SV_WRITERS OPEN; 0: not registered).  The server keeps the file
@@ -774,9 +783,21 @@ void orch_mnt_inode_blocks_set(struct orch_mnt_itab *t, const struct orch_attr *
 			       uint64_t blocks);
 void orch_mnt_inode_blocks_forget(struct orch_mnt_itab *t, uint64_t h);
 
-/* Records that this mount wrote up to @end in @h at wall time @mtime_ns. */
+/*
+ * Records that this mount wrote up to @end in @h at wall time @mtime_ns,
+ * to the servers @servers (orch_layout_servers).
+ */
 void orch_mnt_inode_written(struct orch_mnt_itab *t, uint64_t h, uint64_t end,
-			    int64_t mtime_ns);
+			    int64_t mtime_ns, uint64_t servers);
+
+/*
+ * The servers an fsync of @h must ask (i_unsynced; all if @h is unknown),
+ * which count as synced from now on; orch_mnt_inode_sync_owe() gives them
+ * back if the fsync fails.  A write that adds one meanwhile keeps it for
+ * the next fsync, as it should: it was not done when this one began.
+ */
+uint64_t orch_mnt_inode_sync_take(struct orch_mnt_itab *t, uint64_t h);
+void orch_mnt_inode_sync_owe(struct orch_mnt_itab *t, uint64_t h, uint64_t servers);
 
 /*
  * The pending written end of @h (0 if none or unknown), and in *@mtime_ns

@@ -40,3 +40,21 @@ uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
 		local += rem - start < l->strip_size ? rem - start : l->strip_size;
 	return local;
 }
+
+uint64_t orch_layout_servers(const struct orch_layout *l, uint64_t off, uint64_t len)
+{
+	uint64_t first, last, mask = 0;
+
+	if (!len)
+		return 0;
+	first = off / l->strip_size;
+	last = (len - 1 > UINT64_MAX - off ? UINT64_MAX : off + len - 1) / l->strip_size;
+	if (last - first + 1 >= l->stripe_count)
+		return l->stripe_count >= 64 ? UINT64_MAX : (UINT64_C(1) << l->stripe_count) - 1;
+	for (uint64_t strip = first; strip <= last; strip++) {
+		uint64_t server = (l->first_server + strip) % l->stripe_count;
+
+		mask |= UINT64_C(1) << (server < 63 ? server : 63);
+	}
+	return mask;
+}

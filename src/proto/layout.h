@@ -36,4 +36,11 @@ uint64_t orch_layout_file_off(const struct orch_layout *l, unsigned int server,
 uint64_t orch_layout_local_size(const struct orch_layout *l, uint64_t file_size,
 				unsigned int server);
 
+/*
+ * The servers that hold some byte of [@off, @off + @len) of a file: bit i
+ * set for server i, bit 63 for every server from 63 up; 0 if @len is 0.
+ * @l must be valid.
+ */
+uint64_t orch_layout_servers(const struct orch_layout *l, uint64_t off, uint64_t len);
+
 #endif

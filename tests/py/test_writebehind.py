@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cluster import stat_layout, wait_until
+from cluster import server_of, stat_layout, wait_until
 from mount import Mount
 
 KiB = 1 << 10
@@ -200,4 +200,60 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
             os.kill(c.pid(stopped), signal.SIGCONT)
         for f in fds:
             os.close(f)
+        m.stop()
+
+
+def test_fsync_asks_only_the_servers_this_mount_changed_the_file_on(cluster3, tmp_path):
+    """An fsync asks the file's inode server and the servers of the ranges
+    this mount wrote since its last fsync, not every server the layout
+    spans: a small file's fsync neither costs nor waits for a server that
+    holds none of what it wrote, even a stopped one.  A write that did
+    reach that server makes the next fsync ask it, and an fsync that
+    failed asks it again the next time."""
+    c = cluster3
+    m = mount(c, tmp_path, op_timeout_ms=1000)
+    stopped = None
+    fds = []
+    try:
+        path = m.path("f")
+        with open(path, "wb") as f:
+            f.write(b"w" * 4096)
+            os.fsync(f.fileno())
+        lay = stat_layout(c, "/f")
+        home, first = server_of(c, "/f"), lay["first_server"]
+        idle = ({0, 1, 2} - {home, first}).pop()
+        idle_strip = (idle - first) % lay["stripe_count"]
+
+        def fsyncs():
+            return [c.requests(n).get("CL2SV_FSYNC", 0) for n in c.names]
+
+        fd = os.open(path, os.O_WRONLY)
+        fds.append(fd)
+        before = fsyncs()
+        os.pwrite(fd, b"a" * 4096, 0)
+        os.fsync(fd)
+        asked = [a - b for a, b in zip(fsyncs(), before)]
+        assert asked[idle] == 0 and asked[home] == 1 and asked[first] == 1, \
+            "FSYNCs per server %s (inode on %d, byte 0 on %d)" % (asked, home, first)
+        # The server of the strip nobody wrote to stops: fsync does not wait for it.
+        stopped = c.names[idle]
+        os.kill(c.pid(stopped), signal.SIGSTOP)
+        os.pwrite(fd, b"b" * 4096, 0)
+        os.fsync(fd)
+        # A write to its strip: that fsync must ask it, and fails.
+        os.pwrite(fd, b"c" * 4096, idle_strip * lay["strip_size"])
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno in (errno.ETIMEDOUT, errno.EIO)
+        os.kill(c.pid(stopped), signal.SIGCONT)
+        stopped = None
+        # The failed fsync left it owed: the next one asks that server again.
+        before = fsyncs()
+        wait_until(lambda: fsynced(fd, b""), 30, 0.05, "an fsync once the server answers")
+        assert fsyncs()[idle] > before[idle], "the fsync after a failed one skipped %s" % idle
+    finally:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        for fd in fds:
+            os.close(fd)
         m.stop()

@@ -886,7 +886,7 @@ static int op_fsync(struct op_ctx *ctx, int argc, char **argv)
 	(void)argc;
 	error = op_resolve(ctx, argv[1], true, &a);
 	if (!error)
-		error = orch_fs_fsync(ctx->cl, &ctx->cred, &a, false);
+		error = orch_fs_fsync(ctx->cl, &ctx->cred, &a, false, ORCH_FS_SYNC_ALL);
 	return error;
 }
 

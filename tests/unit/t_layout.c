@@ -208,3 +208,34 @@ ORCH_TEST(layout_local_sizes_sum)
 }
 
 ORCH_TEST_MAIN()
+
+/* The servers of a byte range are those locate() finds walking it run by run. */
+ORCH_TEST(layout_servers_of_a_range)
+{
+	for (int iter = 0; iter < 20000; iter++) {
+		uint16_t count = (uint16_t)(1 + rand() % 9);
+		struct orch_layout l = { .strip_size = 4096u * (uint32_t)(1 + rand() % 4),
+					 .stripe_count = count,
+					 .first_server = (uint16_t)(rand() % count) };
+		uint64_t off = (uint64_t)rand() % (l.strip_size * 20);
+		uint64_t len = (uint64_t)rand() % (l.strip_size * (uint64_t)(rand() % 12 + 1));
+		uint64_t want = 0;
+
+		for (uint64_t at = off; at < off + len;) {
+			struct orch_layout_pos p;
+
+			orch_layout_locate(&l, at, &p);
+			want |= UINT64_C(1) << p.server;
+			at += p.run;
+		}
+		ORCH_CHECK(orch_layout_servers(&l, off, len) == want);
+	}
+	/* Past 63 servers, bit 63 stands for them all; the end of the file space. */
+	struct orch_layout wide = { .strip_size = 4096, .stripe_count = 100, .first_server = 99 };
+
+	ORCH_CHECK(orch_layout_servers(&wide, 0, 4096) == UINT64_C(1) << 63);
+	ORCH_CHECK(orch_layout_servers(&wide, 4096, 4096) == 1);
+	ORCH_CHECK(orch_layout_servers(&wide, 0, 100 * 4096) == UINT64_MAX);
+	ORCH_CHECK(orch_layout_servers(&wide, UINT64_MAX - 10, 100) != 0);
+	ORCH_CHECK(orch_layout_servers(&wide, 12345, 0) == 0);
+}
