@@ -2,7 +2,9 @@
  * Write-behind: a FUSE WRITE is answered as soon as its strips are sent to
  * their servers, as NFS answers a write before the server has committed
  * it; one thread (the reaper) collects the acknowledgements in the order
- * the writes were sent.  Without it a sequential writer waits for a round
+ * the writes were sent, and a thread that waits for a file's writes
+ * collects those the reaper has not reached itself: a write whose server
+ * is failing over or hung holds the reaper, not the other files' fsyncs.  Without it a sequential writer waits for a round
  * trip and a store commit per max_write (1 MiB); with it the next write is
  * copied while the servers commit the last ones, and their store batches
  * several writes per transaction.
@@ -37,6 +39,7 @@ struct mnt_wb_ent {
 	uint64_t e_handle;
 	size_t e_bytes;
 	struct orch_fs_wio *e_io;
+	bool e_claimed;     /* a thread waits for its acknowledgement (wb_collect) */
 };
 
 /* A write error not reported yet, kept per handle. */
@@ -131,6 +134,50 @@ static void *wb_dropper(void *arg)
 	return NULL;
 }
 
+/* The oldest write in flight nobody waits for yet: of @h, or any if @h is 0 (no handle is). */
+static struct mnt_wb_ent *wb_unclaimed(const struct orch_mnt_wb *wb, uint64_t h)
+{
+	for (struct mnt_wb_ent *e = wb->w_head; e; e = e->e_next)
+		if (!e->e_claimed && (!h || e->e_handle == h))
+			return e;
+	return NULL;
+}
+
+/*
+ * Waits for the acknowledgement of @e, which the caller claimed, and takes
+ * it off the list.  Called and returns under w_lock, which it drops while
+ * it waits: the entry stays on the list meanwhile, so waiters see it.
+ */
+static void wb_collect(struct orch_mnt *m, struct mnt_wb_ent *e)
+{
+	struct orch_mnt_wb *wb = &m->m_wb;
+	struct mnt_wb_ent **pp, *prev = NULL;
+	int error;
+
+	pthread_mutex_unlock(&wb->w_lock);
+	error = orch_fs_write_wait(m->m_cl, e->e_io);
+	if (error) {
+		ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
+				   "write-behind: a write to inode %#llx failed: %s; "
+				   "reported at its next write, close or fsync",
+				   (unsigned long long)e->e_handle, strerror(-error));
+	}
+	pthread_mutex_lock(&wb->w_lock);
+	if (error) {
+		wb_err_put(wb, e->e_handle, error);
+		wb_drop_put(wb, e->e_handle);
+	}
+	for (pp = &wb->w_head; *pp != e; pp = &(*pp)->e_next)
+		prev = *pp;
+	*pp = e->e_next;
+	if (wb->w_tail == e)
+		wb->w_tail = prev;
+	wb->w_bytes -= e->e_bytes;
+	pthread_cond_broadcast(&wb->w_done);
+	pthread_cond_signal(&wb->w_work);   /* the reaper, if it waited for the list to empty */
+	free(e);
+}
+
 static void *wb_reaper(void *arg)
 {
 	struct orch_mnt *m = arg;
@@ -139,33 +186,13 @@ static void *wb_reaper(void *arg)
 	pthread_mutex_lock(&wb->w_lock);
 	for (;;) {
 		struct mnt_wb_ent *e;
-		int error;
 
-		while (!wb->w_head && !wb->w_stop)
+		while (!(e = wb_unclaimed(wb, 0)) && !(wb->w_stop && !wb->w_head))
 			pthread_cond_wait(&wb->w_work, &wb->w_lock);
-		if (!wb->w_head)
+		if (!e)
 			break;
-		/* Stays at the head, so waiters see it, until it is acknowledged. */
-		e = wb->w_head;
-		pthread_mutex_unlock(&wb->w_lock);
-		error = orch_fs_write_wait(m->m_cl, e->e_io);
-		if (error) {
-			ORCH_LOG_RATELIMIT(ORCH_LOG_ERR,
-					   "write-behind: a write to inode %#llx failed: %s; "
-					   "reported at its next write, close or fsync",
-					   (unsigned long long)e->e_handle, strerror(-error));
-		}
-		pthread_mutex_lock(&wb->w_lock);
-		if (error) {
-			wb_err_put(wb, e->e_handle, error);
-			wb_drop_put(wb, e->e_handle);
-		}
-		wb->w_head = e->e_next;
-		if (!wb->w_head)
-			wb->w_tail = NULL;
-		wb->w_bytes -= e->e_bytes;
-		pthread_cond_broadcast(&wb->w_done);
-		free(e);
+		e->e_claimed = true;
+		wb_collect(m, e);
 	}
 	pthread_mutex_unlock(&wb->w_lock);
 	return NULL;
@@ -280,6 +307,7 @@ int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
 	}
 	e->e_handle = a->handle;
 	e->e_bytes = len;
+	e->e_claimed = false;
 	e->e_next = NULL;
 	if (wb->w_tail)
 		wb->w_tail->e_next = e;
@@ -300,11 +328,18 @@ int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error)
 	if (!wb->w_running)
 		return 0;
 	pthread_mutex_lock(&wb->w_lock);
-	if (wb_has(wb, h)) {
+	if (wb_has(wb, h))
 		wb->w_waits++;
-		do
+	/* Collects what the reaper has not reached; waits for what others collect. */
+	while (wb_has(wb, h)) {
+		struct mnt_wb_ent *e = wb_unclaimed(wb, h);
+
+		if (e) {
+			e->e_claimed = true;
+			wb_collect(m, e);
+		} else {
 			pthread_cond_wait(&wb->w_done, &wb->w_lock);
-		while (wb_has(wb, h));
+		}
 	}
 	if (take_error)
 		error = wb_err_take(wb, h);

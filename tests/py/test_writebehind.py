@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cluster import server_of, stat_layout, wait_until
+from cluster import dirs_on_two_servers, server_of, stat_layout, wait_until
 from mount import Mount
 
 KiB = 1 << 10
@@ -251,6 +251,49 @@ def test_fsync_asks_only_the_servers_this_mount_changed_the_file_on(cluster3, tm
         before = fsyncs()
         wait_until(lambda: fsynced(fd, b""), 30, 0.05, "an fsync once the server answers")
         assert fsyncs()[idle] > before[idle], "the fsync after a failed one skipped %s" % idle
+    finally:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        for fd in fds:
+            os.close(fd)
+        m.stop()
+
+
+def test_a_write_a_stopped_server_holds_does_not_hold_another_files_fsync(cluster3, tmp_path):
+    """The reaper collects acknowledgements in the order the writes were
+    sent, so a write to a server that stopped answering holds it; a
+    thread that waits for another file's writes (its fsync) collects them
+    itself.  Before, that fsync waited until the stuck write gave up."""
+    c = cluster3
+    m = mount(c, tmp_path)
+    stopped = None
+    fds = []
+    try:
+        d1, d2 = dirs_on_two_servers(c)
+        paths = []
+        for d in (d1, d2):
+            path = m.path(d.lstrip("/") + "/f")
+            with open(path, "wb") as f:
+                f.write(b"w" * 4096)
+                os.fsync(f.fileno())
+            paths.append(path)
+        held, free = ("/" + os.path.relpath(p, m.mnt) for p in paths)
+        on = [{server_of(c, p), stat_layout(c, p)["first_server"]} for p in (held, free)]
+        assert len(on[0]) == len(on[1]) == 1 and on[0] != on[1], on
+        fds = [os.open(p, os.O_WRONLY) for p in paths]
+        stopped = c.names[on[0].pop()]
+        os.kill(c.pid(stopped), signal.SIGSTOP)
+        assert os.pwrite(fds[0], b"a" * 4096, 0) == 4096   # answered at once, held
+        assert os.pwrite(fds[1], b"b" * 4096, 0) == 4096
+        os.fsync(fds[1])
+        wb = m.stats()["write_behind"]
+        assert wb["bytes_in_flight"] >= 4096, \
+            "the fsync returned only once the held write had failed: %s" % wb
+        os.kill(c.pid(stopped), signal.SIGCONT)
+        stopped = None
+        os.fsync(fds[0])
+        with open(paths[0], "rb") as f:
+            assert f.read() == b"a" * 4096
     finally:
         if stopped:
             os.kill(c.pid(stopped), signal.SIGCONT)
