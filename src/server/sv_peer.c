@@ -5,7 +5,12 @@
  * requests peers send us are handled in sv_sv.c.  A peer that is a
  * replica group is reached through the member that leads it, found as
  * liborchard finds it (a NOTLEADER names it; a member that cannot be
- * reached is skipped for the next).
+ * reached is skipped for the next).  A call a member that does not lead
+ * refused (nothing was done) goes again, as it was encoded, to the member
+ * the refusal names, within its deadline: a member that just came to
+ * lead its group finds the other groups' leaders on its first calls
+ * instead of failing them, which its callers would try again only after
+ * a pause (an intent's second, a writers' cut's hold).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,12 +25,21 @@ struct peer_call {
 	uint64_t pc_deadline_ms;
 	sv_peer_cb pc_cb;
 	void *pc_arg;
+	struct orch_buf pc_frame;   /* the request, encoded, to send it again */
+	unsigned int pc_moves;      /* members it was sent again to (PEER_MOVES_MAX) */
 	struct peer_call *pc_next;
 };
+
+/*
+ * Members a call follows refusals to: twice round the group covers an
+ * election that ends while it moves, and bounds a group with no leader.
+ */
+#define PEER_MOVES_MAX(replicas) (2 * (replicas))
 
 struct sv_peer {
 	struct orch_conn *p_conn;   /* NULL when not connected */
 	struct peer_call *p_calls;  /* in flight, oldest first */
+	struct peer_call *p_again;  /* refused: sent again once the connection moved */
 	uint64_t p_next_reqid;
 	bool p_down_logged;
 	/*
@@ -43,18 +57,60 @@ struct sv_peers {
 	struct orch_conn_ops ps_ops;     /* of the connections we open */
 };
 
+static void peer_call_free(struct peer_call *pc)
+{
+	orch_buf_fini(&pc->pc_frame);
+	free(pc);
+}
+
+static void peer_fail_list(struct sv_server *sv, struct peer_call *list, int error)
+{
+	while (list) {
+		struct peer_call *next = list->pc_next;
+
+		list->pc_cb(sv, list->pc_arg, error, NULL);
+		peer_call_free(list);
+		list = next;
+	}
+}
+
 static void peer_fail_all(struct sv_server *sv, struct sv_peer *p, int error)
 {
 	struct peer_call *list = p->p_calls;
 
 	p->p_calls = NULL;
-	while (list) {
-		struct peer_call *next = list->pc_next;
+	peer_fail_list(sv, list, error);
+}
 
-		list->pc_cb(sv, list->pc_arg, error, NULL);
-		free(list);
-		list = next;
+/*
+ * Sends @pc to peer @peer, connecting to its current member first if
+ * needed, and adds it to the calls in flight; on failure, fails it.
+ */
+static void peer_send(struct sv_server *sv, unsigned int peer, struct peer_call *pc)
+{
+	struct sv_peer *p = &sv->s_peers->ps_peer[peer];
+	const struct orch_server_cfg *scfg;
+	struct peer_call **tail;
+	int error = 0;
+
+	if (!p->p_conn) {
+		scfg = sv->s_cfg.replicas > 1 ? orch_cfg_member(&sv->s_cfg, peer, p->p_member)
+					       : &sv->s_cfg.servers[peer];
+		if (orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
+				      sv->s_index, &sv->s_peers->ps_ops, sv, &p->p_conn))
+			error = -EHOSTDOWN;
 	}
+	if (!error)
+		error = orch_conn_queue_frame(p->p_conn, pc->pc_frame.b_data, pc->pc_frame.b_len);
+	if (error) {
+		pc->pc_cb(sv, pc->pc_arg, error == -EPIPE ? -EHOSTDOWN : error, NULL);
+		peer_call_free(pc);
+		return;
+	}
+	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
+		;
+	*tail = pc;
+	orch_conn_flush(p->p_conn);
 }
 
 static struct sv_peer *peer_of_conn(struct sv_server *sv, struct orch_conn *c,
@@ -83,10 +139,23 @@ static void peer_on_close(struct orch_conn *c, int reason)
 	p->p_conn = NULL;
 	if (sv->s_cfg.replicas > 1 && !p->p_moved)
 		p->p_member = (p->p_member + 1) % sv->s_cfg.replicas;
-	/* Left for the member that leads: not a peer going down. */
+	/*
+	 * Left for the member that leads: not a peer going down.  The calls
+	 * in flight may have been done; those it refused go to that member.
+	 */
 	if (p->p_moved) {
+		struct peer_call *again = p->p_again;
+
 		p->p_moved = false;
+		p->p_again = NULL;
 		peer_fail_all(sv, p, -EHOSTDOWN);
+		while (again) {
+			struct peer_call *next = again->pc_next;
+
+			again->pc_next = NULL;
+			peer_send(sv, i, again);
+			again = next;
+		}
 		return;
 	}
 	if (!p->p_down_logged) {
@@ -127,7 +196,7 @@ static void peer_tick(void *arg)
 			}
 			*pp = pc->pc_next;
 			pc->pc_cb(sv, pc->pc_arg, -ETIMEDOUT, NULL);
-			free(pc);
+			peer_call_free(pc);
 		}
 	}
 	orch_ev_timer_arm(sv->s_ev, &sv->s_peers->ps_timer, 500, peer_tick, sv);
@@ -176,6 +245,8 @@ void sv_peers_fini(struct sv_server *sv)
 		if (p->p_conn)
 			orch_conn_close(p->p_conn, -ESHUTDOWN);
 		peer_fail_all(sv, p, -ESHUTDOWN);
+		peer_fail_list(sv, p->p_again, -ESHUTDOWN);
+		p->p_again = NULL;
 	}
 	free(sv->s_peers->ps_peer);
 	free(sv->s_peers);
@@ -185,8 +256,7 @@ void sv_peers_fini(struct sv_server *sv)
 void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		  sv_peer_cb cb, void *arg)
 {
-	const struct orch_server_cfg *scfg;
-	struct peer_call *pc, **tail;
+	struct peer_call *pc;
 	struct sv_peer *p;
 	int error;
 
@@ -195,21 +265,10 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		return;
 	}
 	p = &sv->s_peers->ps_peer[peer];
-	scfg = sv->s_cfg.replicas > 1 ? orch_cfg_member(&sv->s_cfg, peer, p->p_member)
-				       : &sv->s_cfg.servers[peer];
 	pc = calloc(1, sizeof(*pc));
 	if (!pc) {
 		cb(sv, arg, -ENOMEM, NULL);
 		return;
-	}
-	if (!p->p_conn) {
-		error = orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
-					  sv->s_index, &sv->s_peers->ps_ops, sv, &p->p_conn);
-		if (error) {
-			free(pc);
-			cb(sv, arg, -EHOSTDOWN, NULL);
-			return;
-		}
 	}
 	m->reqid = ++p->p_next_reqid;
 	m->flags = 0;
@@ -217,15 +276,17 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 	pc->pc_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
 	pc->pc_cb = cb;
 	pc->pc_arg = arg;
-	error = orch_conn_send(p->p_conn, m);
+	orch_buf_init(&pc->pc_frame, ORCH_MAXFRAME);
+	error = orch_msg_encode(&pc->pc_frame, m);
 	if (error) {
-		free(pc);
-		cb(sv, arg, error == -EPIPE ? -EHOSTDOWN : error, NULL);
+		ORCH_LOG_RATELIMIT(ORCH_LOG_WARN, "cannot encode message: type=%s peer=%s: %s",
+				   orch_msg_name(m->type), sv->s_cfg.servers[peer].name,
+				   strerror(-error));
+		peer_call_free(pc);
+		cb(sv, arg, error, NULL);
 		return;
 	}
-	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
-		;
-	*tail = pc;
+	peer_send(sv, peer, pc);
 }
 
 void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
@@ -261,16 +322,30 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 		/*
 		 * A member of the peer's group that does not lead it: nothing was
 		 * done.  The connection goes to the leader it names (or the next
-		 * member), and the call fails as a peer that is down does, which
-		 * its caller tries again (an intent every INTENT_RETRY_MS).
+		 * member), and the call with it, once the connection closed
+		 * (peer_on_close).  A call that moved too often or is past its
+		 * deadline fails as a peer that is down does, which its caller
+		 * tries again (an intent every INTENT_RETRY_MS).
 		 */
 		unsigned int n = sv->s_cfg.replicas;
-
 		unsigned int to = m.leader < n ? m.leader : (p->p_member + 1) % n;
+		bool move = n > 1 && p->p_conn == c && to != p->p_member;
 
-		pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
 		orch_msg_fini(&m);
-		if (n > 1 && p->p_conn == c && to != p->p_member) {
+		if (move && pc->pc_moves < PEER_MOVES_MAX(n) &&
+		    orch_time_now_ms() < pc->pc_deadline_ms) {
+			struct peer_call **tail = &p->p_again;
+
+			while (*tail)
+				tail = &(*tail)->pc_next;
+			pc->pc_moves++;
+			pc->pc_next = NULL;
+			*tail = pc;
+			pc = NULL;
+		} else {
+			pc->pc_cb(sv, pc->pc_arg, -EHOSTDOWN, NULL);
+		}
+		if (move) {
 			p->p_member = to;
 			p->p_moved = true;
 			orch_conn_close(c, -EHOSTDOWN);
@@ -283,5 +358,6 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 		pc->pc_cb(sv, pc->pc_arg, m.status, &m);
 		orch_msg_fini(&m);
 	}
-	free(pc);
+	if (pc)
+		peer_call_free(pc);
 }

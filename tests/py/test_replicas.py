@@ -440,6 +440,50 @@ def test_two_groups_through_a_mount_carry_on_through_leader_kills(tmp_path):
         c.stop_all()
 
 
+def test_a_new_leader_finds_the_other_groups_leaders_on_its_first_call(tmp_path):
+    """A member that just came to lead its group knows nothing of where
+    the other groups' leaders are: its first call to another group may go
+    to a follower, which refuses it naming its leader.  The call goes on
+    there (sv_peer.c) instead of failing.  Here that call is the probe of
+    the writers' hold after the election (sv_writers.c), which, failed,
+    held a write registered on the old leader until the hold's end (a
+    quarter of op_timeout_ms: 10 s here, so a failed probe shows)."""
+    c = Cluster(tmp_path / "c", nservers=6, replicas=3)
+    c.set_cluster_option("op_timeout_ms", 40000)
+    c.start_all()
+    m = None
+    fd = -1
+    try:
+        # The leader of group 1 must not be its member 0, where a new
+        # leader's connection to group 1 goes first.
+        while leader(c, 1) == c.names[3]:
+            c.kill(c.names[3])
+            leader(c, 1)
+            c.start(c.names[3])
+        m = Mount(c, tmp_path / "mnt", {"op_timeout_ms": 40000}).start()
+        path = m.path("f")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(fd, b"a" * 300000, 0)   # over both groups' strips
+        os.fsync(fd)
+        assert members_group(c, "/f") == 0
+        c.kill(leader(c, 0))
+        leader(c, 0)
+        t0 = time.monotonic()
+        os.pwrite(fd, b"b" * 4096, 0)   # registers again, with the new leader
+        os.fsync(fd)
+        took = time.monotonic() - t0
+        # The new leader takes changes 1.2 s after it came to serve.
+        assert took < 5.0, "the write after the failover took %.1f s" % took
+        with open(path, "rb") as f:
+            assert f.read() == b"b" * 4096 + b"a" * (300000 - 4096)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if m:
+            m.stop()
+        c.stop_all(check_logs=False)
+
+
 def members_group(c, path):
     """The replica group that holds @path's inode (orchard stat's Server)."""
     for line in c.cli("stat", path).stdout.splitlines():
