@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "client/status.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -209,6 +210,8 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 		ORCH_CLI_OPTS_END
 	};
 	struct stats_srv srv[ORCH_SERVERS_MAX];
+	int errors[ORCH_SERVERS_MAX];
+	struct orch_reply *reps;
 	const struct orch_cfg *cfg;
 	struct orch_cli_fs fs;
 	const char *mnt = NULL;
@@ -273,12 +276,20 @@ int orch_cmd_stats(struct orch_cli *cli, int argc, char **argv)
 	}
 	cfg = orch_client_cfg(fs.cl);
 	memset(srv, 0, sizeof(srv));
-	for (unsigned int i = 0; i < cfg->nservers; i++) {
-		struct orch_msg req;
-
-		orch_msg_init(&req, ORCH_AD2SV_STATS);
-		srv[i].error = orch_client_call(fs.cl, i, &req, &srv[i].rep);
+	/* All at once: a server that does not answer costs one deadline, not one each. */
+	reps = calloc(ORCH_SERVERS_MAX, sizeof(*reps));
+	if (!reps) {
+		free(client);
+		orch_cli_fs_close(&fs);
+		orch_cli_err(-ENOMEM, "stats");
+		return ORCH_CLI_FAIL;
 	}
+	orch_status_fetch(fs.cl, reps, errors);
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		srv[i].error = errors[i];
+		srv[i].rep = reps[i];   /* released below, through srv */
+	}
+	free(reps);
 	if (json) {
 		stats_json(cfg, srv, client);
 	} else {

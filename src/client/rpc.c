@@ -872,6 +872,30 @@ static void rpc_read_until(struct rpc_conn *c, struct orch_call *call)
 	pthread_cond_broadcast(&c->c_state_cond);
 }
 
+/*
+ * The reader role, without waiting: hands every frame that has arrived to
+ * the call it answers.  c_lock held, the role free and the connection up.
+ */
+static void rpc_read_ready_locked(struct rpc_conn *c)
+{
+	int fd = c->c_fd;
+
+	c->c_reading = true;
+	c->c_nowait = true;
+	for (;;) {
+		struct orch_call *to;
+
+		if (rpc_read_one_locked(c, fd, UINT64_MAX, &to))
+			break;
+		if (to)
+			pthread_cond_signal(&to->ca_cond);
+	}
+	c->c_nowait = false;
+	c->c_reading = false;
+	rpc_table_wake_one(c);
+	pthread_cond_broadcast(&c->c_state_cond);
+}
+
 /* --- Handshake -------------------------------------------------------------------- */
 
 /* Encodes @m and writes it before the deadline.  0, -ETIMEDOUT or -EIO. */
@@ -1863,6 +1887,19 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 			/* Frozen: the call goes to the next leader (below). */
 			frozen = true;
 		}
+		/*
+		 * Its reply may wait in the socket, unread: nobody reads a
+		 * connection for calls nobody waits for, and the caller may
+		 * have been elsewhere until now (sending to other servers, one
+		 * of them slow to connect).  A reply that came is no timeout.
+		 */
+		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done &&
+		    !c->c_reading && !c->c_closing && c->c_state == RPC_UP &&
+		    c->c_gen == call->ca_gen && call->ca_queued) {
+			rpc_read_ready_locked(c);
+			if (call->ca_done)
+				break;
+		}
 		if (rpc_remaining_ms(call->ca_deadline_ms) == 0 && !call->ca_done) {
 			/* Out of the table: a late reply is dropped by its reader. */
 			if (call->ca_queued)
@@ -2244,25 +2281,8 @@ bool orch_client_poll(struct orch_client *cl, unsigned int server)
 		return false;
 	c = &cl->cl_conns[server];
 	pthread_mutex_lock(&c->c_lock);
-	if (c->c_state == RPC_UP && !c->c_reading && !c->c_closing) {
-		int fd = c->c_fd;
-
-		/* The reader role, without waiting: take what has arrived. */
-		c->c_reading = true;
-		c->c_nowait = true;
-		for (;;) {
-			struct orch_call *to;
-
-			if (rpc_read_one_locked(c, fd, UINT64_MAX, &to))
-				break;
-			if (to)
-				pthread_cond_signal(&to->ca_cond);
-		}
-		c->c_nowait = false;
-		c->c_reading = false;
-		rpc_table_wake_one(c);
-		pthread_cond_broadcast(&c->c_state_cond);
-	}
+	if (c->c_state == RPC_UP && !c->c_reading && !c->c_closing)
+		rpc_read_ready_locked(c);
 	up = c->c_state == RPC_UP && (c->c_features & ORCH_FEAT_LEASES);
 	if (up && c->c_reading && !rpc_reader_caught_up(c))
 		up = false; /* frames in hand or arriving: not sure of the cache */

@@ -2,6 +2,7 @@
 #include "client/status.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +39,47 @@ static void status_parse(const char *j, size_t len, struct orch_status_srv *s)
 	}
 }
 
+struct status_ask {
+	struct orch_client *cl;
+	unsigned int server;
+	struct orch_reply *rep;
+	int *error;
+	pthread_t thread;
+	bool started;
+};
+
+static void *status_ask_one(void *arg)
+{
+	struct status_ask *a = arg;
+	struct orch_msg req;
+
+	orch_msg_init(&req, ORCH_AD2SV_STATS);
+	*a->error = orch_client_call(a->cl, a->server, &req, a->rep);
+	return NULL;
+}
+
+/*
+ * A thread per server: a send connects first, and a server that accepts
+ * connections but says nothing (frozen) holds its sender for the whole
+ * deadline; in one thread, N of them cost N deadlines.
+ */
 void orch_status_fetch(struct orch_client *cl, struct orch_reply *reps, int *errors)
 {
 	const struct orch_cfg *cfg = orch_client_cfg(cl);
-	struct orch_call *calls[ORCH_SERVERS_MAX];
+	struct status_ask ask[ORCH_SERVERS_MAX];
 
 	for (unsigned int i = 0; i < cfg->nservers; i++) {
-		struct orch_msg req;
-
 		memset(&reps[i], 0, sizeof(reps[i]));
-		orch_msg_init(&req, ORCH_AD2SV_STATS);
-		errors[i] = orch_client_send(cl, i, &req, &calls[i]);
+		ask[i] = (struct status_ask){ .cl = cl, .server = i, .rep = &reps[i],
+					      .error = &errors[i] };
+		ask[i].started = pthread_create(&ask[i].thread, NULL, status_ask_one, &ask[i]) == 0;
 	}
-	for (unsigned int i = 0; i < cfg->nservers; i++)
-		if (!errors[i])
-			errors[i] = orch_client_wait(cl, calls[i], &reps[i]);
+	for (unsigned int i = 0; i < cfg->nservers; i++) {
+		if (ask[i].started)
+			pthread_join(ask[i].thread, NULL);
+		else
+			status_ask_one(&ask[i]);   /* no thread: in turn */
+	}
 }
 
 unsigned int orch_status_query(struct orch_client *cl, struct orch_status_srv *out)

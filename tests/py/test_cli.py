@@ -613,6 +613,34 @@ def test_ping_and_stats(cluster3):
     assert orchard("ping", conf=c.conf).returncode == 0
 
 
+def test_stats_and_status_ask_every_server_at_once(tmp_path):
+    """Servers that do not answer (frozen: SIGSTOP) cost `orchard stats`
+    one deadline together, not one each as when it asked them in turn;
+    and the server that answered is up, though its caller read its reply
+    only once the frozen ones had held it past that reply's deadline
+    (`orchard status` called it down)."""
+    c = Cluster(tmp_path / "c", nservers=4)
+    c.set_cluster_option("op_timeout_ms", 2000)
+    c.start_all()
+    frozen = c.names[1:]
+    try:
+        for n in frozen:
+            os.kill(c.pid(n), signal.SIGSTOP)
+        t0 = time.monotonic()
+        r = orchard("stats", "--json", conf=c.conf)
+        took = time.monotonic() - t0
+        doc = json.loads(r.stdout)
+        assert [s["up"] for s in doc["servers"]] == [True, False, False, False], r.stdout
+        assert took < 4.5, "three frozen servers took stats %.1f s at a 2 s deadline" % took
+        r = orchard("status", "-t", "2000", conf=c.conf)
+        assert re.search(r"^s0\s.*\bup\b", r.stdout, re.M), r.stdout
+        assert "1 of 4 servers up" in r.stdout, r.stdout
+    finally:
+        for n in frozen:
+            os.kill(c.pid(n), signal.SIGCONT)
+        c.stop_all()
+
+
 # --- progress bars ----------------------------------------------------------------------
 # The long commands draw a bar on stderr when it is a terminal (src/cli/progress.h):
 # here a pseudo-terminal 100 columns wide, read to its end (no sleeps).
