@@ -143,6 +143,16 @@ def test_write_error_while_reads_wait_for_it(cluster2, tmp_path):
         m.stop()
 
 
+def wind_down(c, m, stopped, fds):
+    """The end of a test that may have stopped server @stopped: it goes
+    on, the descriptors @fds close, and mount @m stops."""
+    if stopped:
+        os.kill(c.pid(stopped), signal.SIGCONT)
+    for fd in fds:
+        os.close(fd)
+    m.stop()
+
+
 def fsynced(fd, data):
     """Writes @data at @fd's offset and fsyncs: True, or False if the
     server is not back yet (ETIMEDOUT or EIO)."""
@@ -196,11 +206,7 @@ def test_write_error_reported_at_fsync_and_odirect_waits(cluster2, tmp_path):
         wait_until(lambda: fsynced(fd, b"w" * 4096), 30, 0.05,
                    "a write and fsync after the server came back")
     finally:
-        if stopped:
-            os.kill(c.pid(stopped), signal.SIGCONT)
-        for f in fds:
-            os.close(f)
-        m.stop()
+        wind_down(c, m, stopped, fds)
 
 
 def test_fsync_asks_only_the_servers_this_mount_changed_the_file_on(cluster3, tmp_path):
@@ -252,11 +258,7 @@ def test_fsync_asks_only_the_servers_this_mount_changed_the_file_on(cluster3, tm
         wait_until(lambda: fsynced(fd, b""), 30, 0.05, "an fsync once the server answers")
         assert fsyncs()[idle] > before[idle], "the fsync after a failed one skipped %s" % idle
     finally:
-        if stopped:
-            os.kill(c.pid(stopped), signal.SIGCONT)
-        for fd in fds:
-            os.close(fd)
-        m.stop()
+        wind_down(c, m, stopped, fds)
 
 
 def test_a_write_a_stopped_server_holds_does_not_hold_another_files_fsync(cluster3, tmp_path):
@@ -295,8 +297,4 @@ def test_a_write_a_stopped_server_holds_does_not_hold_another_files_fsync(cluste
         with open(paths[0], "rb") as f:
             assert f.read() == b"a" * 4096
     finally:
-        if stopped:
-            os.kill(c.pid(stopped), signal.SIGCONT)
-        for fd in fds:
-            os.close(fd)
-        m.stop()
+        wind_down(c, m, stopped, fds)
