@@ -48,7 +48,7 @@ TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILDDIR)/tests/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILDDIR)/bench/orch-bench $(BUILDDIR)/bench/store-bench \
 	$(BUILDDIR)/bench/group-bench
 
-.PHONY: all deps spec test test-unit test-py test-py-log soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store bench-group clean help
+.PHONY: all deps spec test test-unit test-py test-py-log soak check check-asan check-tsan check-clang check-valgrind fuzz-smoke fuzz fuzz-replay bench bench-mount bench-store bench-group bench-failover clean help
 .SECONDARY:
 all: $(BINS) $(UNIT_BINS) $(TOOL_BINS) $(BENCH_BINS)
 
@@ -416,6 +416,13 @@ bench-mount: $(BINS)
 	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/mount_bench.py \
 		$(if $(CHART),--chart $(CHART)) $(BENCHFLAGS)
 
+# Replica groups' failover: SIGKILLs of a random group's leader under
+# probes on every group, the time to the failed group's first operation
+# and the other groups' slowest (BENCHFLAGS="--kills N --servers G
+# --replicas R"; docs/PERF-NOTES.md).  Needs root and /dev/fuse.
+bench-failover: $(BINS)
+	$(Q)ORCH_BUILDDIR=$(abspath $(BUILDDIR)) $(PYTHON) bench/failover_bench.py $(BENCHFLAGS)
+
 # The extent store against pwrite/pread on a file in the same directory
 # (its targets: docs/PERF-NOTES.md).  Writes about 2 GiB; drops the files it reads
 # from the page cache before each read.  BENCHFLAGS="--quick", "-d DIR",
@@ -451,5 +458,6 @@ help:
 	@echo "make bench-mount  the mount vs a local dir and passthrough_ll (BENCHFLAGS=...), and a PNG chart"
 	@echo "make bench-store  the data store vs pwrite/pread on the same disk (BENCHFLAGS=--quick ...), and a PNG chart"
 	@echo "make bench-group  namespace creates through a replica group of 1 and 3 vs the namespace directly"
+	@echo "make bench-failover  time from a leader's SIGKILL to its group's next operation, 20 kills"
 
 -include $(shell find $(BUILDDIR)/obj -name '*.d' 2>/dev/null)

@@ -16,8 +16,8 @@ same in coherent mode (the default, once, at T = 50 ms or the first T given), wh
 the kernel keeps what the servers lease to the lease's end; (e) with
 `--targets ...,rep`, (d) on replica groups: SERVERS groups of REPLICAS
 members (`--servers 3 --replicas 3`: 3 groups of 3 against (d) on 3
-servers), whose ratio to (d) is reported (file data is not replicated
-yet, so only the metadata phases pay for the groups).  passthrough_ll
+servers), whose ratio to (d) is reported (bench/failover_bench.py times
+their failovers).  passthrough_ll
 and Orchard run once per timeout T.  Everything (the local directory, the
 passthrough backing directory, the servers' data) lives under one work
 directory: --dir, default a fresh directory in /var/tmp.  Needs root (it

@@ -174,7 +174,7 @@ def test_simulation_keeps_sqlite_locks(tmp_path):
 
 def test_what_a_mount_fsynced_survives_a_cut_of_every_server(tmp_path):
     """A mount's fsync asks only the servers it changed the file on since
-    its last fsync (docs/mount.md, "fsync"): whatever it skipped must hold
+    its last fsync (docs/mount.md, "Data"): whatever it skipped must hold
     nothing of the file to make durable.  Writes over random ranges of a
     file striped in 4 KiB strips over three servers, a truncate between
     them, each batch fsynced; then the power of every server is cut at
