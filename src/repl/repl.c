@@ -427,11 +427,19 @@ void orch_repl_close(struct orch_repl *r)
 			uv_run(&r->r_loop, UV_RUN_ONCE);
 	}
 	r->r_closed = true;
+	/*
+	 * Whatever libuv still runs (closing handles, pool work) finishes
+	 * before raft_uv_close frees libraft's io: its close callback does
+	 * not wait for an open segment being created in the thread pool,
+	 * whose work reads the io's directory (a server stopped just after it
+	 * started: a use after free under ASan, in CI).
+	 */
+	while (uv_run(&r->r_loop, UV_RUN_DEFAULT))
+		;
 	if (r->r_io_up)
 		raft_uv_close(&r->r_io);
 	if (r->r_transport_up)
 		raft_uv_tcp_close(&r->r_transport);
-	/* Whatever libuv still closes (handles, pool work) finishes here. */
 	while (uv_run(&r->r_loop, UV_RUN_DEFAULT))
 		;
 	if (uv_loop_close(&r->r_loop) != 0)
