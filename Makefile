@@ -234,10 +234,10 @@ TSAN_PYTESTS ?= tests/py/test_mount.py tests/py/test_data.py tests/py/test_lease
 # test_acks.py runs its coherent half: the other runs the same threads.
 # test_group_server.py: the log's libuv loop and threads inside the server
 # (about 20 s); its power cuts run the same threads.  test_replicas.py:
-# liborchard's member switching and retries against groups that fail over;
-# its four linearizability histories run the same threads as the other
-# failovers, for longer (the file runs on one process: they were its
-# longest part), so they run in the ASan and plain stages only.
+# liborchard's member switching and retries against groups that fail over.
+# test_replica_registers.py's four linearizability histories run the same
+# threads as those failovers, for longer, so they run in the ASan and plain
+# stages only.
 TSAN_PYFLAGS ?= -k "not many_small_files and not prometheus_server and not chromium and not minute \
 	and not power_cut and not linearizable"
 # Two files at a time, as check-asan: the mounts and servers mostly wait.
