@@ -19,24 +19,6 @@ def pytest_configure(config):
         "(tests/lib/deadline.py)")
 
 
-# The longest files, longest first.  `pytest -n N --dist loadfile` (make
-# test-py, check-asan, check-tsan) hands files to its processes in the order
-# they were collected, so a long file collected late ran alone at the end:
-# a plain -n 3 run took 506 s where its tests' times summed to 361 s per
-# process, test_replicas.py (247 s) last among them.  Run order does not
-# matter otherwise: each test starts its own servers.
-LONGEST_FIRST = ("test_replicas.py", "test_intent_crash.py", "test_acks.py",
-                 "test_faults_net.py", "test_replica_registers.py", "test_coherent.py",
-                 "test_restart.py", "test_mount.py", "test_replica_campaign.py",
-                 "test_writers.py", "test_differential.py", "test_namespace.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    # Stable: the tests of a file keep their order, the other files theirs.
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @pytest.fixture(autouse=True)
 def deadline(request):
     """Every test fails, with the stacks of its orchard processes, rather
