@@ -59,6 +59,10 @@ struct orch_repl {
 			     raft_id id, const char *address, raft_uv_connect_cb cb);
 	raft_uv_accept_cb r_accept_cb;
 	struct raft_io r_io;
+	/* libraft's uv io close under repl_io_close, and raft's callback for it. */
+	void (*r_uv_close)(struct raft_io *io, raft_io_close_cb cb);
+	raft_io_close_cb r_io_close_cb;
+	bool r_io_close_called;
 	struct raft r_raft;
 	struct raft_fsm r_rfsm;
 	struct orch_repl_fsm r_fsm;
@@ -106,6 +110,30 @@ static int repl_error(int rv)
 }
 
 /* --- libraft's TCP transport, with TCP_NODELAY ----------------------------------- */
+
+/*
+ * libraft 0.15's uv io may call its close callback twice (a disk request
+ * that ends after the io already called it); raft's callback frees the
+ * member's address each time: a double free under ASan, in CI, at a stop
+ * with changes in flight.  It is passed on once.
+ */
+static void repl_io_closed(struct raft_io *io)
+{
+	struct orch_repl *r = (struct orch_repl *)((char *)io - offsetof(struct orch_repl, r_io));
+
+	if (r->r_io_close_called)
+		return;
+	r->r_io_close_called = true;
+	r->r_io_close_cb(io);
+}
+
+static void repl_io_close(struct raft_io *io, raft_io_close_cb cb)
+{
+	struct orch_repl *r = (struct orch_repl *)((char *)io - offsetof(struct orch_repl, r_io));
+
+	r->r_io_close_cb = cb;
+	r->r_uv_close(io, repl_io_closed);
+}
 
 static struct orch_repl *repl_of_transport(struct raft_uv_transport *t)
 {
@@ -361,6 +389,8 @@ int orch_repl_open(struct orch_ev *ev, const struct orch_repl_cfg *cfg,
 		goto fail;
 	}
 	r->r_io_up = true;
+	r->r_uv_close = r->r_io.close;
+	r->r_io.close = repl_io_close;
 	raft_uv_set_segment_size(&r->r_io, REPL_SEGMENT_SIZE);
 	raft_uv_set_connect_retry_delay(&r->r_io, REPL_CONNECT_RETRY_MS);
 	rv = raft_init(&r->r_raft, &r->r_io, &r->r_rfsm, cfg->id, addr);
