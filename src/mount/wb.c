@@ -1,13 +1,14 @@
 /*
  * Write-behind: a FUSE WRITE is answered as soon as its strips are sent to
  * their servers, as NFS answers a write before the server has committed
- * it; one thread (the reaper) collects the acknowledgements in the order
- * the writes were sent, and a thread that waits for a file's writes
- * collects those the reaper has not reached itself: a write whose server
- * is failing over or hung holds the reaper, not the other files' fsyncs.  Without it a sequential writer waits for a round
- * trip and a store commit per max_write (1 MiB); with it the next write is
- * copied while the servers commit the last ones, and their store batches
- * several writes per transaction.
+ * it.  Without it a sequential writer waits for a round trip and a store
+ * commit per max_write (1 MiB); with it the next write is copied while the
+ * servers commit the last ones, and their store batches several writes per
+ * transaction.  One thread (the reaper) collects the acknowledgements in
+ * the order the writes were sent, and a thread that waits for a file's
+ * writes collects those the reaper has not reached itself: a write whose
+ * server is failing over or hung holds the reaper, not the other files'
+ * fsyncs.
  *
  * What keeps it correct:
  * - Order: a server applies one connection's writes in the order sent, so
