@@ -11,6 +11,16 @@
  * lead its group finds the other groups' leaders on its first calls
  * instead of failing them, which its callers would try again only after
  * a pause (an intent's second, a writers' cut's hold).
+ *
+ * A member that says nothing is given up too, as liborchard gives up a
+ * try: a leader frozen (SIGSTOP, a VM paused) keeps its connection open,
+ * its kernel acknowledging our bytes, while its group elects another.
+ * Once the oldest call has waited PEER_TRY_MS with nothing from the
+ * member since it was sent, a PING goes on the same connection; without
+ * an answer in ORCH_VOUCH_TERM_MS the connection is closed and its calls
+ * fail as a peer that is down does (-EHOSTDOWN: their callers try again),
+ * and the next calls go to the next member.  A member that answers the
+ * PING is only slow, and its calls wait their whole deadline.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +33,7 @@
 struct peer_call {
 	uint64_t pc_reqid;
 	uint64_t pc_deadline_ms;
+	uint64_t pc_sent_ms;        /* queued on its connection */
 	sv_peer_cb pc_cb;
 	void *pc_arg;
 	struct orch_buf pc_frame;   /* the request, encoded, to send it again */
@@ -35,6 +46,9 @@ struct peer_call {
  * election that ends while it moves, and bounds a group with no leader.
  */
 #define PEER_MOVES_MAX(replicas) (2 * (replicas))
+
+/* How long a group's member may say nothing to a call before it is probed. */
+#define PEER_TRY_MS 2500
 
 struct sv_peer {
 	struct orch_conn *p_conn;   /* NULL when not connected */
@@ -49,6 +63,12 @@ struct sv_peer {
 	 */
 	unsigned int p_member;
 	bool p_moved;
+	/* A silent member (the PING probe): see the head of this file. */
+	uint64_t p_gen;             /* connections made to this peer */
+	uint64_t p_rx_ms;           /* the last reply on the connection */
+	uint64_t p_probe_gen;       /* the connection a PING in flight probes; 0: none */
+	bool p_close_silent;        /* its probe went unanswered: closed by peer_tick */
+	bool p_silent;              /* closed for that: its calls fail -EHOSTDOWN */
 };
 
 struct sv_peers {
@@ -99,6 +119,8 @@ static void peer_send(struct sv_server *sv, unsigned int peer, struct peer_call 
 		if (orch_conn_connect(sv->s_ev, scfg->host, scfg->port, sv->s_cfg.key,
 				      sv->s_index, &sv->s_peers->ps_ops, sv, &p->p_conn))
 			error = -EHOSTDOWN;
+		else
+			p->p_gen++;
 	}
 	if (!error)
 		error = orch_conn_queue_frame(p->p_conn, pc->pc_frame.b_data, pc->pc_frame.b_len);
@@ -110,6 +132,7 @@ static void peer_send(struct sv_server *sv, unsigned int peer, struct peer_call 
 	for (tail = &p->p_calls; *tail; tail = &(*tail)->pc_next)
 		;
 	*tail = pc;
+	pc->pc_sent_ms = orch_time_now_ms();
 	orch_conn_flush(p->p_conn);
 }
 
@@ -158,6 +181,11 @@ static void peer_on_close(struct orch_conn *c, int reason)
 		}
 		return;
 	}
+	if (p->p_silent) {
+		p->p_silent = false;
+		peer_fail_all(sv, p, -EHOSTDOWN);
+		return;
+	}
 	if (!p->p_down_logged) {
 		ORCH_NOTICE("peer down: server=%s: %s", sv->s_cfg.servers[i].name,
 			    reason ? strerror(-reason) : "closed");
@@ -178,14 +206,53 @@ static void peer_on_ready(struct orch_conn *c)
 	}
 }
 
-/* Fails calls whose deadline passed; the peer may be hung rather than gone. */
+static void peer_call_within(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
+			     uint32_t timeout_ms, sv_peer_cb cb, void *arg);
+
+/* The end of a PING to a member that said nothing (peer_probe). */
+static void peer_probed(struct sv_server *sv, void *arg, int error, const struct orch_msg *rep)
+{
+	struct sv_peer *p = &sv->s_peers->ps_peer[(uintptr_t)arg];
+	uint64_t gen = p->p_probe_gen;
+
+	(void)rep;
+	p->p_probe_gen = 0;
+	/* Answered: only slow.  Or its connection went meanwhile. */
+	if (!error || !p->p_conn || p->p_gen != gen)
+		return;
+	p->p_close_silent = true;   /* we may be inside peer_tick's walk of the calls */
+}
+
+/*
+ * A group's member that has said nothing since its oldest call was sent,
+ * PEER_TRY_MS ago: a PING on the same connection tells frozen from slow.
+ */
+static void peer_probe(struct sv_server *sv, unsigned int i, uint64_t now)
+{
+	struct sv_peer *p = &sv->s_peers->ps_peer[i];
+	const struct peer_call *oldest = p->p_calls;
+	struct orch_msg m;
+
+	if (sv->s_cfg.replicas < 2 || !p->p_conn || p->p_probe_gen || !oldest ||
+	    now < oldest->pc_sent_ms + PEER_TRY_MS || p->p_rx_ms >= oldest->pc_sent_ms)
+		return;
+	p->p_probe_gen = p->p_gen;
+	orch_msg_init(&m, ORCH_AN2AN_PING);
+	peer_call_within(sv, i, &m, ORCH_VOUCH_TERM_MS, peer_probed, (void *)(uintptr_t)i);
+}
+
+/*
+ * Fails calls whose deadline passed (the peer may be hung rather than
+ * gone), and probes a group's member that says nothing.
+ */
 static void peer_tick(void *arg)
 {
 	struct sv_server *sv = arg;
 	uint64_t now = orch_time_now_ms();
 
 	for (unsigned int i = 0; i < sv->s_cfg.nservers; i++) {
-		struct peer_call **pp = &sv->s_peers->ps_peer[i].p_calls;
+		struct sv_peer *p = &sv->s_peers->ps_peer[i];
+		struct peer_call **pp = &p->p_calls;
 
 		while (*pp) {
 			struct peer_call *pc = *pp;
@@ -198,6 +265,18 @@ static void peer_tick(void *arg)
 			pc->pc_cb(sv, pc->pc_arg, -ETIMEDOUT, NULL);
 			peer_call_free(pc);
 		}
+		if (p->p_close_silent) {
+			p->p_close_silent = false;
+			if (p->p_conn) {
+				ORCH_NOTICE("peer member silent: group of server=%s member=%s: "
+					    "its calls fail, the next go to the next member",
+					    sv->s_cfg.servers[i].name,
+					    orch_cfg_member(&sv->s_cfg, i, p->p_member)->name);
+				p->p_silent = true;
+				orch_conn_close(p->p_conn, -ETIMEDOUT);
+			}
+		}
+		peer_probe(sv, i, now);
 	}
 	orch_ev_timer_arm(sv->s_ev, &sv->s_peers->ps_timer, 500, peer_tick, sv);
 }
@@ -256,6 +335,12 @@ void sv_peers_fini(struct sv_server *sv)
 void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		  sv_peer_cb cb, void *arg)
 {
+	peer_call_within(sv, peer, m, sv->s_cfg.op_timeout_ms, cb, arg);
+}
+
+static void peer_call_within(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
+			     uint32_t timeout_ms, sv_peer_cb cb, void *arg)
+{
 	struct peer_call *pc;
 	struct sv_peer *p;
 	int error;
@@ -273,7 +358,7 @@ void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 	m->reqid = ++p->p_next_reqid;
 	m->flags = 0;
 	pc->pc_reqid = m->reqid;
-	pc->pc_deadline_ms = orch_time_now_ms() + sv->s_cfg.op_timeout_ms;
+	pc->pc_deadline_ms = orch_time_now_ms() + timeout_ms;
 	pc->pc_cb = cb;
 	pc->pc_arg = arg;
 	orch_buf_init(&pc->pc_frame, ORCH_MAXFRAME);
@@ -304,6 +389,7 @@ void sv_peer_reply(struct sv_server *sv, struct orch_conn *c,
 		orch_conn_close(c, -EPROTO);
 		return;
 	}
+	p->p_rx_ms = orch_time_now_ms();
 	for (pp = &p->p_calls; *pp; pp = &(*pp)->pc_next) {
 		if ((*pp)->pc_reqid == h->reqid) {
 			pc = *pp;

@@ -29,8 +29,9 @@ typedef void (*sv_peer_cb)(struct sv_server *sv, void *arg, int error,
 
 /*
  * Sends @m to server @peer; @cb runs exactly once on the loop thread, with
- * the reply or an error (-EHOSTDOWN if the peer cannot be reached, -EIO if
- * the connection breaks, -ETIMEDOUT after op_timeout_ms).
+ * the reply or an error (-EHOSTDOWN if the peer cannot be reached, or is a
+ * group whose member went silent, -EIO if the connection breaks,
+ * -ETIMEDOUT after op_timeout_ms).
  */
 void sv_peer_call(struct sv_server *sv, unsigned int peer, struct orch_msg *m,
 		  sv_peer_cb cb, void *arg);
