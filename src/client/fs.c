@@ -779,11 +779,34 @@ int orch_fs_read(struct orch_client *cl, const struct orch_cred *cred,
 	return 0;
 }
 
-/* A write in flight: its WRITE requests. */
+/* A write in flight: its WRITE requests, and the server of each. */
 struct orch_fs_wio {
 	size_t n, cap;
 	struct orch_call **calls;
+	unsigned int *servers;
 };
+
+int orch_fs_write_sent(const struct orch_fs_wio *w, struct orch_fs_sent **out, size_t *n)
+{
+	struct orch_fs_sent *v = malloc((w->n ? w->n : 1) * sizeof(*v));
+
+	*out = v;
+	*n = 0;
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->n; i++) {
+		struct orch_fs_sent s = { .server = w->servers[i],
+					  .gen = orch_client_call_gen(w->calls[i]) };
+		bool seen = false;
+
+		/* A write covers a few servers: the quadratic scan is short. */
+		for (size_t j = 0; j < *n && !seen; j++)
+			seen = v[j].server == s.server && v[j].gen == s.gen;
+		if (!seen)
+			v[(*n)++] = s;
+	}
+	return 0;
+}
 
 int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w)
 {
@@ -797,6 +820,7 @@ int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w)
 		if (rc && !error)
 			error = rc;
 	}
+	free(w->servers);
 	free(w->calls);
 	free(w);
 	return error;
@@ -816,10 +840,15 @@ static int fs_write_send_one(struct orch_client *cl, const struct orch_cred *cre
 	if (w->n == w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 8;
 		struct orch_call **v = realloc(w->calls, cap * sizeof(*v));
+		unsigned int *sv;
 
 		if (!v)
 			return -ENOMEM;
 		w->calls = v;
+		sv = realloc(w->servers, cap * sizeof(*sv));
+		if (!sv)
+			return -ENOMEM;
+		w->servers = sv;
 		w->cap = cap;
 	}
 	fs_req_init(&req, ORCH_CL2SV_WRITE, cred);
@@ -827,7 +856,7 @@ static int fs_write_send_one(struct orch_client *cl, const struct orch_cred *cre
 	req.offset = local_off;
 	error = orch_client_send_iov(cl, server, &req, iov, n, &w->calls[w->n]);
 	if (!error)
-		w->n++;
+		w->servers[w->n++] = server;
 	return error;
 }
 

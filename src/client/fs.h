@@ -150,6 +150,25 @@ int orch_fs_write_send(struct orch_client *cl, const struct orch_cred *cred,
 int orch_fs_write_wait(struct orch_client *cl, struct orch_fs_wio *w);
 
 /*
+ * Where a write in flight went: a server and the generation of the
+ * connection its WRITEs went on (orch_client_conn_gen), 0 for one not sent
+ * yet, which goes at the wait.  A WRITE whose try fails as a failover makes
+ * calls fail is sent again by the wait, to the next leader: so a later
+ * write of the same bytes sent on another generation of that server's
+ * connection can land before it (orch_mnt_wb_write's concern).
+ */
+struct orch_fs_sent {
+	unsigned int server;
+	uint64_t gen;
+};
+
+/*
+ * The distinct places @w's WRITEs went: *@out (to free) gets *@n of them.
+ * Only before orch_fs_write_wait().  0 or -ENOMEM.
+ */
+int orch_fs_write_sent(const struct orch_fs_wio *w, struct orch_fs_sent **out, size_t *n);
+
+/*
  * copy_file_range: copies @len bytes at @off_in of file @src to @off_out of
  * file @dst on the servers (each server copies the strips of @src it holds
  * to wherever @dst's layout puts them; no data passes through the client).

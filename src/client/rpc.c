@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/auth.h"
@@ -102,6 +103,7 @@ struct orch_call {
 	bool ca_done;                /* protected by conn->c_lock */
 	bool ca_queued;              /* in the table; protected by conn->c_lock */
 	bool ca_waiting;             /* its caller sleeps on ca_cond; by c_lock */
+	bool ca_awaited;             /* a thread is in rpc_wait for it; by c_lock */
 	int ca_error;                /* -EIO if the connection broke */
 	struct orch_frame_hdr ca_hdr; /* of the reply */
 	uint64_t ca_stamp;           /* the reply's place in its connection's stream */
@@ -196,6 +198,7 @@ struct rpc_conn {
 struct orch_client {
 	struct orch_cfg cl_cfg;
 	_Atomic uint32_t cl_timeout_ms;
+	uint32_t cl_test_resend_delay_ms;          /* ORCH_TEST_RESEND_DELAY; 0: off */
 	_Atomic uint64_t cl_next_reqid;
 	size_t cl_ntypes;
 	uint16_t cl_types[RPC_MAXTYPES];           /* as orch_msg_types() */
@@ -1641,6 +1644,12 @@ static int rpc_send_again(struct orch_client *cl, unsigned int server, const str
 	return 0;
 }
 
+uint64_t orch_client_call_gen(const struct orch_call *call)
+{
+	/* Set before the call is returned, never changed by others: no lock. */
+	return call->ca_again && call->ca_again->a_send_error ? 0 : call->ca_gen;
+}
+
 int orch_client_send(struct orch_client *cl, unsigned int server, const struct orch_msg *req,
 		     struct orch_call **out)
 {
@@ -1726,8 +1735,10 @@ static int rpc_reply_decode(struct orch_client *cl, struct orch_call *call,
 /*
  * True if @call (in flight, or about to be sent) should give up before its
  * deadline: its server has said nothing since the oldest call in flight
- * was sent, the grace has passed since then, and RPC_SILENT_KEEP calls
- * older than @call wait for it.  c_lock held.
+ * was sent, the grace has passed since then, and RPC_SILENT_KEEP callers
+ * older than @call wait for it.  Callers: a call nobody waits for yet (a
+ * write behind, which its file's fsync collects later) holds no thread.
+ * c_lock held.
  */
 static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call *call,
 				     uint64_t grace_ms)
@@ -1745,8 +1756,9 @@ static bool rpc_silent_excess_locked(struct rpc_conn *c, const struct orch_call 
 	for (size_t i = 0; i < RPC_BUCKETS; i++) {
 		for (const struct orch_call *o = c->c_calls[i]; o; o = o->ca_next) {
 			oldest = ORCH_MIN(oldest, o->ca_sent_ms);
-			if (o->ca_sent_ms < call->ca_sent_ms ||
-			    (o->ca_sent_ms == call->ca_sent_ms && o->ca_reqid < call->ca_reqid))
+			if (o->ca_awaited &&
+			    (o->ca_sent_ms < call->ca_sent_ms ||
+			     (o->ca_sent_ms == call->ca_sent_ms && o->ca_reqid < call->ca_reqid)))
 				older++;
 		}
 	}
@@ -1802,10 +1814,18 @@ int orch_client_wait(struct orch_client *cl, struct orch_call *call, struct orch
 	 */
 	if (a->a_send_error || error == -ORCH_ENOTLEADER || error == -ORCH_ERETRY ||
 	    rpc_may_resend(call_type, 0, error, rep->broke)) {
-		uint64_t left = rpc_remaining_ms(a->a_deadline_ms);
+		uint64_t left;
 		struct orch_frame_hdr h;
 		struct orch_msg m;
 
+		if (cl->cl_test_resend_delay_ms && call_type == ORCH_CL2SV_WRITE) {
+			struct timespec ts = { cl->cl_test_resend_delay_ms / 1000,
+					       (long)(cl->cl_test_resend_delay_ms % 1000) * 1000000L };
+
+			while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+				;
+		}
+		left = rpc_remaining_ms(a->a_deadline_ms);
 		orch_reply_release(rep);
 		orch_frame_hdr_decode(a->a_frame.b_data, &h);
 		error = left ? orch_msg_decode(&h, a->a_frame.b_data + ORCH_FRAME_HDR, &m)
@@ -1831,6 +1851,7 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 	rpc_timespec(call->ca_deadline_ms, &ts);
 	rpc_timespec(call->ca_sent_ms + grace_ms, &gts);
 	pthread_mutex_lock(&c->c_lock);
+	call->ca_awaited = true;
 	while (!call->ca_done) {
 		if (!c->c_reading && c->c_state == RPC_UP && call->ca_queued) {
 			rpc_read_until(c, call);
@@ -1850,9 +1871,15 @@ static int rpc_wait(struct orch_client *cl, struct orch_call *call, struct orch_
 				 * connection, so that what the call registered there
 				 * goes with it and the call may go to the next leader;
 				 * failed here, it could not (a writers' registration).
+				 * Not a WRITE either: its bytes are gone, and failed
+				 * early it would be reported to the file's next close
+				 * though the server may well take it a moment later
+				 * (a disk that stalled for a second); it waits its
+				 * whole deadline.
 				 */
 				graced = true;
 				if (call->ca_full_deadline_ms <= call->ca_deadline_ms &&
+				    call->ca_type != ORCH_CL2SV_WRITE &&
 				    rpc_silent_excess_locked(c, call, grace_ms)) {
 					rpc_table_take(c, call->ca_reqid);
 					error = -ETIMEDOUT;
@@ -2145,6 +2172,9 @@ int orch_client_create(const struct orch_cfg *cfg, struct orch_client **out)
 	cl->cl_next_seq = 1;
 	pthread_mutex_init(&cl->cl_seq_lock, NULL);
 	atomic_init(&cl->cl_timeout_ms, cfg->op_timeout_ms ? cfg->op_timeout_ms : 10000);
+	if (orch_fault_env(ORCH_FAULT_RESEND_DELAY))
+		cl->cl_test_resend_delay_ms =
+			(uint32_t)strtoul(orch_fault_env(ORCH_FAULT_RESEND_DELAY), NULL, 10);
 	atomic_init(&cl->cl_next_reqid, 1);
 	cl->cl_ntypes = orch_msg_types(cl->cl_types, RPC_MAXTYPES);
 	for (size_t t = 0; t < RPC_MAXTYPES; t++)

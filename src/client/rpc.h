@@ -203,6 +203,13 @@ int orch_client_key_mismatch(const struct orch_client *cl);
 uint64_t orch_client_conn_gen(struct orch_client *cl, unsigned int server);
 
 /*
+ * The generation of the connection @call (from orch_client_send, not
+ * waited for yet) went out on; 0 if it could not be sent yet, and goes at
+ * the wait (a replica group between leaders).
+ */
+uint64_t orch_client_call_gen(const struct orch_call *call);
+
+/*
  * Per-type request counts sent by this client since creation (for
  * `orchard stats` on a mount).  Fills @counts indexed like orch_msg_types().
  */

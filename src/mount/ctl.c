@@ -160,7 +160,8 @@ static bool ctl_printf(char *buf, size_t size, size_t *pos, const char *fmt, ...
  * {"fuse": {"LOOKUP": n, ...}, "server_requests": {"CL2SV_LOOKUP": n, ...},
  *  "cache": {"dcache_timeout_ms": n, ...},
  *  "inode_table": {"inodes": n, "forget_unknown": n},
- *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n},
+ *  "write_behind": {"max_bytes": n, "writes": n, "waits": n, "bytes_in_flight": n,
+ *                   "overtaken": n},
  *  "lease_cache": {"lease_ms": n, "entries": n, "hits": n, "misses": n, "pushes": n,
  *                  "renewals": n, "renewals_dropped": n, "vouches": n,
  *                  "vouches_failed": n},
@@ -211,8 +212,9 @@ static int ctl_stats_json(struct orch_mnt *m, char *buf, size_t size, size_t *le
 	orch_mnt_wb_counts(m, &wbc);
 	ctl_printf(buf, size, &pos,
 		   "}, \"write_behind\": {\"max_bytes\": %" PRIu64 ", \"writes\": %" PRIu64
-		   ", \"waits\": %" PRIu64 ", \"bytes_in_flight\": %" PRIu64,
-		   wbc.max_bytes, wbc.writes, wbc.waits, wbc.in_flight);
+		   ", \"waits\": %" PRIu64 ", \"bytes_in_flight\": %" PRIu64
+		   ", \"overtaken\": %" PRIu64,
+		   wbc.max_bytes, wbc.writes, wbc.waits, wbc.in_flight, wbc.overtaken);
 	orch_mnt_lc_counts(&m->m_lc, &lcc);
 	ctl_printf(buf, size, &pos,
 		   "}, \"lease_cache\": {\"lease_ms\": %" PRIu64 ", \"entries\": %" PRIu64

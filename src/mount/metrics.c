@@ -171,7 +171,11 @@ static void mnt_metrics_caches(struct orch_buf *b, struct orch_mnt *m)
 		{ "orchard_mount_writebehind_writes_total", "counter",
 		  "Writes sent behind their answer.", (double)wbc.writes },
 		{ "orchard_mount_writebehind_waits_total", "counter",
-		  "Writes that waited for room in the write-behind.", (double)wbc.waits },
+		  "Waits for a file's writes in flight (reads, flush, fsync, truncate).",
+		  (double)wbc.waits },
+		{ "orchard_mount_writebehind_overtaken_total", "counter",
+		  "Writes sent again behind an older write of their file a failover held.",
+		  (double)wbc.overtaken },
 	};
 
 	orch_prom_scalars(b, v, ORCH_ARRAY_SIZE(v));

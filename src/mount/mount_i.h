@@ -222,6 +222,7 @@ struct orch_mnt_wb {
 	struct mnt_wb_err *w_err;         /* errors not reported yet */
 	size_t w_nerr, w_errcap;
 	uint64_t w_writes, w_waits;       /* counters: writes queued, waits that slept */
+	uint64_t w_overtaken;             /* writes sent again behind an older one (wb.c) */
 	bool w_stop, w_running;
 	pthread_t w_thread;
 	/* Files whose pages the dropper drops (a write of theirs failed), and it. */
@@ -614,7 +615,7 @@ int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
 		      bool sync);
 /* For `orchard stats MNT`. */
 struct orch_mnt_wb_counts {
-	uint64_t max_bytes, writes, waits, in_flight;
+	uint64_t max_bytes, writes, waits, in_flight, overtaken;
 };
 void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out);
 /*

@@ -8,11 +8,17 @@
  * the order the writes were sent, and a thread that waits for a file's
  * writes collects those the reaper has not reached itself: a write whose
  * server is failing over or hung holds the reaper, not the other files'
- * fsyncs.
+ * fsyncs.  One file's writes are still collected one at a time, in order
+ * (wb_unclaimed): collecting a write may send it again.
  *
  * What keeps it correct:
  * - Order: a server applies one connection's writes in the order sent, so
  *   overlapping writes in flight land in the order the kernel gave them.
+ *   A write to a replica group whose leader died is sent again, to the
+ *   next, by the thread that collects it: so one file's writes are
+ *   collected in order, one at a time, and a write that went on a newer
+ *   connection than an older write of its file still in flight there is
+ *   sent once more after the file's writes are in (wb_overtakes).
  * - Reads and everything else that looks at a file's data on the servers
  *   (read, setattr, fallocate, copy_file_range, flush, fsync, release)
  *   first wait for the file's writes in flight (orch_mnt_wb_wait): a
@@ -41,7 +47,16 @@ struct mnt_wb_ent {
 	size_t e_bytes;
 	struct orch_fs_wio *e_io;
 	bool e_claimed;     /* a thread waits for its acknowledgement (wb_collect) */
+	/* Where its WRITEs went (orch_fs_write_sent), read under w_lock. */
+	struct orch_fs_sent *e_sent;
+	size_t e_nsent;
 };
+
+static void wb_ent_free(struct mnt_wb_ent *e)
+{
+	free(e->e_sent);
+	free(e);
+}
 
 /* A write error not reported yet, kept per handle. */
 struct mnt_wb_err {
@@ -135,12 +150,41 @@ static void *wb_dropper(void *arg)
 	return NULL;
 }
 
-/* The oldest write in flight nobody waits for yet: of @h, or any if @h is 0 (no handle is). */
+/* How many claimed writes the reaper looks past for one of another file. */
+#define WB_CLAIMED_SKIP 64
+
+/*
+ * The next write to collect: the oldest of @h, or of any file if @h is 0
+ * (no handle is), that is its file's oldest in flight and nobody waits
+ * for yet; NULL if there is none.  A file's writes are collected one at a
+ * time, in the order they were sent, because collecting one may send it
+ * again (to the next leader of a group, orch_client_wait): two writes of
+ * one range sent again at once could land in either order, the older
+ * last.  So a claimed write is always its file's oldest.
+ */
 static struct mnt_wb_ent *wb_unclaimed(const struct orch_mnt_wb *wb, uint64_t h)
 {
-	for (struct mnt_wb_ent *e = wb->w_head; e; e = e->e_next)
-		if (!e->e_claimed && (!h || e->e_handle == h))
+	uint64_t busy[WB_CLAIMED_SKIP];
+	size_t nbusy = 0;
+
+	for (struct mnt_wb_ent *e = wb->w_head; e; e = e->e_next) {
+		bool seen = false;
+
+		if (h) {
+			if (e->e_handle == h)
+				return e->e_claimed ? NULL : e;
+			continue;
+		}
+		for (size_t i = 0; i < nbusy && !seen; i++)
+			seen = busy[i] == e->e_handle;
+		if (seen)
+			continue;   /* a later write of a file whose oldest is claimed */
+		if (!e->e_claimed)
 			return e;
+		if (nbusy == WB_CLAIMED_SKIP)
+			return NULL;   /* the reaper waits for one of them */
+		busy[nbusy++] = e->e_handle;
+	}
 	return NULL;
 }
 
@@ -176,7 +220,7 @@ static void wb_collect(struct orch_mnt *m, struct mnt_wb_ent *e)
 	wb->w_bytes -= e->e_bytes;
 	pthread_cond_broadcast(&wb->w_done);
 	pthread_cond_signal(&wb->w_work);   /* the reaper, if it waited for the list to empty */
-	free(e);
+	wb_ent_free(e);
 }
 
 static void *wb_reaper(void *arg)
@@ -264,12 +308,34 @@ void orch_mnt_wb_stop(struct orch_mnt *m)
 	pthread_mutex_destroy(&wb->w_lock);
 }
 
+/*
+ * Did @e, just sent, go to a server on another connection than a write of
+ * its file still in flight there?  That one may be sent again when it is
+ * collected, after @e: its old connection broke (its leader died), or it
+ * was not sent yet (no leader), and @e went on the next.  Under w_lock,
+ * before @e is on the list.
+ */
+static bool wb_overtakes(const struct orch_mnt_wb *wb, const struct mnt_wb_ent *e)
+{
+	for (const struct mnt_wb_ent *o = wb->w_head; o; o = o->e_next) {
+		if (o->e_handle != e->e_handle)
+			continue;
+		for (size_t i = 0; i < o->e_nsent; i++)
+			for (size_t j = 0; j < e->e_nsent; j++)
+				if (o->e_sent[i].server == e->e_sent[j].server &&
+				    e->e_sent[j].gen && o->e_sent[i].gen != e->e_sent[j].gen)
+					return true;
+	}
+	return false;
+}
+
 int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
 		      const struct orch_attr *a, uint64_t off, const void *buf, size_t len,
 		      bool sync)
 {
 	struct orch_mnt_wb *wb = &m->m_wb;
 	struct mnt_wb_ent *e;
+	bool overtakes, unknown;
 	int error;
 
 	if (!wb->w_running)
@@ -278,7 +344,7 @@ int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
 		error = orch_mnt_wb_wait(m, a->handle, true);
 		return error ? error : orch_fs_write(m->m_cl, cred, a, off, buf, len);
 	}
-	e = malloc(sizeof(*e));
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	pthread_mutex_lock(&wb->w_lock);
@@ -298,27 +364,39 @@ int orch_mnt_wb_write(struct orch_mnt *m, const struct orch_cred *cred,
 	 * they reach each server in order; other files' writes go in parallel.
 	 */
 	error = orch_fs_write_send(m->m_cl, cred, a, off, buf, len, &e->e_io);
+	/* Where it went unknown (no memory for the list): as if it overtook. */
+	unknown = !error && orch_fs_write_sent(e->e_io, &e->e_sent, &e->e_nsent);
 	pthread_mutex_lock(&wb->w_lock);
 	if (error) {
 		wb->w_bytes -= len;
 		pthread_cond_broadcast(&wb->w_done);
 		pthread_mutex_unlock(&wb->w_lock);
-		free(e);
+		wb_ent_free(e);
 		return error;
 	}
 	e->e_handle = a->handle;
 	e->e_bytes = len;
 	e->e_claimed = false;
 	e->e_next = NULL;
+	overtakes = unknown || wb_overtakes(wb, e);
 	if (wb->w_tail)
 		wb->w_tail->e_next = e;
 	else
 		wb->w_head = e;
 	wb->w_tail = e;
 	wb->w_writes++;
+	wb->w_overtaken += overtakes;
 	pthread_cond_signal(&wb->w_work);
 	pthread_mutex_unlock(&wb->w_lock);
-	return 0;
+	if (!overtakes)
+		return 0;
+	/*
+	 * The older write, sent again later, would put its old bytes over
+	 * these: once the file's writes are in (the older ones first, in
+	 * order), these go again, answered before the kernel sends the next.
+	 */
+	orch_mnt_wb_wait(m, a->handle, false);
+	return orch_fs_write(m->m_cl, cred, a, off, buf, len);
 }
 
 int orch_mnt_wb_wait(struct orch_mnt *m, uint64_t h, bool take_error)
@@ -359,6 +437,7 @@ void orch_mnt_wb_counts(struct orch_mnt *m, struct orch_mnt_wb_counts *out)
 	out->max_bytes = wb->w_max;
 	out->writes = wb->w_writes;
 	out->waits = wb->w_waits;
+	out->overtaken = wb->w_overtaken;
 	out->in_flight = wb->w_bytes;
 	pthread_mutex_unlock(&wb->w_lock);
 }

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from cluster import ORCHARD, Cluster, run, wait_until
+from cluster import ORCHARD, Cluster, run, stat_layout, wait_until
 from mount import Mount, write_file
 from netns import NetCluster, skip_unless_usable
 
@@ -39,6 +39,22 @@ def leader(c, group=0, timeout=15.0):
         return len(found) == 1
     wait_until(one, timeout, 0.05, "a member of group %d to lead and serve" % group)
     return found[0]
+
+
+def freeze(c, name):
+    """SIGSTOPs member @name and waits until every thread of it stopped
+    (kill returns before they do): what it has not answered yet, it will
+    not."""
+    pid = c.pid(name)
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        return all(st in "tT" for st in states)
+    wait_until(stopped, 5.0, 0.002, "every thread of %s to stop" % name)
 
 
 def namespace(c, name):
@@ -474,6 +490,43 @@ def test_a_new_leader_finds_the_other_groups_leaders_on_its_first_call(tmp_path)
         c.stop_all(check_logs=False)
 
 
+def test_a_frozen_leader_of_another_group_is_given_up_by_the_peer_calls(tmp_path):
+    """Group 1's leader is frozen (SIGSTOP): its connections stay open, its
+    kernel acknowledging our bytes, while group 1 elects another.  Group
+    0's calls to group 1 (here the intents of mkdirs whose inodes group 1
+    makes) went to the frozen member until their deadline, and again after
+    it, so each such mkdir failed at the end of the mount's deadline.  A
+    member silent for a try and then a PING is now given up for the next
+    (sv_peer.c), and those mkdirs complete within the deadline."""
+    c = Cluster(tmp_path / "c", nservers=6, replicas=3)
+    c.start_all()
+    m = None
+    frozen = None
+    try:
+        m = Mount(c, tmp_path / "mnt", {"op_timeout_ms": 30000}).start()
+        for i in range(4):   # group 0's leader connects to group 1's
+            os.mkdir(m.path("w%d" % i))
+        frozen = leader(c, 1)
+        freeze(c, frozen)
+        leader(c, 1)
+        for i in range(6):
+            t0 = time.monotonic()
+            os.mkdir(m.path("d%d" % i))
+            took = time.monotonic() - t0
+            # A try (2.5 s), a PING (1.5 s), the intent's retry (1 s), and slack.
+            assert took < 15.0, "mkdir d%d took %.1f s" % (i, took)
+        os.kill(c.pid(frozen), signal.SIGCONT)
+        frozen = None
+        assert {members_group(c, "/w%d" % i) for i in range(4)} == {0, 1}
+        assert 1 in {members_group(c, "/d%d" % i) for i in range(6)}
+    finally:
+        if frozen:
+            os.kill(c.pid(frozen), signal.SIGCONT)
+        if m:
+            m.stop()
+        c.stop_all(check_logs=False)
+
+
 def members_group(c, path):
     """The replica group that holds @path's inode (orchard stat's Server)."""
     for line in c.cli("stat", path).stdout.splitlines():
@@ -787,3 +840,123 @@ def test_file_data_survives_the_loss_of_each_leader_in_turn(group, tmp_path):
     data = [c.store_objects(n) for n in c.names]
     assert data[0] == data[1] == data[2]
     assert sum(size for size, _ in data[0].values()) == sum(len(d) for d in want.values())
+
+
+def read_direct(path, at):
+    """The 4 KiB block at @at of @path as the servers hold it (O_DIRECT)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        return os.pread(fd, 4096, at)
+    finally:
+        os.close(fd)
+
+
+def close_all(fds):
+    """Closes @fds; a write error there is one the test has seen already."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def test_a_files_writes_sent_again_after_a_failover_land_in_the_order_written(group, tmp_path):
+    """Writes behind to a leader that froze, then died: collecting them
+    sends each again to the next leader.  A file's two writes of one block
+    must land in the order they were written, whichever threads collect
+    them (the reaper takes the first, and the file's fsync is there for
+    the second): collected at once by both, they were sent again in either
+    order, and the older landed last in about half the rounds."""
+    c = group
+    # security.capability is asked before each write: its absence is
+    # trusted for the attributes' timeout, so no write asks the frozen leader.
+    m = Mount(c, tmp_path / "mnt", {"getattr_timeout_ms": 60000}).start()
+    fds = []
+    try:
+        for rnd in range(4):
+            path = m.path("f%d" % rnd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fds.append(fd)
+            assert os.pwrite(fd, b"w" * 4096, 0) == 4096
+            os.fsync(fd)   # registered as a writer, the size published
+            lead = leader(c)
+            freeze(c, lead)
+            for byte in b"ab":
+                assert os.pwrite(fd, bytes([byte]) * 4096, 0) == 4096
+            outcome = []
+
+            def syncer():
+                try:
+                    os.fsync(fd)
+                    outcome.append(0)
+                except OSError as e:
+                    outcome.append(e.errno)
+            t = threading.Thread(target=syncer, daemon=True)
+            t.start()
+            c.kill(lead)
+            t.join(30)
+            assert outcome == [0], "fsync through the failover (round %d): %s" % (rnd, outcome)
+            got = read_direct(path, 0)
+            assert got == b"b" * 4096, "round %d: the block holds %r" % (rnd, got[:1])
+            c.start(lead)
+    finally:
+        close_all(fds)
+        m.stop()
+
+
+def test_a_write_after_a_failover_is_not_overwritten_by_an_older_one_sent_again(tmp_path):
+    """Two groups of three; a file whose inode is in group 1 and whose
+    second strip is in group 0.  Write A of that strip goes behind to
+    group 0's leader, which froze, then died; collecting A sends it again
+    to the next leader, here 8 s after its try failed
+    (ORCH_TEST_RESEND_DELAY: a client whose pauses between tries fell that
+    way).  Write C of the same block, made once the next leader takes
+    changes, went straight to it (the file's writer registration, in group
+    1, did not change, so nothing waited for A), and A, sent again after
+    it, put its old bytes over C: an fsynced write lost.  C now sees that
+    it went on another connection to group 0 than A, waits for its file's
+    older writes, and goes again (the mount's `overtaken`)."""
+    c = Cluster(tmp_path / "c", nservers=6, replicas=3)
+    c.start_all()
+    m = None
+    fds = []
+    try:
+        # security.capability is asked before each write: its absence is
+        # trusted for the attributes' timeout, so no write asks the frozen leader.
+        # A's pause must outlast the failover and the chmod even under
+        # ASan, and A still have time left after it.
+        m = Mount(c, tmp_path / "mnt", {"getattr_timeout_ms": 60000, "op_timeout_ms": 30000},
+                  env={"ORCH_TEST_RESEND_DELAY": "8000"}).start()
+        for i in range(12):
+            c.cli("mkdir", "/d%d" % i)
+            if members_group(c, "/d%d" % i) == 1:
+                break
+        d = "d%d" % i
+        assert members_group(c, "/" + d) == 1
+        other = m.path("other")   # in /, group 0's
+        write_file(other, b"o")
+        for rnd in range(2):
+            path = m.path(d, "f%d" % rnd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fds.append(fd)
+            lay = stat_layout(c, "/%s/f%d" % (d, rnd))
+            assert (lay["first_server"], lay["stripe_count"]) == (1, 2), lay
+            at = lay["strip_size"]   # the second strip: group 0's
+            assert os.pwrite(fd, b"w" * 4096, at) == 4096
+            os.fsync(fd)   # registered as a writer, the size published
+            lead = leader(c, 0)
+            freeze(c, lead)
+            assert os.pwrite(fd, b"a" * 4096, at) == 4096   # A, held by the frozen leader
+            c.kill(lead)
+            os.chmod(other, 0o600 + rnd)   # returns once group 0's next leader takes changes
+            assert os.pwrite(fd, b"c" * 4096, at) == 4096   # C
+            os.fsync(fd)
+            got = read_direct(path, at)
+            assert got == b"c" * 4096, "round %d: the block holds %r" % (rnd, got[:1])
+            assert m.stats()["write_behind"]["overtaken"] == rnd + 1
+            c.start(lead)
+    finally:
+        close_all(fds)
+        if m:
+            m.stop()
+        c.stop_all()

@@ -111,9 +111,11 @@ def test_write_error_while_reads_wait_for_it(cluster2, tmp_path):
         os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.kill(c.pid(stopped), signal.SIGSTOP)
         # Past the first page: the writes leave their bytes in the page
-        # cache, and the read below must miss it.
+        # cache, and the read below must miss it.  64 KiB each: all four
+        # fit in the stopped server's socket buffers, so none waits to be
+        # sent (past the 1 s deadline under TSan, one failed the next).
         for k in range(4):
-            assert os.pwrite(wfd, bytes([65 + k]) * (256 << 10), (k + 1) << 18) == 256 << 10
+            assert os.pwrite(wfd, bytes([65 + k]) * (64 << 10), (k + 1) << 18) == 64 << 10
         outcome = []
 
         def reader():
@@ -146,11 +148,19 @@ def test_write_error_while_reads_wait_for_it(cluster2, tmp_path):
 def wind_down(c, m, stopped, fds):
     """The end of a test that may have stopped server @stopped: it goes
     on, the descriptors @fds close, and mount @m stops."""
-    if stopped:
-        os.kill(c.pid(stopped), signal.SIGCONT)
-    for fd in fds:
-        os.close(fd)
-    m.stop()
+    errors = []
+    try:
+        if stopped:
+            os.kill(c.pid(stopped), signal.SIGCONT)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError as e:
+                errors.append(e)   # raised once the mount is stopped
+    finally:
+        m.stop()
+    if errors:
+        raise errors[0]
 
 
 def fsynced(fd, data):
@@ -296,5 +306,80 @@ def test_a_write_a_stopped_server_holds_does_not_hold_another_files_fsync(cluste
         os.fsync(fds[0])
         with open(paths[0], "rb") as f:
             assert f.read() == b"a" * 4096
+    finally:
+        wind_down(c, m, stopped, fds)
+
+
+def test_a_server_silent_for_a_while_fails_no_write(cluster3, tmp_path):
+    """A server that says nothing for longer than the client's grace for
+    callers of a silent server (a quarter of the deadline, at most 1 s),
+    then answers.  That grace ends early the calls of a third caller and
+    beyond, so that a frozen server does not hold every thread; but a
+    write nobody waits for yet holds no thread, and a write is never ended
+    early (its error would be reported at close though the server took
+    it).  Three writes behind to one server, then:
+    - a read of a fourth file: its one caller beside the reaper waits, and
+      reads;
+    - fsyncs of the last two written files, each collecting its own write:
+      both succeed (they failed with EIO, and a read of the file saw its
+      old bytes)."""
+    c = cluster3
+    # The kernel asks for security.capability before each write: an
+    # absence the mount knows for the attributes' timeout saves asking the
+    # stopped server (it may be the files' inode server too).
+    m = mount(c, tmp_path, getattr_timeout_ms=60000)
+    stopped = None
+    fds = []
+    try:
+        on = {}
+        for k in range(12):
+            path, first = file_and_its_first_server(c, m, "f%d" % k)
+            on.setdefault(first, []).append(path)
+        name, paths = max(on.items(), key=lambda kv: len(kv[1]))
+        assert len(paths) >= 4, on
+        fds = [os.open(p, os.O_RDWR) for p in paths[:3]]
+        fds.append(os.open(paths[3], os.O_RDONLY | os.O_DIRECT))
+
+        def stalled(calls, fill):
+            """Runs @calls in threads while server @name is stopped past
+            the grace (1 s at the default 10 s deadline), after writes
+            filled with @fill; returns what each gave once it goes on."""
+            nonlocal stopped
+            out = {}
+
+            def run(k, call):
+                try:
+                    out[k] = call()
+                except OSError as e:
+                    out[k] = e.errno
+            for fd in fds[:3]:   # registered as writers, security.capability asked
+                assert os.pwrite(fd, b"w" * 4096, 0) == 4096
+                os.fsync(fd)
+            os.kill(c.pid(name), signal.SIGSTOP)
+            stopped = name
+            # Not a wait for a condition: the client's clock counts
+            # milliseconds, and the server's last answer must come before
+            # the writes on it, as with a server already silent.
+            time.sleep(0.02)
+            for k, fd in enumerate(fds[:3]):
+                assert os.pwrite(fd, bytes([fill + k]) * 4096, 0) == 4096
+            threads = [threading.Thread(target=run, args=(k, call), daemon=True)
+                       for k, call in enumerate(calls)]
+            for t in threads:
+                t.start()
+            threads[-1].join(2.5)
+            assert not out, "a call ended while its server was stopped: %s" % out
+            os.kill(c.pid(name), signal.SIGCONT)
+            stopped = None
+            for t in threads:
+                t.join(30)
+            return [out.get(k) for k in range(len(calls))]
+
+        assert stalled([lambda: os.pread(fds[3], 4096, 0)], 65) == [b"w" * 4096]
+        assert stalled([lambda: os.fsync(fds[1]), lambda: os.fsync(fds[2])], 97) == \
+            [None, None]
+        for k, fd in enumerate(fds[:3]):
+            assert os.pread(fd, 4096, 0) == bytes([97 + k]) * 4096
+            os.fsync(fd)
     finally:
         wind_down(c, m, stopped, fds)
