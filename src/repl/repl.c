@@ -58,6 +58,7 @@ struct orch_repl {
 	int (*r_tcp_connect)(struct raft_uv_transport *t, struct raft_uv_connect *req,
 			     raft_id id, const char *address, raft_uv_connect_cb cb);
 	raft_uv_accept_cb r_accept_cb;
+	bool r_listen_failed;         /* the transport's listen did (libraft says no more) */
 	struct raft_io r_io;
 	/* libraft's uv io close under repl_io_close, and raft's callback for it. */
 	void (*r_uv_close)(struct raft_io *io, raft_io_close_cb cb);
@@ -133,8 +134,12 @@ static int repl_tcp_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
 {
 	struct orch_repl *r = repl_of_transport(t);
 
+	int rv;
+
 	r->r_accept_cb = cb;
-	return r->r_tcp_listen(t, repl_tcp_accepted);
+	rv = r->r_tcp_listen(t, repl_tcp_accepted);
+	r->r_listen_failed = rv != 0;
+	return rv;
 }
 
 /* A connect of libraft's, passed on under a request of our own. */
@@ -323,12 +328,26 @@ static int fsm_restore(struct raft_fsm *rfsm, struct raft_buffer *buf)
 
 static int repl_fail(struct orch_repl *r, const char *what, int rv)
 {
-	const char *why = r->r_raft_up ? raft_errmsg(&r->r_raft) : raft_strerror(rv);
+	const char *why = r->r_raft_up ? raft_errmsg(&r->r_raft) : NULL;
+	const char *io = "";
 
-	if (r->r_io_up && !r->r_raft_up && r->r_io.errmsg[0])
-		why = r->r_io.errmsg;
-	ORCH_LOG(ORCH_LOG_ERR, "replication: member %llu: %s: %s", (unsigned long long)r->r_raft.id,
-		 what, why && *why ? why : raft_strerror(rv));
+	/*
+	 * raft_start passes the io's errors on without their message (libraft
+	 * 0.15): what failed (a listen's "address already in use", a bad
+	 * segment) is in the io's own, or the transport's.
+	 */
+	if (r->r_io_up && r->r_io.errmsg[0])
+		io = r->r_io.errmsg;
+	else if (r->r_transport_up && r->r_transport.errmsg[0])
+		io = r->r_transport.errmsg;
+	if (!why || !*why)
+		why = raft_strerror(rv);
+	if (*io && strcmp(io, why) != 0)
+		ORCH_LOG(ORCH_LOG_ERR, "replication: member %llu: %s: %s (%s)",
+			 (unsigned long long)r->r_raft.id, what, why, io);
+	else
+		ORCH_LOG(ORCH_LOG_ERR, "replication: member %llu: %s: %s",
+			 (unsigned long long)r->r_raft.id, what, why);
 	return repl_error(rv);
 }
 
@@ -427,7 +446,15 @@ int orch_repl_open(struct orch_ev *ev, const struct orch_repl_cfg *cfg,
 	}
 	rv = raft_start(&r->r_raft);
 	if (rv) {
-		error = repl_fail(r, "cannot load its log", rv);
+		if (r->r_listen_failed) {
+			/* the error libraft gives is RAFT_IOERR, without a word */
+			ORCH_LOG(ORCH_LOG_ERR, "replication: member %llu: cannot listen at %s: "
+				 "in use, or not an address of this host",
+				 (unsigned long long)cfg->id, addr);
+			error = -EADDRINUSE;
+		} else {
+			error = repl_fail(r, "cannot load its log", rv);
+		}
 		goto fail;
 	}
 	r->r_uvfd = uv_backend_fd(&r->r_loop);

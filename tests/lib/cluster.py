@@ -8,6 +8,7 @@ for sanitizer reports there.
 """
 import json
 import os
+import random
 import re
 import resource
 import signal
@@ -57,11 +58,37 @@ def wait_until(cond, timeout=15.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+_ports_given = set()
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host="127.0.0.1"):
-    """A TCP port free on @host now (for a listener the test configures)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port free on @host now (for a listener the test configures).
+    Picked below the kernel's ephemeral range, as genconfig does: a port
+    the kernel handed out for a bind to port 0 is in that range, where any
+    outgoing connection may take it before the server binds it (a server
+    that then failed at start, "cannot load its log", in CI)."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10000 if low > 11000 else 1024, low)
+        if port in _ports_given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise AssertionError("no free port below %d on %s" % (low, host))
 
 
 # Blocks file of each test server: sparse, so its size costs nothing until

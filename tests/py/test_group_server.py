@@ -244,6 +244,8 @@ def test_a_busy_log_address_stops_the_server_with_a_reason(tmp_path):
                            text=True, timeout=30)
     assert r.returncode != 0
     assert "cannot start the namespace's log" in r.stderr and str(port) in r.stderr, r.stderr
+    assert "cannot listen at 127.0.0.1:%d: in use" % port in r.stderr, r.stderr
+    assert "Address already in use" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -17,20 +17,42 @@
 #include "common/time.h"
 #include "net/ev.h"
 
-/* A port nobody listens on now (0 if none could be found). */
+/*
+ * A port nobody listens on now (0 if none could be found), below the
+ * kernel's ephemeral range (32768 by default): a port the kernel handed out
+ * for a bind to port 0 can be taken by any outgoing connection before the
+ * listener the test configures binds it.
+ */
 static uint16_t fx_free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t port = 0;
+	static unsigned int seed;
+	static uint16_t given[64]; /* not twice to one test */
+	static unsigned int ngiven;
 
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
+	if (!seed)
+		seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)orch_time_now_ms();
+	for (int tries = 0; tries < 1000; tries++) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		uint16_t port;
+		bool dup = false, ok;
+
+		seed = seed * 1103515245u + 12345u;
+		port = (uint16_t)(10000 + (seed >> 8) % 22000);
+		for (unsigned int i = 0; i < ngiven && i < 64; i++)
+			dup |= given[i] == port;
+		if (fd < 0)
+			return 0;
+		a.sin_port = htons(port);
+		ok = !dup && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 		close(fd);
-	return port;
+		if (ok) {
+			given[ngiven++ % 64] = port;
+			return port;
+		}
+	}
+	return 0;
 }
 
 struct fx_until {
