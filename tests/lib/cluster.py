@@ -11,6 +11,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import signal
 import socket
 import sqlite3
@@ -214,9 +215,48 @@ class Cluster:
         return subprocess.Popen(args, **kw)
 
     def start_all(self):
-        for name in self.names:
-            self.start(name, wait=False)
-        self._up_or_stopped(self.names)
+        """Starts every server.  At the first start of a new cluster, a port
+        of the config that another process took between genconfig and now
+        (a test beside this one, whose genconfig picked it too) is picked
+        again, the servers made anew (a group's log keeps the addresses it
+        started with) and started again."""
+        fresh = not self.procs
+        for attempt in range(3):
+            for name in self.names:
+                self.start(name, wait=False)
+            try:
+                self._up_or_stopped(self.names)
+                return
+            except AssertionError as e:
+                busy = re.findall(r"cannot listen (?:on|at) 127\.0\.0\.1:(\d+)[:,]? .*?"
+                                  r"(?:Address already in use|in use)", str(e))
+                if attempt == 2 or not busy or not fresh:
+                    raise
+                for port in set(busy):
+                    self._move_port(int(port))
+                for name in self.names:
+                    self._remake(name)
+
+    def _remake(self, name):
+        """Empties server @name's data directory and runs mkfs again."""
+        path = os.path.join(self.dir, name)
+        for entry in os.listdir(path):
+            p = os.path.join(path, entry)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        run([ORCHARD, "mkfs", "-c", self.conf, "-n", name])
+
+    def _move_port(self, port):
+        """Gives another free port to whatever the config has at @port."""
+        with open(self.conf) as f:
+            text = f.read()
+        new = "127.0.0.1:%d" % free_port()
+        text, n = re.subn(r"127\.0\.0\.1:%d(?!\d)" % port, new, text)
+        assert n, "port %d is not in %s" % (port, self.conf)
+        with open(self.conf, "w") as f:
+            f.write(text)
 
     def _up_or_stopped(self, names):
         """Waits for @names to answer; should one not, stops them all before

@@ -415,6 +415,7 @@ def test_a_mount_carries_on_through_leader_kills(group, tmp_path):
             os.unlink(m.path("d%d" % k, "s"))
             assert took < 5.0, (k, took)
             c.start(lead)
+            wait_in_sync(c)     # the next kill is of a whole group
         for k in range(3):
             assert os.listdir(m.path("d%d" % k)) == ["g"]
             assert os.stat(m.path("d%d" % k, "g")).st_mode & 0o777 == 0o600
@@ -448,6 +449,7 @@ def test_two_groups_through_a_mount_carry_on_through_leader_kills(tmp_path):
                 assert f.read() == data
             assert took < 5.0, (k, took)
             c.start(lead)
+            wait_in_sync(c, k % 2)
         want = sorted(["r%d-%d" % (k, i) for k in range(4) for i in (1, 2, 3)] +
                       ["f%d" % k for k in range(4)])
         assert sorted(os.listdir(m.path())) == want
