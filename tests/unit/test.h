@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct orch_test_case {
 	const char *name;
@@ -97,6 +98,22 @@ static inline int orch_test_excluded(const char *name)
 	return 0;
 }
 
+/* Runs @t; with $ORCH_TEST_TIMES set, says how long it took (to stderr). */
+static inline void orch_test_timed(const struct orch_test_case *t)
+{
+	struct timespec a, b;
+
+	if (!getenv("ORCH_TEST_TIMES")) {
+		t->fn();
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	t->fn();
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	fprintf(stderr, "time %s: %.3f s\n", t->name,
+		(double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+}
+
 #define ORCH_TEST_MAIN()                                                       \
 	struct orch_test_case *orch_test_list;                                 \
 	int orch_test_failed;                                                  \
@@ -108,7 +125,7 @@ static inline int orch_test_excluded(const char *name)
 			    orch_test_excluded(t->name))                       \
 				continue;                                      \
 			orch_test_failed = 0;                                  \
-			t->fn();                                               \
+			orch_test_timed(t);                                    \
 			run++;                                                 \
 			if (orch_test_failed) {                                \
 				failures++;                                    \
