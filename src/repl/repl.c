@@ -133,7 +133,6 @@ static void repl_tcp_accepted(struct raft_uv_transport *t, raft_id id, const cha
 static int repl_tcp_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
 {
 	struct orch_repl *r = repl_of_transport(t);
-
 	int rv;
 
 	r->r_accept_cb = cb;
