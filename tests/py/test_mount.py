@@ -912,4 +912,5 @@ def test_unmount_right_after_closes_frees_every_handle(cluster3, tmp_path):
         libc = ctypes.CDLL(None, use_errno=True)
         assert libc.umount2(m.mnt.encode(), 0) == 0, os.strerror(ctypes.get_errno())
     finally:
-        assert m.stop() == 0
+        rc = m.stop()
+        assert rc == 0, "orchard-mount exited %s:\n%s" % (rc, m.stderr()[-4000:])
