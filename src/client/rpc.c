@@ -1562,15 +1562,18 @@ static void rpc_call_cap(struct orch_call *call, uint64_t deadline_ms)
 	pthread_mutex_unlock(&c->c_lock);
 }
 
-/* A copy of @req with its data (@tail's, if any) for rpc_send_again; NULL if it cannot be made. */
+/*
+ * A copy of @req with its data (@tail's, if any) for rpc_send_again; NULL
+ * if it cannot be made.  The tail goes straight into the frame, once.
+ */
 static struct rpc_again *rpc_again_new(struct orch_client *cl, unsigned int server,
 				       const struct orch_msg *req, const struct iovec *tail,
 				       int ntail)
 {
 	struct rpc_again *a = calloc(1, sizeof(*a));
 	struct orch_msg m = *req;
-	uint8_t *data = NULL;
 	size_t len = 0;
+	int error;
 
 	if (!a || ntail < 0 || ntail > ORCH_CLIENT_IOV_MAX)
 		goto fail;
@@ -1578,28 +1581,27 @@ static struct rpc_again *rpc_again_new(struct orch_client *cl, unsigned int serv
 		len += tail[i].iov_len;
 	if (len > ORCH_IO_MAX)
 		goto fail;
-	if (ntail) {
-		data = malloc(len ? len : 1);
-		if (!data)
-			goto fail;
-		len = 0;
-		for (int i = 0; i < ntail; i++) {
-			memcpy(data + len, tail[i].iov_base, tail[i].iov_len);
-			len += tail[i].iov_len;
-		}
-		m.data = orch_str_of((const char *)data, (uint32_t)len);
-	}
 	m.flags = 0;
 	m.reqid = 0;
 	orch_buf_init(&a->a_frame, ORCH_FRAME_HDR + ORCH_MAXFRAME);
-	if (orch_msg_encode(&a->a_frame, &m))
+	if (ntail) {
+		m.data = orch_str_of(NULL, (uint32_t)len);
+		error = orch_msg_encode_head(&a->a_frame, &m);
+		if (!error)
+			error = orch_buf_reserve(&a->a_frame, len);
+		for (int i = 0; i < ntail && !error; i++)
+			if (tail[i].iov_len)
+				error = orch_buf_append(&a->a_frame, tail[i].iov_base,
+							tail[i].iov_len);
+	} else {
+		error = orch_msg_encode(&a->a_frame, &m);
+	}
+	if (error)
 		goto fail;
-	free(data);
 	a->a_server = server;
 	a->a_deadline_ms = rpc_now_ms() + atomic_load(&cl->cl_timeout_ms);
 	return a;
 fail:
-	free(data);
 	rpc_again_free(a);
 	return NULL;
 }
