@@ -14,7 +14,9 @@
  * calls in flight at once and the next call connects again; deadlines
  * expire and the reader role moves on when its holder gives up; a server
  * with another key is named; a server that breaks the handshake (FAKE_HS_*)
- * fails the call at once, and the next one gets through.  Run plain, under valgrind, ASan and TSan
+ * fails the call at once, and the next one gets through; a WRITE to a
+ * replica group that a member refuses (it does not lead) goes to the next
+ * member with the bytes it was sent with.  Run plain, under valgrind, ASan and TSan
  * (make check-tsan): there it is the race check of the reader's handover.
  */
 #include <errno.h>
@@ -95,6 +97,16 @@ struct fake {
 	_Atomic int f_max_batch;       /* most requests answered in one batch */
 	_Atomic long f_auth_failed;    /* AUTHs whose MAC did not verify */
 	_Atomic int f_hs;              /* enum fake_hs, for the next handshakes */
+	/*
+	 * WRITEs (a replica group's data path): the next f_notleader of them
+	 * are answered as a member that does not lead; the others are kept
+	 * (the last one, by f_lock) and answered.
+	 */
+	_Atomic int f_notleader;
+	_Atomic long f_writes;         /* WRITEs received, refused or not */
+	uint8_t *f_wdata;              /* the last WRITE kept: its data ... */
+	size_t f_wlen;
+	uint64_t f_whandle, f_woff;    /* ... handle and offset */
 };
 
 /* A connection's server side: its thread owns all of it. */
@@ -370,6 +382,36 @@ static int fake_send_due(struct fake_conn *fc, bool *alive)
 	return next;
 }
 
+/* Answers WRITE @m: refused as a follower's while f_notleader lasts, else kept. */
+static void fake_write_request(struct fake *f, struct orch_buf *out, uint64_t reqid,
+			       const struct orch_msg *m)
+{
+	struct orch_msg rep;
+	int left = atomic_load(&f->f_notleader);
+
+	atomic_fetch_add(&f->f_writes, 1);
+	orch_msg_init(&rep, ORCH_CL2SV_WRITE);
+	rep.flags = ORCH_FRAME_REPLY;
+	rep.reqid = reqid;
+	if (left > 0 && atomic_compare_exchange_strong(&f->f_notleader, &left, left - 1)) {
+		rep.status = -ORCH_ENOTLEADER;
+		rep.leader = ORCH_NO_LEADER;
+	} else {
+		pthread_mutex_lock(&f->f_lock);
+		free(f->f_wdata);
+		f->f_wdata = malloc(m->data.len ? m->data.len : 1);
+		if (!f->f_wdata)
+			abort();
+		memcpy(f->f_wdata, m->data.s, m->data.len);
+		f->f_wlen = m->data.len;
+		f->f_whandle = m->handle;
+		f->f_woff = m->offset;
+		pthread_mutex_unlock(&f->f_lock);
+	}
+	if (orch_msg_encode(out, &rep) != 0)
+		abort();
+}
+
 /*
  * Answers the requests read so far, in reverse order: the replies (and
  * pushes) of the batch go out in one write.  False when the connection is
@@ -382,17 +424,25 @@ static bool fake_serve_batch(struct fake_conn *fc)
 		uint64_t reqid, handle;
 	} reqs[512];
 	struct orch_frame_hdr h;
-	struct orch_buf out, one;
+	struct orch_buf out, one, out_writes;
 	uint8_t *payload;
 	int n = 0;
 	bool alive = true, drop = false;
 
+	orch_buf_init(&out_writes, 64u << 20);
 	while (n < (int)ORCH_ARRAY_SIZE(reqs) && fake_take_frame(fc, &h, &payload)) {
 		struct orch_msg m;
 
-		if (orch_msg_decode(&h, payload, &m) != 0 || m.type != ORCH_CL2SV_GETATTR) {
+		if (orch_msg_decode(&h, payload, &m) != 0 ||
+		    (m.type != ORCH_CL2SV_GETATTR && m.type != ORCH_CL2SV_WRITE)) {
 			fprintf(stderr, "fake server: unexpected frame type=0x%04x\n", h.type);
 			abort();
+		}
+		if (m.type == ORCH_CL2SV_WRITE) {
+			fake_write_request(f, &out_writes, h.reqid, &m);
+			orch_msg_fini(&m);
+			free(payload);
+			continue;
 		}
 		reqs[n].reqid = h.reqid;
 		reqs[n].handle = m.handle;
@@ -434,10 +484,13 @@ static bool fake_serve_batch(struct fake_conn *fc)
 	}
 	if (n > atomic_load(&f->f_max_batch))
 		atomic_store(&f->f_max_batch, n);
-	if (out.b_err)
+	if (out.b_err || out_writes.b_err)
 		abort();
-	if (out.b_len)
+	if (out_writes.b_len)
+		alive = fake_write(fc, out_writes.b_data, out_writes.b_len);
+	if (alive && out.b_len)
 		alive = fake_write(fc, out.b_data, out.b_len);
+	orch_buf_fini(&out_writes);
 	orch_buf_fini(&out);
 	orch_buf_fini(&one);
 	return alive && !drop;
@@ -526,6 +579,7 @@ static void fake_fini(struct fake *f)
 {
 	for (int i = 0; i < f->f_nconns; i++)
 		pthread_join(f->f_threads[i], NULL);
+	free(f->f_wdata);
 	pthread_mutex_destroy(&f->f_lock);
 }
 
@@ -541,9 +595,12 @@ static int fake_nconns(struct fake *f)
 
 /* --- Client side ------------------------------------------------------------ */
 
-/* A client of @nservers servers, all served by @f, with key bytes 0x5a. */
-static int client_make(struct fake *f, unsigned int nservers, uint32_t timeout_ms,
-		       struct orch_client **out)
+/*
+ * A client of @nservers servers (replica groups of @replicas members, 1:
+ * plain servers), all served by @f, with key bytes 0x5a.
+ */
+static int client_make_groups(struct fake *f, unsigned int nservers, unsigned int replicas,
+			      uint32_t timeout_ms, struct orch_client **out)
 {
 	struct orch_cfg *cfg = calloc(1, sizeof(*cfg));
 	int error;
@@ -551,18 +608,29 @@ static int client_make(struct fake *f, unsigned int nservers, uint32_t timeout_m
 	if (!cfg)
 		return -ENOMEM;
 	cfg->nservers = nservers;
+	cfg->replicas = replicas;
+	cfg->nmembers = nservers * replicas;
 	cfg->op_timeout_ms = timeout_ms;
 	cfg->lease_ms = FAKE_LEASE_MS;
 	memset(cfg->key, 0x5a, sizeof(cfg->key));
-	for (unsigned int i = 0; i < nservers; i++) {
-		snprintf(cfg->servers[i].name, sizeof(cfg->servers[i].name), "fake%u", i);
-		snprintf(cfg->servers[i].host, sizeof(cfg->servers[i].host), "socketpair");
+	for (unsigned int i = 0; i < cfg->nmembers; i++) {
+		snprintf(cfg->members[i].name, sizeof(cfg->members[i].name), "fake%u", i);
+		snprintf(cfg->members[i].host, sizeof(cfg->members[i].host), "socketpair");
 	}
+	/* A group goes by its first member's name. */
+	for (unsigned int i = 0; i < nservers; i++)
+		cfg->servers[i] = cfg->members[i * replicas];
 	error = orch_client_create(cfg, out);
 	free(cfg);
 	if (!error)
 		orch_client_set_dial(*out, fake_dial, f);
 	return error;
+}
+
+static int client_make(struct fake *f, unsigned int nservers, uint32_t timeout_ms,
+		       struct orch_client **out)
+{
+	return client_make_groups(f, nservers, 1, timeout_ms, out);
 }
 
 /* GETATTR of @handle on @server: 0 or -errno; checks the reply is ours. */
@@ -1148,6 +1216,60 @@ ORCH_TEST(handshake_faults_fail_the_call_and_the_next_gets_through)
 		fake_fini(&f);
 		ORCH_CHECK(atomic_load(&f.f_auth_failed) == 0);
 	}
+}
+
+/*
+ * A WRITE to a replica group keeps a copy of its data to go again: the
+ * caller's buffers are its own again once the send returns, and a member
+ * that does not lead sends the call to the next member, which gets the
+ * same bytes (three buffers of odd sizes, one of them empty, the copy
+ * written straight into the frame).
+ */
+ORCH_TEST(a_write_to_a_group_goes_again_with_the_bytes_it_was_sent_with)
+{
+	static uint8_t a[5003], c[70001];
+	uint8_t *want = malloc(sizeof(a) + sizeof(c));
+	struct iovec iov[3] = {
+		{ .iov_base = a, .iov_len = sizeof(a) },
+		{ .iov_base = NULL, .iov_len = 0 },
+		{ .iov_base = c, .iov_len = sizeof(c) },
+	};
+	struct orch_client *cl;
+	struct orch_call *call;
+	struct orch_reply rep;
+	struct orch_msg req;
+	struct fake f;
+
+	ORCH_CHECK(want != NULL);
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = (uint8_t)(i * 7 + 1);
+	for (size_t i = 0; i < sizeof(c); i++)
+		c[i] = (uint8_t)(i * 13 + 5);
+	memcpy(want, a, sizeof(a));
+	memcpy(want + sizeof(a), c, sizeof(c));
+	fake_init(&f, 0x5a, false);
+	atomic_store(&f.f_notleader, 1);
+	ORCH_CHECK_OK(client_make_groups(&f, 1, 3, 5000, &cl));
+	orch_msg_init(&req, ORCH_CL2SV_WRITE);
+	req.handle = 42;
+	req.offset = 1u << 20;
+	ORCH_CHECK_OK(orch_client_send_iov(cl, 0, &req, iov, 3, &call));
+	/* The caller's buffers are free for other use now. */
+	memset(a, 0xee, sizeof(a));
+	memset(c, 0xee, sizeof(c));
+	ORCH_CHECK_OK(orch_client_wait(cl, call, &rep));
+	orch_reply_release(&rep);
+	orch_client_destroy(cl);
+	/* Refused by the first member, kept by the next, on a connection of its own. */
+	ORCH_CHECK(atomic_load(&f.f_writes) == 2);
+	ORCH_CHECK(fake_nconns(&f) == 2);
+	pthread_mutex_lock(&f.f_lock);
+	ORCH_CHECK(f.f_whandle == 42 && f.f_woff == 1u << 20);
+	ORCH_CHECK(f.f_wlen == sizeof(a) + sizeof(c));
+	ORCH_CHECK(f.f_wdata && memcmp(f.f_wdata, want, f.f_wlen) == 0);
+	pthread_mutex_unlock(&f.f_lock);
+	fake_fini(&f);
+	free(want);
 }
 
 ORCH_TEST_MAIN()
