@@ -1120,12 +1120,19 @@ int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_
 	return orch_fs_extend_stamped(cl, cred, h, size, mtime_ns, out, NULL);
 }
 
+int orch_fs_writers_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    uint32_t flags, uint64_t size, int64_t mtime_ns,
+			    struct orch_attr *out, uint64_t *gen, uint64_t *stamp)
+{
+	return fs_size_call(cl, cred, ORCH_CL2SV_WRITERS, h, flags, size, mtime_ns, out, stamp,
+			    gen);
+}
+
 int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		    uint32_t flags, uint64_t size, int64_t mtime_ns, struct orch_attr *out,
 		    uint64_t *gen)
 {
-	return fs_size_call(cl, cred, ORCH_CL2SV_WRITERS, h, flags, size, mtime_ns, out, NULL,
-			    gen);
+	return orch_fs_writers_stamped(cl, cred, h, flags, size, mtime_ns, out, gen, NULL);
 }
 
 int orch_fs_writers_many(struct orch_client *cl, const struct orch_cred *cred, uint32_t flags,

@@ -230,6 +230,10 @@ int orch_fs_extend(struct orch_client *cl, const struct orch_cred *cred, uint64_
 int orch_fs_writers(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
 		    uint32_t flags, uint64_t size, int64_t mtime_ns, struct orch_attr *out,
 		    uint64_t *gen);
+/* The same, *@stamp getting the stamp of the attributes (0: not leased). */
+int orch_fs_writers_stamped(struct orch_client *cl, const struct orch_cred *cred, uint64_t h,
+			    uint32_t flags, uint64_t size, int64_t mtime_ns,
+			    struct orch_attr *out, uint64_t *gen, uint64_t *stamp);
 
 /*
  * orch_fs_writers(@flags) for each of the @n handles @hs, without size or

@@ -818,7 +818,9 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 	to->ca_hdr = *h;
 	to->ca_payload = payload;
 	to->ca_stamp = stamp;
-	to->ca_leased = c->c_features & ORCH_FEAT_LEASES;
+	/* A server that predates WRITERS_ATTR leases nothing by a WRITERS reply. */
+	to->ca_leased = (c->c_features & ORCH_FEAT_LEASES) &&
+			(to->ca_type != ORCH_CL2SV_WRITERS || (c->c_features & ORCH_FEAT_WRITERS_ATTR));
 	to->ca_done = true;
 	return to;
 }
@@ -991,8 +993,8 @@ static int rpc_handshake(struct rpc_conn *c, int fd, uint64_t deadline_ms)
 		return error;
 	orch_auth_init(&a, ORCH_AUTH_CONNECTOR, cl->cl_cfg.key, nonce, ORCH_ORIGIN_CLIENT,
 		       !cl->cl_push ? 0
-		       : cl->cl_push_acks ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS
-					  : ORCH_FEAT_LEASES);
+		       : ORCH_FEAT_LEASES | ORCH_FEAT_WRITERS_ATTR |
+			       (cl->cl_push_acks ? ORCH_FEAT_ACKS : 0));
 	rc = orch_auth_step(&a, NULL, NULL, &out);
 	while (rc == ORCH_AUTH_MORE) {
 		orch_auth_set_reqid(&a, &out, atomic_fetch_add(&cl->cl_next_reqid, 1));

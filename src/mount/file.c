@@ -512,9 +512,11 @@ static int mnt_file_extend(struct orch_mnt *m, const struct orch_cred *cred,
 	 * release of the writer registration, in the same round trip.
 	 */
 	if (closing && !werr && orch_mnt_inode_wreg_take_last(&m->m_itab, f->f_handle, false, &gen)) {
+		/* Its reply leases the attributes: the next stat asks nobody. */
 		if (gen == orch_client_conn_gen(m->m_cl, orch_handle_server(f->f_handle)))
-			error = orch_fs_writers(m->m_cl, cred, f->f_handle, ORCH_WRITERS_RELEASE,
-						end, mtime_ns, &a, NULL);
+			error = orch_fs_writers_stamped(m->m_cl, cred, f->f_handle,
+							ORCH_WRITERS_RELEASE, end, mtime_ns, &a,
+							NULL, &stamp);
 		else
 			error = -ENOSYS;
 		if (error == -ENOSYS)

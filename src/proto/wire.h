@@ -45,6 +45,8 @@
 #define ORCH_FEAT_LEASES (1ull << 0) /* cache under leases; take SV2CL_* pushes */
 #define ORCH_FEAT_ACKS (1ull << 1)   /* with LEASES: pushes are numbered and acknowledged */
 #define ORCH_FEAT_MIRROR_SUMS (1ull << 2) /* a group's data stream: SV2SV_MIRROR_SUMS answered */
+/* With LEASES: a WRITERS reply leases the attributes it carries, as GETATTR's. */
+#define ORCH_FEAT_WRITERS_ATTR (1ull << 3)
 #define ORCH_FEAT_BITS 0xffffffffull /* the rest: the acceptor's parameters */
 /* In the acceptor's reply: its lease term (lease_ms), when it grants leases. */
 /* AN2AN_PING's reply reuses the features word for the server's state. */

@@ -411,7 +411,7 @@ int main(int argc, char **argv)
 		.on_close = client_on_close,
 		.features = ORCH_FEAT_MIRROR_SUMS |
 			    (sv.s_cfg.lease_ms ? ORCH_FEAT_LEASES | ORCH_FEAT_ACKS |
-			     (uint64_t)sv.s_cfg.lease_ms << 32 : 0),
+			     ORCH_FEAT_WRITERS_ATTR | (uint64_t)sv.s_cfg.lease_ms << 32 : 0),
 	};
 	if (sv_metrics_start(&sv))
 		goto out_listen;

@@ -319,6 +319,9 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 
 	if (!t || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
 		return;
+	/* A mount that did not ask would not cache it: no pushes for nothing. */
+	if (rep->type == ORCH_CL2SV_WRITERS && !(c->c_features & ORCH_FEAT_WRITERS_ATTR))
+		return;
 	expire = orch_time_now_ms() + t->t_term_ms;
 	/*
 	 * Room first, so that no grant of this reply is undone by a revoke

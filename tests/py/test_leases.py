@@ -133,6 +133,33 @@ def test_changes_pushed_to_the_other_mount(cluster3, mounts):
     assert sum(s["lease_pushes"] for s in cluster3.server_stats().values()) > 0
 
 
+def test_a_close_leases_the_attributes_it_published(mounts):
+    # The close of a file written here publishes its size by the WRITERS that
+    # releases the writer registration, and that reply leases the attributes
+    # (ORCH_FEAT_WRITERS_ATTR): the next stat of the file asks no server.
+    # Leased means pushed: another mount's changes still show here at once.
+    a = mounts(SHORT)
+    b = mounts(SHORT)
+    os.mkdir(a.path("d"))
+    n = 20
+    for i in range(n):
+        write_file(a.path("d", "f%d" % i), b"x" * (i + 1))
+    os.stat(a.path("d"))
+    before = a.server_requests()
+    for i in range(n):
+        assert os.stat(a.path("d", "f%d" % i)).st_size == i + 1
+    asked = requests_by_type(before, a.server_requests())
+    print("stats of %d files just written and closed: %s" % (n, asked))
+    # st_blocks is counted where the data lies (ALLOCATED); nothing else is asked.
+    assert not set(asked) - {"CL2SV_ALLOCATED"}, asked
+    os.chmod(b.path("d", "f0"), 0o600)
+    shows_within(lambda: stat.S_IMODE(os.stat(a.path("d", "f0")).st_mode) == 0o600,
+                 "a to see b's chmod")
+    write_file(b.path("d", "f1"), b"longer data", os.O_WRONLY)
+    shows_within(lambda: os.stat(a.path("d", "f1")).st_size == 11,
+                 "a to see the size b published at its close")
+
+
 def test_leases_dropped_with_the_connection(cluster3, mounts):
     """A restarted server has forgotten b's leases and cannot push to it:
     b drops what it held from that server when the connection goes."""

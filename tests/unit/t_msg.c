@@ -1220,7 +1220,7 @@ ORCH_TEST(dispatch_columns)
 		ORCH_CHECK(l[1] == '-' || (strchr("aeE", l[1]) && list_has(msg_rows[i].rep, l[1])));
 		ORCH_CHECK(dir == (l[0] == '-' ? 0 : l[0]) && inodes == (l[1] == '-' ? 0 : l[1]));
 	}
-	ORCH_CHECK(leasing == 8);
+	ORCH_CHECK(leasing == 9);
 	ORCH_CHECK(!orch_msg_changes_namespace(0x7777) && !orch_msg_exactly_once(0x7777));
 }
 

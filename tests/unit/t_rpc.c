@@ -16,7 +16,9 @@
  * with another key is named; a server that breaks the handshake (FAKE_HS_*)
  * fails the call at once, and the next one gets through; a WRITE to a
  * replica group that a member refuses (it does not lead) goes to the next
- * member with the bytes it was sent with.  Run plain, under valgrind, ASan and TSan
+ * member with the bytes it was sent with; a WRITERS reply is stamped for
+ * the lease cache only where the server granted ORCH_FEAT_WRITERS_ATTR.
+ * Run plain, under valgrind, ASan and TSan
  * (make check-tsan): there it is the race check of the reader's handover.
  */
 #include <errno.h>
@@ -382,31 +384,48 @@ static int fake_send_due(struct fake_conn *fc, bool *alive)
 	return next;
 }
 
-/* Answers WRITE @m: refused as a follower's while f_notleader lasts, else kept. */
+/* Keeps the data of WRITE @m, the last one kept. */
+static void fake_keep_write(struct fake *f, const struct orch_msg *m)
+{
+	pthread_mutex_lock(&f->f_lock);
+	free(f->f_wdata);
+	f->f_wdata = malloc(m->data.len ? m->data.len : 1);
+	if (!f->f_wdata)
+		abort();
+	memcpy(f->f_wdata, m->data.s, m->data.len);
+	f->f_wlen = m->data.len;
+	f->f_whandle = m->handle;
+	f->f_woff = m->offset;
+	pthread_mutex_unlock(&f->f_lock);
+}
+
+/*
+ * Answers WRITE @m: refused as a follower's while f_notleader lasts, else
+ * kept.  A WRITERS is answered with the attributes of its handle.
+ */
 static void fake_write_request(struct fake *f, struct orch_buf *out, uint64_t reqid,
 			       const struct orch_msg *m)
 {
 	struct orch_msg rep;
-	int left = atomic_load(&f->f_notleader);
+	int left;
 
-	atomic_fetch_add(&f->f_writes, 1);
-	orch_msg_init(&rep, ORCH_CL2SV_WRITE);
+	orch_msg_init(&rep, m->type);
 	rep.flags = ORCH_FRAME_REPLY;
 	rep.reqid = reqid;
-	if (left > 0 && atomic_compare_exchange_strong(&f->f_notleader, &left, left - 1)) {
-		rep.status = -ORCH_ENOTLEADER;
-		rep.leader = ORCH_NO_LEADER;
+	if (m->type == ORCH_CL2SV_WRITERS) {
+		rep.attr.handle = m->handle;
+		rep.attr.size = m->size;
+		rep.attr.mode = 0100644;
+		rep.attr.nlink = 1;
 	} else {
-		pthread_mutex_lock(&f->f_lock);
-		free(f->f_wdata);
-		f->f_wdata = malloc(m->data.len ? m->data.len : 1);
-		if (!f->f_wdata)
-			abort();
-		memcpy(f->f_wdata, m->data.s, m->data.len);
-		f->f_wlen = m->data.len;
-		f->f_whandle = m->handle;
-		f->f_woff = m->offset;
-		pthread_mutex_unlock(&f->f_lock);
+		atomic_fetch_add(&f->f_writes, 1);
+		left = atomic_load(&f->f_notleader);
+		if (left > 0 && atomic_compare_exchange_strong(&f->f_notleader, &left, left - 1)) {
+			rep.status = -ORCH_ENOTLEADER;
+			rep.leader = ORCH_NO_LEADER;
+		} else {
+			fake_keep_write(f, m);
+		}
 	}
 	if (orch_msg_encode(out, &rep) != 0)
 		abort();
@@ -434,11 +453,12 @@ static bool fake_serve_batch(struct fake_conn *fc)
 		struct orch_msg m;
 
 		if (orch_msg_decode(&h, payload, &m) != 0 ||
-		    (m.type != ORCH_CL2SV_GETATTR && m.type != ORCH_CL2SV_WRITE)) {
+		    (m.type != ORCH_CL2SV_GETATTR && m.type != ORCH_CL2SV_WRITE &&
+		     m.type != ORCH_CL2SV_WRITERS)) {
 			fprintf(stderr, "fake server: unexpected frame type=0x%04x\n", h.type);
 			abort();
 		}
-		if (m.type == ORCH_CL2SV_WRITE) {
+		if (m.type != ORCH_CL2SV_GETATTR) {
 			fake_write_request(f, &out_writes, h.reqid, &m);
 			orch_msg_fini(&m);
 			free(payload);
@@ -1270,6 +1290,42 @@ ORCH_TEST(a_write_to_a_group_goes_again_with_the_bytes_it_was_sent_with)
 	pthread_mutex_unlock(&f.f_lock);
 	fake_fini(&f);
 	free(want);
+}
+
+/*
+ * A WRITERS reply is stamped (the mount may cache its attributes) only on
+ * a connection whose server granted ORCH_FEAT_WRITERS_ATTR: one of an
+ * earlier version leases nothing by it, while its GETATTR replies are.
+ */
+ORCH_TEST(a_writers_reply_is_stamped_only_where_the_server_leases_it)
+{
+	for (int granted = 0; granted < 2; granted++) {
+		struct pushes p = { .p_lock = PTHREAD_MUTEX_INITIALIZER };
+		struct orch_client *cl;
+		struct orch_reply rep;
+		struct orch_msg req;
+		struct fake f;
+
+		fake_init(&f, 0x5a, true);
+		if (granted)
+			f.f_features |= ORCH_FEAT_WRITERS_ATTR;
+		ORCH_CHECK_OK(client_make(&f, 1, 5000, &cl));
+		orch_client_set_push_handler(cl, push_record, &p, false);
+		ORCH_CHECK_OK(getattr(cl, 0, 5, &rep));
+		ORCH_CHECK(rep.stamp != 0);
+		orch_reply_release(&rep);
+		orch_msg_init(&req, ORCH_CL2SV_WRITERS);
+		req.handle = 5;
+		req.size = 4096;
+		req.writers_flags = ORCH_WRITERS_RELEASE;
+		ORCH_CHECK_OK(orch_client_call(cl, 0, &req, &rep));
+		ORCH_CHECK(rep.m.attr.handle == 5 && rep.m.attr.size == 4096);
+		ORCH_CHECK(granted ? rep.stamp != 0 : rep.stamp == 0);
+		orch_reply_release(&rep);
+		orch_client_destroy(cl);
+		fake_fini(&f);
+		pthread_mutex_destroy(&p.p_lock);
+	}
 }
 
 ORCH_TEST_MAIN()
