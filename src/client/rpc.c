@@ -818,9 +818,7 @@ static struct orch_call *rpc_frame_dispatch_locked(struct rpc_conn *c,
 	to->ca_hdr = *h;
 	to->ca_payload = payload;
 	to->ca_stamp = stamp;
-	/* A server that predates WRITERS_ATTR leases nothing by a WRITERS reply. */
-	to->ca_leased = (c->c_features & ORCH_FEAT_LEASES) &&
-			(to->ca_type != ORCH_CL2SV_WRITERS || (c->c_features & ORCH_FEAT_WRITERS_ATTR));
+	to->ca_leased = orch_msg_reply_leases(to->ca_type, c->c_features);
 	to->ca_done = true;
 	return to;
 }

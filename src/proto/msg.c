@@ -112,6 +112,13 @@ void orch_msg_lease(uint16_t type, char *dir, char *inodes)
 		*inodes = l[1] == '-' ? 0 : l[1];
 }
 
+bool orch_msg_reply_leases(uint16_t type, uint64_t features)
+{
+	if (!(features & ORCH_FEAT_LEASES))
+		return false;
+	return type != ORCH_CL2SV_WRITERS || (features & ORCH_FEAT_WRITERS_ATTR);
+}
+
 uint64_t orch_msg_handle(const struct orch_msg *m, char code)
 {
 	switch (code) {

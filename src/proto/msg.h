@@ -65,6 +65,13 @@ const char *orch_msg_fields(uint16_t type, bool reply);
  */
 void orch_msg_lease(uint16_t type, char *dir, char *inodes);
 /*
+ * True if a reply to @type leases (as orch_msg_lease says) on a connection
+ * granted @features: one with ORCH_FEAT_LEASES, and for CL2SV_WRITERS also
+ * ORCH_FEAT_WRITERS_ATTR (an earlier server leases nothing by it).  The
+ * server grants by it and the client trusts by it.
+ */
+bool orch_msg_reply_leases(uint16_t type, uint64_t features);
+/*
  * msg.def's log column: true if a request of @type changes a replica
  * group's namespace (its leader runs it through the log), and if it is
  * also sent exactly once (numbered with ORCH_FRAME_SEQ to a group).

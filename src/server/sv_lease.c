@@ -317,10 +317,8 @@ void sv_lease_grant_reply(struct sv_server *sv, struct orch_conn *c, uint64_t di
 	uint64_t expire;
 	char inodes;
 
-	if (!t || !(c->c_features & ORCH_FEAT_LEASES) || c->c_closed)
-		return;
-	/* A mount that did not ask would not cache it: no pushes for nothing. */
-	if (rep->type == ORCH_CL2SV_WRITERS && !(c->c_features & ORCH_FEAT_WRITERS_ATTR))
+	/* What the client does not cache (it did not ask): no pushes for nothing. */
+	if (!t || !orch_msg_reply_leases(rep->type, c->c_features) || c->c_closed)
 		return;
 	expire = orch_time_now_ms() + t->t_term_ms;
 	/*

@@ -1224,6 +1224,18 @@ ORCH_TEST(dispatch_columns)
 	ORCH_CHECK(!orch_msg_changes_namespace(0x7777) && !orch_msg_exactly_once(0x7777));
 }
 
+/* Which replies lease on which connection: WRITERS only with WRITERS_ATTR. */
+ORCH_TEST(replies_lease_by_the_features_granted)
+{
+	const uint64_t both = ORCH_FEAT_LEASES | ORCH_FEAT_WRITERS_ATTR;
+
+	ORCH_CHECK(orch_msg_reply_leases(ORCH_CL2SV_GETATTR, ORCH_FEAT_LEASES));
+	ORCH_CHECK(!orch_msg_reply_leases(ORCH_CL2SV_GETATTR, ORCH_FEAT_WRITERS_ATTR));
+	ORCH_CHECK(!orch_msg_reply_leases(ORCH_CL2SV_WRITERS, ORCH_FEAT_LEASES));
+	ORCH_CHECK(orch_msg_reply_leases(ORCH_CL2SV_WRITERS, both));
+	ORCH_CHECK(!orch_msg_reply_leases(ORCH_CL2SV_WRITERS, ORCH_FEAT_WRITERS_ATTR));
+}
+
 /* Numbered to a group: ONCE types, and writers' requests that register nothing. */
 ORCH_TEST(numbered_requests)
 {
