@@ -403,7 +403,7 @@ static void fake_keep_write(struct fake *f, const struct orch_msg *m)
  * Answers WRITE @m: refused as a follower's while f_notleader lasts, else
  * kept.  A WRITERS is answered with the attributes of its handle.
  */
-static void fake_write_request(struct fake *f, struct orch_buf *out, uint64_t reqid,
+static void fake_answer_write(struct fake *f, struct orch_buf *out, uint64_t reqid,
 			       const struct orch_msg *m)
 {
 	struct orch_msg rep;
@@ -443,12 +443,13 @@ static bool fake_serve_batch(struct fake_conn *fc)
 		uint64_t reqid, handle;
 	} reqs[512];
 	struct orch_frame_hdr h;
-	struct orch_buf out, one, out_writes;
+	struct orch_buf out, one;
 	uint8_t *payload;
 	int n = 0;
 	bool alive = true, drop = false;
 
-	orch_buf_init(&out_writes, 64u << 20);
+	/* WRITE and WRITERS are answered as they come, the GETATTRs after. */
+	orch_buf_init(&out, 64u << 20);
 	while (n < (int)ORCH_ARRAY_SIZE(reqs) && fake_take_frame(fc, &h, &payload)) {
 		struct orch_msg m;
 
@@ -459,7 +460,7 @@ static bool fake_serve_batch(struct fake_conn *fc)
 			abort();
 		}
 		if (m.type != ORCH_CL2SV_GETATTR) {
-			fake_write_request(f, &out_writes, h.reqid, &m);
+			fake_answer_write(f, &out, h.reqid, &m);
 			orch_msg_fini(&m);
 			free(payload);
 			continue;
@@ -470,7 +471,6 @@ static bool fake_serve_batch(struct fake_conn *fc)
 		free(payload);
 		n++;
 	}
-	orch_buf_init(&out, 64u << 20);
 	orch_buf_init(&one, ORCH_FRAME_HDR + ORCH_MAXFRAME);
 	for (int i = n - 1; i >= 0; i--) {
 		uint64_t handle = reqs[i].handle;
@@ -504,13 +504,10 @@ static bool fake_serve_batch(struct fake_conn *fc)
 	}
 	if (n > atomic_load(&f->f_max_batch))
 		atomic_store(&f->f_max_batch, n);
-	if (out.b_err || out_writes.b_err)
+	if (out.b_err)
 		abort();
-	if (out_writes.b_len)
-		alive = fake_write(fc, out_writes.b_data, out_writes.b_len);
-	if (alive && out.b_len)
+	if (out.b_len)
 		alive = fake_write(fc, out.b_data, out.b_len);
-	orch_buf_fini(&out_writes);
 	orch_buf_fini(&out);
 	orch_buf_fini(&one);
 	return alive && !drop;
