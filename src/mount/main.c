@@ -523,7 +523,8 @@ int main(int argc, char **argv)
 	error = mnt_run(se, &fo, mt_given);
 	/* libfuse ends its loop on a read of /dev/fuse that failed: say which. */
 	if (error < 0)
-		ORCH_ERR("the FUSE session ended on an error: %s", strerror(-error));
+		ORCH_ERR("the FUSE session ended on an error: %s (unmounted: mount again)",
+			 strerror(-error));
 	rc = error < 0 ? 1 : 0;
 	/* No hit queues a renewal any more; the ones queued are not worth the wait. */
 	orch_mnt_lc_renew_stop(&m.m_lc);
